@@ -1,0 +1,76 @@
+"""Shared CLI plumbing: error handling, JSON output, number formatting."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .._errors import SpecError
+
+console = Console()
+err_console = Console(stderr=True)
+
+EXIT_INFEASIBLE = 1
+EXIT_BAD_INPUT = 2
+
+
+def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn input errors into a clear message and exit status 2 (no traceback)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SpecError as err:
+            err_console.print(f"[bold red]error:[/] {err}", highlight=False, markup=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+
+    return wrapper
+
+
+def to_python(tree: Any) -> Any:
+    """A module or pytree of scalar arrays -> nested dict of floats (for JSON)."""
+    if isinstance(tree, eqx.Module):
+        return {k: to_python(getattr(tree, k)) for k in tree.__dataclass_fields__}
+    if isinstance(tree, dict):
+        return {k: to_python(v) for k, v in tree.items()}
+    if isinstance(tree, (jax.Array, np.ndarray, np.generic)):
+        arr = np.asarray(tree)
+        return float(arr) if arr.ndim == 0 else arr.tolist()
+    return tree
+
+
+def print_json(obj: dict[str, Any]) -> None:
+    """One JSON object on stdout."""
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds >= 1.0:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def fmt_bytes(n: float) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("quantity", style="bold")
+    table.add_column("value", justify="right")
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
