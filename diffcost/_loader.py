@@ -130,6 +130,7 @@ class _Checker:
                     self.add(full, _unknown_key(key, schema))
                     continue
             elif spec.kind == "quantity":
+                seen[base] = key
                 self.add(
                     full,
                     f"missing unit suffix: write {key}{next(iter(_suffixes(spec.dim)))} "

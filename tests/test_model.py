@@ -1,0 +1,44 @@
+"""Parameter and FLOP counts against the published closed forms."""
+
+import jax.numpy as jnp
+import pytest
+
+import diffcost as dc
+
+GPT_FAMILY = ["megatron-gpt-1.7b", "megatron-gpt-22b", "gpt3-175b", "megatron-gpt-1t"]
+
+
+@pytest.mark.parametrize("name", GPT_FAMILY)
+def test_params_match_narayanan_eq2(name):
+    """P = 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h)) + final LayerNorm 2h (Narayanan eq. 2)."""
+    m = dc.load_model(name)
+    l, h, V, s = (float(x) for x in (m.layers, m.hidden, m.vocab, m.max_seq_len))
+    eq2 = 12 * l * h**2 * (1 + 13 / (12 * h) + (V + s) / (12 * l * h))
+    assert float(m.num_params()) == pytest.approx(eq2 + 2 * h, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", GPT_FAMILY)
+@pytest.mark.parametrize("batch,seq", [(1, 2048), (1536, 2048), (4, 4096)])
+def test_forward_flop_matches_korthikanti_eq7(name, batch, seq):
+    """Model FLOP = 3 x forward = 72 B L s h^2 (1 + s/(6h) + V/(12 h L)) (Korthikanti eq. 7)."""
+    m = dc.load_model(name)
+    L, h, V = (float(x) for x in (m.layers, m.hidden, m.vocab))
+    eq7 = 72 * batch * L * seq * h**2 * (1 + seq / (6 * h) + V / (12 * h * L))
+    assert 3 * float(m.forward_flop(batch, seq)) == pytest.approx(eq7, rel=1e-12)
+
+
+def test_gqa_and_swiglu_param_count():
+    """Llama 2 70B: 68.98B parameters in the released checkpoint (GQA 8 KV heads, SwiGLU)."""
+    m = dc.load_model("llama-2-70b")
+    assert float(m.num_params()) == pytest.approx(68_976_648_192, rel=1e-9)
+
+
+def test_llama3_8b_param_count():
+    """Llama 3 8B checkpoint: 8,030,261,248 parameters."""
+    assert float(dc.load_model("llama-3-8b").num_params()) == pytest.approx(8_030_261_248, rel=1e-9)
+
+
+def test_flop_counts_are_jnp_functions():
+    m = dc.load_model("llama-2-7b")
+    tokens = jnp.asarray([1.0, 2.0])
+    assert m.layer_matmul_flop(tokens).shape == (2,)
