@@ -24,8 +24,13 @@ from ._memory import TrainMemory
 from ._model import Model
 from ._plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan, train_plan
 from ._scenario import Scenario, load_scenario
+from ._search import SearchResult
+from ._serve import ServeBreakdown, ServeCost, serve_problems
+from ._serve_plan import MODES, ServePlan, serve_plan
+from ._serve_search import ServeSearchSpace, search_serve
 from ._smooth import EXACT, RELAXED, Smoothing
 from ._train import TrainBreakdown, TrainCost
+from ._train_search import TrainSearchSpace, search_train
 
 __version__ = "0.1.0"
 
@@ -36,12 +41,18 @@ __all__ = [
     "Efficiency",
     "FORMATS",
     "Infeasible",
+    "MODES",
     "Model",
     "OPTIMIZER_BYTES",
     "Problem",
     "RECOMPUTE",
     "RELAXED",
     "Scenario",
+    "SearchResult",
+    "ServeBreakdown",
+    "ServeCost",
+    "ServePlan",
+    "ServeSearchSpace",
     "Smoothing",
     "Spec",
     "SpecError",
@@ -51,6 +62,7 @@ __all__ = [
     "TrainCost",
     "TrainMemory",
     "TrainPlan",
+    "TrainSearchSpace",
     "ZERO_STAGES",
     "builtin_names",
     "load_chip",
@@ -58,6 +70,10 @@ __all__ = [
     "load_scenario",
     "load_spec",
     "load_system",
+    "search_serve",
+    "search_train",
+    "serve_plan",
+    "serve_problems",
     "specs_dir",
     "train_plan",
     "train_problems",

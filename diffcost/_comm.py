@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from ._hardware import System
-from ._smooth import Smoothing, smax, smin, step
+from ._smooth import Smoothing, relu, smax, smin, step
 
 
 def local_members(group: ArrayLike, stride: ArrayLike, system: System, sm: Smoothing) -> Array:
@@ -62,8 +62,20 @@ def all_gather_s(
     system: System,
     sm: Smoothing,
 ) -> Array:
-    """All-gather (or reduce-scatter) whose full buffer is ``bytes_per_rank_out``: half an all-reduce."""
+    """All-gather or reduce-scatter of a full buffer of ``bytes_per_rank_out``: half an all-reduce."""
     return 0.5 * all_reduce_s(bytes_per_rank_out, group, stride, system, sm)
+
+
+def exposed_s(comm_s: ArrayLike, window_s: ArrayLike, system: System, sm: Smoothing) -> Array:
+    """Time a collective adds when overlapped with ``window_s`` of independent computation.
+
+    ``max(comm - window, 0) + c * min(comm, window)``: the part that does not fit under the
+    computation, plus the contention ``c = overlap_contention`` of the part that does
+    (communication kernels occupy SMs and memory bandwidth while they run).
+    """
+    comm, window = jnp.asarray(comm_s), jnp.asarray(window_s)
+    c = system.efficiency.overlap_contention
+    return relu(comm - window, sm, scale=comm + window) + c * smin(comm, window, sm)
 
 
 def point_to_point_s(

@@ -64,6 +64,8 @@ class Efficiency(eqx.Module):
         kernel_launch_s: fixed cost per kernel (launch and synchronisation), seconds.
         memory_reserved_bytes: runtime context, communication buffers (not for on-chip SRAM).
         memory_fragmentation_fraction: fraction of capacity lost to allocator fragmentation.
+        overlap_contention: fraction of an overlapped collective's time that still slows the
+            computation it hides under (communication kernels occupy SMs and memory bandwidth).
     """
 
     matmul_peak_fraction: Float[Array, ""]
@@ -73,6 +75,7 @@ class Efficiency(eqx.Module):
     kernel_launch_s: Float[Array, ""]
     memory_reserved_bytes: Float[Array, ""]
     memory_fragmentation_fraction: Float[Array, ""]
+    overlap_contention: Float[Array, ""]
 
 
 class Chip(eqx.Module):

@@ -344,6 +344,7 @@ def efficiency_for(chip_name: str, calibration: str | Path = "default") -> Effic
         kernel_launch_s=f("kernel_launch_s"),
         memory_reserved_bytes=f("memory_reserved_bytes"),
         memory_fragmentation_fraction=f("memory_fragmentation_fraction"),
+        overlap_contention=f("overlap_contention"),
     )
 
 

@@ -9,9 +9,10 @@ from typing import Any
 from . import _schema as S
 from ._errors import Problem, SpecError
 from ._loader import _Checker, _read_toml, resolve
+from ._serve_plan import SERVE_PLAN
 
 #: Plan schema per scenario kind; the serving model registers "serve".
-PLAN_SCHEMAS: dict[str, dict[str, S.Field]] = {"train": S.TRAIN_PLAN}
+PLAN_SCHEMAS: dict[str, dict[str, S.Field]] = {"train": S.TRAIN_PLAN, "serve": SERVE_PLAN}
 
 
 @dataclass(frozen=True)

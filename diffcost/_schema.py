@@ -82,12 +82,14 @@ CALIBRATION_FIELDS = {
     "kernel_launch": Q("s", True),
     "memory_reserved": Q("bytes", True),
     "memory_fragmentation_fraction": Field("number", required=True, positive=False),
+    "overlap_contention": Field("number", required=True, positive=False),
 }
 FRACTIONS = (
     "matmul_peak_fraction",
     "memory_bandwidth_fraction",
     "link_bandwidth_fraction",
     "memory_fragmentation_fraction",
+    "overlap_contention",
 )
 
 TRAIN_PLAN = {

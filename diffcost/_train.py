@@ -21,13 +21,13 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._comm import all_gather_s, all_reduce_s, point_to_point_s
+from ._comm import all_gather_s, all_reduce_s, exposed_s, point_to_point_s
 from ._compute import matmul_time_s, stream_time_s
 from ._hardware import BYTES_PER_ELEMENT, FORMATS, System, format_index
 from ._memory import TrainMemory, params_per_chip, train_memory
 from ._model import Model
 from ._plan import TrainPlan
-from ._smooth import EXACT, Smoothing, divisibility_violation, is_one, relu, smax
+from ._smooth import EXACT, Smoothing, divisibility_violation, is_one, smax
 
 _ELEMENT_BYTES = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 _BF16 = format_index("bf16")
@@ -123,7 +123,7 @@ class TrainCost(eqx.Module):
         # K and V (bf16) of the local KV heads; TP beyond kv_heads replicates heads (Megatron).
         kv_bytes = 2.0 * 2.0 * tokens * e * smax(model.kv_heads / t, 1.0, sm)
         t_cp = all_gather_s(kv_bytes * c, c, t, sys, sm)  # K,V ring pass, hidden under attention
-        t_cp_exposed = relu(t_cp - t_attn, sm, scale=t_cp + t_attn)
+        t_cp_exposed = exposed_s(t_cp, t_attn, sys, sm)
 
         # --- recomputation -------------------------------------------------------------------
         w_sel, w_full = plan.recompute[1], plan.recompute[2]
@@ -154,15 +154,16 @@ class TrainCost(eqx.Module):
         z = plan.zero
         grad_bytes = params * plan.grad_bytes_per_param
         t_dp = all_reduce_s(grad_bytes, d, t * c, sys, sm)  # = reduce-scatter + all-gather
-        overlap = plan.overlap_grad_reduce * (t_bwd + t_rec)  # last micro-batch's backward
-        t_dp_exposed = relu(t_dp - overlap, sm, scale=t_dp + overlap)
+        t_dp_exposed = (1.0 - plan.overlap_grad_reduce) * t_dp + plan.overlap_grad_reduce * (
+            exposed_s(t_dp, t_bwd + t_rec, sys, sm)
+        )
         # ZeRO-3: gather weights for forward and backward, reduce-scatter grads, per micro-batch,
         # prefetched under that micro-batch's compute.
         weight_bytes = params * plan.weight_bytes_per_param
         t_z3 = 2.0 * all_gather_s(weight_bytes, d, t * c, sys, sm) + all_gather_s(
             grad_bytes, d, t * c, sys, sm
         )
-        t_z3_exposed = m * relu(t_z3 - per_micro, sm, scale=t_z3 + per_micro)
+        t_z3_exposed = m * exposed_s(t_z3, per_micro, sys, sm)
         t_dp_total = (1.0 - z[3]) * t_dp_exposed + z[3] * t_z3_exposed
         shard = z[0] + (z[1] + z[2] + z[3]) / d
         opt_bytes = params * shard * (

@@ -12,9 +12,19 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-from . import _specs_cmd, _train_cmd  # noqa: E402,F401  (register subcommands)
+from . import _plan_cmd, _serve_cmd, _specs_cmd, _train_cmd  # noqa: E402,F401  (register subcommands)
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.  Compiled XLA programs are cached on disk between runs
+    (``DIFFCOST_CACHE_DIR``, default ``~/.cache/diffcost/jax``; set it empty to disable)."""
+    import os
+    from pathlib import Path
+
+    import jax
+
+    cache = os.environ.get("DIFFCOST_CACHE_DIR", str(Path.home() / ".cache" / "diffcost" / "jax"))
+    if cache:
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     app()

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from .._errors import SpecError
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True)
 
 EXIT_INFEASIBLE = 1

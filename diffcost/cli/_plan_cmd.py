@@ -1,0 +1,128 @@
+"""``diffcost plan train|serve``: search for the best plan, verified with the exact model."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .._errors import Problem, SpecError
+from .._loader import load_model, load_spec, load_system
+from .._plan import RECOMPUTE
+from .._search import SearchResult
+from .._train_search import OBJECTIVES, TrainSearchSpace, megatron_flags, search_train
+from . import app
+from ._common import EXIT_INFEASIBLE, console, friendly_errors, print_json
+
+plan_app = typer.Typer(help="Search for the best training or serving plan.", no_args_is_help=True)
+app.add_typer(plan_app, name="plan")
+
+
+def _csv(text: str, where: str, allowed: tuple, cast=str) -> tuple:
+    items = tuple(cast(x.strip()) for x in text.split(",") if x.strip())
+    bad = [x for x in items if x not in allowed]
+    if bad or not items:
+        raise SpecError([Problem("<arguments>", where, f"must be a comma-separated subset of "
+                                                       f"{', '.join(map(str, allowed))}; got {text!r}")])
+    return items
+
+
+SHORT = {"micro_batch": "mb", "virtual_stages": "v", "sequence_parallel": "sp",
+         "recompute": "recomp", "precision": "prec", "weight_format": "w", "kv_format": "kv"}
+
+
+def print_result(result: SearchResult, title: str, fmt_objective, launch: str | None) -> None:
+    """Readable search report shared by training and serving."""
+    console.print(f"[bold]{title}[/]  ({result.method}; {result.evaluated:,} exact evaluations, "
+                  f"{result.feasible_count:,} feasible, {result.wall_s:.2f} s)", highlight=False)
+    if result.best is None:
+        console.print(f"[bold red]no feasible plan[/]: {result.binding}")
+        for s in result.suggestions:
+            console.print(f"  - {s}", highlight=False)
+        return
+    table = Table(title="best plan and runners-up", title_justify="left")
+    keys = [k for k in result.best if k not in ("global_batch", "seq_len")]
+    table.add_column("#")
+    for k in keys:
+        table.add_column(SHORT.get(k, k))
+    table.add_column(result.objective_name, justify="right")
+    rows = [(result.best, result.best_objective), *result.alternatives]
+    for i, (row, value) in enumerate(rows):
+        table.add_row(str(i + 1), *[str(row[k]) for k in keys], fmt_objective(value))
+    console.print(table)
+    console.print(f"binding: {result.binding}", highlight=False)
+    if launch:
+        console.print("launch flags:", highlight=False)
+        console.print("    " + launch, highlight=False, markup=False)
+
+
+def result_json(result: SearchResult, launch: str | None) -> dict:
+    return {
+        "feasible": result.best is not None,
+        "best_plan": result.best,
+        "objective": result.objective_name,
+        "best_objective": result.best_objective if result.best is not None else None,
+        "binding": result.binding,
+        "alternatives": [{"plan": p, "objective_value": v} for p, v in result.alternatives],
+        "method": result.method,
+        "evaluated": result.evaluated,
+        "feasible_count": result.feasible_count,
+        "search_wall_s": result.wall_s,
+        "relaxed_objective": result.relaxed_objective,
+        "suggestions": result.suggestions,
+        "launch_flags": launch,
+    }
+
+
+_UNITS = {"time": ("step_time_s", lambda v: f"{v:.3f} s"),
+          "cost": ("cost_usd_per_token", lambda v: f"${v * 1e6:.3f}/Mtok"),
+          "energy": ("energy_j_per_token", lambda v: f"{v:.3f} J/tok")}
+
+
+@plan_app.command("train")
+@friendly_errors
+def plan_train(
+    model: Annotated[str, typer.Option(help="Built-in model, model TOML or HF config.json.")] = "llama-3-70b",
+    system: Annotated[str | None, typer.Option(help="Built-in system or system TOML.")] = None,
+    chip: Annotated[str | None, typer.Option(help="Built-in chip or chip TOML.")] = None,
+    chips: Annotated[int | None, typer.Option(help="Chip count (the system's default if omitted).")] = None,
+    global_batch: Annotated[int, typer.Option(help="Sequences per step.")] = 512,
+    seq_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 4096,
+    objective: Annotated[str, typer.Option(help="time | cost | energy (per token).")] = "time",
+    search_chips: Annotated[bool, typer.Option(help="Also search the chip count (powers of two up to --chips).")] = False,
+    recompute: Annotated[str, typer.Option(help="Allowed recomputation modes.")] = "none,selective,full",
+    zero: Annotated[str, typer.Option(help="Allowed ZeRO stages.")] = "0,1,2,3",
+    precision: Annotated[str, typer.Option(help="Allowed GEMM precisions.")] = "bf16",
+    max_cp: Annotated[int, typer.Option(help="Largest context-parallel degree.")] = 8,
+    exhaustive: Annotated[bool, typer.Option(help="Enumerate the whole discrete space instead.")] = False,
+    top: Annotated[int, typer.Option(help="Runners-up to show.")] = 5,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Find the fastest (or cheapest) training plan; every answer is checked with the exact model."""
+    if objective not in OBJECTIVES:
+        raise SpecError([Problem("<arguments>", "objective", f"must be one of {OBJECTIVES}")])
+    if system is None and chip is None:
+        system = "dgx-h100"
+    sys_ = load_system(system, chip=chip, chips=chips)
+    n = int(sys_.num_chips)
+    counts = tuple(2**k for k in range(n.bit_length()) if 2**k <= n) if search_chips else (n,)
+    space = TrainSearchSpace(
+        global_batch=global_batch, seq_len=seq_len, chips=counts,
+        recompute=_csv(recompute, "recompute", RECOMPUTE),
+        zero=_csv(zero, "zero", (0, 1, 2, 3), int),
+        precision=_csv(precision, "precision", ("fp32", "tf32", "bf16", "fp16", "fp8")),
+        max_cp=max_cp, objective=objective,
+    )
+    model_ = load_model(model)
+    result = search_train(sys_, model_, space, exhaustive=exhaustive)
+    result.alternatives = result.alternatives[:top]
+    launch = megatron_flags(result.best) if result.best else None
+    name = load_spec("model", model).info.display_name
+    if json_out:
+        print_json({"model": model, "chips": n, **result_json(result, launch)})
+    else:
+        label, fmt = _UNITS[objective]
+        print_result(result, f"{name} on {n}x {system or chip}: minimise {label}", fmt, launch)
+    if result.best is None:
+        raise typer.Exit(EXIT_INFEASIBLE)

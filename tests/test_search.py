@@ -1,0 +1,162 @@
+"""Plan search: rounding, feasibility, agreement with the exhaustive oracle, clear failures."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import diffcost as dc
+from diffcost._search import Axis, Candidates, moves
+from diffcost._train_search import (
+    TrainSearchSpace,
+    enumerate_space,
+    megatron_flags,
+    search_train,
+    to_plans,
+    valid,
+)
+from diffcost.cli import app
+
+SMALL = [
+    ("llama-2-7b", "dgx-a100", 8, 64, 4096),
+    ("llama-2-13b", "dgx-h100", 16, 256, 4096),
+    ("megatron-gpt-3.6b", "dgx-a100", 32, 128, 2048),
+    ("llama-3-8b", "dgx-h100", 8, 32, 8192),
+]
+
+
+def test_axis_rounds_to_the_two_nearest_allowed_values():
+    axis = Axis("pp", (1.0, 2.0, 4.0, 5.0, 8.0, 10.0))
+    assert axis.nearest_two(np.log2(4.4)) == [4.0, 5.0]
+    assert axis.nearest_two(np.log2(0.3)) == [1.0, 2.0]
+    assert axis.nearest_two(np.log2(50.0)) == [10.0, 8.0]
+
+
+def test_moves_change_at_most_two_coordinates():
+    cur = {"a": 1, "b": 2, "c": 3}
+    cand = moves(cur, {"a": [1, 2], "b": [2, 4], "c": [3, 6]})
+    diffs = [sum(cand.row(i)[k] != cur[k] for k in cur) for i in range(len(cand))]
+    assert max(diffs) == 2 and diffs.count(0) == 1
+    assert len(cand) == 1 + 3 + 3  # itself, three single moves, three pairs
+
+
+def test_enumeration_is_valid_and_complete():
+    model = dc.load_model("llama-2-7b")
+    space = TrainSearchSpace(global_batch=64, seq_len=4096, chips=(8,))
+    cand = enumerate_space(model, space)
+    assert valid(cand, model, space).all()
+    col = cand.columns
+    dp = col["chips"] / (col["tp"] * col["pp"] * col["cp"])
+    assert np.all(dp == np.round(dp)) and np.all(64 % (dp * col["micro_batch"]) == 0)
+    assert np.all(32 % (col["pp"] * col["virtual_stages"]) == 0)
+    # every (tp, pp) pair whose product divides 8 appears
+    pairs = {(int(t), int(p)) for t, p in zip(col["tp"], col["pp"], strict=True)}
+    assert pairs == {(t, p) for t in (1, 2, 4, 8) for p in (1, 2, 4, 8) if t * p <= 8}
+
+
+@pytest.mark.parametrize("name,system,chips,gb,seq", SMALL)
+def test_relaxed_search_matches_the_exhaustive_oracle(name, system, chips, gb, seq):
+    sys_ = dc.load_system(system, chips=chips)
+    model = dc.load_model(name)
+    space = TrainSearchSpace(global_batch=gb, seq_len=seq, chips=(chips,), max_cp=2)
+    oracle = search_train(sys_, model, space, exhaustive=True)
+    found = search_train(sys_, model, space)
+    assert found.best_objective == pytest.approx(oracle.best_objective, rel=1e-9)
+    # the answer is verified: re-evaluate it exactly and check it is feasible
+    plan = dc.train_plan(**{k: v for k, v in found.best.items() if k != "chips"})
+    out = dc.TrainCost(sys_, model)(plan)
+    assert float(out.step_time_s) == pytest.approx(found.best_objective, rel=1e-9)
+    assert dc.train_problems(model, plan, out, chips) == []
+
+
+def test_runners_up_are_sorted_and_distinct():
+    sys_ = dc.load_system("dgx-a100", chips=8)
+    model = dc.load_model("llama-2-7b")
+    res = search_train(sys_, model, TrainSearchSpace(global_batch=64, seq_len=4096, chips=(8,)))
+    values = [res.best_objective] + [v for _, v in res.alternatives]
+    assert values == sorted(values)
+    plans = [res.best] + [p for p, _ in res.alternatives]
+    assert len({json.dumps(p, sort_keys=True) for p in plans}) == len(plans)
+    assert "memory" in res.binding and "largest time term" in res.binding
+
+
+def test_cost_objective_with_chip_count_search_prefers_fewer_chips():
+    sys_ = dc.load_system("dgx-h100", chips=64)
+    model = dc.load_model("llama-2-7b")
+    base = dict(global_batch=64, seq_len=4096, chips=(8, 16, 32, 64))
+    fastest = search_train(sys_, model, TrainSearchSpace(**base, objective="time"), exhaustive=True)
+    cheapest = search_train(sys_, model, TrainSearchSpace(**base, objective="cost"), exhaustive=True)
+    assert cheapest.best["chips"] <= fastest.best["chips"]
+
+
+def test_infeasible_request_says_why_and_what_would_fix_it():
+    sys_ = dc.load_system(chip="h100-sxm", chips=8)
+    model = dc.load_model("llama-3-405b")
+    res = search_train(sys_, model, TrainSearchSpace(global_batch=8, seq_len=8192, chips=(8,)))
+    assert res.best is None
+    assert "enumerated" in res.method  # confirmed exhaustively, not inferred from a neighbourhood
+    assert res.suggestions[0].startswith("the most memory-frugal plan")
+    assert "over by" in res.suggestions[0]
+    assert "chips or more" in res.suggestions[1]
+
+
+def test_to_plans_round_trips_exact_plans():
+    model = dc.load_model("llama-2-7b")
+    space = TrainSearchSpace(global_batch=64, seq_len=4096, chips=(8,))
+    cand = enumerate_space(model, space)
+    plans = to_plans(cand.take(np.arange(3)), space)
+    row = cand.row(1)
+    one = dc.train_plan(tp=int(row["tp"]), pp=int(row["pp"]), cp=int(row["cp"]),
+                        dp=int(8 // (row["tp"] * row["pp"] * row["cp"])),
+                        micro_batch=int(row["micro_batch"]), global_batch=64, seq_len=4096,
+                        virtual_stages=int(row["virtual_stages"]), recompute=row["recompute"],
+                        zero=int(row["zero"]), precision=row["precision"],
+                        sequence_parallel=bool(row["sequence_parallel"]))
+    sys_ = dc.load_system("dgx-a100", chips=8)
+    batched = dc.TrainCost(sys_, model)(jax_index(plans, 1))
+    assert float(batched.step_time_s) == pytest.approx(float(dc.TrainCost(sys_, model)(one).step_time_s))
+
+
+def jax_index(tree, i):
+    import jax
+
+    return jax.tree_util.tree_map(lambda x: x[i], tree)
+
+
+def test_megatron_flags():
+    flags = megatron_flags({"tp": 8, "pp": 4, "cp": 1, "micro_batch": 1, "global_batch": 512,
+                            "seq_len": 4096, "virtual_stages": 2, "sequence_parallel": True,
+                            "recompute": "full", "zero": 1, "precision": "bf16"})
+    for part in ["--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
+                 "--num-virtual-stages-per-pipeline-rank 2", "--sequence-parallel",
+                 "--recompute-granularity full", "--use-distributed-optimizer", "--bf16"]:
+        assert part in flags
+
+
+def test_cli_plan_train_json():
+    result = CliRunner().invoke(app, ["plan", "train", "--model", "llama-2-7b", "--system",
+                                      "dgx-a100", "--chips", "8", "--global-batch", "64",
+                                      "--seq-len", "4096", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["feasible"] and out["best_plan"]["dp"] * out["best_plan"]["tp"] * out["best_plan"]["pp"] == 8
+    assert "--tensor-model-parallel-size" in out["launch_flags"]
+
+
+def test_cli_plan_train_infeasible_exit_code():
+    result = CliRunner().invoke(app, ["plan", "train", "--model", "llama-3-405b", "--chip",
+                                      "h100-sxm", "--chips", "8", "--global-batch", "8",
+                                      "--seq-len", "8192"])
+    assert result.exit_code == 1
+    assert "no feasible plan" in result.output and "over by" in result.output
+
+
+def test_bad_subset_is_a_clear_error():
+    result = CliRunner().invoke(app, ["plan", "train", "--zero", "0,7"])
+    assert result.exit_code == 2 and "zero: must be a comma-separated subset" in result.output
+
+
+def test_candidates_product_restricted():
+    c = Candidates.product([Axis("a", (1.0, 2.0))], [], {"a": [2.0]})
+    assert len(c) == 1 and c.row(0) == {"a": 2.0}
