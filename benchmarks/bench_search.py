@@ -1,6 +1,6 @@
 """Search benchmark: relaxed search vs exhaustive optimum vs random search, per scenario.
 
-Run: python benchmarks/bench_search.py [--only train|serve] [--markdown]
+Run: python benchmarks/bench_search.py [--only train|serve]
 For each scenario: the relaxed search's plan (after exact rounding and exact local refinement)
 and, separately, rounding alone; the exhaustive optimum; random search with the same number
 of exact evaluations as the relaxed search; wall times after compilation (compile time is
@@ -16,7 +16,10 @@ import time
 import numpy as np
 
 import diffcost as dc
-from diffcost._train_search import TrainSearchSpace, enumerate_space, evaluate_exact, search_train
+from diffcost._search import enumerate_all, search
+from diffcost._serve_search import ServeProblem, ServeSearchSpace
+from diffcost._train_search import TrainProblem, TrainSearchSpace
+
 
 # (name, model, system, chips, global batch, seq len, published plan or None, source)
 TRAIN = [
@@ -59,56 +62,93 @@ TRAIN = [
     ("bloom-176b-448xa100", "bloom-176b", "dgx-a100", 448, 2048, 2048, None, ""),
 ]
 
+# (name, model, system, chips, search space, published plan or None, source)
+SERVE = [
+    ("llama2-7b-1xa100-tpot50", "llama-2-7b", "dgx-a100", 1,
+     dict(input_len=1024, output_len=256, tpot_slo_s=0.05, weight_formats=("bf16", "int8", "int4")),
+     None, ""),
+    ("llama2-70b-2xh100-128x128", "llama-2-70b", "dgx-h100", 2,
+     dict(input_len=128, output_len=128, weight_formats=("bf16", "fp8"), kv_formats=("bf16", "fp8")),
+     dict(tp=2, pp=1, batch=1024, weight_format="fp8", kv_format="fp8"),
+     "TensorRT-LLM 0.6.1 performance table (Llama 70B, TP 2, batch 1024, FP8)"),
+    ("llama2-70b-8xh100-slo", "llama-2-70b", "dgx-h100", 8,
+     dict(input_len=2048, output_len=256, ttft_slo_s=2.0, tpot_slo_s=0.05,
+          weight_formats=("bf16", "fp8"), kv_formats=("bf16", "fp8")), None, ""),
+    ("llama3-70b-8xh200-latency", "llama-3-70b", "hgx-h200", 8,
+     dict(input_len=2048, output_len=256, objective="latency"), None, ""),
+    ("llama3-405b-8xb200-fp4", "llama-3-405b", "dgx-b200", 8,
+     dict(input_len=2048, output_len=512, tpot_slo_s=0.05, weight_formats=("bf16", "fp8", "fp4"),
+          kv_formats=("bf16", "fp8")), None, ""),
+    ("falcon180b-8xmi300x-tput", "falcon-180b", "mi300x-platform", 8,
+     dict(input_len=1024, output_len=256, tpot_slo_s=0.1), None, ""),
+    ("llama2-70b-8xa100-cost", "llama-2-70b", "dgx-a100", 8,
+     dict(input_len=1024, output_len=256, objective="cost", ttft_slo_s=3.0), None, ""),
+    ("llama3-8b-8xtpuv5e-tpot30", "llama-3-8b", "tpu-v5e-pod", 8,
+     dict(input_len=1024, output_len=256, tpot_slo_s=0.03, weight_formats=("bf16", "int8")),
+     None, ""),
+    ("llama3-405b-16xh100", "llama-3-405b", "dgx-h100", 16,
+     dict(input_len=2048, output_len=256, weight_formats=("bf16", "fp8"), kv_formats=("bf16", "fp8")),
+     None, ""),
+]
 
-def _rank(system, model, space, plan: dict) -> tuple[int, int, float] | None:
-    cand = enumerate_space(model, space)
-    obj, headroom, _ = evaluate_exact(system, model, cand, space)
-    feasible = headroom >= 0
-    col = cand.columns
+
+def _rank(problem, plan: dict) -> str:
+    cand = enumerate_all(problem)
+    obj, feasible, _ = problem.evaluate(cand)
     match = np.ones(len(cand), bool)
     for k, v in plan.items():
-        match &= col[k] == v
+        match &= cand.columns[k] == v
     if not match.any():
-        return None
+        return "not in the space"
     i = int(np.nonzero(match)[0][0])
+    if not feasible[i]:
+        return "infeasible under the model"
     better = int(np.sum(feasible & (obj < obj[i])))
-    return better + 1, int(feasible.sum()), float(obj[i])
+    best = float(np.min(np.where(feasible, obj, np.inf)))
+    return f"rank {better + 1} of {int(feasible.sum())} feasible, {obj[i] / best - 1:+.1%} vs optimum"
 
 
-def run_train(rows: list[dict]) -> None:
-    rng = np.random.default_rng(0)
+def measure(kind: str, name: str, problem, published: dict | None, source: str,
+            rng: np.random.Generator) -> dict:
+    """Exhaustive optimum, relaxed search (warm), rounding alone, random search (same budget)."""
+    t0 = time.perf_counter()
+    exh = search(problem, exhaustive=True)
+    t_exh = time.perf_counter() - t0
+    search(problem)  # compile once per search structure
+    t0 = time.perf_counter()
+    rel = search(problem)
+    t_rel = time.perf_counter() - t0
+    rnd = search(problem, refine_top=0)
+    cand = enumerate_all(problem)
+    idx = rng.choice(len(cand), size=min(rel.evaluated, len(cand)), replace=False)
+    obj, feasible, _ = problem.evaluate(cand.take(idx))
+    rand_best = float(np.min(np.where(feasible, obj, np.inf)))
+    opt = exh.best_objective
+    row = dict(kind=kind, scenario=name, space=exh.evaluated, optimum=opt,
+               gap=rel.best_objective / opt - 1, round_only_gap=rnd.best_objective / opt - 1,
+               random_gap=rand_best / opt - 1, evals=rel.evaluated, t_relaxed=t_rel,
+               t_exhaustive=t_exh, best=exh.best,
+               published=f"{source}: {_rank(problem, published)}" if published else None)
+    print(f"{kind:5s} {name:30s} space {exh.evaluated:6d}  relaxed gap {row['gap']:+.2%} "
+          f"({rel.evaluated} evals, {t_rel:.2f} s)  round-only {row['round_only_gap']:+.1%}  "
+          f"random {row['random_gap']:+.1%}  exhaustive {t_exh:.2f} s", flush=True)
+    return row
+
+
+def run_train(rows: list[dict], rng: np.random.Generator) -> None:
     for name, model_name, system_name, chips, gb, seq, published, source in TRAIN:
         system = dc.load_system(system_name, chips=chips)
-        model = dc.load_model(model_name)
         space = TrainSearchSpace(global_batch=gb, seq_len=seq, chips=(chips,), max_cp=4)
-        t0 = time.perf_counter()
-        exh = search_train(system, model, space, exhaustive=True)
-        t_exh = time.perf_counter() - t0
-        search_train(system, model, space)  # warm: compile once per structure
-        t0 = time.perf_counter()
-        rel = search_train(system, model, space)
-        t_rel = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        rnd = search_train(system, model, space, refine_top=0)
-        cand = enumerate_space(model, space)
-        idx = rng.choice(len(cand), size=min(rel.evaluated, len(cand)), replace=False)
-        obj, head, _ = evaluate_exact(system, model, cand.take(idx), space)
-        rand_best = float(np.min(np.where(head >= 0, obj, np.inf)))
-        row = dict(kind="train", scenario=name, space=exh.evaluated, optimum=exh.best_objective,
-                   relaxed=rel.best_objective, gap=rel.best_objective / exh.best_objective - 1,
-                   round_only_gap=rnd.best_objective / exh.best_objective - 1,
-                   random_gap=rand_best / exh.best_objective - 1, evals=rel.evaluated,
-                   t_relaxed=t_rel, t_exhaustive=t_exh, best=exh.best, published=None)
-        if published:
-            r = _rank(system, model, space, published)
-            row["published"] = (f"{source}: rank {r[0]} of {r[1]} feasible, "
-                                f"{r[2] / exh.best_objective - 1:+.1%} vs optimum"
-                                if r else f"{source}: not in the space")
-        rows.append(row)
-        print(f"{name:28s} space {exh.evaluated:7d}  optimum {exh.best_objective:9.3f} s  "
-              f"relaxed gap {row['gap']:+.2%} ({rel.evaluated} evals, {t_rel:.2f} s)  "
-              f"round-only {row['round_only_gap']:+.1%}  random {row['random_gap']:+.1%}  "
-              f"exhaustive {t_exh:.2f} s", flush=True)
+        problem = TrainProblem(system, dc.load_model(model_name), space)
+        rows.append(measure("train", name, problem, published, source, rng))
+
+
+def run_serve(rows: list[dict], rng: np.random.Generator) -> None:
+    for name, model_name, system_name, chips, kw, published, source in SERVE:
+        system = dc.load_system(system_name, chips=chips)
+        problem = ServeProblem(system, dc.load_model(model_name),
+                               ServeSearchSpace(chips=chips, **kw))
+        rows.append(measure("serve", name, problem, published, source, rng))
 
 
 def summary(rows: list[dict]) -> None:
@@ -129,15 +169,11 @@ def main() -> None:
     parser.add_argument("--only", choices=["train", "serve"], default=None)
     args = parser.parse_args()
     rows: list[dict] = []
+    rng = np.random.default_rng(0)
     if args.only in (None, "train"):
-        run_train(rows)
+        run_train(rows, rng)
     if args.only in (None, "serve"):
-        try:
-            from bench_search_serve import run_serve
-        except ImportError:
-            run_serve = None
-        if run_serve is not None:
-            run_serve(rows)
+        run_serve(rows, rng)
     summary(rows)
 
 

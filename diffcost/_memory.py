@@ -135,10 +135,15 @@ def train_memory(
     model: Model, plan: TrainPlan, capacity_bytes: Array, reserved_bytes: Array,
     fragmentation: Array, sm: Smoothing,
 ) -> TrainMemory:
-    """Per-chip memory of a training step (bytes), ZeRO stages mixed by ``plan.zero``."""
+    """Per-chip memory of a training step (bytes), ZeRO stages mixed by ``plan.zero``.
+
+    ZeRO shards over the data-parallel group including context-parallel ranks (``dp * cp``):
+    CP ranks hold the same weights and reduce their gradients together (Megatron-LM's
+    distributed optimizer uses the same ``dp x cp`` group).
+    """
     params = params_per_chip(model, plan, sm)
     z = plan.zero
-    shard = 1.0 / plan.dp
+    shard = 1.0 / (plan.dp * plan.cp)
     weights = params * plan.weight_bytes_per_param * (z[0] + z[1] + z[2] + z[3] * shard)
     grads = params * plan.grad_bytes_per_param * (z[0] + z[1] + (z[2] + z[3]) * shard)
     optimizer = params * plan.optimizer_bytes_per_param * (z[0] + (z[1] + z[2] + z[3]) * shard)

@@ -25,6 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ._errors import Problem, SpecError
+
 
 @dataclass(frozen=True)
 class Axis:
@@ -158,6 +160,17 @@ def moves(
     return Candidates({n: np.asarray([r[n] for r in rows]) for n in names})
 
 
+def _window(pool: Sequence[Any], value: Any, full: int = 12, radius: int = 3) -> list[Any]:
+    """A small pool whole; a large one (a fine batch grid) as ``radius`` steps around ``value``
+    plus every ``len / full``-th value, so a round can both fine-tune and jump."""
+    if len(pool) <= full:
+        return list(pool)
+    i = list(pool).index(value)
+    near = list(pool[max(0, i - radius): i + radius + 1])
+    far = list(pool[:: max(1, len(pool) // full)])
+    return sorted(set(near) | set(far), key=list(pool).index)
+
+
 def refine(
     start: dict[str, Any],
     pools: dict[str, Sequence[Any]],
@@ -165,13 +178,13 @@ def refine(
     max_rounds: int = 8,
 ) -> tuple[dict[str, Any], float, int]:
     """Exact discrete local search: move to the best plan within two coordinate changes until
-    none improves.  ``score`` returns the exact objective (inf where invalid or infeasible).
+    none improves (a long axis moves at most ``radius`` steps per round, see :func:`_window`).  ``score`` returns the exact objective (inf where invalid or infeasible).
 
     Returns the local optimum, its objective and the number of plans evaluated.
     """
     current, value, evaluated = dict(start), np.inf, 0
     for _ in range(max_rounds):
-        cand = moves(current, pools)
+        cand = moves(current, {k: _window(v, current[k]) for k, v in pools.items()})
         obj = score(cand)
         evaluated += len(cand)
         i = int(np.argmin(obj))
@@ -199,6 +212,14 @@ class SearchProblem(Protocol):
     def plan_row(self, row: dict[str, Any]) -> dict[str, Any]: ...
     def binding(self, outs: Any, i: int) -> str: ...
     def suggest(self) -> list[str]: ...
+
+
+def require_price(system: Any, objective: str) -> None:
+    """A cost objective needs a price per chip-hour; say so instead of optimising zeros."""
+    if objective == "cost" and system is not None and not float(system.price_usd_per_chip_hour) > 0:
+        raise SpecError([Problem("<arguments>", "objective", "cost needs a price per chip-hour, "
+                                 "and this system has none: add [price] usd_per_hour to its "
+                                 "system or chip spec, or use another objective")])
 
 
 def enumerate_all(problem: SearchProblem) -> Candidates:
@@ -284,11 +305,11 @@ def search(
     problem: SearchProblem,
     *,
     exhaustive: bool = False,
-    starts: int = 24,
+    starts: int = 32,
     steps: int = 150,
     learning_rate: float = 0.15,
     seed: int = 0,
-    refine_top: int = 8,
+    refine_top: int = 12,
 ) -> SearchResult:
     """Best exact plan: relaxed search, exact rounding and exact local refinement of the
     ``refine_top`` best rounded plans (0: rounding alone), or exhaustive enumeration.
@@ -322,6 +343,7 @@ def search(
         full.method = method + "; none feasible there, so the whole space was enumerated"
         full.evaluated += result.evaluated
         result = full
-    result.relaxed_objective = float(np.exp(np.nanmin(losses)))
+    best_loss = float(np.nanmin(losses))
+    result.relaxed_objective = math.exp(best_loss) if best_loss < 700.0 else math.inf
     result.wall_s = time.perf_counter() - t0
     return result

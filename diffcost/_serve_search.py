@@ -21,8 +21,17 @@ import numpy as np
 
 from ._hardware import FORMATS, System, one_hot_format
 from ._model import Model
-from ._search import Axis, Candidates, Choice, SearchResult, enumerate_all, optimise, search
-from ._serve import ServeBreakdown, ServeCost
+from ._search import (
+    Axis,
+    Candidates,
+    Choice,
+    SearchResult,
+    enumerate_all,
+    optimise,
+    require_price,
+    search,
+)
+from ._serve import ServeBreakdown, ServeCost, default_batch_grid
 from ._serve_plan import _WEIGHT_ONLY_DEFAULT_COMPUTE, ServePlan, serve_plan
 from ._smooth import RELAXED
 
@@ -65,11 +74,14 @@ class ServeProblem:
     def __init__(self, system: System | None, model: Model, space: ServeSearchSpace):
         self.system, self.model, self.space = system, model, space
         self.objective = space.objective
+        require_price(system, space.objective)
         n = space.chips
         layers = int(model.layers)
         tps = tuple(float(t) for t in range(1, n + 1) if n % t == 0 and _tp_ok(t, model))
         pps = tuple(float(p) for p in range(1, n + 1) if n % p == 0 and layers % p == 0)
-        batches = tuple(float(2**k) for k in range(int(math.log2(space.max_batch)) + 1))
+        # every batch to 256, then ~6% steps, plus the powers of two engines are often set to
+        grid = set(np.asarray(default_batch_grid()).tolist()) | {2.0**k for k in range(15)}
+        batches = tuple(sorted(float(b) for b in grid if b <= space.max_batch))
         self._axes = (
             [Axis("tp", tps), Axis("pp", pps), Axis("batch", batches)],
             [Choice("weight_format", space.weight_formats), Choice("kv_format", space.kv_formats)],
@@ -99,7 +111,8 @@ class ServeProblem:
         col = c.columns
         n = len(c)
         f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64), dtype=jnp.result_type(float))
-        onehots = lambda names: f(np.stack([np.asarray(one_hot_format(x)) for x in names]))
+        eye = np.eye(len(FORMATS))
+        onehots = lambda names: f(eye[[FORMATS.index(x) for x in names]])
         base = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))),
                                       self.template())
         inst = col["tp"] * col["pp"]

@@ -153,19 +153,22 @@ class TrainCost(eqx.Module):
         params = params_per_chip(model, plan, sm)
         z = plan.zero
         grad_bytes = params * plan.grad_bytes_per_param
-        t_dp = all_reduce_s(grad_bytes, d, t * c, sys, sm)  # = reduce-scatter + all-gather
+        # gradients are reduced (and ZeRO shards) over data x context parallel ranks: CP ranks
+        # hold the same weights.  Group of d*c members, t apart.
+        dpc = d * c
+        t_dp = all_reduce_s(grad_bytes, dpc, t, sys, sm)  # = reduce-scatter + all-gather
         t_dp_exposed = (1.0 - plan.overlap_grad_reduce) * t_dp + plan.overlap_grad_reduce * (
             exposed_s(t_dp, t_bwd + t_rec, sys, sm)
         )
         # ZeRO-3: gather weights for forward and backward, reduce-scatter grads, per micro-batch,
         # prefetched under that micro-batch's compute.
         weight_bytes = params * plan.weight_bytes_per_param
-        t_z3 = 2.0 * all_gather_s(weight_bytes, d, t * c, sys, sm) + all_gather_s(
-            grad_bytes, d, t * c, sys, sm
+        t_z3 = 2.0 * all_gather_s(weight_bytes, dpc, t, sys, sm) + all_gather_s(
+            grad_bytes, dpc, t, sys, sm
         )
         t_z3_exposed = m * exposed_s(t_z3, per_micro, sys, sm)
         t_dp_total = (1.0 - z[3]) * t_dp_exposed + z[3] * t_z3_exposed
-        shard = z[0] + (z[1] + z[2] + z[3]) / d
+        shard = z[0] + (z[1] + z[2] + z[3]) / dpc
         opt_bytes = params * shard * (
             2.0 * plan.weight_bytes_per_param
             + plan.grad_bytes_per_param

@@ -12,7 +12,6 @@ when the relaxed optimum is rounded.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import equinox as eqx
@@ -20,10 +19,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._hardware import BYTES_PER_ELEMENT, FORMATS, System
+from ._hardware import FORMATS, System
 from ._model import Model
 from ._plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan
-from ._search import Axis, Candidates, Choice, SearchResult, enumerate_all, optimise, search
+from ._search import (
+    Axis,
+    Candidates,
+    Choice,
+    SearchResult,
+    enumerate_all,
+    optimise,
+    require_price,
+    search,
+)
 from ._smooth import RELAXED
 from ._train import TrainBreakdown, TrainCost
 
@@ -237,6 +245,7 @@ class TrainProblem:
     def __init__(self, system: System | None, model: Model, space: TrainSearchSpace):
         self.system, self.model, self.space = system, model, space
         self.objective = space.objective
+        require_price(system, space.objective)
         self._axes = axes_for(model, space)
 
     def axes(self):

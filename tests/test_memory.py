@@ -106,3 +106,13 @@ def test_activation_memory_is_finite_for_relaxed_plans():
     relaxed = plan.__class__(**{**plan.__dict__, "tp": jnp.asarray(3.3), "pp": jnp.asarray(1.7)})
     out = dc.TrainCost(_system(8), m, dc.RELAXED)(relaxed)
     assert jnp.isfinite(out.memory.total_bytes)
+
+
+def test_zero_shards_over_data_and_context_parallel_ranks():
+    """CP ranks hold the same weights, so the distributed optimizer shards over dp x cp."""
+    model = dc.load_model("llama-3-8b")
+    plan = dc.train_plan(dp=2, cp=2, zero=1, global_batch=8, seq_len=8192)
+    mem = dc.TrainCost(_system(4), model)(plan).memory
+    n = float(model.num_params())
+    assert float(mem.optimizer_bytes) == pytest.approx(12 * n / 4, rel=1e-9)
+    assert float(mem.gradients_bytes) == pytest.approx(2 * n, rel=1e-9)

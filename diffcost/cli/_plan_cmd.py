@@ -29,7 +29,8 @@ def _csv(text: str, where: str, allowed: tuple, cast=str) -> tuple:
 
 
 SHORT = {"micro_batch": "mb", "virtual_stages": "v", "sequence_parallel": "sp",
-         "recompute": "recomp", "precision": "prec", "weight_format": "w", "kv_format": "kv"}
+         "recompute": "recomp", "precision": "prec", "weight_format": "w", "kv_format": "kv",
+         "compute_format": "compute"}
 
 
 def print_result(result: SearchResult, title: str, fmt_objective, launch: str | None) -> None:
@@ -124,5 +125,75 @@ def plan_train(
     else:
         label, fmt = _UNITS[objective]
         print_result(result, f"{name} on {n}x {system or chip}: minimise {label}", fmt, launch)
+    if result.best is None:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+_SERVE_UNITS = {"throughput": ("chip_s_per_output_token", lambda v: f"{1 / v:,.0f} tok/s/chip"),
+                "latency": ("request_latency_s", lambda v: f"{v:.3f} s"),
+                "cost": ("usd_per_million_tokens", lambda v: f"${v:.3f}/Mtok")}
+
+
+@plan_app.command("serve")
+@friendly_errors
+def plan_serve(
+    model: Annotated[str, typer.Option(help="Built-in model, model TOML or HF config.json.")] = "llama-2-70b",
+    system: Annotated[str | None, typer.Option(help="Built-in system or system TOML.")] = None,
+    chip: Annotated[str | None, typer.Option(help="Built-in chip or chip TOML.")] = None,
+    chips: Annotated[int | None, typer.Option(help="Chips available (the system's default if omitted).")] = None,
+    input_len: Annotated[int, typer.Option(help="Prompt tokens per request.")] = 2048,
+    output_len: Annotated[int, typer.Option(help="Generated tokens per request.")] = 256,
+    objective: Annotated[str, typer.Option(help="throughput (per chip) | latency | cost (per Mtok).")] = "throughput",
+    ttft_slo_ms: Annotated[float | None, typer.Option(help="Time-to-first-token limit, ms.")] = None,
+    tpot_slo_ms: Annotated[float | None, typer.Option(help="Time-per-output-token limit, ms.")] = None,
+    weight_formats: Annotated[str, typer.Option(help="Allowed weight formats.")] = "bf16,fp8",
+    kv_formats: Annotated[str, typer.Option(help="Allowed KV-cache formats.")] = "bf16,fp8",
+    max_batch: Annotated[int, typer.Option(help="Largest concurrent batch per instance.")] = 1024,
+    accuracy_cost: Annotated[str, typer.Option(help="Per-format accuracy cost, e.g. 'int4=0.05,fp8=0.01'; "
+                                                    "multiplies the objective by 1 + cost.")] = "",
+    exhaustive: Annotated[bool, typer.Option(help="Enumerate the whole discrete space instead.")] = False,
+    top: Annotated[int, typer.Option(help="Runners-up to show.")] = 5,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Find the best serving plan under latency limits; every answer is checked exactly."""
+    from .._hardware import FORMATS
+    from .._serve_search import SERVE_OBJECTIVES, ServeSearchSpace, search_serve, serving_flags
+
+    if objective not in SERVE_OBJECTIVES:
+        raise SpecError([Problem("<arguments>", "objective", f"must be one of {SERVE_OBJECTIVES}")])
+    if max_batch < 1:
+        raise SpecError([Problem("<arguments>", "max_batch", "must be a positive integer")])
+    costs: dict[str, float] = {}
+    for item in filter(None, (x.strip() for x in accuracy_cost.split(","))):
+        name, _, value = item.partition("=")
+        try:
+            costs[name] = float(value)
+        except ValueError:
+            costs[name] = -1.0
+        if name not in FORMATS or costs[name] < 0:
+            raise SpecError([Problem("<arguments>", "accuracy_cost",
+                                     f"expected FORMAT=non-negative number, got {item!r}")])
+    if system is None and chip is None:
+        system = "dgx-h100"
+    sys_ = load_system(system, chip=chip, chips=chips)
+    n = int(sys_.num_chips)
+    space = ServeSearchSpace(
+        input_len=input_len, output_len=output_len, chips=n, objective=objective,
+        ttft_slo_s=ttft_slo_ms / 1e3 if ttft_slo_ms else float("inf"),
+        tpot_slo_s=tpot_slo_ms / 1e3 if tpot_slo_ms else float("inf"),
+        weight_formats=_csv(weight_formats, "weight_formats", FORMATS),
+        kv_formats=_csv(kv_formats, "kv_formats", FORMATS),
+        max_batch=max_batch, accuracy_cost=tuple(sorted(costs.items())),
+    )
+    result = search_serve(sys_, load_model(model), space, exhaustive=exhaustive)
+    result.alternatives = result.alternatives[:top]
+    info = load_spec("model", model).info
+    launch = serving_flags(result.best, info.name, space) if result.best else None
+    if json_out:
+        print_json({"model": model, "chips": n, **result_json(result, launch)})
+    else:
+        label, fmt = _SERVE_UNITS[objective]
+        print_result(result, f"{info.display_name} on {n}x {system or chip}: serve, "
+                             f"objective {label}", fmt, launch)
     if result.best is None:
         raise typer.Exit(EXIT_INFEASIBLE)
