@@ -26,20 +26,27 @@ def random_plans(n: int, seed: int = 0) -> dc.ServePlan:
     base = dc.serve_plan()
     pick = lambda opts: rng.choice(np.asarray(opts, dtype=np.float32), n)
     eye = lambda names, choices: np.eye(len(names), dtype=np.float32)[
-        [names.index(c) for c in rng.choice(choices, n)]]
+        [names.index(c) for c in rng.choice(choices, n)]
+    ]
     tp, pp = pick([1, 2, 4, 8]), pick([1, 2, 4])
     disagg = pick([0, 0, 0, 1])
     draft = pick([0, 0, 2, 4])
     fields = dict(
-        tp=tp, pp=pp, batch=rng.integers(1, 513, n).astype(np.float32),
-        input_len=pick([128, 512, 2048, 8192]), output_len=pick([128, 512, 2048]),
+        tp=tp,
+        pp=pp,
+        batch=rng.integers(1, 513, n).astype(np.float32),
+        input_len=pick([128, 512, 2048, 8192]),
+        output_len=pick([128, 512, 2048]),
         weight_format=eye(dc.FORMATS, ["bf16", "fp8", "int8", "int4"]),
         kv_format=eye(dc.FORMATS, ["bf16", "fp8"]),
         mode=eye(("static", "continuous"), ["static", "continuous"]),
-        prefill_chunk=pick([512, 2048, 8192]), draft_len=draft,
+        prefill_chunk=pick([512, 2048, 8192]),
+        draft_len=draft,
         draft_params_fraction=np.where(draft > 0, 0.05, 0.0).astype(np.float32),
-        disaggregated=disagg, prefill_chips=tp * pp * pick([1, 2]),
-        decode_chips=tp * pp * pick([1, 2, 4]), kv_block=pick([1, 16, 32]),
+        disaggregated=disagg,
+        prefill_chips=tp * pp * pick([1, 2]),
+        decode_chips=tp * pp * pick([1, 2, 4]),
+        kv_block=pick([1, 16, 32]),
     )
     # compute format = weight format, 16-bit for weight-only integer formats
     w = fields["weight_format"]
@@ -48,8 +55,9 @@ def random_plans(n: int, seed: int = 0) -> dc.ServePlan:
     fields["compute_format"] = np.where(ints[:, None] > 0, bf16, w)
     stacked = jtu.tree_map(lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), base)
     names = list(fields)
-    return eqx.tree_at(lambda p: [getattr(p, k) for k in names], stacked,
-                       [jnp.asarray(fields[k]) for k in names])
+    return eqx.tree_at(
+        lambda p: [getattr(p, k) for k in names], stacked, [jnp.asarray(fields[k]) for k in names]
+    )
 
 
 def main() -> None:
@@ -76,14 +84,22 @@ def main() -> None:
         out = single(cost, plan)
     out.block_until_ready()
     per_call = (time.perf_counter() - t0) / n_calls
-    rows.append(("single plan, jit (tpot_s)", compile_single, f"{per_call * 1e6:.1f} us/call",
-                 f"{1 / per_call:,.0f}"))
+    rows.append(
+        (
+            "single plan, jit (tpot_s)",
+            compile_single,
+            f"{per_call * 1e6:.1f} us/call",
+            f"{1 / per_call:,.0f}",
+        )
+    )
 
     chunks = [random_plans(args.chunk, seed=i) for i in range(max(1, args.plans // args.chunk))]
     total = args.chunk * len(chunks)
     # XLA drops outputs nobody reads: time both the headline number and the whole breakdown.
-    for label, fn in [("vmap, tpot_s only", lambda c, q: c(q).tpot_s),
-                      ("vmap, full breakdown", lambda c, q: c(q))]:
+    for label, fn in [
+        ("vmap, tpot_s only", lambda c, q: c(q).tpot_s),
+        ("vmap, full breakdown", lambda c, q: c(q)),
+    ]:
         batched = eqx.filter_jit(lambda c, p, fn=fn: jax.vmap(lambda q: fn(c, q))(p))
         t0 = time.perf_counter()
         jax.block_until_ready(batched(cost, chunks[0]))
@@ -93,8 +109,9 @@ def main() -> None:
             t0 = time.perf_counter()
             jax.block_until_ready([batched(cost, c) for c in chunks])
             best = min(best, time.perf_counter() - t0)
-        rows.append((label, compile_batched, f"{total:,} plans in {best:.3f} s",
-                     f"{total / best:,.0f}"))
+        rows.append(
+            (label, compile_batched, f"{total:,} plans in {best:.3f} s", f"{total / best:,.0f}")
+        )
 
     # the headline serving number: best batch at an SLO, one vmap over 320 batches per plan
     at_slo = eqx.filter_jit(lambda c, p: c.at_slo(p, 1.0, 0.05).batch)
@@ -107,8 +124,14 @@ def main() -> None:
         out = at_slo(cost, plan)
     out.block_until_ready()
     per_slo = (time.perf_counter() - t0) / n_slo
-    rows.append(("at_slo (320-batch grid)", compile_slo, f"{per_slo * 1e3:.2f} ms/call",
-                 f"{320 / per_slo:,.0f}"))
+    rows.append(
+        (
+            "at_slo (320-batch grid)",
+            compile_slo,
+            f"{per_slo * 1e3:.2f} ms/call",
+            f"{320 / per_slo:,.0f}",
+        )
+    )
 
     print(f"{'benchmark':<28} {'compile s':>9}  {'time':<32} {'plans/s':>12}")
     for label, comp, timing, rate in rows:

@@ -28,9 +28,16 @@ def random_plans(n: int, seed: int = 0) -> dc.TrainPlan:
     return eqx.tree_at(
         lambda p: (p.tp, p.pp, p.dp, p.micro_batch, p.global_batch, p.seq_len, p.recompute, p.zero),
         stacked,
-        (pick([1, 2, 4, 8]), pick([1, 2, 4, 8]), pick([1, 2, 4, 8, 16]), pick([1, 2, 4]),
-         pick([256, 512, 1024]), pick([2048, 4096, 8192]),
-         eye(3, rng.integers(0, 3, n)), eye(4, rng.integers(0, 4, n))),
+        (
+            pick([1, 2, 4, 8]),
+            pick([1, 2, 4, 8]),
+            pick([1, 2, 4, 8, 16]),
+            pick([1, 2, 4]),
+            pick([256, 512, 1024]),
+            pick([2048, 4096, 8192]),
+            eye(3, rng.integers(0, 3, n)),
+            eye(4, rng.integers(0, 4, n)),
+        ),
     )
 
 
@@ -58,13 +65,17 @@ def main() -> None:
     out.block_until_ready()
     per_call = (time.perf_counter() - t0) / n_calls
 
-    print(f"single plan: compile {compile_single:.2f} s, then {per_call * 1e6:.1f} us/call "
-          f"(dispatch included)")
+    print(
+        f"single plan: compile {compile_single:.2f} s, then {per_call * 1e6:.1f} us/call "
+        f"(dispatch included)"
+    )
     chunks = [random_plans(args.chunk, seed=i) for i in range(max(1, args.plans // args.chunk))]
     total = args.chunk * len(chunks)
     # XLA drops outputs nobody reads: time both the headline number and the whole breakdown.
-    for label, fn in [("step_time_s only", lambda c, q: c(q).step_time_s),
-                      ("full breakdown", lambda c, q: c(q))]:
+    for label, fn in [
+        ("step_time_s only", lambda c, q: c(q).step_time_s),
+        ("full breakdown", lambda c, q: c(q)),
+    ]:
         batched = eqx.filter_jit(lambda c, p, fn=fn: jax.vmap(lambda q: fn(c, q))(p))
         t0 = time.perf_counter()
         jax.block_until_ready(batched(cost, chunks[0]))
@@ -74,8 +85,10 @@ def main() -> None:
             t0 = time.perf_counter()
             jax.block_until_ready([batched(cost, c) for c in chunks])
             best = min(best, time.perf_counter() - t0)
-        print(f"vmap, {label}: compile {compile_batched:.2f} s (chunks of {args.chunk:,}); "
-              f"{total:,} plans in {best:.3f} s = {total / best:,.0f} plans/s")
+        print(
+            f"vmap, {label}: compile {compile_batched:.2f} s (chunks of {args.chunk:,}); "
+            f"{total:,} plans in {best:.3f} s = {total / best:,.0f} plans/s"
+        )
 
 
 if __name__ == "__main__":

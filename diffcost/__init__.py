@@ -7,6 +7,7 @@ The three uses are one-liners on a cost model ``cost = TrainCost(system, model)`
 * sweeps: ``jax.vmap(cost)`` over stacked plans (or ``eqx.filter_vmap`` over stacked systems).
 """
 
+from ._calibrate import calibrate
 from ._errors import Infeasible, Problem, SpecError
 from ._feasibility import train_problems
 from ._hardware import BYTES_PER_ELEMENT, FORMATS, Chip, Efficiency, System
@@ -20,6 +21,7 @@ from ._loader import (
     load_system,
     specs_dir,
 )
+from ._measurements import Measurement, load_measurements
 from ._memory import TrainMemory
 from ._model import Model
 from ._plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan, train_plan
@@ -31,6 +33,7 @@ from ._serve_search import ServeSearchSpace, search_serve
 from ._smooth import EXACT, RELAXED, Smoothing
 from ._train import TrainBreakdown, TrainCost
 from ._train_search import TrainSearchSpace, search_train
+from ._validate import validate
 
 __version__ = "0.1.0"
 
@@ -42,6 +45,7 @@ __all__ = [
     "FORMATS",
     "Infeasible",
     "MODES",
+    "Measurement",
     "Model",
     "OPTIMIZER_BYTES",
     "Problem",
@@ -65,7 +69,9 @@ __all__ = [
     "TrainSearchSpace",
     "ZERO_STAGES",
     "builtin_names",
+    "calibrate",
     "load_chip",
+    "load_measurements",
     "load_model",
     "load_scenario",
     "load_spec",
@@ -77,4 +83,5 @@ __all__ = [
     "specs_dir",
     "train_plan",
     "train_problems",
+    "validate",
 ]

@@ -45,12 +45,18 @@ def all_reduce_s(
     frac = system.efficiency.link_bandwidth_fraction
     local = local_members(g, stride, system, sm)
     domains = g / local
-    intra = 2.0 * (local - 1.0) * (
-        b / (local * system.scale_up_bandwidth_bytes_per_s * frac) + system.scale_up_latency_s
+    intra = (
+        2.0
+        * (local - 1.0)
+        * (b / (local * system.scale_up_bandwidth_bytes_per_s * frac) + system.scale_up_latency_s)
     )
-    inter = 2.0 * (domains - 1.0) * (
-        b / (local * domains * system.scale_out_bandwidth_bytes_per_s * frac)
-        + system.scale_out_latency_s
+    inter = (
+        2.0
+        * (domains - 1.0)
+        * (
+            b / (local * domains * system.scale_out_bandwidth_bytes_per_s * frac)
+            + system.scale_out_latency_s
+        )
     )
     return intra + inter
 
@@ -62,7 +68,9 @@ def all_gather_s(
     system: System,
     sm: Smoothing,
 ) -> Array:
-    """All-gather or reduce-scatter of a full buffer of ``bytes_per_rank_out``: half an all-reduce."""
+    """All-gather or reduce-scatter of a full buffer of ``bytes_per_rank_out``.
+
+    Half an all-reduce: one of its two phases."""
     return 0.5 * all_reduce_s(bytes_per_rank_out, group, stride, system, sm)
 
 

@@ -16,8 +16,10 @@ def memory_problem(total_bytes: float, capacity_bytes: float, what: str = "per c
     if total_bytes <= capacity_bytes:
         return None
     over = total_bytes - capacity_bytes
-    return (f"does not fit in memory: needs {_gb(total_bytes)} {what}, capacity "
-            f"{_gb(capacity_bytes)}: over by {_gb(over)} ({over / capacity_bytes:.0%})")
+    return (
+        f"does not fit in memory: needs {_gb(total_bytes)} {what}, capacity "
+        f"{_gb(capacity_bytes)}: over by {_gb(over)} ({over / capacity_bytes:.0%})"
+    )
 
 
 def train_problems(
@@ -26,7 +28,12 @@ def train_problems(
     """Every reason an exact training plan cannot run as given (empty list: feasible)."""
     g = lambda x: float(x)
     tp, pp, dp, cp = g(plan.tp), g(plan.pp), g(plan.dp), g(plan.cp)
-    v, mb, gb, s = g(plan.virtual_stages), g(plan.micro_batch), g(plan.global_batch), g(plan.seq_len)
+    v, mb, gb, s = (
+        g(plan.virtual_stages),
+        g(plan.micro_batch),
+        g(plan.global_batch),
+        g(plan.seq_len),
+    )
     problems = []
     chips = tp * pp * dp * cp
     if chips != system_chips:
@@ -40,8 +47,9 @@ def train_problems(
     ]
     for num, den, a, b in checks:
         if num % den:
-            problems.append(f"{a} ({num:.0f}) is not divisible by {b} ({den:.0f}): "
-                            f"remainder {num % den:.0f}")
+            problems.append(
+                f"{a} ({num:.0f}) is not divisible by {b} ({den:.0f}): remainder {num % den:.0f}"
+            )
     if v > 1 and pp == 1:
         problems.append("virtual_stages > 1 needs pipeline parallelism (pp > 1)")
     mem = memory_problem(g(out.memory.total_bytes), g(out.capacity_bytes))

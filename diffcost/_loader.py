@@ -11,7 +11,7 @@ import difflib
 import json
 import tomllib
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +146,11 @@ class _Checker:
                 out[si_key] = value * factor if spec.kind == "quantity" else value
         for base, spec in schema.items():
             if spec.required and base not in seen:
-                hint = f" (with a unit: {accepted_suffixes(spec.dim)})" if spec.kind == "quantity" else ""
+                hint = (
+                    f" (with a unit: {accepted_suffixes(spec.dim)})"
+                    if spec.kind == "quantity"
+                    else ""
+                )
                 self.add(prefix + base, f"missing required key{hint}")
         return out
 
@@ -176,17 +180,27 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SpecError([Problem(str(path), "", f"not valid TOML: {err}")]) from None
 
 
-def _check_spec(path: Path, kind: str, tables: dict[str, dict[str, S.Field]],
-                top: dict[str, S.Field], required_tables: tuple[str, ...] = ()) -> Spec:
+def _check_spec(
+    path: Path,
+    kind: str,
+    tables: dict[str, dict[str, S.Field]],
+    top: dict[str, S.Field],
+    required_tables: tuple[str, ...] = (),
+) -> Spec:
     data = _read_toml(path)
     ck = _Checker(str(path))
     top_schema = {**S.TOP, **top}
-    top_values = ck.table({k: v for k, v in data.items() if not isinstance(v, dict)}, top_schema, "")
+    top_values = ck.table(
+        {k: v for k, v in data.items() if not isinstance(v, dict)}, top_schema, ""
+    )
     values: dict[str, Any] = dict(top_values)
     if top_values.get("schema_version", 1) != 1:
         ck.add("schema_version", f"unsupported version {top_values['schema_version']} (expected 1)")
     if "kind" in top_values and top_values["kind"] != kind:
-        ck.add("kind", f"expected {kind!r} for a file in {KIND_DIRS[kind]}/, got {top_values['kind']!r}")
+        ck.add(
+            "kind",
+            f"expected {kind!r} for a file in {KIND_DIRS[kind]}/, got {top_values['kind']!r}",
+        )
     if "name" in top_values and path.suffix == ".toml" and top_values["name"] != path.stem:
         ck.add("name", f"must equal the file name {path.stem!r}, got {top_values['name']!r}")
     for name, sub in data.items():
@@ -213,8 +227,13 @@ def _check_spec(path: Path, kind: str, tables: dict[str, dict[str, S.Field]],
     _kind_checks(kind, values, ck)
     if ck.problems:
         raise SpecError(ck.problems)
-    info = SpecInfo(kind, values["name"], values["display_name"], str(path),
-                    {k: v for k, v in source.items() if isinstance(v, str)})
+    info = SpecInfo(
+        kind,
+        values["name"],
+        values["display_name"],
+        str(path),
+        {k: v for k, v in source.items() if isinstance(v, str)},
+    )
     return Spec(info, values)
 
 
@@ -225,19 +244,38 @@ def _kind_checks(kind: str, values: dict[str, Any], ck: _Checker) -> None:
             ck.add("compute", "needs bf16_tflop_per_s or fp16_tflop_per_s")
     if kind == "model" and all(k in values for k in ("hidden", "heads", "kv_heads")):
         if values["heads"] % values["kv_heads"]:
-            ck.add("kv_heads", f"heads ({values['heads']}) must be divisible by kv_heads "
-                               f"({values['kv_heads']})")
+            ck.add(
+                "kv_heads",
+                f"heads ({values['heads']}) must be divisible by kv_heads ({values['kv_heads']})",
+            )
         if "head_dim" not in values and values["hidden"] % values["heads"]:
-            ck.add("head_dim", f"hidden ({values['hidden']}) is not divisible by heads "
-                               f"({values['heads']}): give head_dim")
-        required = ("layers", "ffn_hidden", "vocab", "max_seq_len", "mlp", "norm", "position",
-                    "tied_embeddings", "bias", "dropout", "architecture")
+            ck.add(
+                "head_dim",
+                f"hidden ({values['hidden']}) is not divisible by heads "
+                f"({values['heads']}): give head_dim",
+            )
+        required = (
+            "layers",
+            "ffn_hidden",
+            "vocab",
+            "max_seq_len",
+            "mlp",
+            "norm",
+            "position",
+            "tied_embeddings",
+            "bias",
+            "dropout",
+            "architecture",
+        )
         if "params_b" in values and all(k in values for k in required):
             computed = float(_model_module(values).num_params()) / 1e9
             rel = abs(computed - values["params_b"]) / values["params_b"]
             if rel > PARAMS_TOLERANCE:
-                ck.add("params_b", f"published {values['params_b']}B disagrees with the shape's "
-                                   f"{computed:.2f}B by {rel:.0%} (> {PARAMS_TOLERANCE:.0%})")
+                ck.add(
+                    "params_b",
+                    f"published {values['params_b']}B disagrees with the shape's "
+                    f"{computed:.2f}B by {rel:.0%} (> {PARAMS_TOLERANCE:.0%})",
+                )
     if kind == "calibration":
         for section in [values.get("efficiency", {}), *values.get("overrides", {}).values()]:
             for key in S.FRACTIONS:
@@ -263,11 +301,19 @@ def resolve(kind: str, name_or_path: str | Path, where: str = "<arguments>") -> 
         return specs_dir() / KIND_DIRS[kind] / f"{name_or_path}.toml"
     close = difflib.get_close_matches(str(name_or_path), names, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise SpecError([Problem(where, kind, f"unknown {kind} {str(name_or_path)!r}{hint} "
-                                          f"(built-in: {', '.join(names)}; or give a file path)")])
+    raise SpecError(
+        [
+            Problem(
+                where,
+                kind,
+                f"unknown {kind} {str(name_or_path)!r}{hint} "
+                f"(built-in: {', '.join(names)}; or give a file path)",
+            )
+        ]
+    )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_spec_cached(kind: str, path: str) -> Spec:
     p = Path(path)
     if kind == "chip":
@@ -295,8 +341,10 @@ def _load_calibration(path: Path) -> Spec:
     tmp = dict(data)
     spec = _check_spec_from_data(path, tmp)
     ck = _Checker(str(path))
-    optional = {k: S.Field(f.kind, f.dim, False, f.choices, f.positive)
-                for k, f in S.CALIBRATION_FIELDS.items()}
+    optional = {
+        k: S.Field(f.kind, f.dim, False, f.choices, f.positive)
+        for k, f in S.CALIBRATION_FIELDS.items()
+    }
     ov_values = {}
     if not isinstance(overrides, dict):
         ck.add("overrides", "must be a table of chip-name tables")
@@ -386,9 +434,13 @@ def load_system(
     ``chips`` overrides the system's default chip count.
     """
     if (system is None) == (chip is None):
-        raise SpecError([Problem("<arguments>", "system/chip", "give exactly one of system or chip")])
+        raise SpecError(
+            [Problem("<arguments>", "system/chip", "give exactly one of system or chip")]
+        )
     if chips is not None and (isinstance(chips, bool) or not isinstance(chips, int) or chips < 1):
-        raise SpecError([Problem("<arguments>", "chips", f"must be a positive integer, got {chips!r}")])
+        raise SpecError(
+            [Problem("<arguments>", "chips", f"must be a positive integer, got {chips!r}")]
+        )
     if system is not None:
         sys_spec = load_spec("system", system)
         chip_spec = load_spec("chip", sys_spec.values["chip"])
@@ -498,6 +550,7 @@ def _hf_config(path: Path) -> Spec:
     _kind_checks("model", v, ck)
     if ck.problems:
         raise SpecError(ck.problems)
-    info = SpecInfo("model", v["name"], v["display_name"], str(path),
-                    {"shape": f"Hugging Face config {path}"})
+    info = SpecInfo(
+        "model", v["name"], v["display_name"], str(path), {"shape": f"Hugging Face config {path}"}
+    )
     return Spec(info, v)

@@ -132,8 +132,12 @@ def activation_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
 
 
 def train_memory(
-    model: Model, plan: TrainPlan, capacity_bytes: Array, reserved_bytes: Array,
-    fragmentation: Array, sm: Smoothing,
+    model: Model,
+    plan: TrainPlan,
+    capacity_bytes: Array,
+    reserved_bytes: Array,
+    fragmentation: Array,
+    sm: Smoothing,
 ) -> TrainMemory:
     """Per-chip memory of a training step (bytes), ZeRO stages mixed by ``plan.zero``.
 

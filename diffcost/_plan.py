@@ -118,7 +118,9 @@ def train_plan(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             problems.append(Problem(source, key, f"must be a positive integer, got {value!r}"))
     if recompute not in RECOMPUTE:
-        problems.append(Problem(source, "recompute", f"must be one of {RECOMPUTE}, got {recompute!r}"))
+        problems.append(
+            Problem(source, "recompute", f"must be one of {RECOMPUTE}, got {recompute!r}")
+        )
     if zero not in ZERO_STAGES:
         problems.append(Problem(source, "zero", f"must be one of {ZERO_STAGES}, got {zero!r}"))
     if precision not in TRAINING_PRECISIONS:
@@ -127,7 +129,9 @@ def train_plan(
         )
     if optimizer not in OPTIMIZER_BYTES:
         problems.append(
-            Problem(source, "optimizer", f"must be one of {tuple(OPTIMIZER_BYTES)}, got {optimizer!r}")
+            Problem(
+                source, "optimizer", f"must be one of {tuple(OPTIMIZER_BYTES)}, got {optimizer!r}"
+            )
         )
     if not (isinstance(grad_bytes_per_param, (int, float)) and grad_bytes_per_param > 0):
         problems.append(Problem(source, "grad_bytes_per_param", "must be a positive number"))

@@ -9,7 +9,9 @@ from ._hardware import FORMATS
 
 @dataclass(frozen=True)
 class Field:
-    """One allowed key.  ``kind``: quantity (with a unit dimension), count, number, bool, str, enum."""
+    """One allowed key.
+
+    ``kind``: quantity (with a unit dimension), count, number, bool, str or enum."""
 
     kind: str
     dim: str = ""

@@ -66,13 +66,19 @@ class Candidates:
         return {k: v[i].item() for k, v in self.columns.items()}
 
     @staticmethod
-    def product(axes: Sequence[Axis], choices: Sequence[Choice],
-                per_axis: dict[str, Sequence[Any]] | None = None) -> Candidates:
+    def product(
+        axes: Sequence[Axis],
+        choices: Sequence[Choice],
+        per_axis: dict[str, Sequence[Any]] | None = None,
+    ) -> Candidates:
         """Cartesian product of every axis and choice (optionally restricted per name)."""
         names = [a.name for a in axes] + [c.name for c in choices]
-        pools = [list(per_axis[n]) if per_axis and n in per_axis else
-                 list(a.values if isinstance(a, Axis) else a.options)
-                 for n, a in zip(names, [*axes, *choices], strict=True)]
+        pools = [
+            list(per_axis[n])
+            if per_axis and n in per_axis
+            else list(a.values if isinstance(a, Axis) else a.options)
+            for n, a in zip(names, [*axes, *choices], strict=True)
+        ]
         rows = list(itertools.product(*pools))
         cols = {n: np.asarray([r[i] for r in rows]) for i, n in enumerate(names)}
         return Candidates(cols)
@@ -82,7 +88,9 @@ class Candidates:
         parts = [p for p in parts if len(p)]
         if not parts:
             return Candidates({})
-        return Candidates({k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns})
+        return Candidates(
+            {k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns}
+        )
 
 
 @dataclass
@@ -166,25 +174,51 @@ def _window(pool: Sequence[Any], value: Any, full: int = 12, radius: int = 3) ->
     if len(pool) <= full:
         return list(pool)
     i = list(pool).index(value)
-    near = list(pool[max(0, i - radius): i + radius + 1])
+    near = list(pool[max(0, i - radius) : i + radius + 1])
     far = list(pool[:: max(1, len(pool) // full)])
     return sorted(set(near) | set(far), key=list(pool).index)
+
+
+def scaled_moves(
+    current: dict[str, Any], pools: dict[str, Sequence[Any]], coupled: dict[str, Sequence[str]]
+) -> list[dict[str, Any]]:
+    """Moves that change a degree and rescale the axis that scales with it: doubling ``pp`` of a
+    serving instance doubles the batch it holds (``coupled = {"batch": ("tp", "pp")}``)."""
+    rows = []
+    for long_name, shorts in coupled.items():
+        pool = np.asarray(pools[long_name], dtype=float)
+        for short in shorts:
+            for value in pools[short]:
+                if value == current[short]:
+                    continue
+                target = current[long_name] * value / current[short]
+                i = int(np.argmin(np.abs(np.log(pool) - np.log(target))))
+                for j in range(max(0, i - 1), min(len(pool), i + 2)):
+                    rows.append({**current, short: value, long_name: pools[long_name][j]})
+    return rows
 
 
 def refine(
     start: dict[str, Any],
     pools: dict[str, Sequence[Any]],
     score: Callable[[Candidates], np.ndarray],
-    max_rounds: int = 8,
+    max_rounds: int = 40,
+    coupled: dict[str, Sequence[str]] | None = None,
 ) -> tuple[dict[str, Any], float, int]:
     """Exact discrete local search: move to the best plan within two coordinate changes until
-    none improves (a long axis moves at most ``radius`` steps per round, see :func:`_window`).  ``score`` returns the exact objective (inf where invalid or infeasible).
+    none improves (a long axis moves locally or by coarse jumps, see :func:`_window`).
+    ``score`` returns the exact objective (inf where invalid or infeasible).
 
     Returns the local optimum, its objective and the number of plans evaluated.
     """
     current, value, evaluated = dict(start), np.inf, 0
     for _ in range(max_rounds):
         cand = moves(current, {k: _window(v, current[k]) for k, v in pools.items()})
+        extra = scaled_moves(current, pools, coupled or {})
+        if extra:
+            cand = Candidates.concat(
+                [cand, Candidates({k: np.asarray([r[k] for r in extra]) for k in cand.columns})]
+            )
         obj = score(cand)
         evaluated += len(cand)
         i = int(np.argmin(obj))
@@ -217,9 +251,17 @@ class SearchProblem(Protocol):
 def require_price(system: Any, objective: str) -> None:
     """A cost objective needs a price per chip-hour; say so instead of optimising zeros."""
     if objective == "cost" and system is not None and not float(system.price_usd_per_chip_hour) > 0:
-        raise SpecError([Problem("<arguments>", "objective", "cost needs a price per chip-hour, "
-                                 "and this system has none: add [price] usd_per_hour to its "
-                                 "system or chip spec, or use another objective")])
+        raise SpecError(
+            [
+                Problem(
+                    "<arguments>",
+                    "objective",
+                    "cost needs a price per chip-hour, "
+                    "and this system has none: add [price] usd_per_hour to its "
+                    "system or chip spec, or use another objective",
+                )
+            ]
+        )
 
 
 def enumerate_all(problem: SearchProblem) -> Candidates:
@@ -275,7 +317,8 @@ def _refine_best(problem: SearchProblem, cand: Candidates, top: int) -> tuple[Ca
     order = order[np.isfinite(obj[order])]
     axes, choices = problem.axes()
     pools = {a.name: a.values for a in axes} | {c.name: c.options for c in choices}
-    found = [refine(cand.row(int(i)), pools, score)[0] for i in order]
+    coupled = getattr(problem, "coupled", dict)()
+    found = [refine(cand.row(int(i)), pools, score, coupled=coupled)[0] for i in order]
     if not found:
         return cand, evaluated
     extra = Candidates({k: np.asarray([r[k] for r in found]) for k in cand.columns})
@@ -284,20 +327,41 @@ def _refine_best(problem: SearchProblem, cand: Candidates, top: int) -> tuple[Ca
 
 def _result(problem: SearchProblem, cand: Candidates, method: str) -> SearchResult:
     if len(cand) == 0:
-        return SearchResult(None, math.inf, problem.objective,
-                            "divisibility: no valid degree combination in the space", [], 0, 0,
-                            method, suggestions=problem.suggest())
+        return SearchResult(
+            None,
+            math.inf,
+            problem.objective,
+            "divisibility: no valid degree combination in the space",
+            [],
+            0,
+            0,
+            method,
+            suggestions=problem.suggest(),
+        )
     obj, feasible, outs = problem.evaluate(cand)
     order, values = best_of(obj, feasible, k=6)
     if len(order) == 0:
-        return SearchResult(None, math.inf, problem.objective, "no valid plan is feasible", [],
-                            len(cand), 0, method, suggestions=problem.suggest())
+        return SearchResult(
+            None,
+            math.inf,
+            problem.objective,
+            "no valid plan is feasible",
+            [],
+            len(cand),
+            0,
+            method,
+            suggestions=problem.suggest(),
+        )
     rows = [problem.plan_row(cand.row(int(i))) for i in order]
     return SearchResult(
-        best=rows[0], best_objective=float(values[0]), objective_name=problem.objective,
+        best=rows[0],
+        best_objective=float(values[0]),
+        objective_name=problem.objective,
         binding=problem.binding(outs, int(order[0])),
         alternatives=list(zip(rows[1:], map(float, values[1:]), strict=True)),
-        evaluated=len(cand), feasible_count=int(np.sum(feasible)), method=method,
+        evaluated=len(cand),
+        feasible_count=int(np.sum(feasible)),
+        method=method,
     )
 
 

@@ -217,23 +217,36 @@ class ServeCost(eqx.Module):
         draft_fraction = spec_on * frac
         context = n_in + n_out
         mem = serve_memory(
-            model, sys, tp=t, pp=p, sequences=b, context=context, kv_block=plan.kv_block,
-            weight_bytes=c.weight_bytes, kv_element_bytes=c.kv_bytes,
-            draft_fraction=draft_fraction, pass_tokens=jnp.sum(mode_w * act_tokens),
-            logit_rows=jnp.sum(mode_w * logit_rows), sm=sm,
+            model,
+            sys,
+            tp=t,
+            pp=p,
+            sequences=b,
+            context=context,
+            kv_block=plan.kv_block,
+            weight_bytes=c.weight_bytes,
+            kv_element_bytes=c.kv_bytes,
+            draft_fraction=draft_fraction,
+            pass_tokens=jnp.sum(mode_w * act_tokens),
+            logit_rows=jnp.sum(mode_w * logit_rows),
+            sm=sm,
         )
         capacity = chip.memory_capacity_bytes
         # Largest batch that fits (continuous value), micro-batches = pp (batch >= pp).
-        kv_seq = paged_tokens(context, plan.kv_block, sm) * (1.0 + draft_fraction) * (
-            kv_bytes_per_token(model, t, p, c.kv_bytes, sm)
+        kv_seq = (
+            paged_tokens(context, plan.kv_block, sm)
+            * (1.0 + draft_fraction)
+            * (kv_bytes_per_token(model, t, p, c.kv_bytes, sm))
         )
         act_tok = activation_bytes_per_token(model, t, sm)
         logit_row = 4.0 * model.vocab / t
         per_seq_tokens = jnp.sum(mode_w * jnp.stack([n_in, q, q])) / p
         per_seq_rows = jnp.sum(mode_w * jnp.stack([one, q, q])) / p
         per_seq = kv_seq + act_tok * per_seq_tokens + logit_row * per_seq_rows
-        fixed = mem.weights_bytes + mem.reserved_bytes + mode_w[1] / p * (
-            act_tok * piece + logit_row * piece / n_in
+        fixed = (
+            mem.weights_bytes
+            + mem.reserved_bytes
+            + mode_w[1] / p * (act_tok * piece + logit_row * piece / n_in)
         )
         max_batch = relu(capacity - fixed, sm, scale=capacity) / per_seq
         usable = capacity - mem.reserved_bytes
@@ -317,9 +330,7 @@ class ServeCost(eqx.Module):
         plans = jax.vmap(lambda bb: eqx.tree_at(lambda pl: pl.batch, plan, bb))(grid)
         outs = jax.vmap(self)(plans)
         ok = (
-            (outs.headroom_bytes >= 0.0)
-            & (outs.ttft_s <= ttft_slo_s)
-            & (outs.tpot_s <= tpot_slo_s)
+            (outs.headroom_bytes >= 0.0) & (outs.ttft_s <= ttft_slo_s) & (outs.tpot_s <= tpot_slo_s)
         )
         score = jnp.where(ok, outs.output_tokens_per_s_per_chip, -jnp.inf)
         best = jnp.argmax(score)
@@ -347,20 +358,28 @@ def serve_problems(
     if chips > system_chips:
         problems.append(f"the plan needs {chips:.0f} chips but the system has {system_chips:.0f}")
     heads, kv, ffn, layers = g(model.heads), g(model.kv_heads), g(model.ffn_hidden), g(model.layers)
-    for num, den, a, b in [(heads, tp, "heads", "tp"), (ffn, tp, "ffn_hidden", "tp"),
-                           (layers, pp, "layers", "pp")]:
+    for num, den, a, b in [
+        (heads, tp, "heads", "tp"),
+        (ffn, tp, "ffn_hidden", "tp"),
+        (layers, pp, "layers", "pp"),
+    ]:
         if num % den:
-            problems.append(f"{a} ({num:.0f}) is not divisible by {b} ({den:.0f}): "
-                            f"remainder {num % den:.0f}")
+            problems.append(
+                f"{a} ({num:.0f}) is not divisible by {b} ({den:.0f}): remainder {num % den:.0f}"
+            )
     if tp <= kv and kv % tp:
         problems.append(f"kv_heads ({kv:.0f}) is not divisible by tp ({tp:.0f})")
     if tp > kv and tp % kv:
-        problems.append(f"tp ({tp:.0f}) is not a multiple of kv_heads ({kv:.0f}) (KV heads are "
-                        "replicated beyond tp = kv_heads)")
+        problems.append(
+            f"tp ({tp:.0f}) is not a multiple of kv_heads ({kv:.0f}) (KV heads are "
+            "replicated beyond tp = kv_heads)"
+        )
     context = g(plan.input_len) + g(plan.output_len)
     if context > g(model.max_seq_len):
-        problems.append(f"input_len + output_len = {context:.0f} exceeds the model's "
-                        f"max_seq_len ({g(model.max_seq_len):.0f})")
+        problems.append(
+            f"input_len + output_len = {context:.0f} exceeds the model's "
+            f"max_seq_len ({g(model.max_seq_len):.0f})"
+        )
     total, cap = g(out.memory.total_bytes), g(out.capacity_bytes)
     if total > cap:
         over = total - cap

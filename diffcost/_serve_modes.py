@@ -148,8 +148,11 @@ def pass_time(c: Consts, w: Work) -> PassTime:
 
     # --- one layer ---------------------------------------------------------------------------
     g = lambda n, k: gemm_s(tokens, n, k, c)
-    t_gemm = g(model.attention_width() / t, h) + g(h, a * e / t) + g((n_mat - 1.0) * f / t, h) + g(
-        h, f / t
+    t_gemm = (
+        g(model.attention_width() / t, h)
+        + g(h, a * e / t)
+        + g((n_mat - 1.0) * f / t, h)
+        + g(h, f / t)
     )
     a_local, kv_local = a / t, c.kv_heads_local
     group = a_local / kv_local  # query heads sharing one KV head on this chip
@@ -225,5 +228,11 @@ def expected_tokens_per_step(acceptance: ArrayLike, draft_len: ArrayLike) -> Arr
 
 
 __all__ = [
-    "Consts", "PassTime", "Work", "consts", "expected_tokens_per_step", "gemm_s", "pass_time",
+    "Consts",
+    "PassTime",
+    "Work",
+    "consts",
+    "expected_tokens_per_step",
+    "gemm_s",
+    "pass_time",
 ]

@@ -130,8 +130,16 @@ def serve_plan(
     """
     problems: list[Problem] = []
     add = lambda key, reason: problems.append(Problem(source, key, reason))
-    ints = dict(tp=tp, pp=pp, replicas=replicas, batch=batch, input_len=input_len,
-                output_len=output_len, prefill_chunk=prefill_chunk, kv_block=kv_block)
+    ints = dict(
+        tp=tp,
+        pp=pp,
+        replicas=replicas,
+        batch=batch,
+        input_len=input_len,
+        output_len=output_len,
+        prefill_chunk=prefill_chunk,
+        kv_block=kv_block,
+    )
     for key, value in ints.items():
         if not _is_int(value, 1):
             add(key, f"must be a positive integer, got {value!r}")
@@ -141,8 +149,11 @@ def serve_plan(
         known = weight_format in FORMATS
         default = _WEIGHT_ONLY_DEFAULT_COMPUTE.get(weight_format, weight_format)
         compute_format = default if known else "bf16"
-    for key, value in (("weight_format", weight_format), ("compute_format", compute_format),
-                       ("kv_format", kv_format)):
+    for key, value in (
+        ("weight_format", weight_format),
+        ("compute_format", compute_format),
+        ("kv_format", kv_format),
+    ):
         if value not in FORMATS:
             add(key, f"must be one of {', '.join(FORMATS)}; got {value!r}")
     if mode not in MODES:
@@ -152,8 +163,11 @@ def serve_plan(
     if not (_is_number(draft_params_fraction) and 0.0 <= draft_params_fraction < 1.0):
         add("draft_params_fraction", f"must lie in [0, 1), got {draft_params_fraction!r}")
     elif _is_int(draft_len, 1) and draft_params_fraction == 0.0:
-        add("draft_params_fraction", "must be > 0 when draft_len > 0 (the draft model's size "
-                                     "as a fraction of the target's parameters)")
+        add(
+            "draft_params_fraction",
+            "must be > 0 when draft_len > 0 (the draft model's size "
+            "as a fraction of the target's parameters)",
+        )
     if not isinstance(disaggregated, bool):
         add("disaggregated", f"must be true or false, got {disaggregated!r}")
     instance = tp * pp if _is_int(tp, 1) and _is_int(pp, 1) else None
@@ -227,8 +241,11 @@ SERVE_PLAN: dict[str, S.Field] = {
 def plan_kwargs(values: dict[str, object]) -> dict[str, object]:
     """Scenario ``[plan]`` values -> :func:`serve_plan` keyword arguments."""
     out = {k: v for k, v in values.items() if not k.startswith("accuracy_cost_")}
-    costs = {k.removeprefix("accuracy_cost_"): v for k, v in values.items()
-             if k.startswith("accuracy_cost_")}
+    costs = {
+        k.removeprefix("accuracy_cost_"): v
+        for k, v in values.items()
+        if k.startswith("accuracy_cost_")
+    }
     if costs:
         out["accuracy_cost"] = costs
     return out

@@ -169,10 +169,14 @@ class TrainCost(eqx.Module):
         t_z3_exposed = m * exposed_s(t_z3, per_micro, sys, sm)
         t_dp_total = (1.0 - z[3]) * t_dp_exposed + z[3] * t_z3_exposed
         shard = z[0] + (z[1] + z[2] + z[3]) / dpc
-        opt_bytes = params * shard * (
-            2.0 * plan.weight_bytes_per_param
-            + plan.grad_bytes_per_param
-            + 2.0 * plan.optimizer_bytes_per_param
+        opt_bytes = (
+            params
+            * shard
+            * (
+                2.0 * plan.weight_bytes_per_param
+                + plan.grad_bytes_per_param
+                + 2.0 * plan.optimizer_bytes_per_param
+            )
         )
         t_opt = stream_time_s(opt_bytes, sys)
 
@@ -188,9 +192,12 @@ class TrainCost(eqx.Module):
         mfu = model_flop / (step * chips * bf16_peak)
         hfu = hardware_flop / (step * chips * bf16_peak)
         mem = train_memory(
-            model, plan, chip.memory_capacity_bytes,
+            model,
+            plan,
+            chip.memory_capacity_bytes,
             eff.memory_reserved_bytes * (1.0 - chip.on_chip_sram),
-            eff.memory_fragmentation_fraction, sm,
+            eff.memory_fragmentation_fraction,
+            sm,
         )
         divis = (
             divisibility_violation(a / t, sm)

@@ -66,8 +66,11 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
     """The discrete space: allowed values of every degree and categorical."""
     heads, ffn, layers = int(model.heads), int(model.ffn_hidden), int(model.layers)
     n_max = max(space.chips)
-    cps = tuple(float(2**k) for k in range(0, int(math.log2(max(space.max_cp, 1))) + 1)
-                if space.seq_len % 2**k == 0 and 2**k <= n_max)
+    cps = tuple(
+        float(2**k)
+        for k in range(0, int(math.log2(max(space.max_cp, 1))) + 1)
+        if space.seq_len % 2**k == 0 and 2**k <= n_max
+    )
     axes = [
         Axis("tp", _divisors(math.gcd(heads, ffn), n_max)),
         Axis("pp", _divisors(layers, n_max)),
@@ -86,14 +89,15 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
 
 
 def valid(c: Candidates, model: Model, space: TrainSearchSpace) -> np.ndarray:
-    """Joint validity: integer dp, divisibility, interleaving only with pp > 1, SP only with tp > 1."""
+    """Joint validity: integer dp, divisibility, interleaving only with pp > 1, SP only with
+    tp > 1."""
     col = c.columns
     dp = col["chips"] / (col["tp"] * col["pp"] * col["cp"])
     layers = int(model.layers)
     ok = (dp >= 1) & (np.abs(dp - np.round(dp)) < 1e-9)
     dpi = np.maximum(np.round(dp), 1)
-    ok &= (space.global_batch % (dpi * col["micro_batch"]) == 0)
-    ok &= (layers % (col["pp"] * col["virtual_stages"]) == 0)
+    ok &= space.global_batch % (dpi * col["micro_batch"]) == 0
+    ok &= layers % (col["pp"] * col["virtual_stages"]) == 0
     ok &= (col["pp"] > 1) | (col["virtual_stages"] == 1)
     ok &= (col["tp"] > 1) | (~col["sequence_parallel"].astype(bool))
     return ok
@@ -116,13 +120,21 @@ def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
     prec = np.eye(len(FORMATS))[[FORMATS.index(p) for p in col["precision"]]]
     wbytes = np.asarray([4.0 if p in ("fp32", "tf32") else 2.0 for p in col["precision"]])
     return TrainPlan(
-        tp=f(col["tp"]), pp=f(col["pp"]), cp=f(col["cp"]),
+        tp=f(col["tp"]),
+        pp=f(col["pp"]),
+        cp=f(col["cp"]),
         dp=f(col["chips"] / (col["tp"] * col["pp"] * col["cp"])),
-        micro_batch=f(col["micro_batch"]), global_batch=full(space.global_batch),
-        seq_len=full(space.seq_len), virtual_stages=f(col["virtual_stages"]),
+        micro_batch=f(col["micro_batch"]),
+        global_batch=full(space.global_batch),
+        seq_len=full(space.seq_len),
+        virtual_stages=f(col["virtual_stages"]),
         sequence_parallel=f(col["sequence_parallel"].astype(float)),
-        flash_attention=full(float(space.flash_attention)), overlap_grad_reduce=full(1.0),
-        recompute=f(rec), zero=f(zero), precision=f(prec), weight_bytes_per_param=f(wbytes),
+        flash_attention=full(float(space.flash_attention)),
+        overlap_grad_reduce=full(1.0),
+        recompute=f(rec),
+        zero=f(zero),
+        precision=f(prec),
+        weight_bytes_per_param=f(wbytes),
         grad_bytes_per_param=full(2.0),
         optimizer_bytes_per_param=full(OPTIMIZER_BYTES[space.optimizer]),
     )
@@ -144,6 +156,7 @@ def _evaluate(cost: TrainCost, plans: TrainPlan, objective: str):
         system = eqx.tree_at(lambda s: s.num_chips, cost.system, plan.num_chips())
         out = TrainCost(system, cost.model)(plan)
         return objective_of(out, objective), out.headroom_bytes, out
+
     return jax.vmap(one)(plans)
 
 
@@ -159,15 +172,21 @@ def evaluate_exact(system: System, model: Model, c: Candidates, space: TrainSear
         o, h, out = _evaluate(cost, to_plans(c.take(pad), space), space.objective)
         objs.append(np.asarray(o)[: len(idx)])
         heads.append(np.asarray(h)[: len(idx)])
-        outs.append(jax.tree_util.tree_map(lambda x, k=len(idx): np.asarray(x)[:k], out))
+        k = len(idx)
+        outs.append(jax.tree_util.tree_map(lambda x, k=k: np.asarray(x)[:k], out))
     out = jax.tree_util.tree_map(lambda *x: np.concatenate(x), *outs)
     return np.concatenate(objs), np.concatenate(heads), out
 
 
 # --- relaxed search ----------------------------------------------------------------------------
 def _layout(space: TrainSearchSpace) -> dict[str, slice]:
-    sizes = [("x", 6), ("recompute", len(space.recompute)), ("zero", len(space.zero)),
-             ("precision", len(space.precision)), ("sequence_parallel", len(space.sequence_parallel))]
+    sizes = [
+        ("x", 6),
+        ("recompute", len(space.recompute)),
+        ("zero", len(space.zero)),
+        ("precision", len(space.precision)),
+        ("sequence_parallel", len(space.sequence_parallel)),
+    ]
     out, start = {}, 0
     for name, size in sizes:
         out[name] = slice(start, start + size)
@@ -198,13 +217,22 @@ def relaxed_plan(
     sp = jnp.sum(sp_w * jnp.asarray([float(s) for s in space.sequence_parallel]))
     width = jnp.asarray([4.0 if f in ("fp32", "tf32") else 2.0 for f in FORMATS])
     plan = TrainPlan(
-        tp=tp, pp=pp, cp=cp, dp=chips / (tp * pp * cp), micro_batch=mb,
-        global_batch=sizes[0], seq_len=sizes[1], virtual_stages=v, sequence_parallel=sp,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        dp=chips / (tp * pp * cp),
+        micro_batch=mb,
+        global_batch=sizes[0],
+        seq_len=sizes[1],
+        virtual_stages=v,
+        sequence_parallel=sp,
         flash_attention=jnp.asarray(float(space.flash_attention)),
         overlap_grad_reduce=jnp.asarray(1.0),
         recompute=soft("recompute", RECOMPUTE, space.recompute),
-        zero=soft("zero", ZERO_STAGES, space.zero), precision=prec,
-        weight_bytes_per_param=jnp.sum(prec * width), grad_bytes_per_param=jnp.asarray(2.0),
+        zero=soft("zero", ZERO_STAGES, space.zero),
+        precision=prec,
+        weight_bytes_per_param=jnp.sum(prec * width),
+        grad_bytes_per_param=jnp.asarray(2.0),
         optimizer_bytes_per_param=jnp.asarray(OPTIMIZER_BYTES[space.optimizer]),
     )
     return plan, chips
@@ -229,12 +257,23 @@ def relaxed_loss(theta, tau, system: System, model: Model, space: TrainSearchSpa
 def _structure(space: TrainSearchSpace) -> TrainSearchSpace:
     """The static part of a space (sizes zeroed): the key of the relaxed solver's compilation."""
     chips = (0,) if len(space.chips) == 1 else tuple(range(len(space.chips)))
-    return TrainSearchSpace(**{**space.__dict__, "global_batch": 0, "seq_len": 0, "chips": chips,
-                               "max_cp": 0, "max_micro_batch": 0, "max_virtual_stages": 0})
+    return TrainSearchSpace(
+        **{
+            **space.__dict__,
+            "global_batch": 0,
+            "seq_len": 0,
+            "chips": chips,
+            "max_cp": 0,
+            "max_micro_batch": 0,
+            "max_virtual_stages": 0,
+        }
+    )
 
 
 @eqx.filter_jit
-def _solve(system, model, theta0, lo, hi, sizes, structure: TrainSearchSpace, steps: int, lr: float):
+def _solve(
+    system, model, theta0, lo, hi, sizes, structure: TrainSearchSpace, steps: int, lr: float
+):
     loss = lambda th, tau: relaxed_loss(th, tau, system, model, structure, lo, hi, sizes)
     return optimise(loss, theta0, steps, lr)
 
@@ -267,8 +306,9 @@ class TrainProblem:
         hi = jnp.asarray([math.log2(max(a.values)) for a in axes])
         sp = self.space
         sizes = jnp.asarray([sp.global_batch, sp.seq_len, max(sp.chips)], dtype=float)
-        th, loss = _solve(self.system, self.model, jnp.asarray(theta0), lo, hi, sizes,
-                          _structure(sp), steps, lr)
+        th, loss = _solve(
+            self.system, self.model, jnp.asarray(theta0), lo, hi, sizes, _structure(sp), steps, lr
+        )
         return np.asarray(th), np.asarray(loss)
 
     def plan_row(self, row: dict) -> dict:
@@ -313,19 +353,25 @@ def binding(out, i: int) -> str:
         "context-parallel communication": float(out.cp_comm_time_s[i]),
     }
     top = max(terms, key=terms.get)
-    mem = (f"memory capacity binds ({head:.0%} headroom)" if head < 0.10
-           else f"memory does not bind ({head:.0%} headroom)")
+    mem = (
+        f"memory capacity binds ({head:.0%} headroom)"
+        if head < 0.10
+        else f"memory does not bind ({head:.0%} headroom)"
+    )
     return f"{mem}; largest time term: {top} ({terms[top] / step:.0%} of the step)"
 
 
 def suggest(system: System, model: Model, space: TrainSearchSpace) -> list[str]:
     """What would make an infeasible request feasible, with numbers."""
-    loose = TrainSearchSpace(**{**space.__dict__, "zero": (3,), "recompute": ("full",),
-                                "objective": "time"})
+    loose = TrainSearchSpace(
+        **{**space.__dict__, "zero": (3,), "recompute": ("full",), "objective": "time"}
+    )
     cand = enumerate_space(model, loose)
     if len(cand) == 0:
-        return ["no valid degree combination: check that the chip count has divisors matching "
-                "the model's heads and layers"]
+        return [
+            "no valid degree combination: check that the chip count has divisors matching "
+            "the model's heads and layers"
+        ]
     _, headroom, out = evaluate_exact(system, model, cand, loose)
     i = int(np.argmax(headroom))
     need, cap = float(out.memory.total_bytes[i]), float(out.capacity_bytes[i])
@@ -356,8 +402,11 @@ def megatron_flags(best: dict) -> str:
     if best["sequence_parallel"]:
         flags.append("--sequence-parallel")
     if best["recompute"] == "full":
-        flags += ["--recompute-granularity full", "--recompute-method uniform",
-                  "--recompute-num-layers 1"]
+        flags += [
+            "--recompute-granularity full",
+            "--recompute-method uniform",
+            "--recompute-num-layers 1",
+        ]
     elif best["recompute"] == "selective":
         flags.append("--recompute-granularity selective")
     if best["zero"] in (1, 2):

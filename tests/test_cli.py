@@ -22,23 +22,73 @@ def test_train_default_scenario_prints_a_table():
 
 
 def test_train_json_is_one_object_with_si_keys():
-    result = _run("train", "--model", "gpt3-175b", "--system", "dgx-a100", "--chips", "1024",
-                  "--tp", "8", "--pp", "16", "--micro-batch", "1", "--global-batch", "1536",
-                  "--seq-len", "2048", "--recompute", "full", "--json")
+    result = _run(
+        "train",
+        "--model",
+        "gpt3-175b",
+        "--system",
+        "dgx-a100",
+        "--chips",
+        "1024",
+        "--tp",
+        "8",
+        "--pp",
+        "16",
+        "--micro-batch",
+        "1",
+        "--global-batch",
+        "1536",
+        "--seq-len",
+        "2048",
+        "--recompute",
+        "full",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    for key in ["step_time_s", "tokens_per_s", "mfu", "hfu", "fits", "memory_bytes",
-                "energy_j", "cost_usd", "headroom_bytes"]:
+    for key in [
+        "step_time_s",
+        "tokens_per_s",
+        "mfu",
+        "hfu",
+        "fits",
+        "memory_bytes",
+        "energy_j",
+        "cost_usd",
+        "headroom_bytes",
+    ]:
         assert key in out
     assert out["plan"]["dp"] == 8  # derived from chips / (tp * pp * cp)
-    assert set(out["memory_bytes"]) == {"weights_bytes", "gradients_bytes", "optimizer_bytes",
-                                        "activations_bytes", "reserved_bytes", "total_bytes"}
+    assert set(out["memory_bytes"]) == {
+        "weights_bytes",
+        "gradients_bytes",
+        "optimizer_bytes",
+        "activations_bytes",
+        "reserved_bytes",
+        "total_bytes",
+    }
     assert out["fits"] is True and out["feasible"] is True
 
 
 def test_train_infeasible_says_why_and_by_how_much():
-    result = _run("train", "--model", "llama-2-70b", "--chip", "h100-sxm", "--chips", "8",
-                  "--tp", "3", "--dp", "1", "--pp", "1", "--global-batch", "8", "--json")
+    result = _run(
+        "train",
+        "--model",
+        "llama-2-70b",
+        "--chip",
+        "h100-sxm",
+        "--chips",
+        "8",
+        "--tp",
+        "3",
+        "--dp",
+        "1",
+        "--pp",
+        "1",
+        "--global-batch",
+        "8",
+        "--json",
+    )
     assert result.exit_code == 1
     out = json.loads(result.stdout)
     assert out["feasible"] is False

@@ -23,13 +23,40 @@ def test_every_builtin_spec_loads(kind):
 
 def test_required_catalogue_is_present():
     chips = set(dc.builtin_names("chip"))
-    assert {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "mi300x",
-            "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "groq-lpu", "cerebras-wse3", "l4", "l40s",
-            "gaudi3"} <= chips
+    assert {
+        "a100-sxm-40gb",
+        "a100-sxm-80gb",
+        "h100-sxm",
+        "h100-pcie",
+        "h200",
+        "b200",
+        "mi300x",
+        "tpu-v4",
+        "tpu-v5e",
+        "tpu-v5p",
+        "tpu-v6e",
+        "groq-lpu",
+        "cerebras-wse3",
+        "l4",
+        "l40s",
+        "gaudi3",
+    } <= chips
     models = set(dc.builtin_names("model"))
-    assert {"gpt3-175b", "megatron-gpt-1.7b", "megatron-gpt-1t", "llama-2-7b", "llama-2-13b",
-            "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3-405b", "gpt-j-6b", "falcon-180b",
-            "bloom-176b", "bert-large"} <= models
+    assert {
+        "gpt3-175b",
+        "megatron-gpt-1.7b",
+        "megatron-gpt-1t",
+        "llama-2-7b",
+        "llama-2-13b",
+        "llama-2-70b",
+        "llama-3-8b",
+        "llama-3-70b",
+        "llama-3-405b",
+        "gpt-j-6b",
+        "falcon-180b",
+        "bloom-176b",
+        "bert-large",
+    } <= models
 
 
 def test_units_converted_to_si():
@@ -63,7 +90,8 @@ def test_bad_chip_reports_all_problems_at_once():
         "capacity is in bytes (use one of _gb, _gib, _mb, _mib, _bytes)",
         f"{path}: memory.capacty_gb: unknown key; did you mean 'capacity_gb'? "
         "(allowed: bandwidth, capacity, on_chip_sram)",
-        f"{path}: memory.capacity: missing required key (with a unit: _gb, _gib, _mb, _mib, _bytes)",
+        f"{path}: memory.capacity: missing required key "
+        "(with a unit: _gb, _gib, _mb, _mib, _bytes)",
     ]
     assert text.startswith("4 problem(s) in the input:")
 
@@ -71,8 +99,10 @@ def test_bad_chip_reports_all_problems_at_once():
 def test_missing_unit_suffix():
     path = FIX / "bad" / "unitless-chip.toml"
     problems, _ = _messages(lambda: dc.load_chip(path))
-    assert problems == [f"{path}: memory.capacity: missing unit suffix: write capacity_gb "
-                        "(accepted: _gb, _gib, _mb, _mib, _bytes)"]
+    assert problems == [
+        f"{path}: memory.capacity: missing unit suffix: write capacity_gb "
+        "(accepted: _gb, _gib, _mb, _mib, _bytes)"
+    ]
 
 
 def test_bad_model_heads_and_params():
@@ -135,9 +165,11 @@ def test_system_overrides_and_chip_defaults():
 
 def test_scenario_with_bad_plan_and_reference(tmp_path):
     path = tmp_path / "s.toml"
-    path.write_text('schema_version = 1\nkind = "train"\nname = "s"\ndisplay_name = "x"\n'
-                    'model = "gpt-4"\nsystem = "dgx-h100"\n[plan]\ntp = 2.5\npipeline = 2\n'
-                    '[source]\nscenario = "test"\n')
+    path.write_text(
+        'schema_version = 1\nkind = "train"\nname = "s"\ndisplay_name = "x"\n'
+        'model = "gpt-4"\nsystem = "dgx-h100"\n[plan]\ntp = 2.5\npipeline = 2\n'
+        '[source]\nscenario = "test"\n'
+    )
     problems, _ = _messages(lambda: dc.load_scenario(path))
     assert f"{path}: plan.tp: must be an integer, got 2.5" in problems
     assert any(p.startswith(f"{path}: plan.pipeline: unknown key") for p in problems)

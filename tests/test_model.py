@@ -12,8 +12,8 @@ GPT_FAMILY = ["megatron-gpt-1.7b", "megatron-gpt-22b", "gpt3-175b", "megatron-gp
 def test_params_match_narayanan_eq2(name):
     """P = 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h)) + final LayerNorm 2h (Narayanan eq. 2)."""
     m = dc.load_model(name)
-    l, h, V, s = (float(x) for x in (m.layers, m.hidden, m.vocab, m.max_seq_len))
-    eq2 = 12 * l * h**2 * (1 + 13 / (12 * h) + (V + s) / (12 * l * h))
+    n_l, h, V, s = (float(x) for x in (m.layers, m.hidden, m.vocab, m.max_seq_len))
+    eq2 = 12 * n_l * h**2 * (1 + 13 / (12 * h) + (V + s) / (12 * n_l * h))
     assert float(m.num_params()) == pytest.approx(eq2 + 2 * h, rel=1e-12)
 
 

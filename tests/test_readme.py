@@ -16,7 +16,9 @@ def test_readme_python_blocks_run():
 def test_readme_quick_start_is_two_commands():
     text = README.read_text()
     start = text.index("## Quick start")
-    section = text[start: text.index("##", start + 5)]
+    section = text[start : text.index("##", start + 5)]
     commands = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
-    assert [c.strip() for c in commands] == ['pip install . && diffcost train',
-                                             'pip install ".[test]" && python -m pytest']
+    assert [c.strip() for c in commands] == [
+        "pip install . && diffcost train",
+        'pip install ".[test]" && python -m pytest',
+    ]

@@ -86,7 +86,9 @@ def test_cost_objective_with_chip_count_search_prefers_fewer_chips():
     model = dc.load_model("llama-2-7b")
     base = dict(global_batch=64, seq_len=4096, chips=(8, 16, 32, 64))
     fastest = search_train(sys_, model, TrainSearchSpace(**base, objective="time"), exhaustive=True)
-    cheapest = search_train(sys_, model, TrainSearchSpace(**base, objective="cost"), exhaustive=True)
+    cheapest = search_train(
+        sys_, model, TrainSearchSpace(**base, objective="cost"), exhaustive=True
+    )
     assert cheapest.best["chips"] <= fastest.best["chips"]
 
 
@@ -107,15 +109,25 @@ def test_to_plans_round_trips_exact_plans():
     cand = enumerate_space(model, space)
     plans = to_plans(cand.take(np.arange(3)), space)
     row = cand.row(1)
-    one = dc.train_plan(tp=int(row["tp"]), pp=int(row["pp"]), cp=int(row["cp"]),
-                        dp=int(8 // (row["tp"] * row["pp"] * row["cp"])),
-                        micro_batch=int(row["micro_batch"]), global_batch=64, seq_len=4096,
-                        virtual_stages=int(row["virtual_stages"]), recompute=row["recompute"],
-                        zero=int(row["zero"]), precision=row["precision"],
-                        sequence_parallel=bool(row["sequence_parallel"]))
+    one = dc.train_plan(
+        tp=int(row["tp"]),
+        pp=int(row["pp"]),
+        cp=int(row["cp"]),
+        dp=int(8 // (row["tp"] * row["pp"] * row["cp"])),
+        micro_batch=int(row["micro_batch"]),
+        global_batch=64,
+        seq_len=4096,
+        virtual_stages=int(row["virtual_stages"]),
+        recompute=row["recompute"],
+        zero=int(row["zero"]),
+        precision=row["precision"],
+        sequence_parallel=bool(row["sequence_parallel"]),
+    )
     sys_ = dc.load_system("dgx-a100", chips=8)
     batched = dc.TrainCost(sys_, model)(jax_index(plans, 1))
-    assert float(batched.step_time_s) == pytest.approx(float(dc.TrainCost(sys_, model)(one).step_time_s))
+    assert float(batched.step_time_s) == pytest.approx(
+        float(dc.TrainCost(sys_, model)(one).step_time_s)
+    )
 
 
 def jax_index(tree, i):
@@ -125,29 +137,79 @@ def jax_index(tree, i):
 
 
 def test_megatron_flags():
-    flags = megatron_flags({"tp": 8, "pp": 4, "cp": 1, "micro_batch": 1, "global_batch": 512,
-                            "seq_len": 4096, "virtual_stages": 2, "sequence_parallel": True,
-                            "recompute": "full", "zero": 1, "precision": "bf16"})
-    for part in ["--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
-                 "--num-virtual-stages-per-pipeline-rank 2", "--sequence-parallel",
-                 "--recompute-granularity full", "--use-distributed-optimizer", "--bf16"]:
+    flags = megatron_flags(
+        {
+            "tp": 8,
+            "pp": 4,
+            "cp": 1,
+            "micro_batch": 1,
+            "global_batch": 512,
+            "seq_len": 4096,
+            "virtual_stages": 2,
+            "sequence_parallel": True,
+            "recompute": "full",
+            "zero": 1,
+            "precision": "bf16",
+        }
+    )
+    for part in [
+        "--tensor-model-parallel-size 8",
+        "--pipeline-model-parallel-size 4",
+        "--num-virtual-stages-per-pipeline-rank 2",
+        "--sequence-parallel",
+        "--recompute-granularity full",
+        "--use-distributed-optimizer",
+        "--bf16",
+    ]:
         assert part in flags
 
 
 def test_cli_plan_train_json():
-    result = CliRunner().invoke(app, ["plan", "train", "--model", "llama-2-7b", "--system",
-                                      "dgx-a100", "--chips", "8", "--global-batch", "64",
-                                      "--seq-len", "4096", "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "train",
+            "--model",
+            "llama-2-7b",
+            "--system",
+            "dgx-a100",
+            "--chips",
+            "8",
+            "--global-batch",
+            "64",
+            "--seq-len",
+            "4096",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert out["feasible"] and out["best_plan"]["dp"] * out["best_plan"]["tp"] * out["best_plan"]["pp"] == 8
+    assert (
+        out["feasible"]
+        and out["best_plan"]["dp"] * out["best_plan"]["tp"] * out["best_plan"]["pp"] == 8
+    )
     assert "--tensor-model-parallel-size" in out["launch_flags"]
 
 
 def test_cli_plan_train_infeasible_exit_code():
-    result = CliRunner().invoke(app, ["plan", "train", "--model", "llama-3-405b", "--chip",
-                                      "h100-sxm", "--chips", "8", "--global-batch", "8",
-                                      "--seq-len", "8192"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "train",
+            "--model",
+            "llama-3-405b",
+            "--chip",
+            "h100-sxm",
+            "--chips",
+            "8",
+            "--global-batch",
+            "8",
+            "--seq-len",
+            "8192",
+        ],
+    )
     assert result.exit_code == 1
     assert "no feasible plan" in result.output and "over by" in result.output
 

@@ -57,11 +57,13 @@ def _elasticity(system, model, plan, output="tpot_s"):
 @pytest.mark.parametrize("kv_format,element", [("bf16", 2.0), ("fp8", 1.0), ("int4", 0.5)])
 def test_kv_cache_bytes_closed_form(h100, llama70, kv_format, element):
     """KV bytes = 2 * layers * kv_heads * head_dim * bytes * tokens (Pope et al. 2023), GQA."""
-    out = run(h100, llama70, batch=3, input_len=1000, output_len=24, kv_format=kv_format,
-              kv_block=1)
+    out = run(
+        h100, llama70, batch=3, input_len=1000, output_len=24, kv_format=kv_format, kv_block=1
+    )
     tokens = 3 * (1000 + 24)
-    assert f(out.memory.kv_cache_bytes) == pytest.approx(2 * 80 * 8 * 128 * element * tokens,
-                                                          rel=1e-12)
+    assert f(out.memory.kv_cache_bytes) == pytest.approx(
+        2 * 80 * 8 * 128 * element * tokens, rel=1e-12
+    )
     assert f(out.memory.kv_block_waste_bytes) == 0.0
 
 
@@ -102,7 +104,8 @@ def test_gemm_equals_matmul_time_when_operands_share_a_format(h100, llama70):
     for m, n, k in [(1, 8192, 8192), (512, 28672, 8192), (4096, 1024, 8192)]:
         peak = h100.chip.peak_flop_per_s[dc.FORMATS.index("bf16")]
         assert f(gemm_s(m, n, k, c)) == pytest.approx(
-            f(matmul_time_s(m, n, k, peak, 2.0, h100, EXACT)), rel=1e-12)
+            f(matmul_time_s(m, n, k, peak, 2.0, h100, EXACT)), rel=1e-12
+        )
 
 
 def test_expected_tokens_per_step_closed_form():
@@ -118,28 +121,53 @@ def test_critical_batch_closed_form(h100, llama70):
     """Weight-read time = GEMM time: b + d_half = w * peak * f_peak / (2 * bw * f_bw)."""
     out = run(h100, llama70, tp=4, weight_format="fp8")
     eff = h100.efficiency
-    ridge = 1.0 * 1978.9e12 * f(eff.matmul_peak_fraction) / (
-        2 * 3350e9 * f(eff.memory_bandwidth_fraction))
+    ridge = (
+        1.0
+        * 1978.9e12
+        * f(eff.matmul_peak_fraction)
+        / (2 * 3350e9 * f(eff.memory_bandwidth_fraction))
+    )
     assert f(out.critical_batch) == pytest.approx(ridge - f(eff.matmul_half_dim), rel=1e-9)
     # the roofline: decode GEMM time is flat well below it and linear well above it
-    gemm = lambda b: f(run(h100, llama70, tp=4, weight_format="fp8", batch=b,
-                           input_len=16, output_len=16, mode="static").decode_gemm_s)
+    gemm = lambda b: f(
+        run(
+            h100,
+            llama70,
+            tp=4,
+            weight_format="fp8",
+            batch=b,
+            input_len=16,
+            output_len=16,
+            mode="static",
+        ).decode_gemm_s
+    )
     crit = f(out.critical_batch)
     assert gemm(int(crit / 8)) == pytest.approx(gemm(1), rel=0.05)
     assert gemm(int(8 * crit)) / gemm(int(4 * crit)) == pytest.approx(2.0, rel=0.1)
 
 
 def test_decode_step_breakdown_sums(h100, llama70):
-    for plan in [dict(tp=4, batch=64), dict(tp=2, pp=2, batch=3, mode="static"),
-                 dict(tp=4, batch=8, draft_len=3, acceptance=0.6, draft_params_fraction=0.05)]:
+    for plan in [
+        dict(tp=4, batch=64),
+        dict(tp=2, pp=2, batch=3, mode="static"),
+        dict(tp=4, batch=8, draft_len=3, acceptance=0.6, draft_params_fraction=0.05),
+    ]:
         out = run(h100, llama70, **plan)
-        parts = (out.decode_draft_s + out.decode_gemm_s + out.decode_attention_s
-                 + out.decode_memory_s + out.decode_launch_s + out.decode_tp_comm_s
-                 + out.decode_pp_comm_s + out.decode_pipeline_wait_s)
+        parts = (
+            out.decode_draft_s
+            + out.decode_gemm_s
+            + out.decode_attention_s
+            + out.decode_memory_s
+            + out.decode_launch_s
+            + out.decode_tp_comm_s
+            + out.decode_pp_comm_s
+            + out.decode_pipeline_wait_s
+        )
         assert f(parts) == pytest.approx(f(out.decode_step_s), rel=1e-12)
         assert f(out.tpot_s) == pytest.approx(f(out.decode_step_s / out.tokens_per_step))
         assert f(out.request_latency_s) == pytest.approx(
-            f(out.ttft_s + (plan.get("output_len", 256) - 1) * out.tpot_s))
+            f(out.ttft_s + (plan.get("output_len", 256) - 1) * out.tpot_s)
+        )
 
 
 # --- seed checks ----------------------------------------------------------------------------------
@@ -163,7 +191,11 @@ def test_batch1_elasticities(llama70):
     system = dc.load_system(chip="mi300x", chips=1)
     plan = dc.serve_plan(**BATCH1)
     bw, peak = _elasticity(system, llama70, plan)
-    assert -1.0 <= bw < -0.85
+    # minus the share of the step that streams memory: all but launches and collectives
+    out = dc.ServeCost(system, llama70)(plan)
+    fixed = out.decode_launch_s + out.decode_tp_comm_s + out.decode_pp_comm_s
+    assert bw == pytest.approx(-f((out.decode_step_s - fixed) / out.decode_step_s), abs=0.02)
+    assert -1.0 <= bw < -0.8  # the weights dominate: ~ -1 less the calibrated launch cost
     assert abs(peak) < 0.01
     no_launch = eqx.tree_at(lambda s: s.efficiency.kernel_launch_s, system, jnp.asarray(0.0))
     bw, peak = _elasticity(no_launch, llama70, plan)
@@ -194,7 +226,8 @@ def test_pipeline_parallelism_gives_one_request_no_latency_improvement(h100, lla
     # ... it adds throughput once the batch fills the stages and compute dominates
     big = dict(batch=512, input_len=128, output_len=128, mode="static", weight_format="fp8")
     assert f(run(h100, llama7, pp=4, **big).output_tokens_per_s) > 2 * f(
-        run(h100, llama7, **big).output_tokens_per_s)
+        run(h100, llama7, **big).output_tokens_per_s
+    )
 
 
 def test_int8_weights_halve_memory_and_nearly_halve_memory_bound_decode(llama70):
@@ -212,11 +245,13 @@ def test_h200_beats_h100_at_batch1_by_nearly_the_bandwidth_ratio(h100, h200, lla
     a = run(h100, llama70, tp=4, **BATCH1)
     b = run(h200, llama70, tp=4, **BATCH1)
     assert f(a.decode_weight_read_s) / f(b.decode_weight_read_s) == pytest.approx(ratio_bw)
-    assert 1.2 < f(a.tpot_s) / f(b.tpot_s) <= ratio_bw
+    # the bandwidth-bound part speeds up by the full ratio; launches and all-reduces do not
+    assert 0.8 * ratio_bw < f(a.tpot_s) / f(b.tpot_s) <= ratio_bw
     # equal FLOP/s: a compute-bound prefill is the same on both
     long = dict(tp=4, batch=8, input_len=4096, output_len=1, mode="static")
     assert f(run(h200, llama70, **long).ttft_s) == pytest.approx(
-        f(run(h100, llama70, **long).ttft_s), rel=0.05)
+        f(run(h100, llama70, **long).ttft_s), rel=0.05
+    )
 
 
 def test_44_gb_of_sram_holds_about_20b_fp16_params_not_more():
@@ -236,8 +271,19 @@ def test_44_gb_of_sram_holds_about_20b_fp16_params_not_more():
 
 def test_decode_throughput_grows_with_batch_to_the_compute_roofline(h100, llama7):
     batches = [1, 4, 16, 64, 256, 1024, 4096]
-    outs = [run(h100, llama7, batch=b, input_len=16, output_len=16, mode="static",
-                weight_format="fp8", kv_format="fp8") for b in batches]
+    outs = [
+        run(
+            h100,
+            llama7,
+            batch=b,
+            input_len=16,
+            output_len=16,
+            mode="static",
+            weight_format="fp8",
+            kv_format="fp8",
+        )
+        for b in batches
+    ]
     thr = [b / f(o.decode_step_s) for b, o in zip(batches, outs, strict=True)]
     tpot = [f(o.tpot_s) for o in outs]
     assert all(np.diff(thr) > 0) and all(np.diff(tpot) > 0)
@@ -246,7 +292,7 @@ def test_decode_throughput_grows_with_batch_to_the_compute_roofline(h100, llama7
     bound = 1978.9e12 * f(h100.efficiency.matmul_peak_fraction) / (2 * f(llama7.num_params()))
     assert 0.55 * bound < thr[-1] < bound
     assert thr[1] / thr[0] > 3.5  # memory-bound: batching is nearly free
-    assert thr[-1] / thr[-2] < 1.2  # compute-bound: saturated
+    assert thr[-1] / thr[-2] < 1.3  # compute-bound: 4x the batch, < 30% more throughput
 
 
 # --- modes ---------------------------------------------------------------------------------------
@@ -277,8 +323,9 @@ def test_disaggregated_pools(llama70):
     system = dc.load_system("dgx-h100", chips=32)
     plan = dict(tp=4, batch=64, input_len=2048, output_len=256, disaggregated=True)
     out = run(system, llama70, prefill_chips=4, decode_chips=4, **plan)
-    colo = run(system, llama70, mode="static", **{k: v for k, v in plan.items()
-                                                   if k != "disaggregated"})
+    colo = run(
+        system, llama70, mode="static", **{k: v for k, v in plan.items() if k != "disaggregated"}
+    )
     assert f(out.chips) == 8
     assert f(out.tpot_s) == pytest.approx(f(colo.tpot_s))  # decode without prefill interference
     assert f(out.kv_transfer_s) > 0 and f(out.ttft_s) > f(out.kv_transfer_s)
@@ -296,14 +343,20 @@ def test_replicas_energy_cost_and_accuracy(h100, llama70):
     one = run(h100, llama70, tp=4, batch=32)
     two = run(dc.load_system("dgx-h100", chips=16), llama70, tp=4, batch=32, replicas=2)
     assert f(two.output_tokens_per_s) == pytest.approx(2 * f(one.output_tokens_per_s))
-    assert f(two.output_tokens_per_s_per_chip) == pytest.approx(
-        f(one.output_tokens_per_s_per_chip))
+    assert f(two.output_tokens_per_s_per_chip) == pytest.approx(f(one.output_tokens_per_s_per_chip))
     assert f(one.energy_per_token_j) == pytest.approx(4 * 700 / f(one.output_tokens_per_s))
     assert f(one.cost_per_million_tokens_usd) == pytest.approx(
-        4 * 6.88 / 3600 / f(one.output_tokens_per_s) * 1e6)
+        4 * 6.88 / 3600 / f(one.output_tokens_per_s) * 1e6
+    )
     assert f(one.accuracy_cost) == 0.0
-    w4 = run(h100, llama70, tp=4, weight_format="int4", kv_format="fp8",
-             accuracy_cost={"int4": 0.3, "fp8": 0.1, "bf16": 0.0})
+    w4 = run(
+        h100,
+        llama70,
+        tp=4,
+        weight_format="int4",
+        kv_format="fp8",
+        accuracy_cost={"int4": 0.3, "fp8": 0.1, "bf16": 0.0},
+    )
     assert f(w4.accuracy_cost) == pytest.approx(0.4)  # int4 weights + bf16 compute + fp8 KV
 
 
@@ -334,20 +387,48 @@ def test_at_slo_is_the_best_batch_of_the_grid(h100, llama70):
 
 
 # --- published measurements (sanity of the uncalibrated prior; validation tracks the errors) -----
-@pytest.mark.parametrize("system,model,plan,measured,what", [
-    # TensorRT-LLM v0.6.1 L40S GPT-J 6B FP8, batch 64, 128 -> 2048: 1859 output tokens/s
-    ("l40s-server", "gpt-j-6b", dict(batch=64, input_len=128, output_len=2048,
-                                     weight_format="fp8", kv_format="fp8"), 1859.0, "thr"),
-    # TensorRT-LLM v0.5 A100 Llama 70B TP 4 FP16, 2048-token prompt: TTFT 377 ms
-    ("dgx-a100", "llama-2-70b", dict(tp=4, batch=1, input_len=2048, output_len=1,
-                                     weight_format="fp16"), 0.377, "ttft"),
-    # DeepSpeed-Inference BLOOM 176B fp16 TP 8 batch 1: 44.02 ms per token
-    ("dgx-a100", "bloom-176b", dict(tp=8, batch=1, input_len=8, output_len=100,
-                                    weight_format="fp16", kv_format="fp16"), 0.04402, "tpot"),
-])
+@pytest.mark.parametrize(
+    "system,model,plan,measured,what",
+    [
+        # TensorRT-LLM v0.6.1 L40S GPT-J 6B FP8, batch 64, 128 -> 2048: 1859 output tokens/s
+        (
+            "l40s-server",
+            "gpt-j-6b",
+            dict(batch=64, input_len=128, output_len=2048, weight_format="fp8", kv_format="fp8"),
+            1859.0,
+            "thr",
+        ),
+        # TensorRT-LLM v0.5 A100 Llama 70B TP 4 FP16, 2048-token prompt: TTFT 377 ms
+        (
+            "dgx-a100",
+            "llama-2-70b",
+            dict(tp=4, batch=1, input_len=2048, output_len=1, weight_format="fp16"),
+            0.377,
+            "ttft",
+        ),
+        # DeepSpeed-Inference BLOOM 176B fp16 TP 8 batch 1: 44.02 ms per token
+        (
+            "dgx-a100",
+            "bloom-176b",
+            dict(
+                tp=8, batch=1, input_len=8, output_len=100, weight_format="fp16", kv_format="fp16"
+            ),
+            0.04402,
+            "tpot",
+        ),
+    ],
+)
 def test_published_points_within_35_percent(system, model, plan, measured, what):
-    out = run(dc.load_system(system, chips=plan.get("tp", 1)), dc.load_model(model),
-              mode="static", kv_block=1, **plan)
-    pred = {"thr": out.output_tokens_per_s_per_chip, "ttft": out.ttft_s,
-            "tpot": out.request_latency_s / plan["output_len"]}[what]
+    out = run(
+        dc.load_system(system, chips=plan.get("tp", 1)),
+        dc.load_model(model),
+        mode="static",
+        kv_block=1,
+        **plan,
+    )
+    pred = {
+        "thr": out.output_tokens_per_s_per_chip,
+        "ttft": out.ttft_s,
+        "tpot": out.request_latency_s / plan["output_len"],
+    }[what]
     assert f(pred) == pytest.approx(measured, rel=0.35)

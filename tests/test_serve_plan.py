@@ -30,8 +30,10 @@ def test_defaults_are_one_hot_and_float():
     assert float(jnp.sum(plan.accuracy_cost)) == 0.0
 
 
-@pytest.mark.parametrize("weight,compute", [("int8", "bf16"), ("int4", "bf16"), ("fp8", "fp8"),
-                                            ("fp4", "fp4"), ("fp16", "fp16")])
+@pytest.mark.parametrize(
+    "weight,compute",
+    [("int8", "bf16"), ("int4", "bf16"), ("fp8", "fp8"), ("fp4", "fp4"), ("fp16", "fp16")],
+)
 def test_compute_format_defaults(weight, compute):
     """Integer weights default to weight-only (W8A16, W4A16); float formats compute as stored."""
     plan = dc.serve_plan(weight_format=weight)
@@ -52,24 +54,39 @@ BAD_PLANS = [
     (dict(batch=2.5), "plan: batch: must be a positive integer, got 2.5"),
     (dict(input_len=True), "plan: input_len: must be a positive integer, got True"),
     (dict(draft_len=-1), "plan: draft_len: must be a non-negative integer, got -1"),
-    (dict(weight_format="int3"), "plan: weight_format: must be one of fp32, tf32, bf16, fp16, "
-                                 "fp8, int8, fp4, int4; got 'int3'"),
-    (dict(kv_format="fp6"), "plan: kv_format: must be one of fp32, tf32, bf16, fp16, fp8, int8, "
-                            "fp4, int4; got 'fp6'"),
+    (
+        dict(weight_format="int3"),
+        "plan: weight_format: must be one of fp32, tf32, bf16, fp16, "
+        "fp8, int8, fp4, int4; got 'int3'",
+    ),
+    (
+        dict(kv_format="fp6"),
+        "plan: kv_format: must be one of fp32, tf32, bf16, fp16, fp8, int8, fp4, int4; got 'fp6'",
+    ),
     (dict(mode="dynamic"), "plan: mode: must be one of static, continuous; got 'dynamic'"),
     (dict(acceptance=1.5), "plan: acceptance: must be a probability in [0, 1], got 1.5"),
-    (dict(draft_len=4), "plan: draft_params_fraction: must be > 0 when draft_len > 0 (the draft "
-                        "model's size as a fraction of the target's parameters)"),
+    (
+        dict(draft_len=4),
+        "plan: draft_params_fraction: must be > 0 when draft_len > 0 (the draft "
+        "model's size as a fraction of the target's parameters)",
+    ),
     (dict(draft_params_fraction=1.0), "plan: draft_params_fraction: must lie in [0, 1), got 1.0"),
-    (dict(tp=4, decode_chips=6), "plan: decode_chips: must be a multiple of tp*pp = 4 (whole "
-                                 "instances), got 6"),
+    (
+        dict(tp=4, decode_chips=6),
+        "plan: decode_chips: must be a multiple of tp*pp = 4 (whole instances), got 6",
+    ),
     (dict(prefill_chips=0), "plan: prefill_chips: must be a positive integer, got 0"),
     (dict(disaggregated="yes"), "plan: disaggregated: must be true or false, got 'yes'"),
     (dict(kv_block=0), "plan: kv_block: must be a positive integer, got 0"),
-    (dict(accuracy_cost={"int3": 1.0}), "plan: accuracy_cost.int3: unknown format (allowed: "
-                                        "fp32, tf32, bf16, fp16, fp8, int8, fp4, int4)"),
-    (dict(accuracy_cost={"int4": -1}), "plan: accuracy_cost.int4: must be a non-negative "
-                                       "number, got -1"),
+    (
+        dict(accuracy_cost={"int3": 1.0}),
+        "plan: accuracy_cost.int3: unknown format (allowed: "
+        "fp32, tf32, bf16, fp16, fp8, int8, fp4, int4)",
+    ),
+    (
+        dict(accuracy_cost={"int4": -1}),
+        "plan: accuracy_cost.int4: must be a non-negative number, got -1",
+    ),
 ]
 
 
@@ -79,16 +96,17 @@ def test_bad_plan_field_message(kwargs, message):
 
 
 def test_every_bad_field_is_reported_at_once():
-    problems = _messages(lambda: dc.serve_plan(tp=0, mode="x", kv_format="y", acceptance=-1,
-                                               source="my.toml"))
-    assert [p.split(":")[1].strip() for p in problems] == ["tp", "kv_format", "mode",
-                                                            "acceptance"]
+    problems = _messages(
+        lambda: dc.serve_plan(tp=0, mode="x", kv_format="y", acceptance=-1, source="my.toml")
+    )
+    assert [p.split(":")[1].strip() for p in problems] == ["tp", "kv_format", "mode", "acceptance"]
     assert all(p.startswith("my.toml: ") for p in problems)
 
 
 # --- scenarios ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["default-serve", "bloom-176b-8xa100-deepspeed",
-                                  "llama-3-70b-h200-disaggregated"])
+@pytest.mark.parametrize(
+    "name", ["default-serve", "bloom-176b-8xa100-deepspeed", "llama-3-70b-h200-disaggregated"]
+)
 def test_builtin_serve_scenarios_load_and_fit(name):
     sc = dc.load_scenario(name)
     assert sc.kind == "serve" and sc.source["scenario"]
@@ -101,10 +119,12 @@ def test_builtin_serve_scenarios_load_and_fit(name):
 
 def test_serve_scenario_unknown_key_and_accuracy_costs(tmp_path):
     path = tmp_path / "s.toml"
-    path.write_text('schema_version = 1\nkind = "serve"\nname = "s"\ndisplay_name = "s"\n'
-                    'model = "llama-2-7b"\nchip = "h100-sxm"\n[plan]\nbatch = 4\n'
-                    'batch_size = 8\nmode = "dynamic"\naccuracy_cost_int4 = 0.3\n'
-                    '[source]\nscenario = "test"\n')
+    path.write_text(
+        'schema_version = 1\nkind = "serve"\nname = "s"\ndisplay_name = "s"\n'
+        'model = "llama-2-7b"\nchip = "h100-sxm"\n[plan]\nbatch = 4\n'
+        'batch_size = 8\nmode = "dynamic"\naccuracy_cost_int4 = 0.3\n'
+        '[source]\nscenario = "test"\n'
+    )
     problems = _messages(lambda: dc.load_scenario(path))
     assert problems[0].startswith(f"{path}: plan.batch_size: unknown key; did you mean 'batch'?")
     assert problems[1] == f"{path}: plan.mode: must be one of static, continuous; got 'dynamic'"
@@ -123,54 +143,132 @@ def test_serve_default_scenario_prints_a_table():
     result = _run("serve")
     assert result.exit_code == 0, result.output
     assert "Llama 2 70B" in result.output
-    for label in ["TTFT", "TPOT", "output tokens / s / chip", "KV cache", "largest batch",
-                  "feasible"]:
+    for label in [
+        "TTFT",
+        "TPOT",
+        "output tokens / s / chip",
+        "KV cache",
+        "largest batch",
+        "feasible",
+    ]:
         assert label in result.output
 
 
 def test_serve_json_keys():
-    result = _run("serve", "--model", "llama-2-7b", "--chip", "h100-sxm", "--chips", "8",
-                  "--tp", "2", "--batch", "16", "--input-len", "512", "--output-len", "128",
-                  "--weight-format", "int8", "--kv-format", "fp8", "--mode", "continuous",
-                  "--accuracy-cost", "int8=0.2", "--json")
+    result = _run(
+        "serve",
+        "--model",
+        "llama-2-7b",
+        "--chip",
+        "h100-sxm",
+        "--chips",
+        "8",
+        "--tp",
+        "2",
+        "--batch",
+        "16",
+        "--input-len",
+        "512",
+        "--output-len",
+        "128",
+        "--weight-format",
+        "int8",
+        "--kv-format",
+        "fp8",
+        "--mode",
+        "continuous",
+        "--accuracy-cost",
+        "int8=0.2",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    for key in ["ttft_s", "tpot_s", "request_latency_s", "output_tokens_per_s",
-                "output_tokens_per_s_per_chip", "output_tokens_per_s_per_user", "memory_bytes",
-                "fits", "max_batch", "critical_batch", "energy_per_token_j",
-                "cost_per_million_tokens_usd", "accuracy_cost", "feasible", "problems"]:
+    for key in [
+        "ttft_s",
+        "tpot_s",
+        "request_latency_s",
+        "output_tokens_per_s",
+        "output_tokens_per_s_per_chip",
+        "output_tokens_per_s_per_user",
+        "memory_bytes",
+        "fits",
+        "max_batch",
+        "critical_batch",
+        "energy_per_token_j",
+        "cost_per_million_tokens_usd",
+        "accuracy_cost",
+        "feasible",
+        "problems",
+    ]:
         assert key in out, key
-    assert set(out["memory_bytes"]) == {"weights_bytes", "kv_cache_bytes", "kv_block_waste_bytes",
-                                        "activations_bytes", "reserved_bytes", "total_bytes"}
+    assert set(out["memory_bytes"]) == {
+        "weights_bytes",
+        "kv_cache_bytes",
+        "kv_block_waste_bytes",
+        "activations_bytes",
+        "reserved_bytes",
+        "total_bytes",
+    }
     assert out["plan"]["replicas"] == 4  # derived: 8 chips / (tp * pp)
     assert out["chips"] == 8.0 and out["fits"] is True and out["feasible"] is True
     assert out["accuracy_cost"] == pytest.approx(0.2)
 
 
 def test_serve_slo_flags():
-    result = _run("serve", "--model", "llama-2-70b", "--system", "dgx-h100", "--chips", "4",
-                  "--tp", "4", "--input-len", "1024", "--output-len", "256",
-                  "--ttft-slo-ms", "1000", "--tpot-slo-ms", "40", "--json")
+    result = _run(
+        "serve",
+        "--model",
+        "llama-2-70b",
+        "--system",
+        "dgx-h100",
+        "--chips",
+        "4",
+        "--tp",
+        "4",
+        "--input-len",
+        "1024",
+        "--output-len",
+        "256",
+        "--ttft-slo-ms",
+        "1000",
+        "--tpot-slo-ms",
+        "40",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     slo = json.loads(result.stdout)["slo"]
     assert slo["feasible"] is True and slo["batch"] > 1
     assert slo["tpot_s"] <= 0.04 and slo["ttft_s"] <= 1.0
-    table = _run("serve", "--model", "llama-2-70b", "--chips", "4", "--tp", "4",
-                 "--tpot-slo-ms", "0.01")
+    table = _run(
+        "serve", "--model", "llama-2-70b", "--chips", "4", "--tp", "4", "--tpot-slo-ms", "0.01"
+    )
     assert table.exit_code == 0 and "no batch meets the SLO" in table.output
 
 
 def test_serve_infeasible_says_why():
-    result = _run("serve", "--model", "llama-2-70b", "--chip", "h100-sxm", "--chips", "2",
-                  "--tp", "3", "--replicas", "1", "--batch", "1", "--json")
+    result = _run(
+        "serve",
+        "--model",
+        "llama-2-70b",
+        "--chip",
+        "h100-sxm",
+        "--chips",
+        "2",
+        "--tp",
+        "3",
+        "--replicas",
+        "1",
+        "--batch",
+        "1",
+        "--json",
+    )
     assert result.exit_code == 1
     out = json.loads(result.stdout)
     text = " | ".join(out["problems"])
     assert "the plan needs 3 chips but the system has 2" in text
     assert "heads (64) is not divisible by tp (3)" in text
     assert "kv_heads (8) is not divisible by tp (3)" in text
-    result = _run("serve", "--model", "llama-2-70b", "--chip", "h100-sxm", "--chips", "1",
-                  "--json")
+    result = _run("serve", "--model", "llama-2-70b", "--chip", "h100-sxm", "--chips", "1", "--json")
     assert result.exit_code == 1
     (problem,) = json.loads(result.stdout)["problems"]
     assert problem.startswith("does not fit in memory: needs 143.6 GB per chip")

@@ -13,7 +13,8 @@ from diffcost.cli import app
 CASES = [
     ("llama-2-70b", "dgx-h100", 8, dict(objective="throughput", tpot_slo_s=0.05)),
     ("llama-2-7b", "dgx-a100", 8, dict(objective="latency")),
-    ("llama-3-70b", "hgx-h200", 8, dict(objective="cost", ttft_slo_s=1.0)),
+    ("llama-3-70b", "hgx-h200", 8, dict(objective="throughput", ttft_slo_s=1.0)),
+    ("llama-2-13b", "dgx-a100", 8, dict(objective="cost", ttft_slo_s=1.0)),
 ]
 
 
@@ -21,16 +22,29 @@ CASES = [
 def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     sys_ = dc.load_system(system, chips=chips)
     model = dc.load_model(name)
-    space = dc.ServeSearchSpace(input_len=1024, output_len=128, chips=chips,
-                                weight_formats=("bf16", "fp8"), kv_formats=("bf16", "fp8"), **kw)
+    space = dc.ServeSearchSpace(
+        input_len=1024,
+        output_len=128,
+        chips=chips,
+        weight_formats=("bf16", "fp8"),
+        kv_formats=("bf16", "fp8"),
+        **kw,
+    )
     oracle = dc.search_serve(sys_, model, space, exhaustive=True)
     found = dc.search_serve(sys_, model, space)
     assert found.best_objective == pytest.approx(oracle.best_objective, rel=1e-9)
     # verified with the exact model: it fits and meets the limits
     best = found.best
-    plan = dc.serve_plan(tp=best["tp"], pp=best["pp"], replicas=best["replicas"],
-                         batch=best["batch"], input_len=1024, output_len=128,
-                         weight_format=best["weight_format"], kv_format=best["kv_format"])
+    plan = dc.serve_plan(
+        tp=best["tp"],
+        pp=best["pp"],
+        replicas=best["replicas"],
+        batch=best["batch"],
+        input_len=1024,
+        output_len=128,
+        weight_format=best["weight_format"],
+        kv_format=best["kv_format"],
+    )
     out = dc.ServeCost(sys_, model)(plan)
     assert dc.serve_problems(model, plan, out, chips) == []
     assert float(out.ttft_s) <= space.ttft_slo_s and float(out.tpot_s) <= space.tpot_slo_s
@@ -38,16 +52,22 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
 
 def test_latency_objective_prefers_batch_one_and_wide_tp():
     sys_ = dc.load_system("dgx-h100", chips=8)
-    res = dc.search_serve(sys_, dc.load_model("llama-2-70b"),
-                          dc.ServeSearchSpace(input_len=512, output_len=64, chips=8,
-                                              objective="latency"), exhaustive=True)
+    res = dc.search_serve(
+        sys_,
+        dc.load_model("llama-2-70b"),
+        dc.ServeSearchSpace(input_len=512, output_len=64, chips=8, objective="latency"),
+        exhaustive=True,
+    )
     assert res.best["batch"] == 1 and res.best["tp"] == 8 and res.best["pp"] == 1
 
 
 def test_cost_objective_needs_a_price():
     with pytest.raises(dc.SpecError, match="cost needs a price per chip-hour"):
-        dc.search_serve(dc.load_system("mi300x-platform"), dc.load_model("llama-2-7b"),
-                        dc.ServeSearchSpace(input_len=8, output_len=8, chips=8, objective="cost"))
+        dc.search_serve(
+            dc.load_system("mi300x-platform"),
+            dc.load_model("llama-2-7b"),
+            dc.ServeSearchSpace(input_len=8, output_len=8, chips=8, objective="cost"),
+        )
 
 
 def test_tighter_tpot_limit_never_raises_throughput():
@@ -65,46 +85,75 @@ def test_accuracy_cost_keeps_the_optimizer_honest():
     model = dc.load_model("llama-2-70b")
     base = dict(input_len=1024, output_len=128, chips=8, weight_formats=("bf16", "int4"))
     free = dc.search_serve(sys_, model, dc.ServeSearchSpace(**base), exhaustive=True)
-    priced = dc.search_serve(sys_, model, dc.ServeSearchSpace(
-        **base, accuracy_cost=(("int4", 10.0),)), exhaustive=True)
+    priced = dc.search_serve(
+        sys_, model, dc.ServeSearchSpace(**base, accuracy_cost=(("int4", 10.0),)), exhaustive=True
+    )
     assert free.best["weight_format"] == "int4"
     assert priced.best["weight_format"] == "bf16"
 
 
 def test_infeasible_memory_says_how_many_chips():
     sys_ = dc.load_system(chip="h100-sxm", chips=2)
-    res = dc.search_serve(sys_, dc.load_model("llama-3-405b"),
-                          dc.ServeSearchSpace(input_len=1024, output_len=128, chips=2))
+    res = dc.search_serve(
+        sys_,
+        dc.load_model("llama-3-405b"),
+        dc.ServeSearchSpace(input_len=1024, output_len=128, chips=2),
+    )
     assert res.best is None and "enumerated" in res.method
     assert res.suggestions[0].startswith("nothing fits in memory: the weights alone need")
 
 
 def test_impossible_tpot_limit_reports_the_floor():
     sys_ = dc.load_system("dgx-h100", chips=8)
-    res = dc.search_serve(sys_, dc.load_model("llama-2-70b"),
-                          dc.ServeSearchSpace(input_len=1024, output_len=128, chips=8,
-                                              tpot_slo_s=1e-4))
+    res = dc.search_serve(
+        sys_,
+        dc.load_model("llama-2-70b"),
+        dc.ServeSearchSpace(input_len=1024, output_len=128, chips=8, tpot_slo_s=1e-4),
+    )
     assert res.best is None
     assert "lowest TPOT any fitting plan reaches" in res.suggestions[0]
 
 
 def test_replicas_use_the_chip_budget():
-    problem = ServeProblem(None, dc.load_model("llama-2-7b"),
-                           dc.ServeSearchSpace(input_len=128, output_len=128, chips=8))
-    row = problem.plan_row({"tp": 2.0, "pp": 1.0, "batch": 8.0, "weight_format": "int4",
-                            "kv_format": "bf16"})
+    problem = ServeProblem(
+        None,
+        dc.load_model("llama-2-7b"),
+        dc.ServeSearchSpace(input_len=128, output_len=128, chips=8),
+    )
+    row = problem.plan_row(
+        {"tp": 2.0, "pp": 1.0, "batch": 8.0, "weight_format": "int4", "kv_format": "bf16"}
+    )
     assert row["replicas"] == 4 and row["compute_format"] == "bf16"
 
 
 def test_serving_flags_and_cli():
-    flags = serving_flags({"tp": 4, "pp": 1, "batch": 64, "weight_format": "fp8",
-                           "kv_format": "fp8", "replicas": 2}, "m",
-                          dc.ServeSearchSpace(input_len=100, output_len=28, chips=8))
+    flags = serving_flags(
+        {"tp": 4, "pp": 1, "batch": 64, "weight_format": "fp8", "kv_format": "fp8", "replicas": 2},
+        "m",
+        dc.ServeSearchSpace(input_len=100, output_len=28, chips=8),
+    )
     assert "--tensor-parallel-size 4" in flags and "--kv-cache-dtype fp8" in flags
     assert "--max-model-len 128" in flags and "x 2 replicas" in flags
-    result = CliRunner().invoke(app, ["plan", "serve", "--model", "llama-2-7b", "--system",
-                                      "dgx-a100", "--chips", "8", "--input-len", "512",
-                                      "--output-len", "64", "--tpot-slo-ms", "40", "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "serve",
+            "--model",
+            "llama-2-7b",
+            "--system",
+            "dgx-a100",
+            "--chips",
+            "8",
+            "--input-len",
+            "512",
+            "--output-len",
+            "64",
+            "--tpot-slo-ms",
+            "40",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["feasible"] and "vllm serve" in out["launch_flags"]

@@ -13,20 +13,40 @@ PLANS = [
     dict(tp=4, batch=64, input_len=2048, output_len=256),
     dict(tp=2, pp=2, batch=8, input_len=512, output_len=512, mode="static", kv_block=1),
     dict(tp=8, batch=1, input_len=128, output_len=64, weight_format="int4", kv_format="fp8"),
-    dict(tp=4, batch=32, draft_len=4, acceptance=0.75, draft_params_fraction=0.03,
-         prefill_chunk=512),
-    dict(tp=4, batch=48, disaggregated=True, prefill_chips=8, decode_chips=4,
-         weight_format="fp8", compute_format="fp8", kv_format="fp8"),
-    dict(tp=1, pp=8, batch=16, input_len=1024, output_len=128, mode="static",
-         weight_format="int8", compute_format="int8"),
+    dict(
+        tp=4, batch=32, draft_len=4, acceptance=0.75, draft_params_fraction=0.03, prefill_chunk=512
+    ),
+    dict(
+        tp=4,
+        batch=48,
+        disaggregated=True,
+        prefill_chips=8,
+        decode_chips=4,
+        weight_format="fp8",
+        compute_format="fp8",
+        kv_format="fp8",
+    ),
+    dict(
+        tp=1,
+        pp=8,
+        batch=16,
+        input_len=1024,
+        output_len=128,
+        mode="static",
+        weight_format="int8",
+        compute_format="int8",
+    ),
 ]
 
 
 def _set(plan, **fields):
     """Replace plan fields by floats (relaxed values)."""
     names = list(fields)
-    return eqx.tree_at(lambda p: [getattr(p, n) for n in names], plan,
-                       [jnp.asarray(float(v)) for v in fields.values()])
+    return eqx.tree_at(
+        lambda p: [getattr(p, n) for n in names],
+        plan,
+        [jnp.asarray(float(v)) for v in fields.values()],
+    )
 
 
 def _stack(trees):
@@ -92,9 +112,18 @@ def _fd(f, x, eps=1e-6):
     return (f(x * (1 + eps)) - f(x * (1 - eps))) / (2 * eps * x)
 
 
-RELAXED_PLAN = dict(tp=3.7, pp=1.6, batch=37.3, input_len=1500.0, output_len=300.0,
-                    prefill_chunk=700.0, kv_block=13.0, draft_len=2.5, acceptance=0.7,
-                    draft_params_fraction=0.04)
+RELAXED_PLAN = dict(
+    tp=3.7,
+    pp=1.6,
+    batch=37.3,
+    input_len=1500.0,
+    output_len=300.0,
+    prefill_chunk=700.0,
+    kv_block=13.0,
+    draft_len=2.5,
+    acceptance=0.7,
+    draft_params_fraction=0.04,
+)
 
 
 OUTPUTS = ["ttft_s", "tpot_s", "output_tokens_per_s_per_chip", "max_batch"]
@@ -103,8 +132,9 @@ OUTPUTS = ["ttft_s", "tpot_s", "output_tokens_per_s_per_chip", "max_batch"]
 def test_plan_gradients_match_finite_differences(h100, llama70):
     """One reverse pass checks every output: the loss weighs their logs differently."""
     cost = dc.ServeCost(h100, llama70, dc.RELAXED)
-    plan = _set(dc.serve_plan(tp=4, pp=2, batch=32, draft_len=2, draft_params_fraction=0.05),
-                **RELAXED_PLAN)
+    plan = _set(
+        dc.serve_plan(tp=4, pp=2, batch=32, draft_len=2, draft_params_fraction=0.05), **RELAXED_PLAN
+    )
     plan = eqx.tree_at(lambda p: p.mode, plan, jnp.asarray([0.3, 0.7]))
 
     def loss(p):
@@ -124,34 +154,44 @@ def test_system_gradients_match_finite_differences(h100, llama70):
     plan = dc.serve_plan(tp=8, batch=24, input_len=1024, output_len=256)
     loss = eqx.filter_jit(lambda s: dc.ServeCost(s, llama70)(plan).request_latency_s)
     grads = eqx.filter_jit(eqx.filter_grad(loss))(h100)
-    for path in [lambda s: s.chip.memory_bandwidth_bytes_per_s,
-                 lambda s: s.scale_up_bandwidth_bytes_per_s,
-                 lambda s: s.scale_up_latency_s,
-                 lambda s: s.efficiency.matmul_peak_fraction,
-                 lambda s: s.efficiency.kernel_launch_s]:
+    for path in [
+        lambda s: s.chip.memory_bandwidth_bytes_per_s,
+        lambda s: s.scale_up_bandwidth_bytes_per_s,
+        lambda s: s.scale_up_latency_s,
+        lambda s: s.efficiency.matmul_peak_fraction,
+        lambda s: s.efficiency.kernel_launch_s,
+    ]:
         x0 = float(path(h100))
         f = lambda x, path=path: float(loss(eqx.tree_at(path, h100, jnp.asarray(x))))
         assert float(path(grads)) == pytest.approx(_fd(f, x0), rel=1e-4, abs=1e-12)
     i = dc.FORMATS.index("bf16")
-    bump = lambda x: float(loss(eqx.tree_at(lambda s: s.chip.peak_flop_per_s, h100,
-                                            h100.chip.peak_flop_per_s.at[i].set(x))))
+    bump = lambda x: float(
+        loss(
+            eqx.tree_at(
+                lambda s: s.chip.peak_flop_per_s, h100, h100.chip.peak_flop_per_s.at[i].set(x)
+            )
+        )
+    )
     assert float(grads.chip.peak_flop_per_s[i]) == pytest.approx(
-        _fd(bump, float(h100.chip.peak_flop_per_s[i])), rel=1e-4)
+        _fd(bump, float(h100.chip.peak_flop_per_s[i])), rel=1e-4
+    )
 
 
 def test_gradients_finite_on_whole_catalogue():
     """d (latency, throughput) / d (plan, system, model) is finite for every chip and model."""
     models = _stack([dc.load_model(n) for n in dc.builtin_names("model")])
-    plan = _set(dc.serve_plan(tp=8, pp=2, batch=16, draft_len=2, draft_params_fraction=0.05),
-                **RELAXED_PLAN)
+    plan = _set(
+        dc.serve_plan(tp=8, pp=2, batch=16, draft_len=2, draft_params_fraction=0.05), **RELAXED_PLAN
+    )
 
     def f(args):
         s, m, p = args
         out = dc.ServeCost(s, m, dc.RELAXED)(p)
         return jnp.log(out.request_latency_s) - jnp.log(out.output_tokens_per_s_per_chip)
 
-    grads = eqx.filter_jit(lambda system: jax.vmap(
-        lambda model: eqx.filter_grad(f)((system, model, plan)))(models))
+    grads = eqx.filter_jit(
+        lambda system: jax.vmap(lambda model: eqx.filter_grad(f)((system, model, plan)))(models)
+    )
     for chip in dc.builtin_names("chip"):
         for leaf in jtu.tree_leaves(grads(dc.load_system(chip=chip, chips=64))):
             assert bool(jnp.all(jnp.isfinite(leaf))), chip
@@ -162,10 +202,25 @@ INTEGER_PLANS = [  # block sizes and chunks divide the lengths: the relaxed ceil
     dict(tp=4, batch=64, input_len=2048, output_len=256, prefill_chunk=512),
     dict(tp=2, pp=2, batch=8, input_len=512, output_len=512, mode="static"),
     dict(tp=8, batch=1, input_len=128, output_len=64, weight_format="int4", kv_format="fp8"),
-    dict(tp=4, batch=32, input_len=1024, output_len=1024, draft_len=4, acceptance=0.75,
-         draft_params_fraction=0.03, prefill_chunk=256),
-    dict(tp=4, batch=48, disaggregated=True, prefill_chips=8, decode_chips=4,
-         weight_format="fp8", kv_format="fp8"),
+    dict(
+        tp=4,
+        batch=32,
+        input_len=1024,
+        output_len=1024,
+        draft_len=4,
+        acceptance=0.75,
+        draft_params_fraction=0.03,
+        prefill_chunk=256,
+    ),
+    dict(
+        tp=4,
+        batch=48,
+        disaggregated=True,
+        prefill_chips=8,
+        decode_chips=4,
+        weight_format="fp8",
+        kv_format="fp8",
+    ),
     dict(tp=1, pp=8, batch=16, input_len=1024, output_len=128, mode="static", kv_block=32),
 ]
 
@@ -179,8 +234,9 @@ def test_relaxed_equals_exact_at_integer_plans(h100, llama70, kwargs):
     _close(exact, sharp, rtol=1e-7, atol=1e-15)  # seconds: 1 fs; bytes: exact
     relaxed = predict(dc.ServeCost(h100, llama70, dc.RELAXED), plan)
     for field in ["ttft_s", "tpot_s", "output_tokens_per_s"]:
-        assert float(getattr(relaxed, field)) == pytest.approx(float(getattr(exact, field)),
-                                                               rel=0.03)
+        assert float(getattr(relaxed, field)) == pytest.approx(
+            float(getattr(exact, field)), rel=0.03
+        )
     for field in ["chips", "tokens_per_step", "decode_batch", "accuracy_cost"]:
         assert float(getattr(relaxed, field)) == float(getattr(exact, field))
     _close(relaxed.memory, exact.memory, rtol=1e-12)

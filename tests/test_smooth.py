@@ -11,15 +11,18 @@ EXACT, RELAXED = sm_.EXACT, sm_.RELAXED
 INTS = jnp.arange(-5.0, 6.0)
 
 
-@pytest.mark.parametrize("fn,hard", [
-    (lambda x, s: sm_.clip01(x, s), lambda x: np.clip(x, 0, 1)),
-    (lambda x, s: sm_.step(x, s), lambda x: (x >= 0).astype(float)),
-    (lambda x, s: sm_.is_one(x, s), lambda x: (x <= 1).astype(float)),
-    (lambda x, s: sm_.relu(x, s), lambda x: np.maximum(x, 0)),
-    (lambda x, s: sm_.smax(x, 2.0, s, integer=True), lambda x: np.maximum(x, 2.0)),
-    (lambda x, s: sm_.smin(x, 2.0, s, integer=True), lambda x: np.minimum(x, 2.0)),
-    (lambda x, s: sm_.ceil(x, s), np.ceil),
-])
+@pytest.mark.parametrize(
+    "fn,hard",
+    [
+        (lambda x, s: sm_.clip01(x, s), lambda x: np.clip(x, 0, 1)),
+        (lambda x, s: sm_.step(x, s), lambda x: (x >= 0).astype(float)),
+        (lambda x, s: sm_.is_one(x, s), lambda x: (x <= 1).astype(float)),
+        (lambda x, s: sm_.relu(x, s), lambda x: np.maximum(x, 0)),
+        (lambda x, s: sm_.smax(x, 2.0, s, integer=True), lambda x: np.maximum(x, 2.0)),
+        (lambda x, s: sm_.smin(x, 2.0, s, integer=True), lambda x: np.minimum(x, 2.0)),
+        (lambda x, s: sm_.ceil(x, s), np.ceil),
+    ],
+)
 def test_integer_structured_relaxations_are_exact_at_integers(fn, hard):
     np.testing.assert_allclose(fn(INTS, RELAXED), hard(np.asarray(INTS)), atol=1e-15)
     np.testing.assert_allclose(fn(INTS, EXACT), hard(np.asarray(INTS)), atol=0)
@@ -43,13 +46,16 @@ def test_continuous_max_exact_outside_its_blend_and_converges():
     np.testing.assert_allclose(sm_.smax(b, a, RELAXED), relaxed, rtol=1e-14)
 
 
-@pytest.mark.parametrize("fn", [
-    lambda x: sm_.smax(x, 1.5, RELAXED),
-    lambda x: sm_.smin(x, 1.5, RELAXED, integer=True),
-    lambda x: sm_.relu(x - 1.0, RELAXED, scale=2.0),
-    lambda x: sm_.clip01(x - 0.5, RELAXED),
-    lambda x: sm_.divisibility_violation(x, RELAXED),
-])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: sm_.smax(x, 1.5, RELAXED),
+        lambda x: sm_.smin(x, 1.5, RELAXED, integer=True),
+        lambda x: sm_.relu(x - 1.0, RELAXED, scale=2.0),
+        lambda x: sm_.clip01(x - 0.5, RELAXED),
+        lambda x: sm_.divisibility_violation(x, RELAXED),
+    ],
+)
 def test_gradients_are_finite_continuous_and_match_fd(fn):
     xs = jnp.linspace(0.01, 3.0, 300)
     g = jax.vmap(jax.grad(fn))(xs)
@@ -62,8 +68,11 @@ def test_gradients_are_finite_continuous_and_match_fd(fn):
 
 
 def test_grad_finite_at_degenerate_points():
-    for fn in [lambda x: sm_.smax(x, 0.0, RELAXED), lambda x: sm_.smin(x, x, RELAXED),
-               lambda x: sm_.relu(x, RELAXED, scale=x)]:
+    for fn in [
+        lambda x: sm_.smax(x, 0.0, RELAXED),
+        lambda x: sm_.smin(x, x, RELAXED),
+        lambda x: sm_.relu(x, RELAXED, scale=x),
+    ]:
         assert bool(jnp.isfinite(jax.grad(fn)(0.0)))
 
 

@@ -11,23 +11,27 @@ from hypothesis import strategies as st
 
 import diffcost as dc
 
-GPT_PLAN = dict(tp=8, pp=16, dp=8, micro_batch=1, global_batch=1536, seq_len=2048,
-                flash_attention=False)
+GPT_PLAN = dict(
+    tp=8, pp=16, dp=8, micro_batch=1, global_batch=1536, seq_len=2048, flash_attention=False
+)
 
 
 def _set(plan, **fields):
     """Replace plan fields by floats (relaxed values)."""
     names = list(fields)
-    return eqx.tree_at(lambda p: [getattr(p, n) for n in names], plan,
-                       [jnp.asarray(float(v)) for v in fields.values()])
+    return eqx.tree_at(
+        lambda p: [getattr(p, n) for n in names],
+        plan,
+        [jnp.asarray(float(v)) for v in fields.values()],
+    )
 
 
 def test_megatron_flop_formula_with_full_recompute(a100_1024, gpt3):
     """Hardware FLOP with full recomputation = 96 B s l h^2 (1 + s/(6h) + V/(16 l h))
     (Narayanan et al. SC'21 eq. 3), exactly."""
     out = dc.TrainCost(a100_1024, gpt3)(dc.train_plan(**GPT_PLAN, recompute="full"))
-    B, s, l, h, V = 1536, 2048, 96, 12288, 51200
-    eq3 = 96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
+    B, s, n_l, h, V = 1536, 2048, 96, 12288, 51200
+    eq3 = 96 * B * s * n_l * h**2 * (1 + s / (6 * h) + V / (16 * n_l * h))
     assert float(out.hardware_flop) == pytest.approx(eq3, rel=1e-12)
 
 
@@ -63,8 +67,16 @@ def test_breakdown_sums_to_step_time(h100_64):
     model = dc.load_model("llama-3-70b")
     plan = dc.train_plan(tp=4, pp=4, cp=2, dp=2, virtual_stages=5, global_batch=128, seq_len=8192)
     out = dc.TrainCost(h100_64, model)(plan)
-    parts = (out.compute_time_s + out.recompute_time_s + out.tp_comm_time_s + out.cp_comm_time_s
-             + out.pp_bubble_time_s + out.pp_p2p_time_s + out.dp_comm_time_s + out.optimizer_time_s)
+    parts = (
+        out.compute_time_s
+        + out.recompute_time_s
+        + out.tp_comm_time_s
+        + out.cp_comm_time_s
+        + out.pp_bubble_time_s
+        + out.pp_p2p_time_s
+        + out.dp_comm_time_s
+        + out.optimizer_time_s
+    )
     assert float(parts) == pytest.approx(float(out.step_time_s), rel=1e-12)
     assert float(out.tokens_per_s) == pytest.approx(128 * 8192 / float(out.step_time_s))
 
@@ -79,8 +91,10 @@ def test_jit_equals_eager_and_traces_once(h100_64, llama70):
         return cost(plan)
 
     cost = dc.TrainCost(h100_64, llama70)
-    plans = [dc.train_plan(tp=t, pp=p, dp=64 // (t * p), global_batch=256) for t, p in
-             [(8, 1), (4, 2), (2, 4), (8, 8)]]
+    plans = [
+        dc.train_plan(tp=t, pp=p, dp=64 // (t * p), global_batch=256)
+        for t, p in [(8, 1), (4, 2), (2, 4), (8, 8)]
+    ]
     for plan in plans:
         jitted = predict(cost, plan)
         eager = cost(plan)
@@ -94,11 +108,15 @@ def _stack(trees):
 
 def test_vmap_over_plans_equals_loop(h100_64, llama70):
     cost = dc.TrainCost(h100_64, llama70)
-    plans = [dc.train_plan(tp=t, pp=p, dp=64 // (t * p), global_batch=256, recompute=r, zero=z)
-             for t, p, r, z in [(8, 1, "full", 0), (4, 2, "none", 1), (2, 4, "selective", 3)]]
+    plans = [
+        dc.train_plan(tp=t, pp=p, dp=64 // (t * p), global_batch=256, recompute=r, zero=z)
+        for t, p, r, z in [(8, 1, "full", 0), (4, 2, "none", 1), (2, 4, "selective", 3)]
+    ]
     batched = jax.vmap(cost)(_stack(plans))
     for i, plan in enumerate(plans):
-        assert float(batched.step_time_s[i]) == pytest.approx(float(cost(plan).step_time_s), rel=1e-12)
+        assert float(batched.step_time_s[i]) == pytest.approx(
+            float(cost(plan).step_time_s), rel=1e-12
+        )
 
 
 def test_vmap_over_chips_and_models():
@@ -121,8 +139,15 @@ def _fd(f, x, eps=1e-6):
 @pytest.mark.parametrize("field", ["tp", "pp", "dp", "micro_batch", "global_batch", "seq_len"])
 def test_plan_gradients_match_finite_differences(h100_64, llama70, field):
     cost = dc.TrainCost(h100_64, llama70, dc.RELAXED)
-    plan = _set(dc.train_plan(tp=4, pp=4, dp=4, global_batch=512, seq_len=4096),
-                tp=3.7, pp=4.3, dp=4.1, micro_batch=1.3, global_batch=500.0, seq_len=4000.0)
+    plan = _set(
+        dc.train_plan(tp=4, pp=4, dp=4, global_batch=512, seq_len=4096),
+        tp=3.7,
+        pp=4.3,
+        dp=4.1,
+        micro_batch=1.3,
+        global_batch=500.0,
+        seq_len=4000.0,
+    )
     f = lambda x: float(cost(_set(plan, **{field: x})).step_time_s)
     g = jax.grad(lambda p: cost(p).step_time_s)(plan)
     x0 = float(getattr(plan, field))
@@ -133,18 +158,27 @@ def test_system_gradients_match_finite_differences(h100_64, llama70):
     plan = dc.train_plan(tp=8, pp=2, dp=4, global_batch=256, seq_len=4096)
     loss = lambda s: dc.TrainCost(s, llama70)(plan).step_time_s
     grads = eqx.filter_grad(loss)(h100_64)
-    for path in [lambda s: s.chip.memory_bandwidth_bytes_per_s,
-                 lambda s: s.scale_up_bandwidth_bytes_per_s,
-                 lambda s: s.scale_out_bandwidth_bytes_per_s,
-                 lambda s: s.scale_up_latency_s,
-                 lambda s: s.efficiency.matmul_peak_fraction]:
+    for path in [
+        lambda s: s.chip.memory_bandwidth_bytes_per_s,
+        lambda s: s.scale_up_bandwidth_bytes_per_s,
+        lambda s: s.scale_out_bandwidth_bytes_per_s,
+        lambda s: s.scale_up_latency_s,
+        lambda s: s.efficiency.matmul_peak_fraction,
+    ]:
         x0 = float(path(h100_64))
-        f = lambda x: float(loss(eqx.tree_at(path, h100_64, jnp.asarray(x))))
+        f = lambda x, path=path: float(loss(eqx.tree_at(path, h100_64, jnp.asarray(x))))
         assert float(path(grads)) == pytest.approx(_fd(f, x0), rel=1e-4, abs=1e-12)
     peak_fd = []
     for i in range(len(dc.FORMATS)):
-        bump = lambda x, i=i: float(loss(eqx.tree_at(lambda s: s.chip.peak_flop_per_s, h100_64,
-                                                     h100_64.chip.peak_flop_per_s.at[i].set(x))))
+        bump = lambda x, i=i: float(
+            loss(
+                eqx.tree_at(
+                    lambda s: s.chip.peak_flop_per_s,
+                    h100_64,
+                    h100_64.chip.peak_flop_per_s.at[i].set(x),
+                )
+            )
+        )
         peak_fd.append(_fd(bump, float(h100_64.chip.peak_flop_per_s[i])))
     np.testing.assert_allclose(grads.chip.peak_flop_per_s, peak_fd, rtol=1e-4, atol=1e-30)
 
@@ -152,14 +186,22 @@ def test_system_gradients_match_finite_differences(h100_64, llama70):
 def test_gradients_finite_on_whole_catalogue():
     """d step_time / d (plan, system, model) is finite for every built-in chip and model."""
     models = _stack([dc.load_model(n) for n in dc.builtin_names("model")])
-    plan = _set(dc.train_plan(tp=8, pp=2, dp=4, global_batch=64, seq_len=2048),
-                tp=5.5, pp=2.5, dp=3.2, micro_batch=1.5)
+    plan = _set(
+        dc.train_plan(tp=8, pp=2, dp=4, global_batch=64, seq_len=2048),
+        tp=5.5,
+        pp=2.5,
+        dp=3.2,
+        micro_batch=1.5,
+    )
 
     @eqx.filter_jit
     def grads(system):
         def one(model):
             f = lambda s, m, p: dc.TrainCost(s, m, dc.RELAXED)(p).step_time_s
-            return eqx.filter_grad(f)(system, model, plan), jax.grad(f, argnums=2)(system, model, plan)
+            return eqx.filter_grad(f)(system, model, plan), jax.grad(f, argnums=2)(
+                system, model, plan
+            )
+
         return jax.vmap(one)(models)
 
     for chip in dc.builtin_names("chip"):
@@ -191,18 +233,24 @@ def test_relaxed_equals_exact_at_integer_plans(h100_64, llama70, kwargs):
     assert float(relaxed.step_time_s) == pytest.approx(float(exact.step_time_s), rel=0.02)
     for field in ["model_flop", "hardware_flop", "micro_batches", "chips"]:
         assert float(getattr(relaxed, field)) == float(getattr(exact, field))
-    jtu.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-12),
-                 relaxed.memory, exact.memory)
+    jtu.tree_map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-12), relaxed.memory, exact.memory
+    )
 
 
 def test_categorical_mixture_interpolates_one_hot_limits(h100_64, llama70):
     plan = dc.train_plan(tp=8, pp=1, dp=8, global_batch=512)
     cost = dc.TrainCost(h100_64, llama70)
-    ends = [float(cost(eqx.tree_at(lambda p: p.recompute, plan, jnp.eye(3)[i])).memory.activations_bytes)
-            for i in range(3)]
+    ends = [
+        float(
+            cost(eqx.tree_at(lambda p: p.recompute, plan, jnp.eye(3)[i])).memory.activations_bytes
+        )
+        for i in range(3)
+    ]
     mixed = eqx.tree_at(lambda p: p.recompute, plan, jnp.asarray([0.2, 0.3, 0.5]))
     assert float(cost(mixed).memory.activations_bytes) == pytest.approx(
-        0.2 * ends[0] + 0.3 * ends[1] + 0.5 * ends[2], rel=1e-12)
+        0.2 * ends[0] + 0.3 * ends[1] + 0.5 * ends[2], rel=1e-12
+    )
 
 
 # --- physics properties ------------------------------------------------------------------------
@@ -215,10 +263,12 @@ factors = st.floats(1.01, 4.0)
 def test_more_bandwidth_is_never_slower(h100_64, llama70, kwargs, factor):
     plan = dc.train_plan(**kwargs)
     base = float(dc.TrainCost(h100_64, llama70)(plan).step_time_s)
-    for path in [lambda s: s.chip.memory_bandwidth_bytes_per_s,
-                 lambda s: s.scale_up_bandwidth_bytes_per_s,
-                 lambda s: s.scale_out_bandwidth_bytes_per_s,
-                 lambda s: s.chip.peak_flop_per_s]:
+    for path in [
+        lambda s: s.chip.memory_bandwidth_bytes_per_s,
+        lambda s: s.scale_up_bandwidth_bytes_per_s,
+        lambda s: s.scale_out_bandwidth_bytes_per_s,
+        lambda s: s.chip.peak_flop_per_s,
+    ]:
         faster = eqx.tree_at(path, h100_64, path(h100_64) * factor)
         assert float(dc.TrainCost(faster, llama70)(plan).step_time_s) <= base * (1 + 1e-12)
 

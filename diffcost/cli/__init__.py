@@ -6,13 +6,14 @@ import typer
 
 app = typer.Typer(
     name="diffcost",
-    help="Predict (and differentiate) what training and serving large models costs on real hardware.",
+    help="Predict (and differentiate) what training and serving large models costs on real "
+    "hardware.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-from . import _plan_cmd, _serve_cmd, _specs_cmd, _train_cmd  # noqa: E402,F401  (register subcommands)
+from . import _plan_cmd, _serve_cmd, _specs_cmd, _train_cmd, _validate_cmd  # noqa: E402,F401  (register subcommands)
 
 
 def main() -> None:

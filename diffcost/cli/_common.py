@@ -50,6 +50,42 @@ def to_python(tree: Any) -> Any:
     return tree
 
 
+def spec_infos(refs: dict[str, Any]) -> tuple[Any, Any]:
+    """Identity of the model and of the system (or chip) a command ran on."""
+    from .._loader import load_spec
+
+    model_info = load_spec("model", refs["model"]).info
+    kind = "system" if refs["system"] else "chip"
+    return model_info, load_spec(kind, refs["system"] or refs["chip"]).info
+
+
+def prediction_json(
+    out: Any,
+    refs: dict[str, Any],
+    chips: dict[str, int],
+    values: dict[str, Any],
+    problems: list[str],
+    **extra: Any,
+) -> dict[str, Any]:
+    """The ``--json`` object of a prediction: identities, plan, every output in SI units,
+    the memory breakdown in bytes, feasibility and its reasons."""
+    model_info, hw_info = spec_infos(refs)
+    result = to_python(out)
+    memory = result.pop("memory")
+    return {
+        "model": model_info.name,
+        "system": hw_info.name,
+        **chips,
+        "plan": values,
+        **result,
+        "memory_bytes": memory,
+        "fits": bool(out.fits()),
+        "feasible": not problems,
+        "problems": problems,
+        **extra,
+    }
+
+
 def print_json(obj: dict[str, Any]) -> None:
     """One JSON object on stdout."""
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")

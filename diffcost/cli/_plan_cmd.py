@@ -23,20 +23,38 @@ def _csv(text: str, where: str, allowed: tuple, cast=str) -> tuple:
     items = tuple(cast(x.strip()) for x in text.split(",") if x.strip())
     bad = [x for x in items if x not in allowed]
     if bad or not items:
-        raise SpecError([Problem("<arguments>", where, f"must be a comma-separated subset of "
-                                                       f"{', '.join(map(str, allowed))}; got {text!r}")])
+        raise SpecError(
+            [
+                Problem(
+                    "<arguments>",
+                    where,
+                    f"must be a comma-separated subset of "
+                    f"{', '.join(map(str, allowed))}; got {text!r}",
+                )
+            ]
+        )
     return items
 
 
-SHORT = {"micro_batch": "mb", "virtual_stages": "v", "sequence_parallel": "sp",
-         "recompute": "recomp", "precision": "prec", "weight_format": "w", "kv_format": "kv",
-         "compute_format": "compute"}
+SHORT = {
+    "micro_batch": "mb",
+    "virtual_stages": "v",
+    "sequence_parallel": "sp",
+    "recompute": "recomp",
+    "precision": "prec",
+    "weight_format": "w",
+    "kv_format": "kv",
+    "compute_format": "compute",
+}
 
 
 def print_result(result: SearchResult, title: str, fmt_objective, launch: str | None) -> None:
     """Readable search report shared by training and serving."""
-    console.print(f"[bold]{title}[/]  ({result.method}; {result.evaluated:,} exact evaluations, "
-                  f"{result.feasible_count:,} feasible, {result.wall_s:.2f} s)", highlight=False)
+    console.print(
+        f"[bold]{title}[/]  ({result.method}; {result.evaluated:,} exact evaluations, "
+        f"{result.feasible_count:,} feasible, {result.wall_s:.2f} s)",
+        highlight=False,
+    )
     if result.best is None:
         console.print(f"[bold red]no feasible plan[/]: {result.binding}")
         for s in result.suggestions:
@@ -76,31 +94,43 @@ def result_json(result: SearchResult, launch: str | None) -> dict:
     }
 
 
-_UNITS = {"time": ("step_time_s", lambda v: f"{v:.3f} s"),
-          "cost": ("cost_usd_per_token", lambda v: f"${v * 1e6:.3f}/Mtok"),
-          "energy": ("energy_j_per_token", lambda v: f"{v:.3f} J/tok")}
+_UNITS = {
+    "time": ("step_time_s", lambda v: f"{v:.3f} s"),
+    "cost": ("cost_usd_per_token", lambda v: f"${v * 1e6:.3f}/Mtok"),
+    "energy": ("energy_j_per_token", lambda v: f"{v:.3f} J/tok"),
+}
 
 
 @plan_app.command("train")
 @friendly_errors
 def plan_train(
-    model: Annotated[str, typer.Option(help="Built-in model, model TOML or HF config.json.")] = "llama-3-70b",
+    model: Annotated[
+        str, typer.Option(help="Built-in model, model TOML or HF config.json.")
+    ] = "llama-3-70b",
     system: Annotated[str | None, typer.Option(help="Built-in system or system TOML.")] = None,
     chip: Annotated[str | None, typer.Option(help="Built-in chip or chip TOML.")] = None,
-    chips: Annotated[int | None, typer.Option(help="Chip count (the system's default if omitted).")] = None,
+    chips: Annotated[
+        int | None, typer.Option(help="Chip count (the system's default if omitted).")
+    ] = None,
     global_batch: Annotated[int, typer.Option(help="Sequences per step.")] = 512,
     seq_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 4096,
     objective: Annotated[str, typer.Option(help="time | cost | energy (per token).")] = "time",
-    search_chips: Annotated[bool, typer.Option(help="Also search the chip count (powers of two up to --chips).")] = False,
-    recompute: Annotated[str, typer.Option(help="Allowed recomputation modes.")] = "none,selective,full",
+    search_chips: Annotated[
+        bool, typer.Option(help="Also search the chip count (powers of two up to --chips).")
+    ] = False,
+    recompute: Annotated[
+        str, typer.Option(help="Allowed recomputation modes.")
+    ] = "none,selective,full",
     zero: Annotated[str, typer.Option(help="Allowed ZeRO stages.")] = "0,1,2,3",
     precision: Annotated[str, typer.Option(help="Allowed GEMM precisions.")] = "bf16",
     max_cp: Annotated[int, typer.Option(help="Largest context-parallel degree.")] = 8,
-    exhaustive: Annotated[bool, typer.Option(help="Enumerate the whole discrete space instead.")] = False,
+    exhaustive: Annotated[
+        bool, typer.Option(help="Enumerate the whole discrete space instead.")
+    ] = False,
     top: Annotated[int, typer.Option(help="Runners-up to show.")] = 5,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Find the fastest (or cheapest) training plan; every answer is checked with the exact model."""
+    """Find the fastest (or cheapest) training plan, checked with the exact model."""
     if objective not in OBJECTIVES:
         raise SpecError([Problem("<arguments>", "objective", f"must be one of {OBJECTIVES}")])
     if system is None and chip is None:
@@ -109,11 +139,14 @@ def plan_train(
     n = int(sys_.num_chips)
     counts = tuple(2**k for k in range(n.bit_length()) if 2**k <= n) if search_chips else (n,)
     space = TrainSearchSpace(
-        global_batch=global_batch, seq_len=seq_len, chips=counts,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        chips=counts,
         recompute=_csv(recompute, "recompute", RECOMPUTE),
         zero=_csv(zero, "zero", (0, 1, 2, 3), int),
         precision=_csv(precision, "precision", ("fp32", "tf32", "bf16", "fp16", "fp8")),
-        max_cp=max_cp, objective=objective,
+        max_cp=max_cp,
+        objective=objective,
     )
     model_ = load_model(model)
     result = search_train(sys_, model_, space, exhaustive=exhaustive)
@@ -129,29 +162,48 @@ def plan_train(
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
-_SERVE_UNITS = {"throughput": ("chip_s_per_output_token", lambda v: f"{1 / v:,.0f} tok/s/chip"),
-                "latency": ("request_latency_s", lambda v: f"{v:.3f} s"),
-                "cost": ("usd_per_million_tokens", lambda v: f"${v:.3f}/Mtok")}
+_SERVE_UNITS = {
+    "throughput": ("chip_s_per_output_token", lambda v: f"{1 / v:,.0f} tok/s/chip"),
+    "latency": ("request_latency_s", lambda v: f"{v:.3f} s"),
+    "cost": ("usd_per_million_tokens", lambda v: f"${v:.3f}/Mtok"),
+}
 
 
 @plan_app.command("serve")
 @friendly_errors
 def plan_serve(
-    model: Annotated[str, typer.Option(help="Built-in model, model TOML or HF config.json.")] = "llama-2-70b",
+    model: Annotated[
+        str, typer.Option(help="Built-in model, model TOML or HF config.json.")
+    ] = "llama-2-70b",
     system: Annotated[str | None, typer.Option(help="Built-in system or system TOML.")] = None,
     chip: Annotated[str | None, typer.Option(help="Built-in chip or chip TOML.")] = None,
-    chips: Annotated[int | None, typer.Option(help="Chips available (the system's default if omitted).")] = None,
+    chips: Annotated[
+        int | None, typer.Option(help="Chips available (the system's default if omitted).")
+    ] = None,
     input_len: Annotated[int, typer.Option(help="Prompt tokens per request.")] = 2048,
     output_len: Annotated[int, typer.Option(help="Generated tokens per request.")] = 256,
-    objective: Annotated[str, typer.Option(help="throughput (per chip) | latency | cost (per Mtok).")] = "throughput",
-    ttft_slo_ms: Annotated[float | None, typer.Option(help="Time-to-first-token limit, ms.")] = None,
-    tpot_slo_ms: Annotated[float | None, typer.Option(help="Time-per-output-token limit, ms.")] = None,
+    objective: Annotated[
+        str, typer.Option(help="throughput (per chip) | latency | cost (per Mtok).")
+    ] = "throughput",
+    ttft_slo_ms: Annotated[
+        float | None, typer.Option(help="Time-to-first-token limit, ms.")
+    ] = None,
+    tpot_slo_ms: Annotated[
+        float | None, typer.Option(help="Time-per-output-token limit, ms.")
+    ] = None,
     weight_formats: Annotated[str, typer.Option(help="Allowed weight formats.")] = "bf16,fp8",
     kv_formats: Annotated[str, typer.Option(help="Allowed KV-cache formats.")] = "bf16,fp8",
     max_batch: Annotated[int, typer.Option(help="Largest concurrent batch per instance.")] = 1024,
-    accuracy_cost: Annotated[str, typer.Option(help="Per-format accuracy cost, e.g. 'int4=0.05,fp8=0.01'; "
-                                                    "multiplies the objective by 1 + cost.")] = "",
-    exhaustive: Annotated[bool, typer.Option(help="Enumerate the whole discrete space instead.")] = False,
+    accuracy_cost: Annotated[
+        str,
+        typer.Option(
+            help="Per-format accuracy cost, e.g. 'int4=0.05,fp8=0.01'; "
+            "multiplies the objective by 1 + cost."
+        ),
+    ] = "",
+    exhaustive: Annotated[
+        bool, typer.Option(help="Enumerate the whole discrete space instead.")
+    ] = False,
     top: Annotated[int, typer.Option(help="Runners-up to show.")] = 5,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -171,19 +223,30 @@ def plan_serve(
         except ValueError:
             costs[name] = -1.0
         if name not in FORMATS or costs[name] < 0:
-            raise SpecError([Problem("<arguments>", "accuracy_cost",
-                                     f"expected FORMAT=non-negative number, got {item!r}")])
+            raise SpecError(
+                [
+                    Problem(
+                        "<arguments>",
+                        "accuracy_cost",
+                        f"expected FORMAT=non-negative number, got {item!r}",
+                    )
+                ]
+            )
     if system is None and chip is None:
         system = "dgx-h100"
     sys_ = load_system(system, chip=chip, chips=chips)
     n = int(sys_.num_chips)
     space = ServeSearchSpace(
-        input_len=input_len, output_len=output_len, chips=n, objective=objective,
+        input_len=input_len,
+        output_len=output_len,
+        chips=n,
+        objective=objective,
         ttft_slo_s=ttft_slo_ms / 1e3 if ttft_slo_ms else float("inf"),
         tpot_slo_s=tpot_slo_ms / 1e3 if tpot_slo_ms else float("inf"),
         weight_formats=_csv(weight_formats, "weight_formats", FORMATS),
         kv_formats=_csv(kv_formats, "kv_formats", FORMATS),
-        max_batch=max_batch, accuracy_cost=tuple(sorted(costs.items())),
+        max_batch=max_batch,
+        accuracy_cost=tuple(sorted(costs.items())),
     )
     result = search_serve(sys_, load_model(model), space, exhaustive=exhaustive)
     result.alternatives = result.alternatives[:top]
@@ -193,7 +256,11 @@ def plan_serve(
         print_json({"model": model, "chips": n, **result_json(result, launch)})
     else:
         label, fmt = _SERVE_UNITS[objective]
-        print_result(result, f"{info.display_name} on {n}x {system or chip}: serve, "
-                             f"objective {label}", fmt, launch)
+        print_result(
+            result,
+            f"{info.display_name} on {n}x {system or chip}: serve, objective {label}",
+            fmt,
+            launch,
+        )
     if result.best is None:
         raise typer.Exit(EXIT_INFEASIBLE)

@@ -9,7 +9,7 @@ import equinox as eqx
 import typer
 
 from .._errors import Problem, SpecError
-from .._loader import load_model, load_spec, load_system
+from .._loader import load_model, load_system
 from .._scenario import load_scenario
 from .._serve import ServeCost, serve_problems
 from .._serve_plan import plan_kwargs, serve_plan
@@ -21,8 +21,9 @@ from ._common import (
     fmt_time,
     friendly_errors,
     kv_table,
+    prediction_json,
     print_json,
-    to_python,
+    spec_infos,
 )
 
 DEFAULT_SCENARIO = "default-serve"
@@ -44,8 +45,13 @@ def _accuracy_costs(items: list[str] | None) -> dict[str, float] | None:
                 raise ValueError
             out[name.strip()] = float(value)
         except ValueError:
-            problems.append(Problem("<flags>", "--accuracy-cost",
-                                    f"expected FORMAT=NUMBER (e.g. int4=0.3), got {item!r}"))
+            problems.append(
+                Problem(
+                    "<flags>",
+                    "--accuracy-cost",
+                    f"expected FORMAT=NUMBER (e.g. int4=0.3), got {item!r}",
+                )
+            )
     if problems:
         raise SpecError(problems)
     return out
@@ -54,8 +60,12 @@ def _accuracy_costs(items: list[str] | None) -> dict[str, float] | None:
 @app.command()
 @friendly_errors
 def serve(
-    scenario: Annotated[str | None, Opt(f"Scenario file or built-in name (default: "
-                                        f"{DEFAULT_SCENARIO} when no model is given).")] = None,
+    scenario: Annotated[
+        str | None,
+        Opt(
+            f"Scenario file or built-in name (default: {DEFAULT_SCENARIO} when no model is given)."
+        ),
+    ] = None,
     model: Annotated[str | None, Opt("Built-in model name, model TOML or HF config.json.")] = None,
     system: Annotated[str | None, Opt("Built-in system name or system TOML.")] = None,
     chip: Annotated[str | None, Opt("Built-in chip name or chip TOML.")] = None,
@@ -67,22 +77,30 @@ def serve(
     input_len: Annotated[int | None, Opt("Prompt tokens per request.")] = None,
     output_len: Annotated[int | None, Opt("Generated tokens per request.")] = None,
     weight_format: Annotated[str | None, Opt("Weights: bf16|fp16|fp8|int8|int4|fp4|...")] = None,
-    compute_format: Annotated[str | None, Opt("GEMM/activation format (default: the weight "
-                                              "format; bf16 for int8/int4 weight-only).")] = None,
+    compute_format: Annotated[
+        str | None,
+        Opt("GEMM/activation format (default: the weight format; bf16 for int8/int4 weight-only)."),
+    ] = None,
     kv_format: Annotated[str | None, Opt("KV-cache format (default bf16).")] = None,
     mode: Annotated[str | None, Opt("static | continuous.")] = None,
     prefill_chunk: Annotated[int | None, Opt("Prompt tokens per iteration (continuous).")] = None,
     draft_len: Annotated[int | None, Opt("Speculative decoding: drafted tokens per step.")] = None,
     acceptance: Annotated[float | None, Opt("Speculative decoding: acceptance rate.")] = None,
     draft_fraction: Annotated[float | None, Opt("Draft model size / target size.")] = None,
-    disaggregated: Annotated[bool | None, typer.Option(
-        "--disaggregated/--colocated", help="Separate prefill and decode pools.",
-        show_default=False)] = None,
+    disaggregated: Annotated[
+        bool | None,
+        typer.Option(
+            "--disaggregated/--colocated",
+            help="Separate prefill and decode pools.",
+            show_default=False,
+        ),
+    ] = None,
     prefill_chips: Annotated[int | None, Opt("Prefill pool chips per replica.")] = None,
     decode_chips: Annotated[int | None, Opt("Decode pool chips per replica.")] = None,
     kv_block: Annotated[int | None, Opt("Tokens per paged-KV block (1: contiguous).")] = None,
-    accuracy_cost: Annotated[list[str] | None, Opt(
-        "Accuracy cost of a format, FORMAT=NUMBER (repeatable).")] = None,
+    accuracy_cost: Annotated[
+        list[str] | None, Opt("Accuracy cost of a format, FORMAT=NUMBER (repeatable).")
+    ] = None,
     ttft_slo_ms: Annotated[float | None, Opt("TTFT limit, ms: also find the best batch.")] = None,
     tpot_slo_ms: Annotated[float | None, Opt("TPOT limit, ms: also find the best batch.")] = None,
     calibration: Annotated[str, typer.Option(help="Calibration file or name.")] = "default",
@@ -108,17 +126,32 @@ def serve(
         refs["chips"] = chips
     if refs["system"] is None and refs["chip"] is None:
         refs["system"] = "dgx-h100"
-    flags = dict(tp=tp, pp=pp, replicas=replicas, batch=batch, input_len=input_len,
-                 output_len=output_len, weight_format=weight_format,
-                 compute_format=compute_format, kv_format=kv_format, mode=mode,
-                 prefill_chunk=prefill_chunk, draft_len=draft_len, acceptance=acceptance,
-                 draft_params_fraction=draft_fraction, disaggregated=disaggregated,
-                 prefill_chips=prefill_chips, decode_chips=decode_chips, kv_block=kv_block,
-                 accuracy_cost=_accuracy_costs(accuracy_cost))
+    flags = dict(
+        tp=tp,
+        pp=pp,
+        replicas=replicas,
+        batch=batch,
+        input_len=input_len,
+        output_len=output_len,
+        weight_format=weight_format,
+        compute_format=compute_format,
+        kv_format=kv_format,
+        mode=mode,
+        prefill_chunk=prefill_chunk,
+        draft_len=draft_len,
+        acceptance=acceptance,
+        draft_params_fraction=draft_fraction,
+        disaggregated=disaggregated,
+        prefill_chips=prefill_chips,
+        decode_chips=decode_chips,
+        kv_block=kv_block,
+        accuracy_cost=_accuracy_costs(accuracy_cost),
+    )
     values = {**base, **{k: v for k, v in flags.items() if v is not None}}
 
-    sys_ = load_system(refs["system"], chip=refs["chip"], chips=refs["chips"],
-                       calibration=calibration)
+    sys_ = load_system(
+        refs["system"], chip=refs["chip"], chips=refs["chips"], calibration=calibration
+    )
     n_chips = int(sys_.num_chips)
     if "replicas" not in values:
         inst = values.get("tp", 1) * values.get("pp", 1)
@@ -144,34 +177,23 @@ def serve(
             "tpot_slo_s": tpot if tpot_slo_ms is not None else None,
             "feasible": bool(res.feasible),
             "batch": int(res.batch),
-            "output_tokens_per_s_per_chip": float(b.output_tokens_per_s_per_chip) if res.feasible
+            "output_tokens_per_s_per_chip": float(b.output_tokens_per_s_per_chip)
+            if res.feasible
             else 0.0,
             "output_tokens_per_s": float(b.output_tokens_per_s) if res.feasible else 0.0,
             "ttft_s": float(b.ttft_s),
             "tpot_s": float(b.tpot_s),
         }
 
-    model_info = load_spec("model", refs["model"]).info
-    where = refs["system"] or refs["chip"]
-    hw_info = load_spec("system" if refs["system"] else "chip", where).info
     if json_out:
-        result = to_python(out)
-        memory = result.pop("memory")
-        print_json({
-            "model": model_info.name,
-            "system": hw_info.name,
-            "system_chips": n_chips,
-            "plan": values,
-            **result,
-            "memory_bytes": memory,
-            "fits": bool(out.fits()),
-            "feasible": not problems,
-            "problems": problems,
-            **({"slo": slo} if slo is not None else {}),
-        })
+        extra = {"slo": slo} if slo is not None else {}
+        chips = {"system_chips": n_chips}
+        print_json(prediction_json(out, refs, chips, values, problems, **extra))
     else:
-        _print_table(out, model_info.display_name, hw_info.display_name, n_chips, values,
-                     problems, slo)
+        model_info, hw_info = spec_infos(refs)
+        _print_table(
+            out, model_info.display_name, hw_info.display_name, n_chips, values, problems, slo
+        )
     if problems:
         raise typer.Exit(EXIT_INFEASIBLE)
 
@@ -194,18 +216,25 @@ def _print_table(out, model_name, hw_name, n_chips, values, problems, slo) -> No
         ("  memory-bound kernels", fmt_time(g(out.decode_memory_s))),
         ("  kernel launches", fmt_time(g(out.decode_launch_s))),
         ("  tensor-parallel all-reduce", fmt_time(g(out.decode_tp_comm_s))),
-        ("  pipeline hand-offs + waits",
-         fmt_time(g(out.decode_pp_comm_s) + g(out.decode_pipeline_wait_s))),
+        (
+            "  pipeline hand-offs + waits",
+            fmt_time(g(out.decode_pp_comm_s) + g(out.decode_pipeline_wait_s)),
+        ),
         ("decode memory-bound fraction", f"{g(out.decode_memory_bound_fraction):.0%}"),
         ("tokens per decode step", f"{g(out.tokens_per_step):.2f}"),
         ("critical batch (compute-bound above)", f"{g(out.critical_batch):,.0f}"),
         ("memory / chip: weights", fmt_bytes(g(out.memory.weights_bytes))),
-        ("  KV cache (block waste)", f"{fmt_bytes(g(out.memory.kv_cache_bytes))} "
-                                     f"({fmt_bytes(g(out.memory.kv_block_waste_bytes))})"),
+        (
+            "  KV cache (block waste)",
+            f"{fmt_bytes(g(out.memory.kv_cache_bytes))} "
+            f"({fmt_bytes(g(out.memory.kv_block_waste_bytes))})",
+        ),
         ("  activations", fmt_bytes(g(out.memory.activations_bytes))),
         ("  runtime reserve", fmt_bytes(g(out.memory.reserved_bytes))),
-        ("  total / capacity",
-         f"{fmt_bytes(g(out.memory.total_bytes))} / {fmt_bytes(g(out.capacity_bytes))}"),
+        (
+            "  total / capacity",
+            f"{fmt_bytes(g(out.memory.total_bytes))} / {fmt_bytes(g(out.capacity_bytes))}",
+        ),
         ("largest batch that fits", f"{max(g(out.max_batch), 0.0):,.0f}"),
         ("chips for the weights alone", f"{g(out.min_chips_for_weights):.2f}"),
         ("energy / output token", f"{g(out.energy_per_token_j):.3f} J (at TDP)"),
@@ -217,10 +246,12 @@ def _print_table(out, model_name, hw_name, n_chips, values, problems, slo) -> No
     console.print(kv_table("serving", rows))
     if slo is not None:
         if slo["feasible"]:
-            console.print(f"at the SLO: batch {slo['batch']}, "
-                          f"{slo['output_tokens_per_s_per_chip']:,.1f} output tokens/s/chip "
-                          f"(TTFT {fmt_time(slo['ttft_s'])}, TPOT {fmt_time(slo['tpot_s'])})",
-                          highlight=False)
+            console.print(
+                f"at the SLO: batch {slo['batch']}, "
+                f"{slo['output_tokens_per_s_per_chip']:,.1f} output tokens/s/chip "
+                f"(TTFT {fmt_time(slo['ttft_s'])}, TPOT {fmt_time(slo['tpot_s'])})",
+                highlight=False,
+            )
         else:
             console.print("[bold red]no batch meets the SLO[/] (and fits in memory)")
     if problems:

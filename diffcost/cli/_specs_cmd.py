@@ -27,7 +27,9 @@ def specs(
             row: dict[str, object] = {"name": name, "display_name": spec.info.display_name}
             v = spec.values
             if kind == "chip":
-                row["bf16_flop_per_s"] = v["compute"].get("bf16_flop_per_s", v["compute"].get("fp16_flop_per_s"))
+                row["bf16_flop_per_s"] = v["compute"].get(
+                    "bf16_flop_per_s", v["compute"].get("fp16_flop_per_s")
+                )
                 row["memory_capacity_bytes"] = v["memory"]["capacity_bytes"]
                 row["memory_bandwidth_bytes_per_s"] = v["memory"]["bandwidth_bytes_per_s"]
             elif kind == "system":
@@ -39,7 +41,9 @@ def specs(
     catalog["scenarios"] = []
     for name in builtin_names("scenario"):
         sc = load_scenario(name)
-        catalog["scenarios"].append({"name": name, "kind": sc.kind, "display_name": sc.display_name})
+        catalog["scenarios"].append(
+            {"name": name, "kind": sc.kind, "display_name": sc.display_name}
+        )
     if json_out:
         print_json(catalog)
         return

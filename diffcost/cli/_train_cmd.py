@@ -21,8 +21,9 @@ from ._common import (
     fmt_time,
     friendly_errors,
     kv_table,
+    prediction_json,
     print_json,
-    to_python,
+    spec_infos,
 )
 
 DEFAULT_SCENARIO = "default-train"
@@ -34,11 +35,20 @@ Opt = lambda help_: typer.Option(help=help_, show_default=False)  # noqa: E731
 @app.command()
 @friendly_errors
 def train(
-    scenario: Annotated[str | None, typer.Option(help="Scenario file or built-in name (defaults: "
-                                                       f"{DEFAULT_SCENARIO} when no model given).")] = None,
-    model: Annotated[str | None, Opt("Built-in model name, model TOML or Hugging Face config.json.")] = None,
+    scenario: Annotated[
+        str | None,
+        typer.Option(
+            help="Scenario file or built-in name (defaults: "
+            f"{DEFAULT_SCENARIO} when no model given)."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, Opt("Built-in model name, model TOML or Hugging Face config.json.")
+    ] = None,
     system: Annotated[str | None, Opt("Built-in system name or system TOML.")] = None,
-    chip: Annotated[str | None, Opt("Built-in chip name or chip TOML (its default node and network).")] = None,
+    chip: Annotated[
+        str | None, Opt("Built-in chip name or chip TOML (its default node and network).")
+    ] = None,
     chips: Annotated[int | None, Opt("Number of chips.")] = None,
     tp: Annotated[int | None, Opt("Tensor-parallel degree.")] = None,
     pp: Annotated[int | None, Opt("Pipeline-parallel degree.")] = None,
@@ -50,13 +60,26 @@ def train(
     virtual_stages: Annotated[int | None, Opt("Interleaved pipeline chunks per rank.")] = None,
     recompute: Annotated[str | None, Opt("none | selective | full.")] = None,
     zero: Annotated[int | None, Opt("ZeRO stage 0-3 (3 = FSDP).")] = None,
-    precision: Annotated[str | None, Opt("GEMM precision: bf16 | fp16 | fp8 | tf32 | fp32.")] = None,
+    precision: Annotated[
+        str | None, Opt("GEMM precision: bf16 | fp16 | fp8 | tf32 | fp32.")
+    ] = None,
     optimizer: Annotated[str | None, Opt("adam | adam_no_master | sgd | sgd_no_master.")] = None,
-    sequence_parallel: Annotated[bool | None, typer.Option(
-        "--sequence-parallel/--no-sequence-parallel", help="Shard norm/dropout activations over TP.",
-        show_default=False)] = None,
-    flash_attention: Annotated[bool | None, typer.Option(
-        "--flash-attention/--no-flash-attention", help="Fused attention kernel.", show_default=False)] = None,
+    sequence_parallel: Annotated[
+        bool | None,
+        typer.Option(
+            "--sequence-parallel/--no-sequence-parallel",
+            help="Shard norm/dropout activations over TP.",
+            show_default=False,
+        ),
+    ] = None,
+    flash_attention: Annotated[
+        bool | None,
+        typer.Option(
+            "--flash-attention/--no-flash-attention",
+            help="Fused attention kernel.",
+            show_default=False,
+        ),
+    ] = None,
     calibration: Annotated[str, typer.Option(help="Calibration file or name.")] = "default",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -70,7 +93,9 @@ def train(
         if sc.kind != "train":
             from .._errors import Problem, SpecError
 
-            raise SpecError([Problem(sc.path, "kind", f"is {sc.kind!r}; diffcost train needs 'train'")])
+            raise SpecError(
+                [Problem(sc.path, "kind", f"is {sc.kind!r}; diffcost train needs 'train'")]
+            )
         base = dict(sc.plan)
         refs = {"model": sc.model, "system": sc.system, "chip": sc.chip, "chips": sc.chips}
     if system is not None or chip is not None:
@@ -81,13 +106,27 @@ def train(
         refs["chips"] = chips
     if refs["system"] is None and refs["chip"] is None:
         refs["system"] = "dgx-h100"
-    flags = dict(tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=micro_batch, global_batch=global_batch,
-                 seq_len=seq_len, virtual_stages=virtual_stages, recompute=recompute, zero=zero,
-                 precision=precision, optimizer=optimizer, sequence_parallel=sequence_parallel,
-                 flash_attention=flash_attention)
+    flags = dict(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        micro_batch=micro_batch,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        virtual_stages=virtual_stages,
+        recompute=recompute,
+        zero=zero,
+        precision=precision,
+        optimizer=optimizer,
+        sequence_parallel=sequence_parallel,
+        flash_attention=flash_attention,
+    )
     values = {**base, **{k: v for k, v in flags.items() if v is not None}}
 
-    sys_ = load_system(refs["system"], chip=refs["chip"], chips=refs["chips"], calibration=calibration)
+    sys_ = load_system(
+        refs["system"], chip=refs["chip"], chips=refs["chips"], calibration=calibration
+    )
     n_chips = int(sys_.num_chips)
     if "dp" not in values:
         others = values.get("tp", 1) * values.get("pp", 1) * values.get("cp", 1)
@@ -99,24 +138,10 @@ def train(
     out = _predict(TrainCost(sys_, model_), plan)
     problems = train_problems(model_, plan, out, float(sys_.num_chips))
 
-    model_info = load_spec("model", refs["model"]).info
-    where = refs["system"] or refs["chip"]
-    hw_info = load_spec("system" if refs["system"] else "chip", where).info
     if json_out:
-        result = to_python(out)
-        memory = result.pop("memory")
-        print_json({
-            "model": model_info.name,
-            "system": hw_info.name,
-            "chips": n_chips,
-            "plan": values,
-            **result,
-            "memory_bytes": memory,
-            "fits": bool(out.fits()),
-            "feasible": not problems,
-            "problems": problems,
-        })
+        print_json(prediction_json(out, refs, {"chips": n_chips}, values, problems))
     else:
+        model_info, hw_info = spec_infos(refs)
         _print_table(out, model_info.display_name, hw_info.display_name, n_chips, values, problems)
     if problems:
         raise typer.Exit(EXIT_INFEASIBLE)
@@ -146,7 +171,10 @@ def _print_table(out, model_name, hw_name, n_chips, values, problems) -> None:
         ("  optimizer state", fmt_bytes(g(out.memory.optimizer_bytes))),
         ("  activations", fmt_bytes(g(out.memory.activations_bytes))),
         ("  runtime reserve", fmt_bytes(g(out.memory.reserved_bytes))),
-        ("  total / capacity", f"{fmt_bytes(g(out.memory.total_bytes))} / {fmt_bytes(g(out.capacity_bytes))}"),
+        (
+            "  total / capacity",
+            f"{fmt_bytes(g(out.memory.total_bytes))} / {fmt_bytes(g(out.capacity_bytes))}",
+        ),
         ("energy / step", f"{g(out.energy_j) / 3.6e6:.2f} kWh (at TDP)"),
         ("cost / step", f"${g(out.cost_usd):.2f}" if g(out.cost_usd) > 0 else "n/a (no price)"),
     ]

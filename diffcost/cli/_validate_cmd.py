@@ -1,0 +1,249 @@
+"""``diffcost validate`` and ``diffcost calibrate``: the model against published measurements."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .._errors import Problem, SpecError
+from .._measurements import METRIC_LABELS, load_measurements
+from . import app
+from ._common import console, friendly_errors, print_json
+
+Opt = lambda help_: typer.Option(help=help_, show_default=False)  # noqa: E731
+
+
+def _points(measurements: list[str] | None, sources: list[str] | None):
+    points = load_measurements(measurements or None)
+    if sources:
+        known = sorted({m.source for m in points})
+        unknown = [s for s in sources if s not in known]
+        if unknown:
+            raise SpecError([Problem("<flags>", "--source", f"unknown source {s!r} (known: "
+                                                            f"{', '.join(known)})")
+                             for s in unknown])
+        points = [m for m in points if m.source in sources]
+    return points
+
+
+def _fmt(metric: str, x: float) -> str:
+    if metric in ("ttft", "token_latency"):
+        return f"{x * 1e3:.2f} ms"
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+
+def _summary_table(title: str, summary: dict[str, Any]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for col in ("metric", "points", "n", "median |err|", "p90 |err|", "median err"):
+        t.add_column(col, justify="left" if col in ("metric", "points") else "right")
+    for metric, s in summary.items():
+        groups = [("all", s["all"])]
+        if s.get("modelled") and s["modelled"]["n"] != s["all"]["n"]:
+            groups.append(("without unmodelled effects", s["modelled"]))
+        groups += [(f"  {src}", v) for src, v in s["by_source"].items()]
+        for i, (name, v) in enumerate(groups):
+            t.add_row(metric if i == 0 else "", name, str(v["n"]),
+                      f"{v['median_abs_error']:.1%}", f"{v['p90_abs_error']:.1%}",
+                      f"{v['median_error']:+.1%}")
+    return t
+
+
+_SHORT = {"train_throughput": "train tok/s", "serve_throughput": "out tok/s/chip",
+          "ttft": "TTFT", "token_latency": "token latency"}
+
+
+def _rows_table(rows: list[dict[str, Any]]) -> Table:
+    t = Table(title="predicted vs measured (error = predicted / measured - 1)",
+              title_justify="left")
+    t.add_column("point", no_wrap=True)
+    t.add_column("metric", no_wrap=True)
+    for col in ("measured", "predicted", "error"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("notes", overflow="fold")
+    for r in rows:
+        notes = []
+        if r.get("chosen_by_rule"):
+            notes.append("rule: " + ", ".join(f"{k}={r['plan'][k]}" for k in r["chosen_by_rule"]))
+        if r.get("fits") is False:
+            notes.append("does not fit")
+        if r.get("unmodelled"):
+            notes.append("unmodelled effect")
+        t.add_row(r["id"], _SHORT[r["metric"]], _fmt(r["metric"], r["measured"]),
+                  _fmt(r["metric"], r["predicted"]), f"{r['error']:+.1%}", "; ".join(notes))
+    return t
+
+
+def plot_validation(rows: list[dict[str, Any]], path: str | Path, title: str = "") -> None:
+    """Predicted vs measured, log-log, one panel per metric (matplotlib, Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    metrics = [m for m in METRIC_LABELS if any(r["metric"] == m for r in rows)]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 4.4), squeeze=False)
+    sources = sorted({r["source"] for r in rows})
+    colors = {s: plt.cm.tab10(i % 10) for i, s in enumerate(sources)}
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        sel = [r for r in rows if r["metric"] == metric]
+        for src in sorted({r["source"] for r in sel}):
+            for unmodelled in (False, True):
+                pts = [r for r in sel
+                       if r["source"] == src and bool(r.get("unmodelled")) == unmodelled]
+                if pts:
+                    ax.scatter([r["measured"] for r in pts], [r["predicted"] for r in pts],
+                               s=22, label=src if not unmodelled else f"{src} (unmodelled effect)",
+                               facecolors="none" if unmodelled else colors[src],
+                               edgecolors=colors[src])
+        values = [v for r in sel for v in (r["measured"], r["predicted"])]
+        lo, hi = min(values) / 1.5, max(values) * 1.5
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        for f in (0.75, 1.25):
+            ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.6)
+        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured",
+               ylabel="predicted", title=METRIC_LABELS[metric])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.title.set_fontsize(9)
+        ax.legend(fontsize=6, loc="upper left")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+@app.command()
+@friendly_errors
+def validate(
+    calibration: Annotated[str, typer.Option(help="Calibration file or name.")] = "default",
+    source: Annotated[list[str] | None, Opt("Only this source (repeatable).")] = None,
+    measurements: Annotated[list[str] | None, Opt(
+        "Measurement file (repeatable; default: every specs/measurements/*.toml).")] = None,
+    point: Annotated[str | None, Opt("Show one point in detail, with its scenario file.")] = None,
+    plot: Annotated[Path | None, Opt("Write a predicted-vs-measured log-log plot here.")] = None,
+    write_scenarios: Annotated[Path | None, Opt(
+        "Write every point as a scenario file (diffcost train|serve --scenario) here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Predict every published measurement and report the errors (median, 90th percentile)."""
+    from .._validate import scenario_toml
+    from .._validate import validate as run
+
+    points = _points(measurements, source)
+    if point is not None:
+        if point not in {m.id for m in points}:
+            raise SpecError([Problem("<flags>", "--point", f"unknown point {point!r}")])
+        points = [m for m in points if m.id == point]
+    result = run(points, calibration)
+    by_id = {m.id: m for m in points}
+    if write_scenarios is not None:
+        write_scenarios.mkdir(parents=True, exist_ok=True)
+        for r in result.rows:
+            (write_scenarios / f"{r['id']}.toml").write_text(scenario_toml(r, by_id[r["id"]]))
+    if plot is not None:
+        plot_validation(result.rows, plot, f"diffcost validate (calibration: {calibration})")
+    if json_out:
+        print_json({"calibration": calibration, "points": result.rows,
+                    "excluded": result.excluded, "summary": result.summary})
+        return
+    if point is not None:
+        _print_point(result, by_id[point])
+        return
+    console.print(_rows_table(result.rows))
+    if result.excluded:
+        console.print(f"not predicted: {', '.join(e['id'] for e in result.excluded)} "
+                      "(see their 'excluded' reason)", highlight=False)
+    console.print(_summary_table(f"errors (calibration: {calibration})", result.summary))
+
+
+def _print_point(result, m) -> None:
+    from .._validate import scenario_toml
+
+    if not result.rows:
+        console.print(f"[bold]{m.id}[/] is not predicted: {m.excluded}", highlight=False)
+        return
+    r = result.rows[0]
+    lines = [
+        f"[bold]{m.id}[/] ({m.source}, {m.path})",
+        f"as published: {r['as_published']}",
+        f"{r['metric']}: measured {_fmt(r['metric'], r['measured'])}, predicted "
+        f"{_fmt(r['metric'], r['predicted'])}, error {r['error']:+.1%}",
+        f"chosen by the rule: {', '.join(r['chosen_by_rule']) or 'nothing'}; fits: {r['fits']}",
+        *(f"flag: {f}" for f in r["flags"]),
+        *([f"unmodelled effect: {m.unmodelled}"] if m.unmodelled else []),
+        f"conventions: {m.source_info.get('conventions', '')}",
+        "", "scenario (save as FILE.toml; run: diffcost "
+        f"{m.kind} --scenario FILE.toml):", "",
+    ]
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True)
+    sys.stdout.write(scenario_toml(r, m))
+
+
+@app.command()
+@friendly_errors
+def calibrate(
+    steps: Annotated[int, typer.Option(help="Adam steps per round.")] = 150,
+    rounds: Annotated[int, typer.Option(help="Rounds of (choose plans, fit).")] = 3,
+    loso: Annotated[bool, typer.Option("--loso/--no-loso",
+                                       help="Also fit one fold per held-out source.")] = True,
+    calibration: Annotated[str, typer.Option(
+        help="Calibration file to report on / write.")] = "default",
+    measurements: Annotated[list[str] | None, Opt(
+        "Measurement file (repeatable; default: every specs/measurements/*.toml).")] = None,
+    write: Annotated[bool, typer.Option(
+        "--write", help="Write the fitted constants (with their provenance) to the calibration "
+                        "file.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Fit the efficiency constants to the measurements (optax, through the model's gradients);
+    report errors with the priors, after the fit (in sample) and leave-one-source-out."""
+    from .._calibrate import calibrate as fit_constants
+    from .._calibrate import calibration_toml, report, write_calibration
+    from .._validate import prepare
+
+    if steps < 1 or rounds < 1:
+        raise SpecError([Problem("<flags>", "--steps/--rounds", "must be positive")])
+    prep = prepare(_points(measurements, None), calibration)
+    fit = fit_constants(prep, steps=steps, rounds=rounds, loso=loso)
+    summary = report(fit)
+    written = None
+    if write:
+        command = f"diffcost calibrate --steps {steps} --rounds {rounds}"
+        command += "" if loso else " --no-loso"
+        command += "".join(f" --measurements {shlex.quote(m)}" for m in measurements or [])
+        command += "" if calibration == "default" else f" --calibration {shlex.quote(calibration)}"
+        written = str(write_calibration(calibration_toml(fit, prep, summary, command + " --write",
+                                                         calibration), calibration))
+    if json_out:
+        points = []
+        loso_rows = {r["id"]: r for r in fit.loso_rows}
+        for r, prior in zip(fit.fit_rows, fit.prior_rows, strict=True):
+            points.append({**r, "prior_predicted": prior["predicted"],
+                           "loso_predicted": loso_rows.get(r["id"], {}).get("predicted")})
+        print_json({"folds": fit.folds, **summary, "points": points, "written": written})
+        return
+    console.print(_summary_table("priors (microbenchmark constants, before the fit)",
+                                 summary["priors"]))
+    console.print(_summary_table("after, in sample (fit on every source)",
+                                 summary["after_in_sample"]))
+    if summary["leave_one_source_out"]:
+        console.print(_summary_table("leave-one-source-out (each source predicted by a fit "
+                                     "that never saw it)", summary["leave_one_source_out"]))
+    t = Table(title="fitted constants", title_justify="left")
+    t.add_column("constant")
+    for group in summary["constants"]:
+        t.add_column(group, justify="right")
+    for name in summary["constants"]["global"]:
+        scale, unit = (1e6, " us") if name.endswith("_s") else (1.0, "")
+        t.add_row(name, *(f"{v[name] * scale:.4g}{unit}" for v in summary["constants"].values()))
+    console.print(t)
+    if written:
+        console.print(f"wrote {written}", highlight=False)

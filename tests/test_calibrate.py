@@ -1,0 +1,142 @@
+"""Calibration: gradients, the leave-one-source-out logic, the calibration file it writes."""
+
+from __future__ import annotations
+
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffcost as dc
+from diffcost import _calibrate as C
+from diffcost._loader import load_spec
+from diffcost._measurements import load_measurements
+from diffcost._validate import prepare
+
+SUBSET = (
+    "megatron_sc21_table1_1.7B", "megatron_sc21_table1_3.6B",  # train, A100
+    "trtllm05_ttft_a100_gpt-j6b_tp1_isl128", "trtllm05_ttft_h100_llama7b_tp1_isl2048",  # TTFT
+    "trtllm061_l40s_gpt-j6b_tp1_bs64_128x2048",  # serving throughput, Ada
+    "bloom176b_dsinf_fp16_8xA100_bs8",  # per-token latency, unmodelled: weighs 0
+)
+
+
+@pytest.fixture(scope="module")
+def small():
+    points = [m for m in load_measurements() if m.id in SUBSET]
+    return prepare(points)
+
+
+def _theta():
+    theta = C.initial_theta()
+    rng = np.random.default_rng(0)
+    return {"global": theta["global"] + 0.3 * rng.standard_normal(theta["global"].shape),
+            "family": 0.2 * jnp.asarray(rng.standard_normal(theta["family"].shape))}
+
+
+def test_parametrisation_is_bounded_and_invertible():
+    values = np.asarray([p.prior for p in C.PARAMS])
+    assert np.allclose(C.from_u(jnp.asarray(C.to_u(values))), values, rtol=1e-6)
+    extreme = C.from_u(jnp.asarray([-50.0, 50.0] * 3))
+    lo = np.asarray([p.lo for p in C.PARAMS])
+    hi = np.asarray([p.hi for p in C.PARAMS])
+    assert np.all(extreme >= lo * (1 - 1e-9)) and np.all(extreme <= hi * (1 + 1e-9))
+
+
+def test_loss_gradient_matches_finite_differences(small):
+    data = C.fit_data(small)
+    _, weights = C.fold_weights(small)
+    theta = _theta()
+    chosen = jnp.asarray(C._choose_all(jax.tree_util.tree_map(lambda x: x[None], theta), small,
+                                       data)[0])
+    w = jnp.asarray(weights[0])
+    value_and_grad = jax.jit(jax.value_and_grad(lambda th: C.loss(th, data, chosen, w)))
+    f = lambda th: value_and_grad(th)[0]  # noqa: E731
+    grad = value_and_grad(theta)[1]
+    h = 1e-6
+    entries = [("global", (k,)) for k in range(6)]
+    entries += [("family", (0, 0)), ("family", (1, 2)), ("family", (2, 4))]
+    for part, index in entries:
+        up = {**theta, part: theta[part].at[index].add(h)}
+        down = {**theta, part: theta[part].at[index].add(-h)}
+        numeric = (f(up) - f(down)) / (2 * h)
+        assert float(grad[part][index]) == pytest.approx(float(numeric), rel=1e-4, abs=1e-9), (
+            part, index)
+    assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grad))
+    assert float(jnp.abs(grad["global"]).max()) > 0
+
+
+def test_fold_weights_leave_each_source_out():
+    pts = [types.SimpleNamespace(source=s, unmodelled=u) for s, u in [
+        ("a", None), ("a", None), ("b", None), ("b", None), ("b", None), ("b", "effect"),
+        ("c", "effect")]]
+    folds, w = C.fold_weights(types.SimpleNamespace(points=pts))
+    assert folds == ["all", "a", "b"]  # "c" has no fitted point: the fit never saw it anyway
+    src = np.asarray([p.source for p in pts])
+    # each source weighs sqrt(n fitted), unmodelled points nothing, normalised to the sources
+    assert w[0, src == "a"].sum() / w[0, src == "b"].sum() == pytest.approx(np.sqrt(2 / 3))
+    assert w[0].sum() == pytest.approx(2.0)
+    assert w[0, 5] == 0 and w[0, 6] == 0
+    for k, held in [(1, "a"), (2, "b")]:
+        assert np.all(w[k, src == held] == 0)
+        assert np.array_equal(w[k, src != held], w[0, src != held])
+
+
+@pytest.fixture(scope="module")
+def serving(small):
+    return prepare([m for m in small.points if m.kind == "serve"])
+
+
+@pytest.fixture(scope="module")
+def fit(serving):
+    return C.calibrate(serving, steps=8, rounds=1)
+
+
+def test_held_out_source_never_influences_its_own_prediction(serving, fit):
+    fit1 = fit
+    changed = [m if m.source != "trtllm-0.5-latency" else
+               dataclass_replace(m, measured=m.measured * 2) for m in serving.points]
+    fit2 = C.calibrate(dataclass_replace(serving, points=changed), steps=8, rounds=1)
+    assert fit1.folds == fit2.folds == ["all", "trtllm-0.5-latency", "trtllm-0.6.1-throughput"]
+    for r1, r2 in zip(fit1.loso_rows, fit2.loso_rows, strict=True):
+        if r1["source"] == "trtllm-0.5-latency":
+            assert r1["predicted"] == pytest.approx(r2["predicted"], rel=1e-12)
+    moved = [abs(r2["predicted"] / r1["predicted"] - 1) for r1, r2 in
+             zip(fit1.fit_rows, fit2.fit_rows, strict=True) if r1["source"] == "trtllm-0.5-latency"]
+    assert max(moved) > 1e-3  # ... while the in-sample fit does follow the changed data
+
+
+def dataclass_replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def test_calibration_file_round_trip(serving, fit, tmp_path):
+    summary = C.report(fit)
+    path = tmp_path / "fitted.toml"
+    path.write_text(C.calibration_toml(fit, serving, summary, "diffcost calibrate --write",
+                                       date="2000-01-01"))
+    spec = load_spec("calibration", path)
+    assert "Fitted 2000-01-01 with `diffcost calibrate --write`" in spec.info.source["efficiency"]
+    constants = fit.constants(0)
+    cases = [("h100-sxm", "hopper"), ("a100-sxm-80gb", "ampere"), ("tpu-v5e", "global")]
+    for chip, family in cases:
+        eff = dc._loader.efficiency_for(chip, path)
+        for p in C.PARAMS:
+            expected = constants[family][p.name]
+            tol = 0.006 if p.name == "matmul_half_dim" else 1e-3  # written rounded
+            assert float(getattr(eff, p.name)) == pytest.approx(expected, rel=tol), (chip, p.name)
+
+
+def test_the_default_calibration_is_the_documented_fit():
+    spec = load_spec("calibration", "default")
+    text = spec.info.source["efficiency"]
+    for needle in ["Fitted", "diffcost calibrate", "leave-one-source-out", "Bounds:"]:
+        assert needle in text
+    assert set(spec.values["overrides"]) >= {"a100-sxm-80gb", "h100-sxm", "l40s"}
+    for p in C.PARAMS:
+        value = spec.values["efficiency"][p.name if p.toml_scale == 1 else "kernel_launch_s"]
+        assert p.lo <= value <= p.hi

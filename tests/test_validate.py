@@ -1,0 +1,177 @@
+"""Validation against published measurements: pinned accuracy, the rule, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import diffcost as dc
+import diffcost.cli._validate_cmd  # noqa: F401  (registers validate and calibrate)
+from diffcost._measurements import load_measurements
+from diffcost._validate import prepare, scenario_toml, train_space, validate
+from diffcost.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def points():
+    return load_measurements()
+
+
+@pytest.fixture(scope="module")
+def prepared(points):
+    return prepare(points)
+
+
+@pytest.fixture(scope="module")
+def result(prepared):
+    return validate(prepared=prepared)
+
+
+# Measured with specs/calibration/default.toml as fitted by `diffcost calibrate --write`
+# (median, p90 of |predicted / measured - 1|), pinned slightly above: an accuracy regression
+# fails here.  "modelled" leaves out the points with a named unmodelled effect.
+PINNED = {
+    ("train_throughput", "all"): (0.07, 0.31),
+    ("serve_throughput", "all"): (0.09, 0.56),
+    ("serve_throughput", "modelled"): (0.07, 0.15),
+    ("ttft", "all"): (0.08, 0.24),
+    ("token_latency", "all"): (0.55, 0.74),
+}
+PINNED_SOURCES = {
+    ("train_throughput", "megatron-sc21"): (0.03, 0.06),
+    ("train_throughput", "korthikanti-2022"): (0.06, 0.14),
+    ("train_throughput", "nemo-24.07"): (0.22, 0.33),
+    ("serve_throughput", "trtllm-0.6.1-throughput"): (0.09, 0.56),
+}
+
+
+def test_every_point_is_predicted_and_the_errors_are_pinned(result, points):
+    assert len(result.rows) == sum(1 for m in points if m.excluded is None) == 114
+    assert {e["id"] for e in result.excluded} == {m.id for m in points if m.excluded}
+    for row in result.rows:
+        assert np.isfinite(row["predicted"]) and row["predicted"] > 0
+        assert row["error"] == pytest.approx(row["predicted"] / row["measured"] - 1)
+    for (metric, group), (median, p90) in PINNED.items():
+        stats = result.summary[metric][group]
+        assert stats["median_abs_error"] <= median, (metric, group, stats)
+        assert stats["p90_abs_error"] <= p90, (metric, group, stats)
+    for (metric, source), (median, p90) in PINNED_SOURCES.items():
+        stats = result.summary[metric]["by_source"][source]
+        assert stats["median_abs_error"] <= median, (metric, source, stats)
+        assert stats["p90_abs_error"] <= p90, (metric, source, stats)
+
+
+def test_summary_statistics():
+    rows = [{"metric": "ttft", "source": "a", "error": e, "unmodelled": u}
+            for e, u in [(0.1, None), (-0.3, None), (0.2, "x"), (0.0, None), (-0.05, None)]]
+    s = dc._validate.summarise(rows)["ttft"]
+    assert s["all"]["n"] == 5 and s["all"]["median_abs_error"] == pytest.approx(0.1)
+    assert s["all"]["p90_abs_error"] == pytest.approx(np.percentile([0.1, 0.3, 0.2, 0, 0.05], 90))
+    assert s["modelled"]["n"] == 4 and s["modelled"]["median_abs_error"] == pytest.approx(0.075)
+    assert s["all"]["median_error"] == pytest.approx(0.0)
+
+
+def test_the_rule_is_the_fastest_fitting_plan_under_the_published_constraints(points, result):
+    m = next(p for p in points if p.id == "megatron_sc21_table1_39.1B")
+    model = dc.load_model(m.model)
+    space, cand = train_space(m, model)
+    assert len(cand) > 1
+    system = dc.load_system(m.system, chips=m.chips)
+    times, fits = [], []
+    for i in range(len(cand)):
+        row = cand.row(i)
+        plan = dc.train_plan(
+            tp=m.plan["tp"], pp=m.plan["pp"], dp=m.plan["dp"], global_batch=m.plan["global_batch"],
+            seq_len=2048, micro_batch=int(row["micro_batch"]),
+            virtual_stages=int(row["virtual_stages"]), recompute=row["recompute"],
+            zero=int(row["zero"]), sequence_parallel=bool(row["sequence_parallel"]),
+            precision="fp16", flash_attention=False, overlap_grad_reduce=False)
+        out = dc.TrainCost(system, model)(plan)
+        assert (row["tp"], row["pp"], row["recompute"], row["zero"]) == (8, 2, "full", 0)
+        times.append(float(out.step_time_s))
+        fits.append(float(out.headroom_bytes) >= 0)
+    best = min(i for i in range(len(cand)) if fits[i] and times[i] == min(
+        t for t, f in zip(times, fits, strict=True) if f))
+    row = next(r for r in result.rows if r["id"] == m.id)
+    assert row["chosen_by_rule"] == ["micro_batch", "virtual_stages"]
+    assert (row["plan"]["micro_batch"], row["plan"]["virtual_stages"]) == (
+        int(cand.row(best)["micro_batch"]), int(cand.row(best)["virtual_stages"]))
+    assert row["predicted"] == pytest.approx(2048 * 1536 / times[best], rel=1e-9)
+
+
+def test_batched_prediction_equals_the_single_cost_model(points, result):
+    m = next(p for p in points if p.id == "trtllm061_h100_llama7b_tp1_bs768_128x128")
+    out = dc.ServeCost(dc.load_system(m.system, chips=1), dc.load_model(m.model))(
+        dc.serve_plan(**m.plan))
+    row = next(r for r in result.rows if r["id"] == m.id)
+    assert row["predicted"] == pytest.approx(float(out.output_tokens_per_s_per_chip), rel=1e-9)
+
+
+def test_one_trace_per_entry_point(prepared, result, monkeypatch):
+    """All training candidates in one vmap, all serving points in another: validating again
+    traces nothing."""
+    calls = {"train": 0, "serve": 0}
+    train_call, serve_call = dc.TrainCost.__call__, dc.ServeCost.__call__
+
+    def count(kind, fn):
+        def wrapped(self, plan):
+            calls[kind] += 1
+            return fn(self, plan)
+        return wrapped
+
+    monkeypatch.setattr(dc.TrainCost, "__call__", count("train", train_call))
+    monkeypatch.setattr(dc.ServeCost, "__call__", count("serve", serve_call))
+    again = validate(prepared=prepared)
+    assert calls == {"train": 0, "serve": 0}
+    assert [r["predicted"] for r in again.rows] == [r["predicted"] for r in result.rows]
+
+
+# --- the command line --------------------------------------------------------------------------
+SMALL = ["--source", "megatron-readme", "--source", "trtllm-0.5-latency"]
+
+
+def test_validate_json_plot_and_scenario_files(tmp_path):
+    res = runner.invoke(app, ["validate", *SMALL, "--json", "--plot", str(tmp_path / "v.png"),
+                              "--write-scenarios", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert set(out) == {"calibration", "points", "excluded", "summary"}
+    assert len(out["points"]) == 21
+    assert set(out["summary"]) == {"train_throughput", "ttft"}
+    assert (tmp_path / "v.png").stat().st_size > 10_000
+    assert len(list(tmp_path.glob("*.toml"))) == 21
+
+
+def test_validate_table_and_point_detail():
+    res = runner.invoke(app, ["validate", *SMALL])
+    assert res.exit_code == 0, res.output
+    assert "megatron_readme_gpt3_175b_1024xA100" in res.output and "median |err|" in res.output
+    res = runner.invoke(app, ["validate", "--point", "korthikanti_1T_full_recompute"])
+    assert res.exit_code == 0, res.output
+    assert "chosen by the rule: virtual_stages" in res.output
+    assert 'kind = "train"' in res.output and "[plan]" in res.output
+
+
+def test_each_point_is_a_scenario_the_cli_runs(tmp_path, points, result):
+    by_id = {m.id: m for m in points}
+    rows = {r["id"]: r for r in result.rows}
+    for pid, cmd, key in [("korthikanti_1T_selective_sp", "train", "tokens_per_s"),
+                          ("bloom176b_dsinf_int8_4xA100_bs8", "serve", "request_latency_s")]:
+        path = tmp_path / f"{pid}.toml"
+        path.write_text(scenario_toml(rows[pid], by_id[pid]))
+        out = runner.invoke(app, [cmd, "--scenario", str(path), "--json"])
+        value = json.loads(out.stdout)[key]
+        if cmd == "serve":
+            value /= 100  # output_len: per-token latency
+        assert value == pytest.approx(rows[pid]["predicted"], rel=1e-6)
+
+
+def test_bad_validate_input_is_a_message():
+    res = runner.invoke(app, ["validate", "--source", "nope"])
+    assert res.exit_code == 2
+    assert "unknown source 'nope'" in res.output and "Traceback" not in res.output
