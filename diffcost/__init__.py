@@ -27,10 +27,12 @@ from ._model import Model
 from ._plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan, train_plan
 from ._scenario import Scenario, load_scenario
 from ._search import SearchResult
+from ._sensitivity import Sensitivity, sensitivity, serve_sensitivity, train_sensitivity
 from ._serve import ServeBreakdown, ServeCost, serve_problems
 from ._serve_plan import MODES, ServePlan, serve_plan
 from ._serve_search import ServeSearchSpace, search_serve
 from ._smooth import EXACT, RELAXED, Smoothing
+from ._sweep import Sweep, SweepResult, load_sweep, run_sweep
 from ._train import TrainBreakdown, TrainCost
 from ._train_search import TrainSearchSpace, search_train
 from ._validate import validate
@@ -38,21 +40,38 @@ from ._validate import validate
 __version__ = "0.1.0"
 
 __all__ = [
+    "builtin_names",
     "BYTES_PER_ELEMENT",
+    "calibrate",
     "Chip",
-    "EXACT",
     "Efficiency",
+    "EXACT",
     "FORMATS",
     "Infeasible",
-    "MODES",
+    "load_chip",
+    "load_measurements",
+    "load_model",
+    "load_scenario",
+    "load_spec",
+    "load_sweep",
+    "load_system",
     "Measurement",
     "Model",
+    "MODES",
     "OPTIMIZER_BYTES",
     "Problem",
     "RECOMPUTE",
     "RELAXED",
+    "run_sweep",
     "Scenario",
+    "search_serve",
+    "search_train",
     "SearchResult",
+    "Sensitivity",
+    "sensitivity",
+    "serve_plan",
+    "serve_problems",
+    "serve_sensitivity",
     "ServeBreakdown",
     "ServeCost",
     "ServePlan",
@@ -61,27 +80,18 @@ __all__ = [
     "Spec",
     "SpecError",
     "SpecInfo",
+    "specs_dir",
+    "Sweep",
+    "SweepResult",
     "System",
+    "train_plan",
+    "train_problems",
+    "train_sensitivity",
     "TrainBreakdown",
     "TrainCost",
     "TrainMemory",
     "TrainPlan",
     "TrainSearchSpace",
-    "ZERO_STAGES",
-    "builtin_names",
-    "calibrate",
-    "load_chip",
-    "load_measurements",
-    "load_model",
-    "load_scenario",
-    "load_spec",
-    "load_system",
-    "search_serve",
-    "search_train",
-    "serve_plan",
-    "serve_problems",
-    "specs_dir",
-    "train_plan",
-    "train_problems",
     "validate",
+    "ZERO_STAGES",
 ]

@@ -26,6 +26,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._hardware import format_index
 from ._model import Model
 from ._plan import TrainPlan
 from ._smooth import Smoothing, is_one, smin
@@ -73,7 +74,13 @@ def layer_activation_bytes(model: Model, plan: TrainPlan) -> Array:
         + 2.0 * model.heads * model.head_dim
         + 2.0 * model.mlp_matrices * model.ffn_hidden
     ) / t
-    return tokens * (replicated + sharded) + attention_score_bytes(model, plan)
+    # FP8 training (Transformer Engine) saves the inputs of the four GEMMs in fp8: 1 byte
+    # instead of 2 for the QKV and MLP inputs, the projection input and the MLP-out input.
+    fp8 = plan.precision[format_index("fp8")]
+    fp8_saving = fp8 * (
+        2.0 * model.hidden * rep + (model.heads * model.head_dim + model.ffn_hidden) / t
+    )
+    return tokens * (replicated + sharded - fp8_saving) + attention_score_bytes(model, plan)
 
 
 def attention_score_bytes(model: Model, plan: TrainPlan) -> Array:

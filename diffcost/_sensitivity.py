@@ -7,7 +7,7 @@ The elasticity of a metric ``m`` with respect to a parameter ``x`` is
 the percent change of ``m`` per percent change of ``x`` (dimensionless, so a bandwidth and a
 latency rank on one scale; a metric that grows as ``x^a`` has ``e = a``).  All of them come from
 one ``eqx.filter_grad`` of the log-metrics with respect to the whole ``(System, Model)`` pytree,
-vmapped over the metrics, on the *exact* cost model: the gradient of the piecewise-smooth exact
+mapped over the metrics, on the *exact* cost model: the gradient of the piecewise-smooth exact
 model is the one-sided slope of the active branch, which is what a small hardware change does.
 
 Headline metrics (:data:`TRAIN_METRICS`, :data:`SERVE_METRICS`):
@@ -103,11 +103,27 @@ def train_metrics(params: tuple[System, Model], plan: TrainPlan) -> dict[str, Ar
 def chips_needed(out, plan: ServePlan) -> Array:
     """Chips whose memory just holds one instance of ``plan`` (continuous count).
 
-    ``tp * pp * (used - reserved) / (capacity - reserved)`` with the per-chip bytes of ``out``.
+    ``(W + instance_chips * kv) / (capacity - reserved - activations)``: the instance's weights
+    ``W`` (``min_chips_for_weights * (capacity - reserved)``) and KV cache over what one chip can
+    give them once its runtime reserve and activation workspace are set aside.
     """
     mem = out.memory
-    used = mem.total_bytes - mem.reserved_bytes
-    return plan.instance_chips() * used / (out.capacity_bytes - mem.reserved_bytes)
+    usable = out.capacity_bytes - mem.reserved_bytes
+    weights = out.min_chips_for_weights * usable
+    kv = plan.instance_chips() * mem.kv_cache_bytes
+    return (weights + kv) / (usable - mem.activations_bytes)
+
+
+def smallest_instance(plan: ServePlan, chips: Array) -> ServePlan:
+    """``plan`` resized to one replica of ``chips`` chips (a continuous count): its outer
+    parallel degree absorbs the change, the pipeline degree when ``pp > 1`` (pipelined layouts,
+    as on SRAM chips), else the tensor-parallel degree."""
+    piped = plan.pp > 1.0
+    tp = jnp.where(piped, plan.tp, chips / plan.pp)
+    pp = jnp.where(piped, chips / plan.tp, plan.pp)
+    one = jnp.ones_like(plan.replicas)
+    return eqx.tree_at(lambda p: (p.tp, p.pp, p.replicas, p.prefill_chips, p.decode_chips),
+                       plan, (tp, pp, one, chips, chips))
 
 
 def serve_metrics(params: tuple[System, Model], plan: ServePlan) -> dict[str, Array]:
@@ -116,12 +132,7 @@ def serve_metrics(params: tuple[System, Model], plan: ServePlan) -> dict[str, Ar
     cost = ServeCost(system, model)
     out = cost(plan)
     needed = chips_needed(out, plan)
-    smallest = eqx.tree_at(
-        lambda p: (p.tp, p.replicas, p.prefill_chips, p.decode_chips),
-        plan,
-        (needed / plan.pp, jnp.ones_like(plan.replicas), needed, needed),
-    )
-    small = cost(smallest)
+    small = cost(smallest_instance(plan, needed))
     return {
         "ttft_s": out.ttft_s,
         "tpot_s": out.tpot_s,
@@ -186,7 +197,9 @@ def _elasticities(metric_fn: Callable, names: tuple[str, ...], params, plan):
         return ravel_pytree(elastic)[0]
 
     values = metric_fn(params, plan)
-    matrix = jax.vmap(one)(jnp.eye(len(names)))
+    # lax.map, not vmap: one backward pass compiled once and run per metric (a batched
+    # backward pass compiles about twice as slowly, and the run time is microseconds either way)
+    matrix = jax.lax.map(one, jnp.eye(len(names)))
     return jnp.stack([values[n] for n in names]), matrix
 
 
@@ -195,11 +208,13 @@ def _swings(metric_fn: Callable, name: str, params, plan, index, factors):
     """Exact metric with parameter ``index[i]`` (ravel order) multiplied by ``factors[j]``."""
     flat, unravel = ravel_pytree(params)
 
-    def at(i, f):
-        scaled = flat.at[i].multiply(f)
-        return metric_fn(unravel(scaled), plan)[name]
+    def at(i_f):
+        i, f = i_f
+        return metric_fn(unravel(flat.at[i].multiply(f)), plan)[name]
 
-    return jax.vmap(lambda i: jax.vmap(lambda f: at(i, f))(factors))(index)
+    ii, ff = jnp.meshgrid(index, factors, indexing="ij")
+    # lax.map: a handful of exact evaluations, compiled once unbatched (cheaper than vmap)
+    return jax.lax.map(at, (ii.ravel(), ff.ravel())).reshape(ii.shape)
 
 
 @dataclass
@@ -221,7 +236,8 @@ class Sensitivity:
     _params: tuple = field(repr=False)
     _plan: object = field(repr=False)
 
-    def ranked(self, metric: str | None = None, groups: Sequence[str] | None = None) -> pd.DataFrame:
+    def ranked(self, metric: str | None = None,
+               groups: Sequence[str] | None = None) -> pd.DataFrame:
         """Parameters ranked by ``|elasticity|`` on ``metric`` (default: :data:`PRIMARY`),
         optionally only those in ``groups`` (e.g. :data:`HARDWARE_GROUPS`)."""
         metric = metric or PRIMARY[self.job]
@@ -252,11 +268,13 @@ class Sensitivity:
         return wide.reindex(wide[primary].abs().sort_values(ascending=False).index)
 
     def swings(self, metric: str | None = None, parameters: Sequence[str] | None = None,
-               factors: tuple[float, float] = (0.5, 2.0), top: int = 10) -> pd.DataFrame:
+               factors: tuple[float, float] = (0.5, 2.0), top: int = 10,
+               groups: Sequence[str] | None = None) -> pd.DataFrame:
         """Exact relative change of ``metric`` when each parameter alone is multiplied by each
-        factor (the bars of a tornado chart).  Default: the ``top`` most elastic parameters."""
+        factor (the bars of a tornado chart).  Default: the ``top`` most elastic parameters
+        (of ``groups``, e.g. :data:`HARDWARE_GROUPS`)."""
         metric = metric or PRIMARY[self.job]
-        ranked = self.ranked(metric)
+        ranked = self.ranked(metric, groups)
         if parameters is None:
             parameters = list(ranked[ranked.elasticity != 0].parameter[:top])
         names = [n for n, _ in parameter_names(self._params)]

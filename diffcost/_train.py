@@ -31,6 +31,7 @@ from ._smooth import EXACT, Smoothing, divisibility_violation, is_one, smax
 
 _ELEMENT_BYTES = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 _BF16 = format_index("bf16")
+_FP8 = format_index("fp8")
 #: Kernels launched per layer forward (2 norms, QKV, rotary/bias, attention, projection,
 #: 2 residual/dropout, MLP in, activation, MLP out, one collective): an op count, not a fit.
 KERNELS_PER_LAYER_FORWARD = 12.0
@@ -113,7 +114,12 @@ class TrainCost(eqx.Module):
         # dropout over the score matrix (read+write, plus mask) when not flash attention.
         ew_elems = tokens * (10.0 * h * rep + n_mat * f / t)
         scores = (1.0 - plan.flash_attention) * (3.0 + 2.0 * model.dropout) * heads_local * s_q * s
-        t_elem = stream_time_s(2.0 * (ew_elems + scores), sys)
+        # FP8 GEMMs (Transformer Engine) cast each bf16 input to fp8 first: read 2 bytes, write
+        # 1, for the QKV and MLP inputs (full h after the SP all-gather), the projection input
+        # and the MLP-out input; backward's gradient casts are in the 2x backward factor.
+        fp8 = plan.precision[_FP8]
+        cast_bytes = fp8 * 3.0 * tokens * (2.0 * h + (a * e + f) / t)
+        t_elem = stream_time_s(2.0 * (ew_elems + scores) + cast_bytes, sys)
         t_launch = KERNELS_PER_LAYER_FORWARD * eff.kernel_launch_s
         t_layer_fwd = t_gemm + t_attn + t_elem + t_launch
 
@@ -178,6 +184,9 @@ class TrainCost(eqx.Module):
                 + 2.0 * plan.optimizer_bytes_per_param
             )
         )
+        # FP8: fp8 weight copies are made once per step (read 2 bytes, write 1 per weight;
+        # Transformer Engine caches them across micro-batches).
+        opt_bytes += plan.precision[_FP8] * 3.0 * params
         t_opt = stream_time_s(opt_bytes, sys)
 
         step = (m + bubble) * per_micro + t_dp_total + t_opt

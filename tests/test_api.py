@@ -18,6 +18,9 @@ PUBLIC = {
     "SearchResult", "ServeSearchSpace", "TrainSearchSpace", "search_serve", "search_train",
     # validation and calibration
     "Measurement", "calibrate", "load_measurements", "validate",
+    # sensitivity and sweeps
+    "Sensitivity", "sensitivity", "serve_sensitivity", "train_sensitivity",
+    "Sweep", "SweepResult", "load_sweep", "run_sweep",
 }  # fmt: skip
 
 

@@ -13,7 +13,15 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-from . import _plan_cmd, _serve_cmd, _specs_cmd, _train_cmd, _validate_cmd  # noqa: E402,F401  (register subcommands)
+from . import (  # noqa: E402,F401  (register subcommands)
+    _plan_cmd,
+    _sensitivity_cmd,
+    _serve_cmd,
+    _specs_cmd,
+    _sweep_cmd,
+    _train_cmd,
+    _validate_cmd,
+)
 
 
 def main() -> None:

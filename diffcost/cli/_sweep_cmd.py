@@ -1,0 +1,108 @@
+"""``diffcost sweep SPEC_FILE``: evaluate a sweep file, write the table and its plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .._sweep import SweepResult, load_sweep, run_sweep
+from . import app
+from ._common import console, friendly_errors, print_json
+
+#: Column to rank by, and whether larger is better, per job.
+BEST = {"train": ("step_time_s", False), "serve": ("output_tokens_per_s_per_chip", True)}
+_SHOW = {"train": ["step_time_s", "mfu", "tokens_per_s_per_chip", "memory_total_bytes"],
+         "serve": ["output_tokens_per_s_per_chip", "ttft_s", "tpot_s", "memory_total_bytes"]}
+
+
+def best_rows(result: SweepResult, job: str, k: int = 5):
+    """The ``k`` best feasible rows by the job's headline metric."""
+    col, larger = BEST[job]
+    rows = result.table[result.table.feasible]
+    return rows.sort_values(col, ascending=not larger).head(k)
+
+
+def write_plots(result: SweepResult, job: str, varying: list[str], folder: Path) -> list[Path]:
+    """The plots a sweep supports: MFU heatmap (train, TP and PP swept), Pareto front (serve),
+    memory bars of the best plans."""
+    from .. import _plots
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    table = result.table
+    best = best_rows(result, job, 8)
+    cols = set(table.columns)
+    if job == "train" and {"tp", "pp"} <= set(varying) and "mfu" in cols:
+        written.append(_plots.save(_plots.mfu_heatmap(table), folder / "mfu_heatmap.png"))
+    if job == "serve" and {"output_tokens_per_s_per_user", "output_tokens_per_s_per_chip"} <= cols:
+        hue = next((c for c in ("system", "chip", "model") if c in varying), None)
+        written.append(_plots.save(_plots.pareto(table, hue=hue), folder / "pareto.png"))
+    if len(best) and "memory_weights_bytes" in cols:
+        labels = [", ".join(f"{c}={row[c]}" for c in varying[:4]) for _, row in best.iterrows()]
+        fig = _plots.memory_bars(best, labels, title="memory per chip of the best plans")
+        written.append(_plots.save(fig, folder / "memory.png"))
+    return written
+
+
+@app.command()
+@friendly_errors
+def sweep(
+    spec_file: Annotated[Path, typer.Argument(help="Sweep file (see specs/SCHEMA.md, 'Sweep').")],
+    csv: Annotated[Path | None, typer.Option(help="Write the table as CSV (overrides the file's).",
+                                             show_default=False)] = None,
+    parquet: Annotated[Path | None, typer.Option(help="Write the table as Parquet.",
+                                                 show_default=False)] = None,
+    plots: Annotated[Path | None, typer.Option(help="Folder for the plots.",
+                                               show_default=False)] = None,
+    chunk: Annotated[int | None, typer.Option(help="Points per chunk (default: sized to memory).",
+                                              show_default=False)] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress",
+                                           help="Show a progress bar.")] = True,
+    top: Annotated[int, typer.Option(help="Best feasible points to show.")] = 5,
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+) -> None:
+    """Evaluate every point of a sweep file with the exact model (vmapped, in chunks sharded
+    over all devices) and write a tidy table (CSV / Parquet) and plots."""
+    spec = load_sweep(spec_file)
+    sw = spec.sweep
+    result = run_sweep(sw, progress=progress and not json_out, chunk=chunk)
+    csv, parquet, plots = csv or spec.csv, parquet or spec.parquet, plots or spec.plots
+    for path, write in ((csv, result.to_csv), (parquet, result.to_parquet)):
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            write(path)
+    varying = [*sw.grid, *sw.zip]
+    written = write_plots(result, sw.job, varying, Path(plots)) if plots is not None else []
+    best = best_rows(result, sw.job, top)
+    feasible = int(result.table.feasible.sum())
+    show = [c for c in [*varying, *_SHOW[sw.job]] if c in result.table]
+    if json_out:
+        print_json({
+            "sweep": sw.name, "job": sw.job, "points": len(result.table), "feasible": feasible,
+            "devices": result.devices, "chunk": result.chunk, "chunks": result.chunks,
+            "compile_s": result.compile_s, "run_s": result.run_s,
+            "points_per_s": result.points_per_s,
+            "best": best[show].to_dict(orient="records"),
+            "csv": str(csv) if csv else None, "parquet": str(parquet) if parquet else None,
+            "plots": [str(p) for p in written],
+        })
+        return
+    console.print(f"[bold]{spec.display_name}[/]: {len(result.table):,} points, {feasible:,} "
+                  f"feasible; {result.devices} device(s), {result.chunks} chunk(s) of "
+                  f"{result.chunk:,}; compile {result.compile_s:.2f} s, evaluate "
+                  f"{result.run_s:.3f} s ({result.points_per_s:,.0f} points/s)", highlight=False)
+    table = Table(title=f"best feasible points by {BEST[sw.job][0]}", title_justify="left")
+    for c in show:
+        table.add_column(c, justify="right")
+    for _, row in best.iterrows():
+        table.add_row(*[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c])
+                        for c in show])
+    console.print(table)
+    for label, path in (("csv", csv), ("parquet", parquet)):
+        if path is not None:
+            console.print(f"{label}: {path}", highlight=False)
+    for p in written:
+        console.print(f"plot: {p}", highlight=False)

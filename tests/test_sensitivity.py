@@ -1,0 +1,210 @@
+"""Sensitivity: elasticities match finite differences of the exact model; the seed thesis holds."""
+
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+from typer.testing import CliRunner
+
+import diffcost as dc
+import diffcost.cli._sensitivity_cmd  # noqa: F401  (registers the subcommand)
+from diffcost._sensitivity import (
+    HARDWARE_GROUPS,
+    SERVE_METRICS,
+    TRAIN_METRICS,
+    parameter_names,
+    sensitivity,
+    serve_metrics,
+    train_metrics,
+)
+from diffcost.cli import app
+
+BW = "chip.memory_bandwidth_bytes_per_s"
+CAP = "chip.memory_capacity_bytes"
+
+
+@pytest.fixture(scope="module")
+def train_case():
+    # Large-batch pre-training (1M tokens per step); tp=2, cp=1 so no min() sits at a tie.
+    system = dc.load_system("dgx-h100", chips=64)
+    model = dc.load_model("llama-3-70b")
+    plan = dc.train_plan(tp=2, pp=4, dp=8, virtual_stages=5, global_batch=128, seq_len=8192,
+                         recompute="full", zero=1)
+    return system, model, plan, sensitivity("train", system, model, plan)
+
+
+def _serve(system: str, chips: int, model: str, **plan):
+    sys_, model_ = dc.load_system(system, chips=chips), dc.load_model(model)
+    plan_ = dc.serve_plan(batch=1, input_len=1024, output_len=256, **plan)
+    return sys_, model_, plan_, sensitivity("serve", sys_, model_, plan_)
+
+
+@pytest.fixture(scope="module")
+def h100_decode():
+    return _serve("dgx-h100", 8, "llama-3-70b", tp=4)
+
+
+@pytest.fixture(scope="module")
+def groq_decode():
+    return _serve("groqrack", 1280, "llama-3-70b", tp=32, pp=40)
+
+
+@pytest.fixture(scope="module")
+def cerebras_decode():
+    return _serve("cerebras-cs3", 4, "llama-3-70b", pp=4)
+
+
+@eqx.filter_jit
+def _perturbed(metric_fn, names, params, plan, h):
+    """log|metric| with every scalar parameter multiplied by exp(+h) and exp(-h), one at a time."""
+    flat, unravel = ravel_pytree(params)
+    eye = jnp.eye(flat.size)
+
+    def at(u):
+        values = metric_fn(unravel(flat * jnp.exp(u)), plan)
+        return jnp.stack([jnp.log(jnp.abs(values[n])) for n in names])
+
+    both = jax.vmap(at)(jnp.concatenate([h * eye, -h * eye]))
+    return both[: flat.size], both[flat.size :]
+
+
+def _check_fd(case, fn, names):
+    system, model, plan, sens = case
+    params = (system, model)
+    h = 1e-6
+    up, down = (np.asarray(x) for x in _perturbed(fn, names, params, plan, h))
+    with np.errstate(invalid="ignore"):  # log 0 of metrics left out (no price: no cost)
+        fd = (up - down) / (2 * h)  # [parameter, metric]
+    pnames = [n for n, _ in parameter_names(params)]
+    checked = 0
+    for j, metric in enumerate(names):
+        if metric not in sens.metrics:
+            continue
+        for i, p in enumerate(pnames):
+            row = sens.table[(sens.table.metric == metric) & (sens.table.parameter == p)]
+            if row.empty:  # flags are not parameters
+                continue
+            e = float(row.elasticity.iloc[0])
+            np.testing.assert_allclose(e, fd[i, j], rtol=1e-4, atol=1e-6,
+                                       err_msg=f"{metric} w.r.t. {p}")
+            checked += 1
+    assert checked > 200
+
+
+def test_train_elasticities_match_finite_differences(train_case):
+    _check_fd(train_case, train_metrics, TRAIN_METRICS)
+
+
+def test_serve_elasticities_match_finite_differences(h100_decode, groq_decode):
+    _check_fd(h100_decode, serve_metrics, SERVE_METRICS)
+    _check_fd(groq_decode, serve_metrics, SERVE_METRICS)
+
+
+def test_parameters_are_named_and_grouped(train_case):
+    system, model, _, sens = train_case
+    names = parameter_names((system, model))
+    assert len(names) == ravel_pytree((system, model))[0].size
+    groups = dict(names)
+    assert groups["chip.peak_flop_per_s[fp8]"] == "compute"
+    assert groups[BW] == groups[CAP] == "memory"
+    assert groups["system.scale_out_latency_s"] == "interconnect"
+    assert groups["chip.tdp_w"] == "power" and groups["model.hidden"] == "model"
+    assert groups["chip.on_chip_sram"] == "flag"
+    assert "chip.on_chip_sram" not in set(sens.table.parameter)  # flags are not ranked
+    assert list(sens.metrics) == list(TRAIN_METRICS)
+
+
+def test_elasticity_identities(train_case):
+    """Exact consequences of the formulas: energy/token scales with TDP, cost/token with price,
+    and the MFU's bf16 peak elasticity is that of step time minus one."""
+    *_, sens = train_case
+    assert sens.elasticity("energy_per_token_j", "chip.tdp_w") == pytest.approx(1.0, abs=1e-9)
+    assert sens.elasticity("cost_per_token_usd", "system.price_usd_per_chip_hour") == (
+        pytest.approx(1.0, abs=1e-9))
+    e_step = sens.elasticity("step_time_s", "chip.peak_flop_per_s[bf16]")
+    assert sens.elasticity("mfu", "chip.peak_flop_per_s[bf16]") == pytest.approx(-1.0 - e_step)
+    assert sens.elasticity("step_time_s", CAP) == 0.0  # capacity only moves the headroom
+    assert sens.elasticity("memory_headroom_bytes", CAP) > 1.0
+
+
+# --- the seed thesis ------------------------------------------------------------------------------
+def test_large_batch_training_is_compute_bound(train_case):
+    *_, sens = train_case
+    assert sens.most_elastic("step_time_s") == "chip.peak_flop_per_s[bf16]"
+    top = sens.ranked("step_time_s", HARDWARE_GROUPS)
+    assert top.elasticity.iloc[0] < -0.5  # most of the step is GEMM time
+    assert abs(sens.elasticity("step_time_s", BW)) < 0.5 * abs(top.elasticity.iloc[0])
+
+
+def test_batch1_decode_on_hbm_is_bandwidth_bound(h100_decode):
+    *_, sens = h100_decode
+    assert sens.most_elastic("tpot_s") == BW
+    assert sens.elasticity("tpot_s", BW) < -0.5
+    assert abs(sens.elasticity("tpot_s", "chip.peak_flop_per_s[bf16]")) < 0.05
+    # ... and so is the smallest deployment that holds the model
+    assert sens.most_elastic("min_deployment_tokens_per_s_per_chip") == BW
+
+
+@pytest.mark.parametrize("case", ["groq_decode", "cerebras_decode"])
+def test_batch1_decode_on_sram_chips_is_capacity_bound(case, request):
+    *_, sens = request.getfixturevalue(case)
+    metric = "min_deployment_tokens_per_s_per_chip"
+    assert sens.most_elastic(metric) == CAP
+    assert sens.elasticity(metric, CAP) > 0.9
+    assert abs(sens.elasticity(metric, BW)) < 0.05  # SRAM bandwidth is never the limit
+    assert sens.elasticity("chips_needed", CAP) == pytest.approx(-1.0, abs=0.35)
+
+
+def test_swings_are_exact_and_agree_in_sign(h100_decode, tmp_path):
+    *_, sens = h100_decode
+    sw = sens.swings("tpot_s", top=5, groups=HARDWARE_GROUPS)
+    assert list(sw.parameter)[0] == BW
+    assert (np.sign(sw["x2"]) == np.sign(sw.elasticity)).all()
+    assert (np.sign(sw["x0.5"]) == -np.sign(sw.elasticity)).all()
+    # exact: double the bandwidth, re-evaluate directly
+    system, model, plan, _ = h100_decode
+    faster = eqx.tree_at(lambda s: s.chip.memory_bandwidth_bytes_per_s, system,
+                         2.0 * system.chip.memory_bandwidth_bytes_per_s)
+    tpot = eqx.filter_jit(lambda s, m, p: dc.ServeCost(s, m)(p).tpot_s)
+    direct = float(tpot(faster, model, plan)) / sens.metrics["tpot_s"] - 1.0
+    assert float(sw["x2"].iloc[0]) == pytest.approx(direct, rel=1e-9)
+
+
+# --- command line -----------------------------------------------------------------------------
+runner = CliRunner()
+
+
+def test_cli_train_json_ranks_and_names_the_most_elastic():
+    result = runner.invoke(app, ["sensitivity", "train", "--model", "llama-3-70b", "--system",
+                                 "dgx-h100", "--chips", "64", "--tp", "2", "--pp", "4",
+                                 "--global-batch", "128", "--seq-len", "8192", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["ranked_by"] == "step_time_s"
+    assert out["most_elastic_hardware"]["step_time_s"]["parameter"] == "chip.peak_flop_per_s[bf16]"
+    e = [abs(r["elasticity"]) for r in out["ranked"]]
+    assert e == sorted(e, reverse=True)
+    assert set(out["elasticities"]) == set(out["metrics"])
+
+
+def test_cli_serve_table_and_tornado(tmp_path):
+    png = tmp_path / "tornado.png"
+    result = runner.invoke(app, ["sensitivity", "serve", "--model", "llama-3-70b", "--system",
+                                 "dgx-h100", "--chips", "8", "--tp", "4", "--batch", "1",
+                                 "--input-len", "1024", "--output-len", "256", "--mode",
+                                 "continuous", "--weight-format", "bf16", "--kv-format", "bf16",
+                                 "--group", "hardware", "--tornado", str(png)])
+    assert result.exit_code == 0, result.output
+    assert "most elastic hardware number for tpot_s: chip.memory_bandwidth_bytes_per_s" in (
+        " ".join(result.output.split()))
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_bad_metric_is_a_clear_error():
+    result = runner.invoke(app, ["sensitivity", "train", "--metric", "ttft_s"])
+    assert result.exit_code == 2
+    assert "--metric: 'ttft_s' is not available here" in result.output
