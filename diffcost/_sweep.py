@@ -32,12 +32,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,280 +48,27 @@ import numpy as np
 import pandas as pd
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ._errors import Problem, SpecError
 from ._hardware import FORMATS
-from ._loader import _read_toml, load_model, load_system
-from ._memory import TrainMemory
-from ._plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan, train_plan
-from ._serve import ServeBreakdown, ServeCost
-from ._serve_plan import MODES, ServePlan, plan_kwargs, serve_plan
-from ._train import TrainBreakdown, TrainCost
-
-JOBS = ("train", "serve")
-NUM, BOOL = "number", "bool"
-_TRAIN_FIELDS: dict[str, Any] = {
-    "tp": NUM, "pp": NUM, "dp": NUM, "cp": NUM, "micro_batch": NUM, "global_batch": NUM,
-    "seq_len": NUM, "virtual_stages": NUM, "sequence_parallel": BOOL, "flash_attention": BOOL,
-    "overlap_grad_reduce": BOOL, "recompute": RECOMPUTE, "zero": ZERO_STAGES,
-    "precision": FORMATS, "optimizer": tuple(OPTIMIZER_BYTES), "grad_bytes_per_param": NUM,
-}
-_SERVE_FIELDS: dict[str, Any] = {
-    "tp": NUM, "pp": NUM, "replicas": NUM, "batch": NUM, "input_len": NUM, "output_len": NUM,
-    "weight_format": FORMATS, "compute_format": FORMATS, "kv_format": FORMATS, "mode": MODES,
-    "prefill_chunk": NUM, "draft_len": NUM, "acceptance": NUM, "draft_params_fraction": NUM,
-    "disaggregated": BOOL, "prefill_chips": NUM, "decode_chips": NUM, "kv_block": NUM,
-    **{f"accuracy_cost_{fmt}": NUM for fmt in FORMATS},
-}
-PLAN_FIELDS = {"train": _TRAIN_FIELDS, "serve": _SERVE_FIELDS}
-_BUILDERS = {"train": train_plan, "serve": serve_plan}
-#: Plan fields derived per point when not given (NaN / -1 on the device).
-_DERIVED = {"dp", "global_batch", "sequence_parallel", "replicas", "compute_format",
-            "prefill_chips", "decode_chips"}
-_REFS = ("model", "system", "chip", "chips")
-
-
-def _fields_of(cls: type, prefix: str = "") -> list[str]:
-    # the breakdown's ``chips`` (chips the plan occupies) is ``chips_used`` here: ``chips`` is
-    # the system's chip count, an input
-    return [prefix + ("chips_used" if k == "chips" else k) for k in cls.__dataclass_fields__]
-
-
-TRAIN_OUTPUTS: tuple[str, ...] = tuple(
-    [k for k in _fields_of(TrainBreakdown) if k != "memory"] + _fields_of(TrainMemory, "memory_")
-    + ["tokens_per_s_per_chip", "dp", "global_batch", "fits", "feasible"]
+from ._plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan
+from ._serve import ServeCost
+from ._serve_plan import MODES, ServePlan
+from ._sweep_spec import (  # noqa: F401  (re-exported)
+    JOBS,
+    OUTPUTS,
+    PLAN_FIELDS,
+    SERVE_OUTPUTS,
+    TRAIN_OUTPUTS,
+    Sweep,
+    SweepFile,
+    _Override,
+    _Prepared,
+    _Structure,
+    load_sweep,
+    prepare,
 )
-_SERVE_MEMORY = ("weights_bytes", "kv_cache_bytes", "kv_block_waste_bytes", "activations_bytes",
-                 "reserved_bytes", "total_bytes")
-SERVE_OUTPUTS: tuple[str, ...] = tuple(
-    [k for k in _fields_of(ServeBreakdown) if k != "memory"]
-    + ["memory_" + k for k in _SERVE_MEMORY] + ["replicas", "fits", "feasible"]
-)
-OUTPUTS = {"train": TRAIN_OUTPUTS, "serve": SERVE_OUTPUTS}
+from ._train import TrainCost
 
 
-@dataclass(frozen=True)
-class Sweep:
-    """What to evaluate: a base point and axes (see the module docstring for the keys).
-
-    Attributes:
-        job: ``"train"`` or ``"serve"``.
-        base: fixed values.
-        grid: one axis per key (Cartesian product).
-        zip: equal-length lists sharing one axis.
-        outputs: output columns to keep (default: all of :data:`OUTPUTS` of the job).
-        name: for messages; source: the file it came from (for error messages).
-    """
-
-    job: str
-    base: Mapping[str, Any]
-    grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
-    zip: Mapping[str, Sequence[Any]] = field(default_factory=dict)
-    outputs: tuple[str, ...] | None = None
-    name: str = "sweep"
-    source: str = "<sweep>"
-
-    def size(self) -> int:
-        """Number of points: the product of the grid lengths times the zip length."""
-        n = math.prod(len(v) for v in self.grid.values())
-        return n * (len(next(iter(self.zip.values()))) if self.zip else 1)
-
-
-# --- preparation (host) ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Override:
-    column: str
-    target: str  # "system" | "model"
-    path: tuple[str, ...]
-    index: int  # position in a per-format vector, -1 for scalars
-    multiply: bool
-
-
-@dataclass(frozen=True)
-class _Structure:
-    """Static description of a prepared sweep: the key of its compilation."""
-
-    job: str
-    axes: tuple[tuple[int, int, tuple[str, ...]], ...]  # (size, stride, columns)
-    overrides: tuple[_Override, ...]
-    outputs: tuple[str, ...]
-
-
-def _override(key: str, problems: list[Problem], where: str) -> _Override | None:
-    multiply = key.startswith("scale.")
-    parts = key.removeprefix("scale.").split(".")
-    target, path = parts[0], parts[1:]
-    probe: Any = load_system(chip="h100-sxm") if target == "system" else load_model("llama-2-7b")
-    index = -1
-    try:
-        for i, name in enumerate(path):
-            if name == "num_chips":
-                raise AttributeError("use 'chips' for the chip count")
-            if isinstance(probe, eqx.Module):
-                probe = getattr(probe, name)
-            elif np.size(probe) == len(FORMATS) and i == len(path) - 1 and name in FORMATS:
-                index = FORMATS.index(name)
-                probe = probe[index]
-            else:
-                raise AttributeError(name)
-        if not path or isinstance(probe, eqx.Module) or np.size(probe) != 1:
-            raise AttributeError("not a number")
-    except AttributeError as err:
-        reason = str(err) if "'" not in str(err) else f"no field {str(err).split()[-1]}"
-        problems.append(Problem(where, key, f"no such {target} number ({reason}); e.g. "
-                                            f"'system.chip.memory_bandwidth_bytes_per_s', "
-                                            f"'system.chip.peak_flop_per_s.bf16', 'model.hidden'"))
-        return None
-    path = tuple(p for p in path if p not in FORMATS or index < 0)
-    return _Override(key, target, path, index, multiply)
-
-
-def _is_override(key: str) -> bool:
-    return key.split(".")[0] in ("system", "model", "scale") and "." in key
-
-
-@dataclass
-class _Prepared:
-    sweep: Sweep
-    structure: _Structure
-    tables: dict[str, Any]  # systems, models (stacked) and encoded axis columns
-    consts: dict[str, Any]  # encoded base values
-    host_axes: list[dict[str, list[Any]]]  # original values per axis column
-    n: int
-
-
-def _encode(job: str, key: str, value: Any, hardware: list, models: list) -> float:
-    if value is None:
-        return -1.0 if key == "compute_format" else math.nan
-    if key == "model":
-        return float(models.index(value))
-    if key in ("system", "chip"):
-        return float(hardware.index((key, value)))
-    kind = PLAN_FIELDS[job].get(key, NUM)
-    if kind == BOOL:
-        return float(bool(value))
-    if isinstance(kind, tuple):
-        return float(kind.index(value))
-    return float(value)
-
-
-def _check_plans(sweep: Sweep, plan_base: dict, columns: dict[str, list], problems: list) -> None:
-    """Every plan value is validated by the plan builder (base values around it)."""
-    build = _BUILDERS[sweep.job]
-    kw = (lambda d: plan_kwargs(d)) if sweep.job == "serve" else (lambda d: d)
-
-    def attempt(values: dict, where: str) -> None:
-        try:
-            build(**kw(values), source=sweep.source)
-        except SpecError as err:
-            problems.extend(Problem(p.file, f"{where}{p.key}", p.reason) for p in err.problems)
-        except TypeError as err:
-            problems.append(Problem(sweep.source, where, str(err)))
-
-    attempt(dict(plan_base), "base.")
-    seen: set = set()
-    for key, values in columns.items():
-        for v in values:
-            if (key, repr(v)) in seen:
-                continue
-            seen.add((key, repr(v)))
-            attempt({**plan_base, key: v}, "grid/zip " if key not in plan_base else "")
-
-
-def prepare(sweep: Sweep) -> _Prepared:
-    """Check a sweep (every problem at once) and encode it for the device."""
-    w = sweep.source
-    problems: list[Problem] = []
-    if sweep.job not in JOBS:
-        raise SpecError([Problem(w, "job", f"must be one of {', '.join(JOBS)}, got {sweep.job!r}")])
-    fields = PLAN_FIELDS[sweep.job]
-    tables = {"base": dict(sweep.base), "grid": dict(sweep.grid), "zip": dict(sweep.zip)}
-    owner: dict[str, str] = {}
-    for tname, table in tables.items():
-        for key, value in table.items():
-            if key in owner:
-                problems.append(Problem(w, f"{tname}.{key}", f"also given in [{owner[key]}]"))
-            owner[key] = tname
-            if key not in fields and key not in _REFS and not _is_override(key):
-                problems.append(Problem(w, f"{tname}.{key}", f"unknown field for a {sweep.job} "
-                                        f"sweep (allowed: {', '.join([*_REFS, *fields])}, "
-                                        "system.<path>, model.<field>, scale.<...>)"))
-            if tname != "base" and (not isinstance(value, (list, tuple)) or not value):
-                problems.append(Problem(w, f"{tname}.{key}", "must be a non-empty list"))
-    lengths = {len(v) for v in sweep.zip.values() if isinstance(v, (list, tuple))}
-    if len(lengths) > 1:
-        problems.append(Problem(w, "zip", f"lists must have equal lengths, got {sorted(lengths)}"))
-    if "model" not in owner:
-        problems.append(Problem(w, "model", "missing: give a model in [base], [grid] or [zip]"))
-    if ("system" in owner) + ("chip" in owner) != 1:
-        problems.append(Problem(w, "system/chip", "give exactly one of system or chip"))
-    for key in sweep.outputs or ():
-        if key not in OUTPUTS[sweep.job]:
-            problems.append(Problem(w, f"outputs.{key}", f"unknown output (allowed: "
-                                                         f"{', '.join(OUTPUTS[sweep.job])})"))
-    overrides = [o for k in owner if _is_override(k) and (o := _override(k, problems, w))]
-
-    # values: only the well-formed entries, so that every problem is reported in one go
-    listed = lambda v: isinstance(v, (list, tuple)) and len(v) > 0
-    axis_cols = [{k: list(v)} for k, v in sweep.grid.items() if listed(v)]
-    if sweep.zip and len(lengths) == 1:
-        axis_cols.append({k: list(v) for k, v in sweep.zip.items() if listed(v)})
-    all_cols = {k: v for axis in axis_cols for k, v in axis.items()}
-    plan_base = {k: v for k, v in sweep.base.items() if k in fields}
-    _check_plans(sweep, plan_base, {k: v for k, v in all_cols.items() if k in fields}, problems)
-    hw_key = "system" if "system" in owner else "chip"
-    pick = lambda k: [sweep.base[k]] if k in sweep.base else all_cols.get(k, [])
-    hardware = list(dict.fromkeys((hw_key, n) for n in pick(hw_key)))
-    models = list(dict.fromkeys(pick("model")))
-    systems, loaded_models = [], []
-    for kind, name in hardware:
-        try:
-            systems.append(load_system(**{kind: name}))
-        except SpecError as err:
-            problems += err.problems
-    for name in models:
-        try:
-            loaded_models.append(load_model(name))
-        except SpecError as err:
-            problems += err.problems
-    for key, values in [*((k, [v]) for k, v in sweep.base.items()), *all_cols.items()]:
-        for v in values if key == "chips" or _is_override(key) else ():
-            if key == "chips" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                problems.append(Problem(w, key, f"must be a positive integer, got {v!r}"))
-            elif key != "chips" and (isinstance(v, bool) or not isinstance(v, (int, float))
-                                     or not v >= 0):
-                problems.append(Problem(w, key, f"must be a non-negative number, got {v!r}"))
-    if problems:
-        raise SpecError(problems)
-
-    dtype = jnp.result_type(float)
-    enc = lambda k, v: _encode(sweep.job, k, v, hardware, models)
-    consts = {k: enc(k, v) for k, v in sweep.base.items()}
-    defaults = inspect.signature(_BUILDERS[sweep.job]).parameters
-    for key in fields:
-        if key not in owner:
-            default = None if key in _DERIVED else (
-                0.0 if key.startswith("accuracy_cost_") else defaults[key].default)
-            consts[key] = enc(key, default)
-    consts.setdefault("chips", math.nan)
-    internal = {"model": "_model", "system": "_hw", "chip": "_hw"}
-    consts = {internal.get(k, k): jnp.asarray(v, dtype) for k, v in consts.items()}
-    columns, axes, stride = {}, [], 1
-    for axis in reversed(axis_cols):
-        size = len(next(iter(axis.values())))
-        names = tuple(internal.get(k, k) for k in axis)
-        for k, v in axis.items():
-            columns[internal.get(k, k)] = jnp.asarray([enc(k, x) for x in v], dtype)
-        axes.append((size, stride, names))
-        stride *= size
-    axes.reverse()
-    stack = lambda trees: jtu.tree_map(lambda *x: jnp.stack(x), *trees)
-    structure = _Structure(sweep.job, tuple(axes), tuple(overrides),
-                           tuple(sweep.outputs or OUTPUTS[sweep.job]))
-    tabs = {"systems": stack(systems), "models": stack(loaded_models), "columns": columns}
-    return _Prepared(sweep, structure, tabs, consts, axis_cols, stride)
-
-
-# --- one point (device) ---------------------------------------------------------------------------
 def _apply(tree, o: _Override, value):
     get = lambda t: functools.reduce(getattr, o.path, t)
     leaf = get(tree)
@@ -340,21 +86,31 @@ def _one_hot(code, k):
 
 _WIDE = np.asarray([4.0 if f in ("fp32", "tf32") else 2.0 for f in FORMATS])
 _OPT = np.asarray(list(OPTIMIZER_BYTES.values()))
-_COMPUTE_DEFAULT = np.asarray([FORMATS.index({"int8": "bf16", "int4": "bf16"}.get(f, f))
-                               for f in FORMATS], dtype=np.int32)
+_COMPUTE_DEFAULT = np.asarray(
+    [FORMATS.index({"int8": "bf16", "int4": "bf16"}.get(f, f)) for f in FORMATS], dtype=np.int32
+)
 
 
 def _train_plan(r) -> TrainPlan:
     tp, pp, cp, mb = r["tp"], r["pp"], r["cp"], r["micro_batch"]
     dp = jnp.where(jnp.isnan(r["dp"]), r["chips"] / (tp * pp * cp), r["dp"])
     gb = jnp.where(jnp.isnan(r["global_batch"]), dp * mb, r["global_batch"])
-    sp = jnp.where(jnp.isnan(r["sequence_parallel"]), (tp > 1).astype(tp.dtype),
-                   r["sequence_parallel"])
+    sp = jnp.where(
+        jnp.isnan(r["sequence_parallel"]), (tp > 1).astype(tp.dtype), r["sequence_parallel"]
+    )
     prec = r["precision"].astype(jnp.int32)
     return TrainPlan(
-        tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=mb, global_batch=gb, seq_len=r["seq_len"],
-        virtual_stages=r["virtual_stages"], sequence_parallel=sp,
-        flash_attention=r["flash_attention"], overlap_grad_reduce=r["overlap_grad_reduce"],
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        micro_batch=mb,
+        global_batch=gb,
+        seq_len=r["seq_len"],
+        virtual_stages=r["virtual_stages"],
+        sequence_parallel=sp,
+        flash_attention=r["flash_attention"],
+        overlap_grad_reduce=r["overlap_grad_reduce"],
         recompute=_one_hot(r["recompute"], len(RECOMPUTE)),
         zero=_one_hot(r["zero"], len(ZERO_STAGES)),
         precision=_one_hot(r["precision"], len(FORMATS)),
@@ -368,22 +124,39 @@ def _serve_plan(r) -> ServePlan:
     tp, pp = r["tp"], r["pp"]
     inst = tp * pp
     wf = r["weight_format"].astype(jnp.int32)
-    cf = jnp.where(r["compute_format"] < 0, jnp.asarray(_COMPUTE_DEFAULT)[wf],
-                   r["compute_format"].astype(jnp.int32)).astype(tp.dtype)
+    cf = jnp.where(
+        r["compute_format"] < 0,
+        jnp.asarray(_COMPUTE_DEFAULT)[wf],
+        r["compute_format"].astype(jnp.int32),
+    ).astype(tp.dtype)
     pre = jnp.where(jnp.isnan(r["prefill_chips"]), inst, r["prefill_chips"])
     dec = jnp.where(jnp.isnan(r["decode_chips"]), inst, r["decode_chips"])
     d = r["disaggregated"]
     per_replica = (1.0 - d) * inst + d * (pre + dec)
-    replicas = jnp.where(jnp.isnan(r["replicas"]),
-                         jnp.maximum(1.0, jnp.floor(r["chips"] / per_replica)), r["replicas"])
+    replicas = jnp.where(
+        jnp.isnan(r["replicas"]),
+        jnp.maximum(1.0, jnp.floor(r["chips"] / per_replica)),
+        r["replicas"],
+    )
     return ServePlan(
-        tp=tp, pp=pp, replicas=replicas, batch=r["batch"], input_len=r["input_len"],
-        output_len=r["output_len"], weight_format=_one_hot(r["weight_format"], len(FORMATS)),
-        compute_format=_one_hot(cf, len(FORMATS)), kv_format=_one_hot(r["kv_format"], len(FORMATS)),
-        mode=_one_hot(r["mode"], len(MODES)), prefill_chunk=r["prefill_chunk"],
-        draft_len=r["draft_len"], acceptance=r["acceptance"],
-        draft_params_fraction=r["draft_params_fraction"], disaggregated=d, prefill_chips=pre,
-        decode_chips=dec, kv_block=r["kv_block"],
+        tp=tp,
+        pp=pp,
+        replicas=replicas,
+        batch=r["batch"],
+        input_len=r["input_len"],
+        output_len=r["output_len"],
+        weight_format=_one_hot(r["weight_format"], len(FORMATS)),
+        compute_format=_one_hot(cf, len(FORMATS)),
+        kv_format=_one_hot(r["kv_format"], len(FORMATS)),
+        mode=_one_hot(r["mode"], len(MODES)),
+        prefill_chunk=r["prefill_chunk"],
+        draft_len=r["draft_len"],
+        acceptance=r["acceptance"],
+        draft_params_fraction=r["draft_params_fraction"],
+        disaggregated=d,
+        prefill_chips=pre,
+        decode_chips=dec,
+        kv_block=r["kv_block"],
         accuracy_cost=jnp.stack([r[f"accuracy_cost_{f}"] for f in FORMATS]),
     )
 
@@ -506,8 +279,9 @@ def _host_table(prep: _Prepared, outputs: dict[str, np.ndarray]) -> pd.DataFrame
     def column(values: list, codes: np.ndarray):
         if all(isinstance(v, str) for v in values):
             cats = list(dict.fromkeys(values))
-            return pd.Categorical.from_codes(np.asarray([cats.index(v) for v in values])[codes],
-                                             categories=cats)
+            return pd.Categorical.from_codes(
+                np.asarray([cats.index(v) for v in values])[codes], categories=cats
+            )
         return np.asarray(values)[codes]
 
     zero = np.zeros(n, dtype=np.int64)
@@ -561,8 +335,11 @@ def run_sweep(
         size = per_device * nd
         compiled = _evaluate_chunk.lower(prep.structure, tables, consts, indices(0, size)).compile()
         mem = compiled.memory_analysis()
-        used = (mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
-                if mem is not None else 0)
+        used = (
+            mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
+            if mem is not None
+            else 0
+        )
         if chunk is not None or used / nd <= budget or per_device <= 256:
             break
         per_device //= 2
@@ -584,7 +361,7 @@ def run_sweep(
             a = np.asarray(arr)
             if name not in host:
                 host[name] = np.empty(n, dtype=a.dtype)
-            host[name][start:start + k] = a[:k]
+            host[name][start : start + k] = a[:k]
 
     t0 = time.perf_counter()
     pending = None
@@ -598,8 +375,9 @@ def run_sweep(
         collect(*pending)
         advance(min(size, n - pending[1]))
     run_s = time.perf_counter() - t0
-    return SweepResult(_host_table(prep, host), nd, size, len(starts), compile_s, run_s, int(used),
-                       tuple(placed))
+    return SweepResult(
+        _host_table(prep, host), nd, size, len(starts), compile_s, run_s, int(used), tuple(placed)
+    )
 
 
 def _progress(enabled: bool, total: int, name: str, devices: int):
@@ -623,8 +401,13 @@ def _progress(enabled: bool, total: int, name: str, devices: int):
             return Text(f"{task.speed or 0:,.0f} points/s", style="cyan")
 
     progress = Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), Rate(),
-        TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        Rate(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
     )
     task = progress.add_task(f"{name} ({devices} device{'s' * (devices > 1)})", total=total)
 
@@ -637,69 +420,19 @@ def _progress(enabled: bool, total: int, name: str, devices: int):
 
 
 # --- sweep files ----------------------------------------------------------------------------------
-_TOP = {"schema_version", "kind", "name", "display_name", "job", "outputs"}
-_TABLES = {"base", "grid", "zip", "output", "source"}
-_OUTPUT_KEYS = {"csv", "parquet", "plots"}
-
-
-@dataclass(frozen=True)
-class SweepFile:
-    """A sweep file: the sweep, its display name and where to write results."""
-
-    sweep: Sweep
-    display_name: str
-    csv: Path | None = None
-    parquet: Path | None = None
-    plots: Path | None = None
-
-
-def load_sweep(path: str | Path) -> SweepFile:
-    """Read and check a sweep file (``specs/SCHEMA.md``, "Sweep"); all problems at once."""
-    path = Path(path)
-    data = _read_toml(path)
-    w = str(path)
-    problems: list[Problem] = []
-    add = lambda key, reason: problems.append(Problem(w, key, reason))
-    for key, value in data.items():
-        allowed = _TABLES if isinstance(value, dict) else _TOP
-        if key not in allowed:
-            what = "table" if isinstance(value, dict) else "key"
-            add(key, f"unknown {what} (allowed: {', '.join(sorted(allowed))})")
-    if data.get("schema_version") != 1:
-        add("schema_version", f"must be 1, got {data.get('schema_version')!r}")
-    if data.get("kind") != "sweep":
-        add("kind", f"must be 'sweep', got {data.get('kind')!r}")
-    name = data.get("name")
-    if name != path.stem:
-        add("name", f"must equal the file name {path.stem!r}, got {name!r}")
-    if data.get("job") not in JOBS:
-        add("job", f"must be one of {', '.join(JOBS)}, got {data.get('job')!r}")
-    outputs = data.get("outputs")
-    if outputs is not None and not (isinstance(outputs, list)
-                                    and all(isinstance(o, str) for o in outputs)):
-        add("outputs", "must be a list of output names")
-    if not isinstance(data.get("base"), dict):
-        add("base", "missing [base] table")
-    source = data.get("source")
-    if not (isinstance(source, dict) and any(isinstance(v, str) and v.strip()
-                                             for v in source.values())):
-        add("source", "missing [source] table: say what the sweep is for")
-    out = data.get("output", {})
-    for key, value in out.items():
-        if key not in _OUTPUT_KEYS or not isinstance(value, str):
-            add(f"output.{key}", f"must be one of {sorted(_OUTPUT_KEYS)} with a path (string)")
-    if problems:
-        raise SpecError(problems)
-    sweep = Sweep(job=data["job"], base=data["base"], grid=data.get("grid", {}),
-                  zip=data.get("zip", {}), outputs=tuple(outputs) if outputs else None,
-                  name=name, source=w)
-    prepare(sweep)  # every remaining problem, now
-    where = lambda k: Path(out[k]) if k in out else None  # relative to the working directory
-    return SweepFile(sweep, data.get("display_name", name), where("csv"), where("parquet"),
-                     where("plots"))
 
 
 __all__ = [
-    "OUTPUTS", "PLAN_FIELDS", "SERVE_OUTPUTS", "TRAIN_OUTPUTS", "Sweep", "SweepFile",
-    "SweepResult", "evaluate_point", "free_memory_bytes", "load_sweep", "prepare", "run_sweep",
+    "OUTPUTS",
+    "PLAN_FIELDS",
+    "SERVE_OUTPUTS",
+    "TRAIN_OUTPUTS",
+    "Sweep",
+    "SweepFile",
+    "SweepResult",
+    "evaluate_point",
+    "free_memory_bytes",
+    "load_sweep",
+    "prepare",
+    "run_sweep",
 ]

@@ -50,6 +50,45 @@ def to_python(tree: Any) -> Any:
     return tree
 
 
+def merge_inputs(
+    kind: str,
+    scenario: str | None,
+    default_scenario: str,
+    refs_flags: dict[str, Any],
+    flags: dict[str, Any],
+    command: str | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """Scenario file (or the default when no model is given) overridden by command-line flags.
+
+    Returns the references (model, system or chip, chips), the plan values and the scenario used.
+    ``refs_flags`` holds the ``model``, ``system``, ``chip`` and ``chips`` flags; ``flags`` the
+    plan flags (``None``: not given).
+    """
+    from .._errors import Problem, SpecError
+    from .._scenario import load_scenario
+    from .._serve_plan import plan_kwargs
+
+    base: dict[str, Any] = {}
+    refs: dict[str, Any] = {"model": None, "system": None, "chip": None, "chips": None}
+    if scenario is None and refs_flags["model"] is None:
+        scenario = default_scenario
+    if scenario is not None:
+        sc = load_scenario(scenario)
+        if sc.kind != kind:
+            reason = f"is {sc.kind!r}; diffcost {command or kind} needs {kind!r}"
+            raise SpecError([Problem(sc.path, "kind", reason)])
+        base = dict(sc.plan) if kind == "train" else plan_kwargs(sc.plan)
+        refs = {"model": sc.model, "system": sc.system, "chip": sc.chip, "chips": sc.chips}
+    if refs_flags["system"] is not None or refs_flags["chip"] is not None:
+        refs["system"], refs["chip"] = refs_flags["system"], refs_flags["chip"]
+    for key in ("model", "chips"):
+        if refs_flags[key] is not None:
+            refs[key] = refs_flags[key]
+    if refs["system"] is None and refs["chip"] is None:
+        refs["system"] = "dgx-h100"
+    return refs, {**base, **{k: v for k, v in flags.items() if v is not None}}, scenario
+
+
 def spec_infos(refs: dict[str, Any]) -> tuple[Any, Any]:
     """Identity of the model and of the system (or chip) a command ran on."""
     from .._loader import load_spec

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -12,50 +12,51 @@ from rich.table import Table
 from .._errors import Problem, SpecError
 from .._loader import load_model, load_spec, load_system
 from .._plan import train_plan
-from .._scenario import load_scenario
 from .._sensitivity import HARDWARE_GROUPS, PRIMARY, Sensitivity, sensitivity
-from .._serve_plan import plan_kwargs, serve_plan
+from .._serve_plan import serve_plan
 from . import app
-from ._common import console, friendly_errors, print_json
+from ._common import console, friendly_errors, merge_inputs, print_json
 
-sens_app = typer.Typer(help="Elasticities of a prediction w.r.t. every hardware and model number.",
-                       no_args_is_help=True)
+sens_app = typer.Typer(
+    help="Elasticities of a prediction w.r.t. every hardware and model number.",
+    no_args_is_help=True,
+)
 app.add_typer(sens_app, name="sensitivity")
 
 Opt = lambda help_: typer.Option(help=help_, show_default=False)  # noqa: E731
-SHORT = {"step_time_s": "step time", "mfu": "MFU", "tokens_per_s_per_chip": "tok/s/chip",
-         "memory_headroom_bytes": "headroom", "cost_per_token_usd": "$/tok",
-         "energy_per_token_j": "J/tok", "ttft_s": "TTFT", "tpot_s": "TPOT",
-         "output_tokens_per_s_per_chip": "tok/s/chip", "max_batch": "max batch",
-         "chips_needed": "chips needed",
-         "min_deployment_tokens_per_s_per_chip": "min-deploy tok/s/chip"}
-GROUPS = {"hardware": HARDWARE_GROUPS, "model": ("model",), "efficiency": ("efficiency",),
-          "all": None}
+SHORT = {
+    "step_time_s": "step time",
+    "mfu": "MFU",
+    "tokens_per_s_per_chip": "tok/s/chip",
+    "memory_headroom_bytes": "headroom",
+    "cost_per_token_usd": "$/tok",
+    "energy_per_token_j": "J/tok",
+    "ttft_s": "TTFT",
+    "tpot_s": "TPOT",
+    "output_tokens_per_s_per_chip": "tok/s/chip",
+    "max_batch": "max batch",
+    "chips_needed": "chips needed",
+    "min_deployment_tokens_per_s_per_chip": "min-deploy tok/s/chip",
+}
+GROUPS = {
+    "hardware": HARDWARE_GROUPS,
+    "model": ("model",),
+    "efficiency": ("efficiency",),
+    "all": None,
+}
 
 
 def _inputs(kind: str, scenario, refs_flags: dict, flags: dict, default_scenario: str):
     """Scenario + flags -> (system, model, plan values, names), as ``diffcost train|serve``."""
-    base: dict[str, Any] = {}
-    refs: dict[str, Any] = {"model": None, "system": None, "chip": None, "chips": None}
-    if scenario is None and refs_flags["model"] is None:
-        scenario = default_scenario
-    if scenario is not None:
-        sc = load_scenario(scenario)
-        if sc.kind != kind:
-            reason = f"is {sc.kind!r}; this command needs {kind!r}"
-            raise SpecError([Problem(sc.path, "kind", reason)])
-        base = dict(sc.plan) if kind == "train" else plan_kwargs(sc.plan)
-        refs = {"model": sc.model, "system": sc.system, "chip": sc.chip, "chips": sc.chips}
-    if refs_flags["system"] is not None or refs_flags["chip"] is not None:
-        refs["system"], refs["chip"] = refs_flags["system"], refs_flags["chip"]
-    for key in ("model", "chips"):
-        if refs_flags[key] is not None:
-            refs[key] = refs_flags[key]
-    if refs["system"] is None and refs["chip"] is None:
-        refs["system"] = "dgx-h100"
-    values = {**base, **{k: v for k, v in flags.items() if v is not None}}
-    system = load_system(refs["system"], chip=refs["chip"], chips=refs["chips"],
-                         calibration=refs_flags["calibration"])
+    refs, values, scenario = merge_inputs(
+        kind, scenario, default_scenario, refs_flags, flags, f"sensitivity {kind}"
+    )
+    system = load_system(
+        refs["system"],
+        chip=refs["chip"],
+        chips=refs["chips"],
+        calibration=refs_flags["calibration"],
+    )
     n = int(system.num_chips)
     source = Path(scenario).name if scenario else "<flags>"
     if kind == "train":
@@ -75,20 +76,39 @@ def _inputs(kind: str, scenario, refs_flags: dict, flags: dict, default_scenario
             values["replicas"] = max(1, n // per) if isinstance(per, int) and per > 0 else 1
         plan = serve_plan(**values, source=source)
     model = load_model(refs["model"])
-    names = (load_spec("model", refs["model"]).info.display_name,
-             load_spec("system" if refs["system"] else "chip",
-                       refs["system"] or refs["chip"]).info.display_name)
+    names = (
+        load_spec("model", refs["model"]).info.display_name,
+        load_spec(
+            "system" if refs["system"] else "chip", refs["system"] or refs["chip"]
+        ).info.display_name,
+    )
     return system, model, plan, values, names
 
 
-def _report(kind: str, sens: Sensitivity, metric: str | None, group: str, top: int,
-            tornado: Path | None, json_out: bool, values: dict, names: tuple[str, str]) -> None:
+def _report(
+    kind: str,
+    sens: Sensitivity,
+    metric: str | None,
+    group: str,
+    top: int,
+    tornado: Path | None,
+    json_out: bool,
+    values: dict,
+    names: tuple[str, str],
+) -> None:
     if group not in GROUPS:
         raise SpecError([Problem("<flags>", "--group", f"must be one of {', '.join(GROUPS)}")])
     metric = metric or PRIMARY[kind]
     if metric not in sens.metrics:
-        raise SpecError([Problem("<flags>", "--metric", f"{metric!r} is not available here; "
-                                                        f"choose from {', '.join(sens.metrics)}")])
+        raise SpecError(
+            [
+                Problem(
+                    "<flags>",
+                    "--metric",
+                    f"{metric!r} is not available here; choose from {', '.join(sens.metrics)}",
+                )
+            ]
+        )
     groups = GROUPS[group]
     ranked = sens.ranked(metric, groups)
     ranked = ranked[ranked.elasticity != 0.0].head(top)
@@ -100,24 +120,43 @@ def _report(kind: str, sens: Sensitivity, metric: str | None, group: str, top: i
         swings = sens.swings(metric, list(ranked.parameter))
         save(tornado_chart(swings, metric, title=f"{names[0]} on {names[1]}: {metric}"), tornado)
     if json_out:
-        print_json({
-            "job": kind, "model": names[0], "hardware": names[1], "plan": values,
-            "metrics": sens.metrics, "ranked_by": metric,
-            "ranked": [{"parameter": r.parameter, "group": r.group, "value": r.value,
-                        "elasticity": r.elasticity} for r in ranked.itertuples()],
-            "most_elastic_hardware": {m: {"parameter": p, "elasticity": sens.elasticity(m, p)}
-                                      for m, p in most.items()},
-            "elasticities": {m: dict(zip(g.parameter, g.elasticity, strict=True))
-                             for m, g in sens.table.groupby("metric", sort=False)},
-            **({"tornado": str(tornado)} if tornado else {}),
-        })
+        print_json(
+            {
+                "job": kind,
+                "model": names[0],
+                "hardware": names[1],
+                "plan": values,
+                "metrics": sens.metrics,
+                "ranked_by": metric,
+                "ranked": [
+                    {
+                        "parameter": r.parameter,
+                        "group": r.group,
+                        "value": r.value,
+                        "elasticity": r.elasticity,
+                    }
+                    for r in ranked.itertuples()
+                ],
+                "most_elastic_hardware": {
+                    m: {"parameter": p, "elasticity": sens.elasticity(m, p)}
+                    for m, p in most.items()
+                },
+                "elasticities": {
+                    m: dict(zip(g.parameter, g.elasticity, strict=True))
+                    for m, g in sens.table.groupby("metric", sort=False)
+                },
+                **({"tornado": str(tornado)} if tornado else {}),
+            }
+        )
         return
     console.print(f"[bold]{names[0]}[/] on {names[1]}")
     console.print("plan: " + ", ".join(f"{k}={v}" for k, v in values.items()), highlight=False)
     wide = sens.wide(groups)
     cols = list(sens.metrics)
-    table = Table(title=f"elasticities d log(metric) / d log(parameter), ranked by |{metric}|",
-                  title_justify="left")
+    table = Table(
+        title=f"elasticities d log(metric) / d log(parameter), ranked by |{metric}|",
+        title_justify="left",
+    )
     table.add_column("parameter", style="bold", no_wrap=True)
     table.add_column("group", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)
@@ -126,14 +165,21 @@ def _report(kind: str, sens: Sensitivity, metric: str | None, group: str, top: i
     value_of = dict(zip(sens.table.parameter, sens.table.value, strict=False))
     for r in ranked.itertuples():
         row = wide.loc[(r.parameter, r.group)]
-        table.add_row(escape(r.parameter), r.group, f"{value_of[r.parameter]:.3g}",
-                      *[f"{row[m]:+.2f}" for m in cols])
+        table.add_row(
+            escape(r.parameter),
+            r.group,
+            f"{value_of[r.parameter]:.3g}",
+            *[f"{row[m]:+.2f}" for m in cols],
+        )
     table.add_row("[dim]metric value[/]", "", "", *[f"{sens.metrics[m]:.3g}" for m in cols])
     console.print(table)
     for m in cols:
         p = most[m]
-        console.print(f"most elastic hardware number for {m}: [bold]{escape(p)}[/] "
-                      f"({sens.elasticity(m, p):+.3f})", highlight=False)
+        console.print(
+            f"most elastic hardware number for {m}: [bold]{escape(p)}[/] "
+            f"({sens.elasticity(m, p):+.3f})",
+            highlight=False,
+        )
     if tornado is not None:
         console.print(f"tornado chart: {tornado}", highlight=False)
 
@@ -175,9 +221,20 @@ def sensitivity_train(
 ) -> None:
     """Elasticities of step time, MFU, tokens/s/chip, headroom, cost and energy per token."""
     refs = dict(model=model, system=system, chip=chip, chips=chips, calibration=calibration)
-    flags = dict(tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=micro_batch, global_batch=global_batch,
-                 seq_len=seq_len, virtual_stages=virtual_stages, recompute=recompute, zero=zero,
-                 precision=precision, optimizer=optimizer)
+    flags = dict(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        micro_batch=micro_batch,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        virtual_stages=virtual_stages,
+        recompute=recompute,
+        zero=zero,
+        precision=precision,
+        optimizer=optimizer,
+    )
     sys_, model_, plan, values, names = _inputs("train", scenario, refs, flags, "default-train")
     sens = sensitivity("train", sys_, model_, plan)
     _report("train", sens, metric, group, top, tornado, json_out, values, names)
@@ -211,9 +268,19 @@ def sensitivity_serve(
 ) -> None:
     """Elasticities of TTFT, TPOT, tokens/s/chip, headroom, cost per token and capacity metrics."""
     refs = dict(model=model, system=system, chip=chip, chips=chips, calibration=calibration)
-    flags = dict(tp=tp, pp=pp, replicas=replicas, batch=batch, input_len=input_len,
-                 output_len=output_len, weight_format=weight_format, compute_format=compute_format,
-                 kv_format=kv_format, mode=mode, prefill_chunk=prefill_chunk)
+    flags = dict(
+        tp=tp,
+        pp=pp,
+        replicas=replicas,
+        batch=batch,
+        input_len=input_len,
+        output_len=output_len,
+        weight_format=weight_format,
+        compute_format=compute_format,
+        kv_format=kv_format,
+        mode=mode,
+        prefill_chunk=prefill_chunk,
+    )
     sys_, model_, plan, values, names = _inputs("serve", scenario, refs, flags, "default-serve")
     sens = sensitivity("serve", sys_, model_, plan)
     _report("serve", sens, metric, group, top, tornado, json_out, values, names)

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import equinox as eqx
 import typer
 
 from .._errors import Problem, SpecError
 from .._loader import load_model, load_system
-from .._scenario import load_scenario
 from .._serve import ServeCost, serve_problems
-from .._serve_plan import plan_kwargs, serve_plan
+from .._serve_plan import serve_plan
 from . import app
 from ._common import (
     EXIT_INFEASIBLE,
@@ -21,6 +20,7 @@ from ._common import (
     fmt_time,
     friendly_errors,
     kv_table,
+    merge_inputs,
     prediction_json,
     print_json,
     spec_infos,
@@ -107,25 +107,6 @@ def serve(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Predict serving: TTFT, TPOT, throughput per chip, memory per chip, energy and cost."""
-    base: dict[str, Any] = {}
-    refs: dict[str, Any] = {"model": None, "system": None, "chip": None, "chips": None}
-    if scenario is None and model is None:
-        scenario = DEFAULT_SCENARIO
-    if scenario is not None:
-        sc = load_scenario(scenario)
-        if sc.kind != "serve":
-            reason = f"is {sc.kind!r}; diffcost serve needs 'serve'"
-            raise SpecError([Problem(sc.path, "kind", reason)])
-        base = plan_kwargs(sc.plan)
-        refs = {"model": sc.model, "system": sc.system, "chip": sc.chip, "chips": sc.chips}
-    if system is not None or chip is not None:
-        refs["system"], refs["chip"] = system, chip
-    if model is not None:
-        refs["model"] = model
-    if chips is not None:
-        refs["chips"] = chips
-    if refs["system"] is None and refs["chip"] is None:
-        refs["system"] = "dgx-h100"
     flags = dict(
         tp=tp,
         pp=pp,
@@ -147,7 +128,8 @@ def serve(
         kv_block=kv_block,
         accuracy_cost=_accuracy_costs(accuracy_cost),
     )
-    values = {**base, **{k: v for k, v in flags.items() if v is not None}}
+    refs_flags = {"model": model, "system": system, "chip": chip, "chips": chips}
+    refs, values, scenario = merge_inputs("serve", scenario, DEFAULT_SCENARIO, refs_flags, flags)
 
     sys_ = load_system(
         refs["system"], chip=refs["chip"], chips=refs["chips"], calibration=calibration

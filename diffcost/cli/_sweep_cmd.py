@@ -14,8 +14,10 @@ from ._common import console, friendly_errors, print_json
 
 #: Column to rank by, and whether larger is better, per job.
 BEST = {"train": ("step_time_s", False), "serve": ("output_tokens_per_s_per_chip", True)}
-_SHOW = {"train": ["step_time_s", "mfu", "tokens_per_s_per_chip", "memory_total_bytes"],
-         "serve": ["output_tokens_per_s_per_chip", "ttft_s", "tpot_s", "memory_total_bytes"]}
+_SHOW = {
+    "train": ["step_time_s", "mfu", "tokens_per_s_per_chip", "memory_total_bytes"],
+    "serve": ["output_tokens_per_s_per_chip", "ttft_s", "tpot_s", "memory_total_bytes"],
+}
 
 
 def best_rows(result: SweepResult, job: str, k: int = 5):
@@ -51,16 +53,23 @@ def write_plots(result: SweepResult, job: str, varying: list[str], folder: Path)
 @friendly_errors
 def sweep(
     spec_file: Annotated[Path, typer.Argument(help="Sweep file (see specs/SCHEMA.md, 'Sweep').")],
-    csv: Annotated[Path | None, typer.Option(help="Write the table as CSV (overrides the file's).",
-                                             show_default=False)] = None,
-    parquet: Annotated[Path | None, typer.Option(help="Write the table as Parquet.",
-                                                 show_default=False)] = None,
-    plots: Annotated[Path | None, typer.Option(help="Folder for the plots.",
-                                               show_default=False)] = None,
-    chunk: Annotated[int | None, typer.Option(help="Points per chunk (default: sized to memory).",
-                                              show_default=False)] = None,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress",
-                                           help="Show a progress bar.")] = True,
+    csv: Annotated[
+        Path | None,
+        typer.Option(help="Write the table as CSV (overrides the file's).", show_default=False),
+    ] = None,
+    parquet: Annotated[
+        Path | None, typer.Option(help="Write the table as Parquet.", show_default=False)
+    ] = None,
+    plots: Annotated[
+        Path | None, typer.Option(help="Folder for the plots.", show_default=False)
+    ] = None,
+    chunk: Annotated[
+        int | None,
+        typer.Option(help="Points per chunk (default: sized to memory).", show_default=False),
+    ] = None,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
+    ] = True,
     top: Annotated[int, typer.Option(help="Best feasible points to show.")] = 5,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
@@ -80,26 +89,39 @@ def sweep(
     feasible = int(result.table.feasible.sum())
     show = [c for c in [*varying, *_SHOW[sw.job]] if c in result.table]
     if json_out:
-        print_json({
-            "sweep": sw.name, "job": sw.job, "points": len(result.table), "feasible": feasible,
-            "devices": result.devices, "chunk": result.chunk, "chunks": result.chunks,
-            "compile_s": result.compile_s, "run_s": result.run_s,
-            "points_per_s": result.points_per_s,
-            "best": best[show].to_dict(orient="records"),
-            "csv": str(csv) if csv else None, "parquet": str(parquet) if parquet else None,
-            "plots": [str(p) for p in written],
-        })
+        print_json(
+            {
+                "sweep": sw.name,
+                "job": sw.job,
+                "points": len(result.table),
+                "feasible": feasible,
+                "devices": result.devices,
+                "chunk": result.chunk,
+                "chunks": result.chunks,
+                "compile_s": result.compile_s,
+                "run_s": result.run_s,
+                "points_per_s": result.points_per_s,
+                "best": best[show].to_dict(orient="records"),
+                "csv": str(csv) if csv else None,
+                "parquet": str(parquet) if parquet else None,
+                "plots": [str(p) for p in written],
+            }
+        )
         return
-    console.print(f"[bold]{spec.display_name}[/]: {len(result.table):,} points, {feasible:,} "
-                  f"feasible; {result.devices} device(s), {result.chunks} chunk(s) of "
-                  f"{result.chunk:,}; compile {result.compile_s:.2f} s, evaluate "
-                  f"{result.run_s:.3f} s ({result.points_per_s:,.0f} points/s)", highlight=False)
+    console.print(
+        f"[bold]{spec.display_name}[/]: {len(result.table):,} points, {feasible:,} "
+        f"feasible; {result.devices} device(s), {result.chunks} chunk(s) of "
+        f"{result.chunk:,}; compile {result.compile_s:.2f} s, evaluate "
+        f"{result.run_s:.3f} s ({result.points_per_s:,.0f} points/s)",
+        highlight=False,
+    )
     table = Table(title=f"best feasible points by {BEST[sw.job][0]}", title_justify="left")
     for c in show:
         table.add_column(c, justify="right")
     for _, row in best.iterrows():
-        table.add_row(*[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c])
-                        for c in show])
+        table.add_row(
+            *[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in show]
+        )
     console.print(table)
     for label, path in (("csv", csv), ("parquet", parquet)):
         if path is not None:

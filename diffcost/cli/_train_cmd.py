@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import equinox as eqx
 import typer
@@ -11,7 +11,6 @@ import typer
 from .._feasibility import train_problems
 from .._loader import load_model, load_spec, load_system
 from .._plan import train_plan
-from .._scenario import load_scenario
 from .._train import TrainCost
 from . import app
 from ._common import (
@@ -21,6 +20,7 @@ from ._common import (
     fmt_time,
     friendly_errors,
     kv_table,
+    merge_inputs,
     prediction_json,
     print_json,
     spec_infos,
@@ -84,28 +84,6 @@ def train(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Predict one training step: time, throughput, MFU/HFU, memory per chip, energy and cost."""
-    base: dict[str, Any] = {}
-    refs: dict[str, Any] = {"model": None, "system": None, "chip": None, "chips": None}
-    if scenario is None and model is None:
-        scenario = DEFAULT_SCENARIO
-    if scenario is not None:
-        sc = load_scenario(scenario)
-        if sc.kind != "train":
-            from .._errors import Problem, SpecError
-
-            raise SpecError(
-                [Problem(sc.path, "kind", f"is {sc.kind!r}; diffcost train needs 'train'")]
-            )
-        base = dict(sc.plan)
-        refs = {"model": sc.model, "system": sc.system, "chip": sc.chip, "chips": sc.chips}
-    if system is not None or chip is not None:
-        refs["system"], refs["chip"] = system, chip
-    if model is not None:
-        refs["model"] = model
-    if chips is not None:
-        refs["chips"] = chips
-    if refs["system"] is None and refs["chip"] is None:
-        refs["system"] = "dgx-h100"
     flags = dict(
         tp=tp,
         pp=pp,
@@ -122,7 +100,8 @@ def train(
         sequence_parallel=sequence_parallel,
         flash_attention=flash_attention,
     )
-    values = {**base, **{k: v for k, v in flags.items() if v is not None}}
+    refs_flags = {"model": model, "system": system, "chip": chip, "chips": chips}
+    refs, values, scenario = merge_inputs("train", scenario, DEFAULT_SCENARIO, refs_flags, flags)
 
     sys_ = load_system(
         refs["system"], chip=refs["chip"], chips=refs["chips"], calibration=calibration

@@ -24,9 +24,14 @@ def _points(measurements: list[str] | None, sources: list[str] | None):
         known = sorted({m.source for m in points})
         unknown = [s for s in sources if s not in known]
         if unknown:
-            raise SpecError([Problem("<flags>", "--source", f"unknown source {s!r} (known: "
-                                                            f"{', '.join(known)})")
-                             for s in unknown])
+            raise SpecError(
+                [
+                    Problem(
+                        "<flags>", "--source", f"unknown source {s!r} (known: {', '.join(known)})"
+                    )
+                    for s in unknown
+                ]
+            )
         points = [m for m in points if m.source in sources]
     return points
 
@@ -47,19 +52,29 @@ def _summary_table(title: str, summary: dict[str, Any]) -> Table:
             groups.append(("without unmodelled effects", s["modelled"]))
         groups += [(f"  {src}", v) for src, v in s["by_source"].items()]
         for i, (name, v) in enumerate(groups):
-            t.add_row(metric if i == 0 else "", name, str(v["n"]),
-                      f"{v['median_abs_error']:.1%}", f"{v['p90_abs_error']:.1%}",
-                      f"{v['median_error']:+.1%}")
+            t.add_row(
+                metric if i == 0 else "",
+                name,
+                str(v["n"]),
+                f"{v['median_abs_error']:.1%}",
+                f"{v['p90_abs_error']:.1%}",
+                f"{v['median_error']:+.1%}",
+            )
     return t
 
 
-_SHORT = {"train_throughput": "train tok/s", "serve_throughput": "out tok/s/chip",
-          "ttft": "TTFT", "token_latency": "token latency"}
+_SHORT = {
+    "train_throughput": "train tok/s",
+    "serve_throughput": "out tok/s/chip",
+    "ttft": "TTFT",
+    "token_latency": "token latency",
+}
 
 
 def _rows_table(rows: list[dict[str, Any]]) -> Table:
-    t = Table(title="predicted vs measured (error = predicted / measured - 1)",
-              title_justify="left")
+    t = Table(
+        title="predicted vs measured (error = predicted / measured - 1)", title_justify="left"
+    )
     t.add_column("point", no_wrap=True)
     t.add_column("metric", no_wrap=True)
     for col in ("measured", "predicted", "error"):
@@ -73,8 +88,14 @@ def _rows_table(rows: list[dict[str, Any]]) -> Table:
             notes.append("does not fit")
         if r.get("unmodelled"):
             notes.append("unmodelled effect")
-        t.add_row(r["id"], _SHORT[r["metric"]], _fmt(r["metric"], r["measured"]),
-                  _fmt(r["metric"], r["predicted"]), f"{r['error']:+.1%}", "; ".join(notes))
+        t.add_row(
+            r["id"],
+            _SHORT[r["metric"]],
+            _fmt(r["metric"], r["measured"]),
+            _fmt(r["metric"], r["predicted"]),
+            f"{r['error']:+.1%}",
+            "; ".join(notes),
+        )
     return t
 
 
@@ -94,20 +115,32 @@ def plot_validation(rows: list[dict[str, Any]], path: str | Path, title: str = "
         sel = [r for r in rows if r["metric"] == metric]
         for src in sorted({r["source"] for r in sel}):
             for unmodelled in (False, True):
-                pts = [r for r in sel
-                       if r["source"] == src and bool(r.get("unmodelled")) == unmodelled]
+                pts = [
+                    r for r in sel if r["source"] == src and bool(r.get("unmodelled")) == unmodelled
+                ]
                 if pts:
-                    ax.scatter([r["measured"] for r in pts], [r["predicted"] for r in pts],
-                               s=22, label=src if not unmodelled else f"{src} (unmodelled effect)",
-                               facecolors="none" if unmodelled else colors[src],
-                               edgecolors=colors[src])
+                    ax.scatter(
+                        [r["measured"] for r in pts],
+                        [r["predicted"] for r in pts],
+                        s=22,
+                        label=src if not unmodelled else f"{src} (unmodelled effect)",
+                        facecolors="none" if unmodelled else colors[src],
+                        edgecolors=colors[src],
+                    )
         values = [v for r in sel for v in (r["measured"], r["predicted"])]
         lo, hi = min(values) / 1.5, max(values) * 1.5
         ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
         for f in (0.75, 1.25):
             ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.6)
-        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured",
-               ylabel="predicted", title=METRIC_LABELS[metric])
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlim=(lo, hi),
+            ylim=(lo, hi),
+            xlabel="measured",
+            ylabel="predicted",
+            title=METRIC_LABELS[metric],
+        )
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.title.set_fontsize(9)
@@ -124,12 +157,16 @@ def plot_validation(rows: list[dict[str, Any]], path: str | Path, title: str = "
 def validate(
     calibration: Annotated[str, typer.Option(help="Calibration file or name.")] = "default",
     source: Annotated[list[str] | None, Opt("Only this source (repeatable).")] = None,
-    measurements: Annotated[list[str] | None, Opt(
-        "Measurement file (repeatable; default: every specs/measurements/*.toml).")] = None,
+    measurements: Annotated[
+        list[str] | None,
+        Opt("Measurement file (repeatable; default: every specs/measurements/*.toml)."),
+    ] = None,
     point: Annotated[str | None, Opt("Show one point in detail, with its scenario file.")] = None,
     plot: Annotated[Path | None, Opt("Write a predicted-vs-measured log-log plot here.")] = None,
-    write_scenarios: Annotated[Path | None, Opt(
-        "Write every point as a scenario file (diffcost train|serve --scenario) here.")] = None,
+    write_scenarios: Annotated[
+        Path | None,
+        Opt("Write every point as a scenario file (diffcost train|serve --scenario) here."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Predict every published measurement and report the errors (median, 90th percentile)."""
@@ -150,16 +187,25 @@ def validate(
     if plot is not None:
         plot_validation(result.rows, plot, f"diffcost validate (calibration: {calibration})")
     if json_out:
-        print_json({"calibration": calibration, "points": result.rows,
-                    "excluded": result.excluded, "summary": result.summary})
+        print_json(
+            {
+                "calibration": calibration,
+                "points": result.rows,
+                "excluded": result.excluded,
+                "summary": result.summary,
+            }
+        )
         return
     if point is not None:
         _print_point(result, by_id[point])
         return
     console.print(_rows_table(result.rows))
     if result.excluded:
-        console.print(f"not predicted: {', '.join(e['id'] for e in result.excluded)} "
-                      "(see their 'excluded' reason)", highlight=False)
+        console.print(
+            f"not predicted: {', '.join(e['id'] for e in result.excluded)} "
+            "(see their 'excluded' reason)",
+            highlight=False,
+        )
     console.print(_summary_table(f"errors (calibration: {calibration})", result.summary))
 
 
@@ -179,8 +225,9 @@ def _print_point(result, m) -> None:
         *(f"flag: {f}" for f in r["flags"]),
         *([f"unmodelled effect: {m.unmodelled}"] if m.unmodelled else []),
         f"conventions: {m.source_info.get('conventions', '')}",
-        "", "scenario (save as FILE.toml; run: diffcost "
-        f"{m.kind} --scenario FILE.toml):", "",
+        "",
+        f"scenario (save as FILE.toml; run: diffcost {m.kind} --scenario FILE.toml):",
+        "",
     ]
     for line in lines:
         console.print(line, highlight=False, soft_wrap=True)
@@ -192,15 +239,23 @@ def _print_point(result, m) -> None:
 def calibrate(
     steps: Annotated[int, typer.Option(help="Adam steps per round.")] = 150,
     rounds: Annotated[int, typer.Option(help="Rounds of (choose plans, fit).")] = 3,
-    loso: Annotated[bool, typer.Option("--loso/--no-loso",
-                                       help="Also fit one fold per held-out source.")] = True,
-    calibration: Annotated[str, typer.Option(
-        help="Calibration file to report on / write.")] = "default",
-    measurements: Annotated[list[str] | None, Opt(
-        "Measurement file (repeatable; default: every specs/measurements/*.toml).")] = None,
-    write: Annotated[bool, typer.Option(
-        "--write", help="Write the fitted constants (with their provenance) to the calibration "
-                        "file.")] = False,
+    loso: Annotated[
+        bool, typer.Option("--loso/--no-loso", help="Also fit one fold per held-out source.")
+    ] = True,
+    calibration: Annotated[
+        str, typer.Option(help="Calibration file to report on / write.")
+    ] = "default",
+    measurements: Annotated[
+        list[str] | None,
+        Opt("Measurement file (repeatable; default: every specs/measurements/*.toml)."),
+    ] = None,
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write",
+            help="Write the fitted constants (with their provenance) to the calibration file.",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Fit the efficiency constants to the measurements (optax, through the model's gradients);
@@ -220,23 +275,37 @@ def calibrate(
         command += "" if loso else " --no-loso"
         command += "".join(f" --measurements {shlex.quote(m)}" for m in measurements or [])
         command += "" if calibration == "default" else f" --calibration {shlex.quote(calibration)}"
-        written = str(write_calibration(calibration_toml(fit, prep, summary, command + " --write",
-                                                         calibration), calibration))
+        written = str(
+            write_calibration(
+                calibration_toml(fit, prep, summary, command + " --write", calibration), calibration
+            )
+        )
     if json_out:
         points = []
         loso_rows = {r["id"]: r for r in fit.loso_rows}
         for r, prior in zip(fit.fit_rows, fit.prior_rows, strict=True):
-            points.append({**r, "prior_predicted": prior["predicted"],
-                           "loso_predicted": loso_rows.get(r["id"], {}).get("predicted")})
+            points.append(
+                {
+                    **r,
+                    "prior_predicted": prior["predicted"],
+                    "loso_predicted": loso_rows.get(r["id"], {}).get("predicted"),
+                }
+            )
         print_json({"folds": fit.folds, **summary, "points": points, "written": written})
         return
-    console.print(_summary_table("priors (microbenchmark constants, before the fit)",
-                                 summary["priors"]))
-    console.print(_summary_table("after, in sample (fit on every source)",
-                                 summary["after_in_sample"]))
+    console.print(
+        _summary_table("priors (microbenchmark constants, before the fit)", summary["priors"])
+    )
+    console.print(
+        _summary_table("after, in sample (fit on every source)", summary["after_in_sample"])
+    )
     if summary["leave_one_source_out"]:
-        console.print(_summary_table("leave-one-source-out (each source predicted by a fit "
-                                     "that never saw it)", summary["leave_one_source_out"]))
+        console.print(
+            _summary_table(
+                "leave-one-source-out (each source predicted by a fit that never saw it)",
+                summary["leave_one_source_out"],
+            )
+        )
     t = Table(title="fitted constants", title_justify="left")
     t.add_column("constant")
     for group in summary["constants"]:
