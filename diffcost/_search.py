@@ -180,11 +180,16 @@ def _window(pool: Sequence[Any], value: Any, full: int = 12, radius: int = 3) ->
 
 
 def scaled_moves(
-    current: dict[str, Any], pools: dict[str, Sequence[Any]], coupled: dict[str, Sequence[str]]
+    current: dict[str, Any],
+    pools: dict[str, Sequence[Any]],
+    coupled: dict[str, Sequence[str]],
+    flip: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Moves that change a degree and rescale the axis that scales with it: doubling ``pp`` of a
-    serving instance doubles the batch it holds (``coupled = {"batch": ("tp", "pp")}``)."""
-    rows = []
+    serving instance doubles the batch it holds (``coupled = {"batch": ("tp", "pp")}``); each
+    may also change one of the categorical choices named in ``flip`` (a degree change can make a
+    choice invalid, e.g. sequence parallelism at ``tp = 1``)."""
+    rows: list[dict[str, Any]] = []
     for long_name, shorts in coupled.items():
         pool = np.asarray(pools[long_name], dtype=float)
         for short in shorts:
@@ -195,7 +200,8 @@ def scaled_moves(
                 i = int(np.argmin(np.abs(np.log(pool) - np.log(target))))
                 for j in range(max(0, i - 1), min(len(pool), i + 2)):
                     rows.append({**current, short: value, long_name: pools[long_name][j]})
-    return rows
+    flipped = [{**r, name: v} for r in rows for name in flip for v in pools[name] if v != r[name]]
+    return rows + flipped
 
 
 def refine(
@@ -204,6 +210,8 @@ def refine(
     score: Callable[[Candidates], np.ndarray],
     max_rounds: int = 40,
     coupled: dict[str, Sequence[str]] | None = None,
+    flip: Sequence[str] = (),
+    repair: Callable[[Candidates], Candidates] | None = None,
 ) -> tuple[dict[str, Any], float, int]:
     """Exact discrete local search: move to the best plan within two coordinate changes until
     none improves (a long axis moves locally or by coarse jumps, see :func:`_window`).
@@ -214,11 +222,13 @@ def refine(
     current, value, evaluated = dict(start), np.inf, 0
     for _ in range(max_rounds):
         cand = moves(current, {k: _window(v, current[k]) for k, v in pools.items()})
-        extra = scaled_moves(current, pools, coupled or {})
+        extra = scaled_moves(current, pools, coupled or {}, flip)
         if extra:
             cand = Candidates.concat(
                 [cand, Candidates({k: np.asarray([r[k] for r in extra]) for k in cand.columns})]
             )
+        if repair is not None:  # project moves that broke a validity rule back onto the space
+            cand = unique(Candidates.concat([cand, repair(cand)]))
         obj = score(cand)
         evaluated += len(cand)
         i = int(np.argmin(obj))
@@ -304,7 +314,11 @@ def _score(problem: SearchProblem, cand: Candidates) -> np.ndarray:
     return out
 
 
-def _refine_best(problem: SearchProblem, cand: Candidates, top: int) -> tuple[Candidates, int]:
+def _refine_best(
+    problem: SearchProblem, cand: Candidates, top: int, groups: list[np.ndarray]
+) -> tuple[Candidates, int]:
+    """Refine one seed per relaxed start (the best of its own neighbourhood, so the seeds come
+    from different basins), the ``top`` best of those, by exact local search."""
     evaluated = 0
 
     def score(c: Candidates) -> np.ndarray:
@@ -313,12 +327,22 @@ def _refine_best(problem: SearchProblem, cand: Candidates, top: int) -> tuple[Ca
         return _score(problem, c)
 
     obj = score(cand)
-    order = np.argsort(obj)[:top]
-    order = order[np.isfinite(obj[order])]
+    seeds = []
+    for rows in groups:  # the rows one relaxed start proposed
+        mine = rows[np.isfinite(obj[rows])]
+        if len(mine):
+            seeds.append(int(mine[np.argmin(obj[mine])]))
+    seeds = sorted(set(seeds), key=lambda i: obj[i])
+    order = np.asarray(seeds[:top], dtype=int)
     axes, choices = problem.axes()
     pools = {a.name: a.values for a in axes} | {c.name: c.options for c in choices}
     coupled = getattr(problem, "coupled", dict)()
-    found = [refine(cand.row(int(i)), pools, score, coupled=coupled)[0] for i in order]
+    flip = [c.name for c in choices]
+    fix = getattr(problem, "repair", None)
+    found = [
+        refine(cand.row(int(i)), pools, score, coupled=coupled, flip=flip, repair=fix)[0]
+        for i in order
+    ]
     if not found:
         return cand, evaluated
     extra = Candidates({k: np.asarray([r[k] for r in found]) for k in cand.columns})
@@ -392,13 +416,22 @@ def search(
     theta0 = rng.normal(0.0, 0.3, (starts, problem.layout()["size"].start))
     theta0[:, problem.layout()["x"]] = rng.uniform(lo, hi, (starts, len(axes)))
     thetas, losses = problem.solve(theta0, steps, learning_rate)
-    cand = unique(Candidates.concat([neighbourhood(problem, th) for th in thetas]))
-    cand = cand.take(np.nonzero(problem.valid(cand))[0])
+    parts = [neighbourhood(problem, th) for th in thetas]
+    every = Candidates.concat(parts)
+    owner = np.concatenate([np.full(len(p), i) for i, p in enumerate(parts)])
+    keep = np.nonzero(problem.valid(every))[0]
+    every, owner = every.take(keep), owner[keep]
+    # distinct rows, each remembering which starts proposed it (each is evaluated once)
+    index: dict[tuple, int] = {}
+    keys = list(zip(*[every.columns[k].tolist() for k in every.columns], strict=True))
+    row_of = np.asarray([index.setdefault(k, len(index)) for k in keys], dtype=int)
+    cand = every.take(np.asarray(sorted(set(np.unique(row_of, return_index=True)[1])), dtype=int))
+    groups = [row_of[owner == s] for s in np.unique(owner)]
     method = f"relaxed ({starts} starts x {steps} steps) + exact rounding"
     extra = 0
     if refine_top and len(cand):
-        cand, extra = _refine_best(problem, cand, refine_top)
-        method += f" + exact 2-move refinement of the best {refine_top}"
+        cand, extra = _refine_best(problem, cand, refine_top, groups)
+        method += f" + exact 2-move refinement from the best {refine_top} starts"
     result = _result(problem, cand, method)
     result.evaluated += extra
     if result.best is None:

@@ -290,6 +290,25 @@ class TrainProblem:
     def axes(self):
         return self._axes
 
+    def repair(self, c: Candidates) -> Candidates:
+        """Nearest valid plan of each row: the largest allowed ``virtual_stages`` that divides
+        the layers per stage (1 without pipelining), no sequence parallelism at ``tp = 1``."""
+        col = dict(c.columns)
+        layers = int(self.model.layers)
+        v = col["virtual_stages"].copy()
+        for i in np.nonzero(layers % (col["pp"] * v) != 0)[0]:
+            per_stage = layers / col["pp"][i]
+            ok = [x for x in range(int(v[i]), 0, -1) if per_stage % x == 0]
+            v[i] = float(ok[0]) if ok else 1.0
+        col["virtual_stages"] = np.where(col["pp"] == 1, 1.0, v)
+        col["sequence_parallel"] = np.where(col["tp"] == 1, False, col["sequence_parallel"])
+        return Candidates(col)
+
+    def coupled(self) -> dict[str, tuple[str, ...]]:
+        """Fewer model-parallel ranks leave more data-parallel ranks: the micro-batch that keeps
+        the micro-batch count scales with ``tp * pp * cp``."""
+        return {"micro_batch": ("tp", "pp", "cp")}
+
     def layout(self):
         return _layout(self.space)
 
