@@ -110,6 +110,23 @@ class SearchResult:
     suggestions: list[str] = field(default_factory=list)
 
 
+def evaluate_in_buckets(fn: Callable[[Candidates], Any], c: Candidates, chunk: int = 16384) -> Any:
+    """``fn`` (a jitted exact evaluation of stacked candidates) over all of ``c``.
+
+    Rows go in fixed buckets (powers of two from 256 up to ``chunk``; the last padded by
+    repeating a row) so the evaluation compiles for a few shapes only; the outputs, any pytree
+    of arrays with a leading row axis, are trimmed and concatenated.
+    """
+    bucket = chunk if len(c) > chunk else max(256, 1 << (len(c) - 1).bit_length())
+    parts = []
+    for start in range(0, len(c), bucket):
+        idx = np.arange(start, min(start + bucket, len(c)))
+        pad = np.concatenate([idx, np.full(bucket - len(idx), idx[0])])
+        k = len(idx)
+        parts.append(jax.tree_util.tree_map(lambda x, k=k: np.asarray(x)[:k], fn(c.take(pad))))
+    return jax.tree_util.tree_map(lambda *x: np.concatenate(x), *parts)
+
+
 def anneal(step: jax.Array, steps: int, start: float = 1.0, end: float = 0.02) -> jax.Array:
     """Geometric temperature schedule from ``start`` to ``end`` over ``steps``."""
     frac = step / jnp.maximum(steps - 1, 1)

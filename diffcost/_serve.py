@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._comm import point_to_point_s
+from ._feasibility import memory_problem
 from ._hardware import System
 from ._kv import (
     ServeMemory,
@@ -343,10 +344,6 @@ class ServeCost(eqx.Module):
         )
 
 
-def _gb(x: float) -> str:
-    return f"{x / 1e9:.1f} GB"
-
-
 def serve_problems(
     model: Model, plan: ServePlan, out: ServeBreakdown, system_chips: float
 ) -> list[str]:
@@ -380,14 +377,11 @@ def serve_problems(
             f"input_len + output_len = {context:.0f} exceeds the model's "
             f"max_seq_len ({g(model.max_seq_len):.0f})"
         )
-    total, cap = g(out.memory.total_bytes), g(out.capacity_bytes)
-    if total > cap:
-        over = total - cap
+    memory = memory_problem(g(out.memory.total_bytes), g(out.capacity_bytes))
+    if memory:
         problems.append(
-            f"does not fit in memory: needs {_gb(total)} per chip, capacity {_gb(cap)}: over by "
-            f"{_gb(over)} ({over / cap:.0%}); the weights alone need "
-            f"{g(out.min_chips_for_weights):.1f} chips, the largest batch that fits is "
-            f"{max(g(out.max_batch), 0.0):.0f}"
+            f"{memory}; the weights alone need {g(out.min_chips_for_weights):.1f} chips, the "
+            f"largest batch that fits is {max(g(out.max_batch), 0.0):.0f}"
         )
     return problems
 

@@ -27,6 +27,7 @@ from ._search import (
     Choice,
     SearchResult,
     enumerate_all,
+    evaluate_in_buckets,
     optimise,
     require_price,
     search,
@@ -163,22 +164,14 @@ class ServeProblem:
         )
 
     def evaluate(self, c: Candidates):
-        objs, oks, outs = [], [], []
         cost = ServeCost(self.system, self.model)
         limits = jnp.asarray(
             [min(self.space.ttft_slo_s, _NO_LIMIT), min(self.space.tpot_slo_s, _NO_LIMIT)]
         )
-        bucket = _CHUNK if len(c) > _CHUNK else max(256, 1 << (len(c) - 1).bit_length())
-        for start in range(0, len(c), bucket):
-            idx = np.arange(start, min(start + bucket, len(c)))
-            pad = np.concatenate([idx, np.full(bucket - len(idx), idx[0])])
-            o, ok, out = _evaluate(cost, self.to_plans(c.take(pad)), limits, self.space.objective)
-            k = len(idx)
-            objs.append(np.asarray(o)[:k])
-            oks.append(np.asarray(ok)[:k])
-            outs.append(jax.tree_util.tree_map(lambda x, k=k: np.asarray(x)[:k], out))
-        out = jax.tree_util.tree_map(lambda *x: np.concatenate(x), *outs)
-        return np.concatenate(objs), np.concatenate(oks), out
+        objective = self.space.objective
+        return evaluate_in_buckets(
+            lambda rows: _evaluate(cost, self.to_plans(rows), limits, objective), c, _CHUNK
+        )
 
     # --- relaxed search -----------------------------------------------------------------------
     def solve(self, theta0, steps, lr):

@@ -28,6 +28,7 @@ from ._search import (
     Choice,
     SearchResult,
     enumerate_all,
+    evaluate_in_buckets,
     optimise,
     require_price,
     search,
@@ -163,19 +164,9 @@ def _evaluate(cost: TrainCost, plans: TrainPlan, objective: str):
 def evaluate_exact(system: System, model: Model, c: Candidates, space: TrainSearchSpace):
     """Exact objective, headroom and breakdowns of every candidate, in fixed-size chunks."""
     cost = TrainCost(system, model)
-    objs, heads, outs = [], [], []
-    # fixed bucket sizes (powers of two up to _CHUNK) so the evaluation compiles a few times only
-    bucket = _CHUNK if len(c) > _CHUNK else max(256, 1 << (len(c) - 1).bit_length())
-    for start in range(0, len(c), bucket):
-        idx = np.arange(start, min(start + bucket, len(c)))
-        pad = np.concatenate([idx, np.full(bucket - len(idx), idx[0])])
-        o, h, out = _evaluate(cost, to_plans(c.take(pad), space), space.objective)
-        objs.append(np.asarray(o)[: len(idx)])
-        heads.append(np.asarray(h)[: len(idx)])
-        k = len(idx)
-        outs.append(jax.tree_util.tree_map(lambda x, k=k: np.asarray(x)[:k], out))
-    out = jax.tree_util.tree_map(lambda *x: np.concatenate(x), *outs)
-    return np.concatenate(objs), np.concatenate(heads), out
+    return evaluate_in_buckets(
+        lambda rows: _evaluate(cost, to_plans(rows, space), space.objective), c, _CHUNK
+    )
 
 
 # --- relaxed search ----------------------------------------------------------------------------

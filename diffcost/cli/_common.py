@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Annotated, Any
 
 import equinox as eqx
 import jax
@@ -19,6 +19,13 @@ from .._errors import SpecError
 
 console = Console(width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True)
+
+#: A flag without a shown default (``None``: not given, so a scenario's value stands).
+Opt = lambda help_: typer.Option(help=help_, show_default=False)  # noqa: E731
+#: ``--json``: one JSON object on stdout.
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+#: ``--calibration``: the efficiency constants to use.
+CalibrationOpt = Annotated[str, typer.Option(help="Calibration file or name.")]
 
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2

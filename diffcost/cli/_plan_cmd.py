@@ -13,7 +13,7 @@ from .._plan import RECOMPUTE
 from .._search import SearchResult
 from .._train_search import OBJECTIVES, TrainSearchSpace, megatron_flags, search_train
 from . import app
-from ._common import EXIT_INFEASIBLE, console, friendly_errors, print_json
+from ._common import EXIT_INFEASIBLE, JsonFlag, console, friendly_errors, print_json
 
 plan_app = typer.Typer(help="Search for the best training or serving plan.", no_args_is_help=True)
 app.add_typer(plan_app, name="plan")
@@ -128,7 +128,7 @@ def plan_train(
         bool, typer.Option(help="Enumerate the whole discrete space instead.")
     ] = False,
     top: Annotated[int, typer.Option(help="Runners-up to show.")] = 5,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonFlag = False,
 ) -> None:
     """Find the fastest (or cheapest) training plan, checked with the exact model."""
     if objective not in OBJECTIVES:
@@ -205,7 +205,7 @@ def plan_serve(
         bool, typer.Option(help="Enumerate the whole discrete space instead.")
     ] = False,
     top: Annotated[int, typer.Option(help="Runners-up to show.")] = 5,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonFlag = False,
 ) -> None:
     """Find the best serving plan under latency limits; every answer is checked exactly."""
     from .._hardware import FORMATS

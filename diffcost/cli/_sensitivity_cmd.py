@@ -15,7 +15,15 @@ from .._plan import train_plan
 from .._sensitivity import HARDWARE_GROUPS, PRIMARY, Sensitivity, sensitivity
 from .._serve_plan import serve_plan
 from . import app
-from ._common import console, friendly_errors, merge_inputs, print_json
+from ._common import (
+    CalibrationOpt,
+    JsonFlag,
+    Opt,
+    console,
+    friendly_errors,
+    merge_inputs,
+    print_json,
+)
 
 sens_app = typer.Typer(
     help="Elasticities of a prediction w.r.t. every hardware and model number.",
@@ -23,7 +31,6 @@ sens_app = typer.Typer(
 )
 app.add_typer(sens_app, name="sensitivity")
 
-Opt = lambda help_: typer.Option(help=help_, show_default=False)  # noqa: E731
 SHORT = {
     "step_time_s": "step time",
     "mfu": "MFU",
@@ -212,12 +219,12 @@ def sensitivity_train(
     zero: Annotated[int | None, Opt("ZeRO stage 0-3.")] = None,
     precision: Annotated[str | None, Opt("GEMM precision: bf16|fp16|fp8|tf32|fp32.")] = None,
     optimizer: Annotated[str | None, Opt("adam | adam_no_master | sgd | sgd_no_master.")] = None,
-    calibration: Annotated[str, typer.Option(help="Calibration file or name.")] = "default",
+    calibration: CalibrationOpt = "default",
     metric: Annotated[str | None, Opt(_common_help["metric"])] = None,
     group: Annotated[str, typer.Option(help=_common_help["group"])] = "all",
     top: Annotated[int, typer.Option(help=_common_help["top"])] = 15,
     tornado: Annotated[Path | None, Opt(_common_help["tornado"])] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonFlag = False,
 ) -> None:
     """Elasticities of step time, MFU, tokens/s/chip, headroom, cost and energy per token."""
     refs = dict(model=model, system=system, chip=chip, chips=chips, calibration=calibration)
@@ -259,12 +266,12 @@ def sensitivity_serve(
     kv_format: Annotated[str | None, Opt("KV-cache format.")] = None,
     mode: Annotated[str | None, Opt("static | continuous.")] = None,
     prefill_chunk: Annotated[int | None, Opt("Prompt tokens per iteration (continuous).")] = None,
-    calibration: Annotated[str, typer.Option(help="Calibration file or name.")] = "default",
+    calibration: CalibrationOpt = "default",
     metric: Annotated[str | None, Opt(_common_help["metric"])] = None,
     group: Annotated[str, typer.Option(help=_common_help["group"])] = "all",
     top: Annotated[int, typer.Option(help=_common_help["top"])] = 15,
     tornado: Annotated[Path | None, Opt(_common_help["tornado"])] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonFlag = False,
 ) -> None:
     """Elasticities of TTFT, TPOT, tokens/s/chip, headroom, cost per token and capacity metrics."""
     refs = dict(model=model, system=system, chip=chip, chips=chips, calibration=calibration)

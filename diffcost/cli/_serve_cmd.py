@@ -15,6 +15,9 @@ from .._serve_plan import serve_plan
 from . import app
 from ._common import (
     EXIT_INFEASIBLE,
+    CalibrationOpt,
+    JsonFlag,
+    Opt,
     console,
     fmt_bytes,
     fmt_time,
@@ -29,8 +32,6 @@ from ._common import (
 DEFAULT_SCENARIO = "default-serve"
 _predict = eqx.filter_jit(lambda cost, plan: cost(plan))
 _at_slo = eqx.filter_jit(lambda cost, plan, ttft, tpot: cost.at_slo(plan, ttft, tpot))
-
-Opt = lambda help_: typer.Option(help=help_, show_default=False)  # noqa: E731
 
 
 def _accuracy_costs(items: list[str] | None) -> dict[str, float] | None:
@@ -103,8 +104,8 @@ def serve(
     ] = None,
     ttft_slo_ms: Annotated[float | None, Opt("TTFT limit, ms: also find the best batch.")] = None,
     tpot_slo_ms: Annotated[float | None, Opt("TPOT limit, ms: also find the best batch.")] = None,
-    calibration: Annotated[str, typer.Option(help="Calibration file or name.")] = "default",
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    calibration: CalibrationOpt = "default",
+    json_out: JsonFlag = False,
 ) -> None:
     """Predict serving: TTFT, TPOT, throughput per chip, memory per chip, energy and cost."""
     flags = dict(

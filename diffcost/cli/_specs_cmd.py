@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
 from rich.table import Table
 
 from .._loader import builtin_names, load_spec
 from .._scenario import load_scenario
 from . import app
-from ._common import console, friendly_errors, print_json
+from ._common import JsonFlag, console, friendly_errors, print_json
 
 
 @app.command()
 @friendly_errors
 def specs(
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonFlag = False,
 ) -> None:
     """List the built-in chips, systems, models and scenarios."""
     catalog: dict[str, list[dict[str, object]]] = {}

@@ -15,6 +15,9 @@ from .._train import TrainCost
 from . import app
 from ._common import (
     EXIT_INFEASIBLE,
+    CalibrationOpt,
+    JsonFlag,
+    Opt,
     console,
     fmt_bytes,
     fmt_time,
@@ -28,8 +31,6 @@ from ._common import (
 
 DEFAULT_SCENARIO = "default-train"
 _predict = eqx.filter_jit(lambda cost, plan: cost(plan))
-
-Opt = lambda help_: typer.Option(help=help_, show_default=False)  # noqa: E731
 
 
 @app.command()
@@ -80,8 +81,8 @@ def train(
             show_default=False,
         ),
     ] = None,
-    calibration: Annotated[str, typer.Option(help="Calibration file or name.")] = "default",
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    calibration: CalibrationOpt = "default",
+    json_out: JsonFlag = False,
 ) -> None:
     """Predict one training step: time, throughput, MFU/HFU, memory per chip, energy and cost."""
     flags = dict(

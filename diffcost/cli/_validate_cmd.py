@@ -13,9 +13,7 @@ from rich.table import Table
 from .._errors import Problem, SpecError
 from .._measurements import METRIC_LABELS, load_measurements
 from . import app
-from ._common import console, friendly_errors, print_json
-
-Opt = lambda help_: typer.Option(help=help_, show_default=False)  # noqa: E731
+from ._common import CalibrationOpt, JsonFlag, Opt, console, friendly_errors, print_json
 
 
 def _points(measurements: list[str] | None, sources: list[str] | None):
@@ -155,7 +153,7 @@ def plot_validation(rows: list[dict[str, Any]], path: str | Path, title: str = "
 @app.command()
 @friendly_errors
 def validate(
-    calibration: Annotated[str, typer.Option(help="Calibration file or name.")] = "default",
+    calibration: CalibrationOpt = "default",
     source: Annotated[list[str] | None, Opt("Only this source (repeatable).")] = None,
     measurements: Annotated[
         list[str] | None,
@@ -167,7 +165,7 @@ def validate(
         Path | None,
         Opt("Write every point as a scenario file (diffcost train|serve --scenario) here."),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonFlag = False,
 ) -> None:
     """Predict every published measurement and report the errors (median, 90th percentile)."""
     from .._validate import scenario_toml
@@ -256,7 +254,7 @@ def calibrate(
             help="Write the fitted constants (with their provenance) to the calibration file.",
         ),
     ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonFlag = False,
 ) -> None:
     """Fit the efficiency constants to the measurements (optax, through the model's gradients);
     report errors with the priors, after the fit (in sample) and leave-one-source-out."""
