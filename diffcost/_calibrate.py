@@ -86,6 +86,10 @@ PARAMS: tuple[Param, ...] = (
     Param("kernel_launch_s", 1e-6, 30e-6, 4e-6, 0.7, "kernel_launch_us", 1e6),
     # NCCL runs on 1-32 of 108-132 SMs and shares HBM: 2-40% slow-down of hidden compute.
     Param("overlap_contention", 0.02, 0.40, 0.15, 0.7, "overlap_contention"),
+    # A re-read of data just read by another block costs between the L2 bound (HBM/L2 bandwidth
+    # ~0.3: gpu-benches gpu-l2-cache A100-80GB 5.4 vs 1.73 TB/s, H200 9.8 vs 3.9 TB/s) and a
+    # full miss (1); the prior is the geometric middle of those bounds.
+    Param("kv_reread_fraction", 0.25, 1.0, 0.55, 0.5, "kv_reread_fraction"),
 )
 NAMES = tuple(p.name for p in PARAMS)
 #: Chip families: one set of offsets each, written as overrides for every member chip.
@@ -380,7 +384,7 @@ def calibration_toml(fit: Fit, prep: Prepared, summary: dict[str, Any], command:
     }
     order = ["matmul_peak_fraction", "matmul_half_dim", "memory_bandwidth_fraction",
              "link_bandwidth_fraction", "kernel_launch_us", "memory_reserved_gb",
-             "memory_fragmentation_fraction", "overlap_contention"]
+             "memory_fragmentation_fraction", "overlap_contention", "kv_reread_fraction"]
     values = {**fitted, **fixed}
     lines = [
         "schema_version = 1", 'kind = "calibration"', 'name = "default"',
@@ -419,7 +423,9 @@ def _provenance(fit: Fit, prep: Prepared, summary: dict[str, Any], command: str,
         f"Gaussian log-space priors (weight {PRIOR_WEIGHT}) around microbenchmark values: "
         + ", ".join(f"{p.name} {p.prior:g}" for p in PARAMS)
         + " (large cuBLAS GEMMs 75-87% of dense peak; babelstream 80-90% of HBM; nccl-tests "
-        "busbw ~80% of line rate; a few us per kernel launch; NCCL on 15-30% of the SMs).",
+        "busbw ~80% of line rate; a few us per kernel launch; NCCL on 15-30% of the SMs; "
+        "a GQA K/V re-read between the L2 bound ~0.3 (gpu-benches gpu-l2-cache: A100 5.4 vs 1.73 "
+        "TB/s, H200 9.8 vs 3.9 TB/s) and a full miss 1).",
         f"Data: {len(prep.points)} points of specs/measurements ({', '.join(sources)}); "
         f"{unmodelled} points with a named unmodelled effect are predicted but not fitted; "
         f"{len(prep.excluded)} excluded points are not predicted.",

@@ -66,6 +66,10 @@ class Efficiency(eqx.Module):
         memory_fragmentation_fraction: fraction of capacity lost to allocator fragmentation.
         overlap_contention: fraction of an overlapped collective's time that still slows the
             computation it hides under (communication kernels occupy SMs and memory bandwidth).
+        kv_reread_fraction: cost of re-reading data another thread block has just read, as a
+            fraction of a memory read (dimensionless): part of the re-reads hit the L2 cache.
+            Between the L2 bound (memory/L2 bandwidth, ~0.3 on A100 and H200) and 1 (every
+            re-read misses).  Used for GQA-unaware decode attention.
     """
 
     matmul_peak_fraction: Float[Array, ""]
@@ -76,6 +80,7 @@ class Efficiency(eqx.Module):
     memory_reserved_bytes: Float[Array, ""]
     memory_fragmentation_fraction: Float[Array, ""]
     overlap_contention: Float[Array, ""]
+    kv_reread_fraction: Float[Array, ""]
 
 
 class Chip(eqx.Module):

@@ -393,6 +393,7 @@ def efficiency_for(chip_name: str, calibration: str | Path = "default") -> Effic
         memory_reserved_bytes=f("memory_reserved_bytes"),
         memory_fragmentation_fraction=f("memory_fragmentation_fraction"),
         overlap_contention=f("overlap_contention"),
+        kv_reread_fraction=f("kv_reread_fraction"),
     )
 
 

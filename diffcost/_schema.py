@@ -85,6 +85,7 @@ CALIBRATION_FIELDS = {
     "memory_reserved": Q("bytes", True),
     "memory_fragmentation_fraction": Field("number", required=True, positive=False),
     "overlap_contention": Field("number", required=True, positive=False),
+    "kv_reread_fraction": Field("number", required=True),
 }
 FRACTIONS = (
     "matmul_peak_fraction",
@@ -92,6 +93,7 @@ FRACTIONS = (
     "link_bandwidth_fraction",
     "memory_fragmentation_fraction",
     "overlap_contention",
+    "kv_reread_fraction",
 )
 
 TRAIN_PLAN = {

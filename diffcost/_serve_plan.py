@@ -13,6 +13,16 @@ Quantization is described by three formats over :data:`diffcost.FORMATS`:
   format with a 16-bit compute format: W8A16 = (int8, bf16), W4A16 = (int4, bf16); W8A8 =
   (int8, int8); FP8 = (fp8, fp8);
 * ``kv_format``: the element size of the KV cache.
+
+Two kernel choices of the serving engine change the bytes moved, so they are plan fields (like
+``TrainPlan.flash_attention``), true for current engines:
+
+* ``gqa_decode_kernel``: decode attention reads the K/V of a KV head once for its whole group of
+  query heads (TensorRT-LLM XQA, FlashInfer, vLLM's GQA-aware kernels); false for kernels that
+  read it once per query head (TensorRT-LLM <= 0.9 masked MHA on GQA models);
+* ``fused_dequant``: weight-only formats are expanded to the compute format inside the GEMM
+  (TensorRT-LLM weight-only GEMMs, Marlin, AWQ kernels); false when a separate kernel first
+  writes a 16-bit copy of each weight matrix (DeepSpeed-Inference 2022 int8).
 """
 
 from __future__ import annotations
@@ -52,6 +62,10 @@ class ServePlan(eqx.Module):
         kv_block: tokens per paged-KV block (1: contiguous cache, no rounding waste).
         accuracy_cost: user-set cost per use of a format (weights, compute or KV cache),
             over :data:`diffcost.FORMATS`; reported, never optimized away silently.
+        gqa_decode_kernel: 1 if decode attention reads each KV head once per group, 0 if once
+            per query head (see the module docstring).
+        fused_dequant: 1 if weight-only formats are dequantized inside the GEMM, 0 if a
+            separate kernel writes a compute-format copy first.
     """
 
     tp: Float[Array, ""]
@@ -73,6 +87,8 @@ class ServePlan(eqx.Module):
     decode_chips: Float[Array, ""]
     kv_block: Float[Array, ""]
     accuracy_cost: Float[Array, "8"]
+    gqa_decode_kernel: Float[Array, ""]
+    fused_dequant: Float[Array, ""]
 
     def instance_chips(self) -> Array:
         """Chips of one model instance: ``tp * pp``."""
@@ -117,6 +133,8 @@ def serve_plan(
     decode_chips: int | None = None,
     kv_block: int = 16,
     accuracy_cost: dict[str, float] | None = None,
+    gqa_decode_kernel: bool = True,
+    fused_dequant: bool = True,
     source: str = "plan",
 ) -> ServePlan:
     """Build an exact (integer, one-hot) serving plan, checking every field at once.
@@ -168,8 +186,13 @@ def serve_plan(
             "must be > 0 when draft_len > 0 (the draft model's size "
             "as a fraction of the target's parameters)",
         )
-    if not isinstance(disaggregated, bool):
-        add("disaggregated", f"must be true or false, got {disaggregated!r}")
+    for key, value in (
+        ("disaggregated", disaggregated),
+        ("gqa_decode_kernel", gqa_decode_kernel),
+        ("fused_dequant", fused_dequant),
+    ):
+        if not isinstance(value, bool):
+            add(key, f"must be true or false, got {value!r}")
     instance = tp * pp if _is_int(tp, 1) and _is_int(pp, 1) else None
     pools = {"prefill_chips": prefill_chips, "decode_chips": decode_chips}
     for key, value in pools.items():
@@ -210,6 +233,8 @@ def serve_plan(
         decode_chips=f(instance if decode_chips is None else decode_chips),
         kv_block=f(kv_block),
         accuracy_cost=cost_vector,
+        gqa_decode_kernel=f(gqa_decode_kernel),
+        fused_dequant=f(fused_dequant),
     )
 
 
@@ -235,6 +260,8 @@ SERVE_PLAN: dict[str, S.Field] = {
     "decode_chips": S.Field("count"),
     "kv_block": S.Field("count"),
     **{f"accuracy_cost_{fmt}": S.Field("number", positive=False) for fmt in FORMATS},
+    "gqa_decode_kernel": S.Field("bool"),
+    "fused_dequant": S.Field("bool"),
 }
 
 

@@ -158,6 +158,8 @@ def _serve_plan(r) -> ServePlan:
         decode_chips=dec,
         kv_block=r["kv_block"],
         accuracy_cost=jnp.stack([r[f"accuracy_cost_{f}"] for f in FORMATS]),
+        gqa_decode_kernel=r["gqa_decode_kernel"],
+        fused_dequant=r["fused_dequant"],
     )
 
 

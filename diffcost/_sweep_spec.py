@@ -65,6 +65,8 @@ _SERVE_FIELDS: dict[str, Any] = {
     "decode_chips": NUM,
     "kv_block": NUM,
     **{f"accuracy_cost_{fmt}": NUM for fmt in FORMATS},
+    "gqa_decode_kernel": BOOL,
+    "fused_dequant": BOOL,
 }
 PLAN_FIELDS = {"train": _TRAIN_FIELDS, "serve": _SERVE_FIELDS}
 _BUILDERS = {"train": train_plan, "serve": serve_plan}

@@ -75,7 +75,14 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     assert sorted(m.id for m in points if m.excluded) == [
         "nemo2407_llama2-13b_lora_8gpu", "nemo2407_llama2-70b_lora_8gpu",
         "nemo2407_llama2-7b_lora_8gpu"]
-    assert sum(1 for m in points if m.unmodelled) == 13 + 22
+    # only BLOOM's Python-driven runtimes keep a named unmodelled effect; the GQA-unaware decode
+    # kernel (TensorRT-LLM) and DeepSpeed's separate int8 dequantization are plan fields now
+    assert {m.source for m in points if m.unmodelled} == {"bloom-inference"}
+    assert sum(1 for m in points if m.unmodelled) == 22
+    trt = [m for m in points if m.source.startswith("trtllm")]
+    assert all(m.plan["gqa_decode_kernel"] is False for m in trt)
+    assert {m.id for m in points if m.plan.get("fused_dequant") is False} == {
+        m.id for m in points if "dsinf_int8" in m.id}
     for m in points:
         assert m.raw["as_published"] and m.source_info["reference"]
 

@@ -233,11 +233,12 @@ def test_pipeline_parallelism_gives_one_request_no_latency_improvement(h100, lla
 def test_int8_weights_halve_memory_and_nearly_halve_memory_bound_decode(llama70):
     system = dc.load_system(chip="mi300x", chips=1)
     fp16 = run(system, llama70, weight_format="fp16", **BATCH1)
-    for compute in ("bf16", "int8"):  # W8A16 and W8A8
+    # W8A16, and W8A8 whose 4 activation-quantization kernels per layer cost launches at batch 1
+    for compute, most in (("bf16", 0.6), ("int8", 0.65)):
         int8 = run(system, llama70, weight_format="int8", compute_format=compute, **BATCH1)
         assert f(int8.memory.weights_bytes) == pytest.approx(0.5 * f(fp16.memory.weights_bytes))
         assert f(int8.decode_weight_read_s) == pytest.approx(0.5 * f(fp16.decode_weight_read_s))
-        assert 0.5 < f(int8.tpot_s) / f(fp16.tpot_s) < 0.6
+        assert 0.5 < f(int8.tpot_s) / f(fp16.tpot_s) < most
 
 
 def test_h200_beats_h100_at_batch1_by_nearly_the_bandwidth_ratio(h100, h200, llama70):
@@ -432,3 +433,81 @@ def test_published_points_within_35_percent(system, model, plan, measured, what)
         "tpot": out.request_latency_s / plan["output_len"],
     }[what]
     assert f(pred) == pytest.approx(measured, rel=0.35)
+
+
+# --- kernel choices of the serving engine --------------------------------------------------
+LONG_DECODE = dict(batch=64, input_len=2048, output_len=512, mode="static", kv_block=1)
+
+
+def test_gqa_unaware_decode_rereads_kv_per_query_head(h100, llama70):
+    """K/V traffic of decode is ``1 + (g - 1) r`` times the cache: g = 64/8 query heads per KV
+    head on TP 2 (32 query, 4 KV heads per chip), r = kv_reread_fraction; prefill unchanged."""
+    r = f(h100.efficiency.kv_reread_fraction)
+    aware = run(h100, llama70, tp=2, **LONG_DECODE)
+    naive = run(h100, llama70, tp=2, gqa_decode_kernel=False, **LONG_DECODE)
+    assert f(naive.decode_kv_read_s) == pytest.approx(
+        (1 + 7 * r) * f(aware.decode_kv_read_s), rel=1e-9
+    )
+    assert f(naive.decode_step_s) > f(aware.decode_step_s)
+    assert f(naive.ttft_s) == pytest.approx(f(aware.ttft_s), rel=1e-12)
+
+
+def test_gqa_kernel_choice_is_moot_for_multi_head_attention(h100, llama7):
+    aware = run(h100, llama7, **LONG_DECODE)
+    naive = run(h100, llama7, gqa_decode_kernel=False, **LONG_DECODE)
+    assert f(naive.decode_step_s) == pytest.approx(f(aware.decode_step_s), rel=1e-12)
+
+
+def test_separate_dequantization_moves_five_bytes_per_int8_weight(h100, llama70):
+    """W8A16 with a separate dequantization kernel: read int8 (1), write fp16 (2), GEMM reads
+    fp16 (2) = 5 bytes per weight, plus one launch per weight matrix (4 per layer)."""
+    plan = dict(weight_format="int8", compute_format="fp16", **BATCH1)
+    fused = run(h100, llama70, **plan)
+    separate = run(h100, llama70, fused_dequant=False, **plan)
+    assert f(separate.decode_weight_read_s) == pytest.approx(
+        5 * f(fused.decode_weight_read_s), rel=1e-9
+    )
+    extra_launches = f(separate.decode_launch_s) - f(fused.decode_launch_s)
+    launch = f(h100.efficiency.kernel_launch_s)
+    assert extra_launches == pytest.approx(4 * f(llama70.layers) * launch, rel=1e-9)
+    assert f(separate.memory.weights_bytes) == f(fused.memory.weights_bytes)
+
+
+@pytest.mark.parametrize("weight, compute", [("bf16", "bf16"), ("int8", "int8"), ("fp8", "fp8")])
+def test_no_dequantization_when_weights_are_in_the_compute_format(h100, llama70, weight, compute):
+    plan = dict(weight_format=weight, compute_format=compute, **BATCH1)
+    fused = run(h100, llama70, **plan)
+    separate = run(h100, llama70, fused_dequant=False, **plan)
+    assert f(separate.decode_step_s) == pytest.approx(f(fused.decode_step_s), rel=1e-12)
+
+
+def test_8bit_gemms_quantize_their_inputs(h100, llama7):
+    """FP8 compute adds one quantization kernel per GEMM input (4 per layer) and its traffic
+    (read 2 bytes, write 1 per element of the 4 inputs: 2h + (a e + f) / t per token)."""
+    tokens = 4096
+    plan = dict(batch=1, input_len=tokens, output_len=1, mode="static", kv_block=1)
+    fp8 = dc.serve_plan(weight_format="fp8", **plan)
+    narrow = consts(h100, llama7, fp8, EXACT)
+    assert f(narrow.quantized_acts) == 1.0
+    assert (
+        f(consts(h100, llama7, dc.serve_plan(weight_format="int8", **plan), EXACT).quantized_acts)
+        == 0.0
+    )  # W8A16: 16-bit GEMM inputs
+    # the prefill pass of FP8 has 3 * tokens * (2h + a e + f) more bytes than without the casts
+    no_cast = eqx.tree_at(lambda c: c.quantized_acts, narrow, jnp.asarray(0.0))
+    from diffcost._serve_modes import Work, pass_time
+
+    work = Work(1.0, 0.0, 1.0, 0.0, float(tokens), float(tokens), tokens / 2, 1.0)
+    h, a, e, ffn = (f(x) for x in (llama7.hidden, llama7.heads, llama7.head_dim, llama7.ffn_hidden))
+    bw = f(h100.chip.memory_bandwidth_bytes_per_s * h100.efficiency.memory_bandwidth_fraction)
+    cast_s = 3.0 * tokens * (2 * h + a * e + ffn) / bw
+    delta_mem = f(pass_time(narrow, work).memory_s) - f(pass_time(no_cast, work).memory_s)
+    assert delta_mem == pytest.approx(f(llama7.layers) * cast_s, rel=1e-9)
+
+
+def test_kernel_flags_must_be_booleans():
+    with pytest.raises(dc.SpecError) as err:
+        dc.serve_plan(gqa_decode_kernel="no", fused_dequant=1, source="s.toml")
+    text = str(err.value)
+    assert "s.toml: gqa_decode_kernel: must be true or false, got 'no'" in text
+    assert "s.toml: fused_dequant: must be true or false, got 1" in text

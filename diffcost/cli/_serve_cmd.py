@@ -99,6 +99,24 @@ def serve(
     prefill_chips: Annotated[int | None, Opt("Prefill pool chips per replica.")] = None,
     decode_chips: Annotated[int | None, Opt("Decode pool chips per replica.")] = None,
     kv_block: Annotated[int | None, Opt("Tokens per paged-KV block (1: contiguous).")] = None,
+    gqa_decode_kernel: Annotated[
+        bool | None,
+        typer.Option(
+            "--gqa-decode-kernel/--per-query-head-decode",
+            help="Decode attention reads each KV head once per group (default), or once per "
+            "query head (TensorRT-LLM <= 0.9 masked MHA).",
+            show_default=False,
+        ),
+    ] = None,
+    fused_dequant: Annotated[
+        bool | None,
+        typer.Option(
+            "--fused-dequant/--separate-dequant",
+            help="Weight-only formats dequantized inside the GEMM (default), or by a separate "
+            "kernel writing a 16-bit copy (DeepSpeed-Inference 2022 int8).",
+            show_default=False,
+        ),
+    ] = None,
     accuracy_cost: Annotated[
         list[str] | None, Opt("Accuracy cost of a format, FORMAT=NUMBER (repeatable).")
     ] = None,
@@ -128,6 +146,8 @@ def serve(
         decode_chips=decode_chips,
         kv_block=kv_block,
         accuracy_cost=_accuracy_costs(accuracy_cost),
+        gqa_decode_kernel=gqa_decode_kernel,
+        fused_dequant=fused_dequant,
     )
     refs_flags = {"model": model, "system": system, "chip": chip, "chips": chips}
     refs, values, scenario = merge_inputs("serve", scenario, DEFAULT_SCENARIO, refs_flags, flags)
