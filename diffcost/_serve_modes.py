@@ -13,7 +13,14 @@ flow through ``pp`` pipeline stages of ``layers / pp`` layers each.  Per layer a
   KV bytes / bw)``; decode reads the KV cache of every sequence (split-KV kernel, ``eff`` the
   large-GEMM fraction), flash-style prefill reads each chunk's context once, computes the causal
   half and tiles like a GEMM (``eff(m = group * chunk, n = context, k = head_dim)``);
-* memory-bound kernels: KV-cache write, norms, residuals, activation (16-bit);
+* memory-bound kernels: KV-cache write, norms, residuals, activation (16-bit), and for 8-bit
+  GEMMs the quantization of each GEMM input (read 2 bytes, write 1; Transformer Engine /
+  TensorRT-LLM FP8 recipes);
+* two kernel choices of the engine (:mod:`diffcost._serve_plan`): a GQA-unaware decode kernel
+  re-reads a KV head's K/V for every query head of its group, each re-read costing
+  ``kv_reread_fraction`` of a memory read (L2 hits; TensorRT-LLM masked MHA before the XQA
+  kernels of its 0.10 release notes); a separate dequantization kernel writes and re-reads a
+  16-bit copy of each weight-only matrix (DeepSpeed-Inference 2022 int8);
 * kernel launches and two tensor-parallel all-reduces (Shoeybi et al. 2019, §3) whose latency
   term dominates at small batch.
 
