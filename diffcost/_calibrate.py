@@ -115,7 +115,8 @@ _LO = np.log([p.lo for p in PARAMS])
 _HI = np.log([p.hi for p in PARAMS])
 _LOG_PRIOR = np.log([p.prior for p in PARAMS])
 _WIDTH = np.asarray([p.prior_log_width for p in PARAMS])
-_FAMILY_WIDTH = np.asarray([p.family_log_width or p.prior_log_width for p in PARAMS])
+_FAMILY_WIDTH = np.asarray([p.prior_log_width if p.family_log_width is None
+                           else p.family_log_width for p in PARAMS])
 
 
 def family_of(chip: str) -> int:
@@ -434,9 +435,10 @@ def _provenance(fit: Fit, prep: Prepared, summary: dict[str, Any], command: str,
         "busbw ~80% of line rate; a few us per kernel launch; NCCL on 15-30% of the SMs; "
         "a GQA K/V re-read between the L2 bound ~0.3 (gpu-benches gpu-l2-cache: A100 5.4 vs 1.73 "
         "TB/s, H200 9.8 vs 3.9 TB/s) and a full miss 1); family values around the global ones "
-        f"(weight {FAMILY_WEIGHT}) with the prior's log width, except matmul_peak_fraction "
-        f"(log width {_FAMILY_WIDTH[0]:g}: families run different formats, FP8 on Hopper and "
-        "Ada).",
+        f"(weight {FAMILY_WEIGHT}) with the prior's log width, except "
+        + ", ".join(f"{p.name} (log width {p.family_log_width:g})" for p in PARAMS
+                    if p.family_log_width is not None)
+        + " (families run different formats: FP8 on Hopper and Ada).",
         f"Data: {len(prep.points)} points of specs/measurements ({', '.join(sources)}); "
         f"{unmodelled} points with a named unmodelled effect are predicted but not fitted; "
         f"{len(prep.excluded)} excluded points are not predicted.",

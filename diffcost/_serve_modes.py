@@ -53,6 +53,9 @@ ELEMENT_BYTES = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 _NARROW = jnp.asarray([float(BYTES_PER_ELEMENT[f] < 2.0) for f in FORMATS])
 #: Elementwise bytes per token per layer are 2 bytes x (10 h + n_mat f / t) (see _train.py).
 _ELEMENTWISE_READS_WRITES_PER_HIDDEN = 10.0
+#: Weight GEMMs per layer (QKV, output projection, MLP in, MLP out): one (de)quantization
+#: kernel each when the engine quantizes activations or dequantizes weights separately.
+_GEMMS_PER_LAYER = 4.0
 
 
 class Consts(NamedTuple):
@@ -68,9 +71,14 @@ class Consts(NamedTuple):
     act_bytes: Array  # per activation element read or written by a GEMM
     kv_bytes: Array  # per KV-cache element
     kv_heads_local: Array
-    kv_reads_per_kv_head: Array  # decode K/V reads of a KV head: 1, or its group (GQA-unaware)
-    dequant_bytes: Array  # per weight element, written and read again by a separate dequant
+    gqa_unaware: Array  # 1 when decode attention reads a KV head once per query head
+    separate_dequant: Array  # 1 when a separate kernel writes a compute-format weight copy
     quantized_acts: Array  # 1 when GEMM inputs are 8-bit or narrower (quantized from 16-bit)
+
+    def weight_element_bytes(self) -> Array:
+        """Bytes moved per weight element a GEMM uses: ``w``, plus ``2 a`` (write the copy,
+        read it back) when dequantizing separately."""
+        return self.weight_bytes + self.separate_dequant * 2.0 * self.act_bytes
 
 
 def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Consts:
@@ -84,10 +92,6 @@ def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Cons
     per weight element (int8 W8A16: 1 + 2 + 2 = 5 bytes instead of 1); same weight and compute
     formats (``sum(w * c) = 1``) need no dequantization.
     """
-    kv_local = kv_heads_per_chip(model, plan.tp, sm)
-    group = model.heads / plan.tp / kv_local
-    rereads = (1.0 - plan.gqa_decode_kernel) * (group - 1.0) * system.efficiency.kv_reread_fraction
-    act_bytes = mix(plan.compute_format, ELEMENT_BYTES)
     weight_only = 1.0 - jnp.sum(plan.weight_format * plan.compute_format)
     return Consts(
         system=system,
@@ -97,11 +101,11 @@ def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Cons
         pp=plan.pp,
         peak_flop_per_s=mix(plan.compute_format, system.chip.peak_flop_per_s),
         weight_bytes=mix(plan.weight_format, ELEMENT_BYTES),
-        act_bytes=act_bytes,
+        act_bytes=mix(plan.compute_format, ELEMENT_BYTES),
         kv_bytes=mix(plan.kv_format, ELEMENT_BYTES),
-        kv_heads_local=kv_local,
-        kv_reads_per_kv_head=1.0 + rereads,
-        dequant_bytes=(1.0 - plan.fused_dequant) * weight_only * 2.0 * act_bytes,
+        kv_heads_local=kv_heads_per_chip(model, plan.tp, sm),
+        gqa_unaware=1.0 - plan.gqa_decode_kernel,
+        separate_dequant=(1.0 - plan.fused_dequant) * weight_only,
         quantized_acts=jnp.sum(plan.compute_format * _NARROW),
     )
 
@@ -145,14 +149,14 @@ class PassTime(NamedTuple):
 def gemm_s(m: ArrayLike, n: ArrayLike, k: ArrayLike, c: Consts) -> Array:
     """Seconds of an ``m x k x n`` GEMM whose ``k x n`` operand is a weight of ``c.weight_bytes``.
 
-    ``max(2 m n k / (peak * eff(m, n, k)), (k n (w + d) + (m k + m n) a) / bw_eff)`` (``d``: the
-    bytes of a separate dequantization, :func:`consts`): the roofline of
+    ``max(2 m n k / (peak * eff(m, n, k)), (k n w' + (m k + m n) a) / bw_eff)`` (``w'``:
+    :meth:`Consts.weight_element_bytes`, ``w`` plus a separate dequantization): the roofline of
     :func:`diffcost._compute.matmul_time_s` with separate weight and activation element sizes
     (equal to it when ``w == a``), so weight-only formats move fewer bytes at the 16-bit peak.
     """
     eff = matmul_efficiency(m, n, k, c.system.efficiency)
     compute = 2.0 * m * n * k / (c.peak_flop_per_s * eff)
-    traffic = k * n * (c.weight_bytes + c.dequant_bytes) + (m * k + m * n) * c.act_bytes
+    traffic = k * n * c.weight_element_bytes() + (m * k + m * n) * c.act_bytes
     return smax(compute, stream_time_s(traffic, c.system), c.sm)
 
 
@@ -189,7 +193,9 @@ def pass_time(c: Consts, w: Work) -> PassTime:
     kv_token = 2.0 * kv_local * e * c.kv_bytes  # K and V of one token, one layer, this chip
     qo_bytes = lambda n_tok: 2.0 * n_tok * a_local * e * c.act_bytes  # read Q, write O
     dec_flop = 4.0 * dec * q * dctx * a_local * e
-    dec_kv = dec * dctx * kv_token * c.kv_reads_per_kv_head
+    # GQA-unaware decode: the g - 1 re-reads of a KV head cost kv_reread_fraction each
+    kv_reads = 1.0 + c.gqa_unaware * (group - 1.0) * eff.kv_reread_fraction
+    dec_kv = dec * dctx * kv_token * kv_reads
     prompts = pre / piece
     pre_span = pctx + 0.5 * piece  # context at the end of a chunk, on average
     pre_flop = 4.0 * pre * pctx * a_local * e
@@ -207,9 +213,8 @@ def pass_time(c: Consts, w: Work) -> PassTime:
     # one kernel each (as Transformer Engine does in training, :mod:`diffcost._train`).
     quant = c.quantized_acts * tokens * (2.0 + c.act_bytes) * (2.0 * h + (a * e + f) / t)
     t_mem = stream_time_s(tokens * kv_token + elementwise + quant, system)
-    # one more kernel per weight matrix (4 per layer) when dequantizing separately or quantizing
-    dequant_kernels = 4.0 * safe_div(c.dequant_bytes, 2.0 * c.act_bytes)
-    extra_kernels = dequant_kernels + 4.0 * c.quantized_acts
+    # one more kernel per weight GEMM when dequantizing separately, and when quantizing inputs
+    extra_kernels = _GEMMS_PER_LAYER * (c.separate_dequant + c.quantized_acts)
     t_launch = (KERNELS_PER_LAYER_FORWARD + extra_kernels) * eff.kernel_launch_s
     t_tp = 2.0 * all_reduce_s(2.0 * tokens * h, t, 1.0, system, sm)
 
@@ -227,7 +232,7 @@ def pass_time(c: Consts, w: Work) -> PassTime:
 
     # --- roofline floors of the bottleneck chip over the round ---------------------------------
     matrices = model.layer_matrix_params() / t
-    weight_bytes = (per_stage * matrices + vocab * h / t) * (c.weight_bytes + c.dequant_bytes)
+    weight_bytes = (per_stage * matrices + vocab * h / t) * c.weight_element_bytes()
     kv_bytes = per_stage * (dec_kv + pre_kv)
     flop = per_stage * (2.0 * tokens * matrices + dec_flop + pre_flop) + 2.0 * rows * vocab * h / t
     return PassTime(

@@ -7,7 +7,7 @@ import pytest
 
 import diffcost as dc
 from diffcost._compute import matmul_time_s
-from diffcost._serve_modes import consts, expected_tokens_per_step, gemm_s
+from diffcost._serve_modes import Work, consts, expected_tokens_per_step, gemm_s, pass_time
 from diffcost._smooth import EXACT
 
 predict = eqx.filter_jit(lambda cost, plan: cost(plan))
@@ -497,8 +497,6 @@ def test_8bit_gemms_quantize_their_inputs(h100, llama7):
     )  # W8A16: 16-bit GEMM inputs
     # the prefill pass of FP8 has 3 * tokens * (2h + a e + f) more bytes than without the casts
     no_cast = eqx.tree_at(lambda c: c.quantized_acts, narrow, jnp.asarray(0.0))
-    from diffcost._serve_modes import Work, pass_time
-
     work = Work(1.0, 0.0, 1.0, 0.0, float(tokens), float(tokens), tokens / 2, 1.0)
     h, a, e, ffn = (f(x) for x in (llama7.hidden, llama7.heads, llama7.head_dim, llama7.ffn_hidden))
     bw = f(h100.chip.memory_bandwidth_bytes_per_s * h100.efficiency.memory_bandwidth_fraction)
