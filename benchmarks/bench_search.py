@@ -8,17 +8,15 @@ reported once per search structure).  Where a published system used a configurat
 among all feasible plans under the model is shown.
 """
 
-from __future__ import annotations
-
 import argparse
 import time
 
 import numpy as np
 
 import diffcost as dc
-from diffcost._search import enumerate_all, search
-from diffcost._serve_search import ServeProblem, ServeSearchSpace
-from diffcost._train_search import TrainProblem, TrainSearchSpace
+from diffcost._search.core import enumerate_all, search
+from diffcost._search.serve import ServeProblem, ServeSearchSpace
+from diffcost._search.train import TrainProblem, TrainSearchSpace
 
 # (name, model, system, chips, global batch, seq len, published plan or None, source)
 TRAIN = [

@@ -6,8 +6,6 @@ Plans mix every serving feature: TP/PP degrees, batch, lengths, weight/compute/K
 static/continuous modes, speculative decoding and disaggregated pools.
 """
 
-from __future__ import annotations
-
 import argparse
 import time
 

@@ -12,8 +12,6 @@ memory), the time to build the tidy pandas table, and the peak resident memory o
 (``resource.getrusage``).
 """
 
-from __future__ import annotations
-
 import argparse
 import resource
 import sys
@@ -21,7 +19,7 @@ import time
 
 import jax
 
-from diffcost._sweep import Sweep, prepare, run_sweep
+from diffcost._analysis.sweep import Sweep, prepare, run_sweep
 
 MODELS = ["llama-3-8b", "llama-2-13b", "llama-3-70b", "gpt3-175b", "llama-3-405b"]
 SYSTEMS = ["dgx-h100", "dgx-a100", "hgx-h200", "tpu-v5p-pod", "mi300x-platform"]
@@ -31,10 +29,18 @@ def train_sweep() -> Sweep:
     return Sweep(
         "train",
         base=dict(chips=1024, global_batch=1024),
-        grid=dict(model=MODELS, system=SYSTEMS, tp=[1, 2, 4, 8, 16], pp=[1, 2, 4, 8, 16],
-                  micro_batch=[1, 2, 4, 8, 16], seq_len=[1024, 2048, 4096, 8192, 16384],
-                  recompute=["selective", "full"], zero=[0, 1, 2, 3], precision=["bf16", "fp8"],
-                  cp=[1, 2, 4, 8]),
+        grid=dict(
+            model=MODELS,
+            system=SYSTEMS,
+            tp=[1, 2, 4, 8, 16],
+            pp=[1, 2, 4, 8, 16],
+            micro_batch=[1, 2, 4, 8, 16],
+            seq_len=[1024, 2048, 4096, 8192, 16384],
+            recompute=["selective", "full"],
+            zero=[0, 1, 2, 3],
+            precision=["bf16", "fp8"],
+            cp=[1, 2, 4, 8],
+        ),
         name="bench-train",
     )
 
@@ -43,10 +49,18 @@ def serve_sweep() -> Sweep:
     return Sweep(
         "serve",
         base=dict(chips=64),
-        grid=dict(model=MODELS, system=SYSTEMS, tp=[1, 2, 4, 8, 16], pp=[1, 2, 4, 8, 16],
-                  batch=[1, 4, 16, 64, 256], input_len=[128, 512, 1024, 2048, 4096],
-                  mode=["static", "continuous"], weight_format=["bf16", "fp8", "int8", "int4"],
-                  kv_format=["bf16", "fp8"], output_len=[64, 128, 256, 512]),
+        grid=dict(
+            model=MODELS,
+            system=SYSTEMS,
+            tp=[1, 2, 4, 8, 16],
+            pp=[1, 2, 4, 8, 16],
+            batch=[1, 4, 16, 64, 256],
+            input_len=[128, 512, 1024, 2048, 4096],
+            mode=["static", "continuous"],
+            weight_format=["bf16", "fp8", "int8", "int4"],
+            kv_format=["bf16", "fp8"],
+            output_len=[64, 128, 256, 512],
+        ),
         name="bench-serve",
     )
 
@@ -64,23 +78,29 @@ def main() -> None:
     args = parser.parse_args()
     sweep = train_sweep() if args.job == "train" else serve_sweep()
     assert sweep.size() == 1_000_000, sweep.size()
-    print(f"devices: {jax.devices()}; {sweep.size():,} points, "
-          f"{len(prepare(sweep).structure.outputs)} outputs each")
+    print(
+        f"devices: {jax.devices()}; {sweep.size():,} points, "
+        f"{len(prepare(sweep).structure.outputs)} outputs each"
+    )
     best = None
     for i in range(args.repeats):
         t0 = time.perf_counter()
         result = run_sweep(sweep, progress=False, chunk=args.chunk)
         total = time.perf_counter() - t0
         table_s = total - result.compile_s - result.run_s
-        print(f"run {i + 1}: compile {result.compile_s:.2f} s, evaluate {result.run_s:.3f} s "
-              f"= {result.points_per_s:,.0f} evaluations/s ({result.chunks} chunks of "
-              f"{result.chunk:,} on {result.devices} device(s), {result.memory_bytes / 1e6:.0f} MB "
-              f"per chunk), table {table_s:.2f} s")
+        print(
+            f"run {i + 1}: compile {result.compile_s:.2f} s, evaluate {result.run_s:.3f} s "
+            f"= {result.points_per_s:,.0f} evaluations/s ({result.chunks} chunks of "
+            f"{result.chunk:,} on {result.devices} device(s), {result.memory_bytes / 1e6:.0f} MB "
+            f"per chunk), table {table_s:.2f} s"
+        )
         if best is None or result.run_s < best.run_s:
             best = result
     feasible = int(best.table.feasible.sum())
-    print(f"best: {best.points_per_s:,.0f} full-model evaluations/s after compilation; "
-          f"{feasible:,} feasible points; peak RSS {peak_rss_gb():.2f} GB")
+    print(
+        f"best: {best.points_per_s:,.0f} full-model evaluations/s after compilation; "
+        f"{feasible:,} feasible points; peak RSS {peak_rss_gb():.2f} GB"
+    )
 
 
 if __name__ == "__main__":

@@ -4,8 +4,6 @@ Run: python benchmarks/bench_train.py [--plans 1000000] [--chunk 250000]
 Float32 (JAX default), CPU unless a GPU is present.  Compile time is reported separately.
 """
 
-from __future__ import annotations
-
 import argparse
 import time
 

@@ -7,11 +7,14 @@ The three uses are one-liners on a cost model ``cost = TrainCost(system, model)`
 * sweeps: ``jax.vmap(cost)`` over stacked plans (or ``eqx.filter_vmap`` over stacked systems).
 """
 
-from ._calibrate import calibrate
-from ._errors import Infeasible, Problem, SpecError
-from ._feasibility import train_problems
-from ._hardware import BYTES_PER_ELEMENT, FORMATS, Chip, Efficiency, System
-from ._loader import (
+from ._analysis.calibrate import calibrate
+from ._analysis.sensitivity import Sensitivity, sensitivity, serve_sensitivity, train_sensitivity
+from ._analysis.sweep import Sweep, SweepResult, load_sweep, run_sweep
+from ._analysis.validate import validate
+from ._core.errors import Infeasible, Problem, SpecError
+from ._core.smooth import EXACT, RELAXED, Smoothing
+from ._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, Chip, Efficiency, System
+from ._inputs.loader import (
     Spec,
     SpecInfo,
     builtin_names,
@@ -21,21 +24,18 @@ from ._loader import (
     load_system,
     specs_dir,
 )
-from ._measurements import Measurement, load_measurements
-from ._memory import TrainMemory
-from ._model import Model
-from ._plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan, train_plan
-from ._scenario import Scenario, load_scenario
-from ._search import SearchResult
-from ._sensitivity import Sensitivity, sensitivity, serve_sensitivity, train_sensitivity
-from ._serve import ServeBreakdown, ServeCost, serve_problems
-from ._serve_plan import MODES, ServePlan, serve_plan
-from ._serve_search import ServeSearchSpace, search_serve
-from ._smooth import EXACT, RELAXED, Smoothing
-from ._sweep import Sweep, SweepResult, load_sweep, run_sweep
-from ._train import TrainBreakdown, TrainCost
-from ._train_search import TrainSearchSpace, search_train
-from ._validate import validate
+from ._inputs.measurements import Measurement, load_measurements
+from ._inputs.model import Model
+from ._inputs.scenario import Scenario, load_scenario
+from ._search.core import SearchResult
+from ._search.serve import ServeSearchSpace, search_serve
+from ._search.train import TrainSearchSpace, search_train
+from ._serve.cost import ServeBreakdown, ServeCost, serve_problems
+from ._serve.plan import MODES, ServePlan, serve_plan
+from ._train.cost import TrainBreakdown, TrainCost
+from ._train.memory import TrainMemory
+from ._train.plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan, train_plan
+from ._train.problems import train_problems
 
 __version__ = "0.1.0"
 

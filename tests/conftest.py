@@ -1,7 +1,5 @@
 """Shared fixtures.  Tests run in float64 so finite differences are meaningful."""
 
-from __future__ import annotations
-
 import jax
 import pytest
 

@@ -1,7 +1,5 @@
 """Calibration: gradients, the leave-one-source-out logic, the calibration file it writes."""
 
-from __future__ import annotations
-
 import types
 
 import jax
@@ -10,14 +8,16 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost import _calibrate as C
-from diffcost._loader import load_spec
-from diffcost._measurements import load_measurements
-from diffcost._validate import prepare
+from diffcost._analysis import calibrate as C
+from diffcost._analysis.validate import prepare
+from diffcost._inputs.loader import load_spec
+from diffcost._inputs.measurements import load_measurements
 
 SUBSET = (
-    "megatron_sc21_table1_1.7B", "megatron_sc21_table1_3.6B",  # train, A100
-    "trtllm05_ttft_a100_gpt-j6b_tp1_isl128", "trtllm05_ttft_h100_llama7b_tp1_isl2048",  # TTFT
+    "megatron_sc21_table1_1.7B",
+    "megatron_sc21_table1_3.6B",  # train, A100
+    "trtllm05_ttft_a100_gpt-j6b_tp1_isl128",
+    "trtllm05_ttft_h100_llama7b_tp1_isl2048",  # TTFT
     "trtllm061_l40s_gpt-j6b_tp1_bs64_128x2048",  # serving throughput, Ada
     "bloom176b_dsinf_fp16_8xA100_bs8",  # per-token latency, unmodelled: weighs 0
 )
@@ -32,8 +32,10 @@ def small():
 def _theta():
     theta = C.initial_theta()
     rng = np.random.default_rng(0)
-    return {"global": theta["global"] + 0.3 * rng.standard_normal(theta["global"].shape),
-            "family": 0.2 * jnp.asarray(rng.standard_normal(theta["family"].shape))}
+    return {
+        "global": theta["global"] + 0.3 * rng.standard_normal(theta["global"].shape),
+        "family": 0.2 * jnp.asarray(rng.standard_normal(theta["family"].shape)),
+    }
 
 
 def test_parametrisation_is_bounded_and_invertible():
@@ -49,8 +51,9 @@ def test_loss_gradient_matches_finite_differences(small):
     data = C.fit_data(small)
     _, weights = C.fold_weights(small)
     theta = _theta()
-    chosen = jnp.asarray(C._choose_all(jax.tree_util.tree_map(lambda x: x[None], theta), small,
-                                       data)[0])
+    chosen = jnp.asarray(
+        C._choose_all(jax.tree_util.tree_map(lambda x: x[None], theta), small, data)[0]
+    )
     w = jnp.asarray(weights[0])
     value_and_grad = jax.jit(jax.value_and_grad(lambda th: C.loss(th, data, chosen, w)))
     f = lambda th: value_and_grad(th)[0]  # noqa: E731
@@ -63,15 +66,26 @@ def test_loss_gradient_matches_finite_differences(small):
         down = {**theta, part: theta[part].at[index].add(-h)}
         numeric = (f(up) - f(down)) / (2 * h)
         assert float(grad[part][index]) == pytest.approx(float(numeric), rel=1e-4, abs=1e-9), (
-            part, index)
+            part,
+            index,
+        )
     assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grad))
     assert float(jnp.abs(grad["global"]).max()) > 0
 
 
 def test_fold_weights_leave_each_source_out():
-    pts = [types.SimpleNamespace(source=s, unmodelled=u) for s, u in [
-        ("a", None), ("a", None), ("b", None), ("b", None), ("b", None), ("b", "effect"),
-        ("c", "effect")]]
+    pts = [
+        types.SimpleNamespace(source=s, unmodelled=u)
+        for s, u in [
+            ("a", None),
+            ("a", None),
+            ("b", None),
+            ("b", None),
+            ("b", None),
+            ("b", "effect"),
+            ("c", "effect"),
+        ]
+    ]
     folds, w = C.fold_weights(types.SimpleNamespace(points=pts))
     assert folds == ["all", "a", "b"]  # "c" has no fitted point: the fit never saw it anyway
     src = np.asarray([p.source for p in pts])
@@ -96,15 +110,20 @@ def fit(serving):
 
 def test_held_out_source_never_influences_its_own_prediction(serving, fit):
     fit1 = fit
-    changed = [m if m.source != "trtllm-0.5-latency" else
-               dataclass_replace(m, measured=m.measured * 2) for m in serving.points]
+    changed = [
+        m if m.source != "trtllm-0.5-latency" else dataclass_replace(m, measured=m.measured * 2)
+        for m in serving.points
+    ]
     fit2 = C.calibrate(dataclass_replace(serving, points=changed), steps=8, rounds=1)
     assert fit1.folds == fit2.folds == ["all", "trtllm-0.5-latency", "trtllm-0.6.1-throughput"]
     for r1, r2 in zip(fit1.loso_rows, fit2.loso_rows, strict=True):
         if r1["source"] == "trtllm-0.5-latency":
             assert r1["predicted"] == pytest.approx(r2["predicted"], rel=1e-12)
-    moved = [abs(r2["predicted"] / r1["predicted"] - 1) for r1, r2 in
-             zip(fit1.fit_rows, fit2.fit_rows, strict=True) if r1["source"] == "trtllm-0.5-latency"]
+    moved = [
+        abs(r2["predicted"] / r1["predicted"] - 1)
+        for r1, r2 in zip(fit1.fit_rows, fit2.fit_rows, strict=True)
+        if r1["source"] == "trtllm-0.5-latency"
+    ]
     assert max(moved) > 1e-3  # ... while the in-sample fit does follow the changed data
 
 
@@ -117,14 +136,15 @@ def dataclass_replace(obj, **changes):
 def test_calibration_file_round_trip(serving, fit, tmp_path):
     summary = C.report(fit)
     path = tmp_path / "fitted.toml"
-    path.write_text(C.calibration_toml(fit, serving, summary, "diffcost calibrate --write",
-                                       date="2000-01-01"))
+    path.write_text(
+        C.calibration_toml(fit, serving, summary, "diffcost calibrate --write", date="2000-01-01")
+    )
     spec = load_spec("calibration", path)
     assert "Fitted 2000-01-01 with `diffcost calibrate --write`" in spec.info.source["efficiency"]
     constants = fit.constants(0)
     cases = [("h100-sxm", "hopper"), ("a100-sxm-80gb", "ampere"), ("tpu-v5e", "global")]
     for chip, family in cases:
-        eff = dc._loader.efficiency_for(chip, path)
+        eff = dc._inputs.loader.efficiency_for(chip, path)
         for p in C.PARAMS:
             expected = constants[family][p.name]
             tol = 0.006 if p.name == "matmul_half_dim" else 1e-3  # written rounded

@@ -1,24 +1,22 @@
 """Measurement files: the built-in data, the conventions they convert, and every bad input."""
 
-from __future__ import annotations
-
 import collections
 
 import pytest
 
 from diffcost import SpecError
-from diffcost._loader import load_spec
-from diffcost._measurements import load_measurements
+from diffcost._inputs.loader import load_spec
+from diffcost._inputs.measurements import load_measurements
 
-SOURCE = '''
+SOURCE = """
 [source]
 reference = "a paper"
 conventions = "iteration times"
 hardware = "a node"
 unreported = "nothing"
 data = "typed in"
-'''
-TRAIN_POINT = '''
+"""
+TRAIN_POINT = """
 [[point]]
 id = "p1"
 kind = "train"
@@ -42,7 +40,7 @@ overlap_grad_reduce = false
 [point.measured]
 step_time_s = 1.42
 as_published = "1.42 s"
-'''
+"""
 
 
 def _write(tmp_path, body: str, name: str = "src") -> str:
@@ -73,8 +71,10 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     }
     assert len({m.id for m in points}) == len(points)
     assert sorted(m.id for m in points if m.excluded) == [
-        "nemo2407_llama2-13b_lora_8gpu", "nemo2407_llama2-70b_lora_8gpu",
-        "nemo2407_llama2-7b_lora_8gpu"]
+        "nemo2407_llama2-13b_lora_8gpu",
+        "nemo2407_llama2-70b_lora_8gpu",
+        "nemo2407_llama2-7b_lora_8gpu",
+    ]
     # only BLOOM's Python-driven runtimes keep a named unmodelled effect; the GQA-unaware decode
     # kernel (TensorRT-LLM) and DeepSpeed's separate int8 dequantization are plan fields now
     assert {m.source for m in points if m.unmodelled} == {"bloom-inference"}
@@ -82,7 +82,8 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     trt = [m for m in points if m.source.startswith("trtllm")]
     assert all(m.plan["gqa_decode_kernel"] is False for m in trt)
     assert {m.id for m in points if m.plan.get("fused_dequant") is False} == {
-        m.id for m in points if "dsinf_int8" in m.id}
+        m.id for m in points if "dsinf_int8" in m.id
+    }
     for m in points:
         assert m.raw["as_published"] and m.source_info["reference"]
 
@@ -109,9 +110,11 @@ def test_conventions_convert_to_canonical_metrics():
 def test_measurement_only_model_shapes_match_nemo_flop_counts():
     """NeMo's model TFLOP/s / tokens/s = 6 N_matrices + 6 V h + 12 L h s per token."""
     by_id = {m.id: m for m in load_measurements()}
-    published = {"nemo2407_gpt3-5b_64gpu_pretrain": (736, 22521),
-                 "nemo2407_nemotron-22b_64gpu_pretrain": (554, 4256),
-                 "nemo2407_nemotron-340b_128gpu_pretrain": (678, 322)}
+    published = {
+        "nemo2407_gpt3-5b_64gpu_pretrain": (736, 22521),
+        "nemo2407_nemotron-22b_64gpu_pretrain": (554, 4256),
+        "nemo2407_nemotron-340b_128gpu_pretrain": (678, 322),
+    }
     for pid, (tflops, tokens) in published.items():
         mv = load_spec("model", by_id[pid].model).values
         h, n, s = mv["hidden"], mv["layers"], by_id[pid].plan["seq_len"]
@@ -149,15 +152,17 @@ def test_two_measured_values(tmp_path):
 def test_measured_value_with_a_wrong_unit(tmp_path):
     bad = TRAIN_POINT.replace("step_time_s = 1.42", "step_time_gb = 1.42")
     text = _problems(tmp_path, SOURCE + bad)
-    assert ("point[p1].measured.step_time_gb: unit of 'step_time_gb' is bytes, but step_time "
-            "is in s") in text
+    assert (
+        "point[p1].measured.step_time_gb: unit of 'step_time_gb' is bytes, but step_time is in s"
+    ) in text
 
 
 def test_flop_rate_needs_its_convention(tmp_path):
     bad = TRAIN_POINT.replace("step_time_s = 1.42", "achieved_per_chip_tflop_per_s = 137")
     text = _problems(tmp_path, SOURCE + bad)
-    assert ("point[p1].measured.flop_convention: required with (and only with) "
-            "achieved_per_chip_*") in text
+    assert (
+        "point[p1].measured.flop_convention: required with (and only with) achieved_per_chip_*"
+    ) in text
 
 
 def test_chips_must_match_the_published_degrees(tmp_path):
@@ -182,15 +187,24 @@ def test_duplicate_ids(tmp_path):
 
 def test_name_must_match_the_file(tmp_path):
     path = tmp_path / "other.toml"
-    path.write_text('schema_version = 1\nkind = "measurements"\nname = "src"\ndisplay_name = "x"\n'
-                    + SOURCE + TRAIN_POINT)
+    path.write_text(
+        'schema_version = 1\nkind = "measurements"\nname = "src"\ndisplay_name = "x"\n'
+        + SOURCE
+        + TRAIN_POINT
+    )
     with pytest.raises(SpecError, match="name: must equal the file name 'other', got 'src'"):
         load_measurements([str(path)])
 
 
 def test_every_problem_of_every_file_at_once(tmp_path):
-    bad1 = _write(tmp_path, SOURCE + TRAIN_POINT.replace("chips = 8", "chips = 9").replace(
-        'kind = "train"', 'kind = "training"'), "one")
+    bad1 = _write(
+        tmp_path,
+        SOURCE
+        + TRAIN_POINT.replace("chips = 8", "chips = 9").replace(
+            'kind = "train"', 'kind = "training"'
+        ),
+        "one",
+    )
     bad2 = _write(tmp_path, SOURCE.replace('data = "typed in"\n', ""), "two")
     with pytest.raises(SpecError) as err:
         load_measurements([bad1, bad2])

@@ -6,8 +6,6 @@ Compiled XLA programs are cached between runs under pytest's cache directory.  T
 outputs stored in the notebooks: ``python tests/test_notebooks.py``.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import time
@@ -31,8 +29,12 @@ def execute(path: Path, cache_dir: Path | None = None) -> tuple[object, float]:
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel inherits this process's environment
     try:
-        client = nbclient.NotebookClient(book, timeout=TIMEOUT_S, kernel_name="python3",
-                                         resources={"metadata": {"path": str(path.parent)}})
+        client = nbclient.NotebookClient(
+            book,
+            timeout=TIMEOUT_S,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        )
         t0 = time.perf_counter()
         client.execute()
         return book, time.perf_counter() - t0

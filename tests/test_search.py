@@ -7,8 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._search import Axis, Candidates, moves
-from diffcost._train_search import (
+from diffcost._search.core import Axis, Candidates, moves
+from diffcost._search.train import (
     TrainSearchSpace,
     enumerate_space,
     megatron_flags,

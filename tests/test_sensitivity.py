@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import diffcost as dc
 import diffcost.cli._sensitivity_cmd  # noqa: F401  (registers the subcommand)
-from diffcost._sensitivity import (
+from diffcost._analysis.sensitivity import (
     HARDWARE_GROUPS,
     SERVE_METRICS,
     TRAIN_METRICS,
@@ -32,8 +32,9 @@ def train_case():
     # Large-batch pre-training (1M tokens per step); tp=2, cp=1 so no min() sits at a tie.
     system = dc.load_system("dgx-h100", chips=64)
     model = dc.load_model("llama-3-70b")
-    plan = dc.train_plan(tp=2, pp=4, dp=8, virtual_stages=5, global_batch=128, seq_len=8192,
-                         recompute="full", zero=1)
+    plan = dc.train_plan(
+        tp=2, pp=4, dp=8, virtual_stages=5, global_batch=128, seq_len=8192, recompute="full", zero=1
+    )
     return system, model, plan, sensitivity("train", system, model, plan)
 
 
@@ -89,8 +90,9 @@ def _check_fd(case, fn, names):
             if row.empty:  # flags are not parameters
                 continue
             e = float(row.elasticity.iloc[0])
-            np.testing.assert_allclose(e, fd[i, j], rtol=1e-4, atol=1e-6,
-                                       err_msg=f"{metric} w.r.t. {p}")
+            np.testing.assert_allclose(
+                e, fd[i, j], rtol=1e-4, atol=1e-6, err_msg=f"{metric} w.r.t. {p}"
+            )
             checked += 1
     assert checked > 200
 
@@ -124,7 +126,8 @@ def test_elasticity_identities(train_case):
     *_, sens = train_case
     assert sens.elasticity("energy_per_token_j", "chip.tdp_w") == pytest.approx(1.0, abs=1e-9)
     assert sens.elasticity("cost_per_token_usd", "system.price_usd_per_chip_hour") == (
-        pytest.approx(1.0, abs=1e-9))
+        pytest.approx(1.0, abs=1e-9)
+    )
     e_step = sens.elasticity("step_time_s", "chip.peak_flop_per_s[bf16]")
     assert sens.elasticity("mfu", "chip.peak_flop_per_s[bf16]") == pytest.approx(-1.0 - e_step)
     assert sens.elasticity("step_time_s", CAP) == 0.0  # capacity only moves the headroom
@@ -167,8 +170,11 @@ def test_swings_are_exact_and_agree_in_sign(h100_decode, tmp_path):
     assert (np.sign(sw["x0.5"]) == -np.sign(sw.elasticity)).all()
     # exact: double the bandwidth, re-evaluate directly
     system, model, plan, _ = h100_decode
-    faster = eqx.tree_at(lambda s: s.chip.memory_bandwidth_bytes_per_s, system,
-                         2.0 * system.chip.memory_bandwidth_bytes_per_s)
+    faster = eqx.tree_at(
+        lambda s: s.chip.memory_bandwidth_bytes_per_s,
+        system,
+        2.0 * system.chip.memory_bandwidth_bytes_per_s,
+    )
     tpot = eqx.filter_jit(lambda s, m, p: dc.ServeCost(s, m)(p).tpot_s)
     direct = float(tpot(faster, model, plan)) / sens.metrics["tpot_s"] - 1.0
     assert float(sw["x2"].iloc[0]) == pytest.approx(direct, rel=1e-9)
@@ -179,9 +185,28 @@ runner = CliRunner()
 
 
 def test_cli_train_json_ranks_and_names_the_most_elastic():
-    result = runner.invoke(app, ["sensitivity", "train", "--model", "llama-3-70b", "--system",
-                                 "dgx-h100", "--chips", "64", "--tp", "2", "--pp", "4",
-                                 "--global-batch", "128", "--seq-len", "8192", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "sensitivity",
+            "train",
+            "--model",
+            "llama-3-70b",
+            "--system",
+            "dgx-h100",
+            "--chips",
+            "64",
+            "--tp",
+            "2",
+            "--pp",
+            "4",
+            "--global-batch",
+            "128",
+            "--seq-len",
+            "8192",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["ranked_by"] == "step_time_s"
@@ -193,14 +218,41 @@ def test_cli_train_json_ranks_and_names_the_most_elastic():
 
 def test_cli_serve_table_and_tornado(tmp_path):
     png = tmp_path / "tornado.png"
-    result = runner.invoke(app, ["sensitivity", "serve", "--model", "llama-3-70b", "--system",
-                                 "dgx-h100", "--chips", "8", "--tp", "4", "--batch", "1",
-                                 "--input-len", "1024", "--output-len", "256", "--mode",
-                                 "continuous", "--weight-format", "bf16", "--kv-format", "bf16",
-                                 "--group", "hardware", "--tornado", str(png)])
+    result = runner.invoke(
+        app,
+        [
+            "sensitivity",
+            "serve",
+            "--model",
+            "llama-3-70b",
+            "--system",
+            "dgx-h100",
+            "--chips",
+            "8",
+            "--tp",
+            "4",
+            "--batch",
+            "1",
+            "--input-len",
+            "1024",
+            "--output-len",
+            "256",
+            "--mode",
+            "continuous",
+            "--weight-format",
+            "bf16",
+            "--kv-format",
+            "bf16",
+            "--group",
+            "hardware",
+            "--tornado",
+            str(png),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "most elastic hardware number for tpot_s: chip.memory_bandwidth_bytes_per_s" in (
-        " ".join(result.output.split()))
+        " ".join(result.output.split())
+    )
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._compute import matmul_time_s
-from diffcost._serve_modes import Work, consts, expected_tokens_per_step, gemm_s, pass_time
-from diffcost._smooth import EXACT
+from diffcost._core.smooth import EXACT
+from diffcost._serve.passes import Work, consts, expected_tokens_per_step, gemm_s, pass_time
+from diffcost._terms.gemm import matmul_time_s
 
 predict = eqx.filter_jit(lambda cost, plan: cost(plan))
 

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._serve_plan import MODES, plan_kwargs
+from diffcost._serve.plan import MODES, plan_kwargs
 from diffcost.cli import app
 
 runner = CliRunner()

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._serve_search import ServeProblem, serving_flags
+from diffcost._search.serve import ServeProblem, serving_flags
 from diffcost.cli import app
 
 CASES = [

@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 
 import diffcost as dc
 import diffcost.cli._sweep_cmd  # noqa: F401  (registers the subcommand)
-from diffcost import _plots
-from diffcost._errors import SpecError
-from diffcost._feasibility import train_problems
-from diffcost._serve import serve_problems
-from diffcost._sweep import SERVE_OUTPUTS, TRAIN_OUTPUTS, Sweep, load_sweep, run_sweep
+from diffcost._analysis import plots as _plots
+from diffcost._analysis.sweep import SERVE_OUTPUTS, TRAIN_OUTPUTS, Sweep, load_sweep, run_sweep
+from diffcost._core.errors import SpecError
+from diffcost._serve.cost import serve_problems
+from diffcost._train.problems import train_problems
 from diffcost.cli import app
 
 SWEEPS = Path(__file__).resolve().parents[1] / "specs" / "sweeps"
@@ -34,12 +34,22 @@ TRAIN = Sweep(
 )
 SERVE = Sweep(
     "serve",
-    base={"model": "llama-2-70b", "chips": 8, "input_len": 512, "output_len": 128,
-          "kv_format": "fp8", "system.chip.peak_flop_per_s.bf16": 1.2e15,
-          "scale.model.layers": 0.75},
-    grid={"system": ["dgx-h100", "hgx-h200"], "tp": [1, 2, 4, 8], "batch": [1, 64],
-          "weight_format": ["bf16", "int4"], "scale.system.chip.memory_bandwidth_bytes_per_s":
-          [1.0, 2.0]},
+    base={
+        "model": "llama-2-70b",
+        "chips": 8,
+        "input_len": 512,
+        "output_len": 128,
+        "kv_format": "fp8",
+        "system.chip.peak_flop_per_s.bf16": 1.2e15,
+        "scale.model.layers": 0.75,
+    },
+    grid={
+        "system": ["dgx-h100", "hgx-h200"],
+        "tp": [1, 2, 4, 8],
+        "batch": [1, 64],
+        "weight_format": ["bf16", "int4"],
+        "scale.system.chip.memory_bandwidth_bytes_per_s": [1.0, 2.0],
+    },
 )
 
 
@@ -56,11 +66,20 @@ def serve_result():
 def test_grid_times_zip_order_and_columns(train_result):
     t = train_result.table
     assert TRAIN.size() == len(t) == 4 * 4 * 2 * 2
-    assert list(t.columns[:9]) == ["system", "chips", "global_batch", "seq_len", "recompute",
-                                   "tp", "pp", "zero", "model"]
+    assert list(t.columns[:9]) == [
+        "system",
+        "chips",
+        "global_batch",
+        "seq_len",
+        "recompute",
+        "tp",
+        "pp",
+        "zero",
+        "model",
+    ]
     # outputs follow the inputs; an effective plan value (global_batch) replaces its input
     outputs = [c for c in TRAIN_OUTPUTS if c != "global_batch"]
-    assert list(t.columns[-len(outputs):]) == outputs
+    assert list(t.columns[-len(outputs) :]) == outputs
     assert (t.chips == 32).all() and (t.chips_used[t.feasible] == 32).all()
     # the last axis (the zip) varies fastest, zipped columns together
     assert list(t.model[:4]) == ["llama-3-8b", "llama-2-13b", "llama-3-8b", "llama-2-13b"]
@@ -76,15 +95,25 @@ def test_train_points_equal_the_exact_model(train_result):
     for i in [0, 5, 17, 40, 63]:
         row = t.iloc[i]
         dp = 32 / (row.tp * row.pp)
-        plan = dc.train_plan(tp=int(row.tp), pp=int(row.pp), dp=max(1, int(dp)),
-                             micro_batch=int(row.micro_batch), global_batch=64, seq_len=4096,
-                             recompute="full", zero=int(row.zero))
+        plan = dc.train_plan(
+            tp=int(row.tp),
+            pp=int(row.pp),
+            dp=max(1, int(dp)),
+            micro_batch=int(row.micro_batch),
+            global_batch=64,
+            seq_len=4096,
+            recompute="full",
+            zero=int(row.zero),
+        )
         plan = eqx.tree_at(lambda p: p.dp, plan, plan.dp * 0 + dp)  # non-integer dp too
         model = dc.load_model(row.model)
         out = predict(dc.TrainCost(system, model), plan)
         for col in ["step_time_s", "mfu", "memory_total_bytes", "headroom_bytes", "energy_j"]:
-            ref = float(out.memory.total_bytes) if col == "memory_total_bytes" else float(
-                getattr(out, col))
+            ref = (
+                float(out.memory.total_bytes)
+                if col == "memory_total_bytes"
+                else float(getattr(out, col))
+            )
             assert row[col] == pytest.approx(ref, rel=1e-12), col
         if dp == int(dp):
             problems = train_problems(model, plan, out, 32.0)
@@ -102,13 +131,20 @@ def test_serve_points_equal_the_exact_model(serve_result):
         system = dc.load_system(row.system, chips=8)
         scale = row["scale.system.chip.memory_bandwidth_bytes_per_s"]
         chip = system.chip  # the overrides: bandwidth scaled, bf16 peak set, 3/4 of the layers
-        system = eqx.tree_at(lambda s: (s.chip.memory_bandwidth_bytes_per_s,
-                                        s.chip.peak_flop_per_s), system,
-                             (chip.memory_bandwidth_bytes_per_s * scale,
-                              chip.peak_flop_per_s.at[2].set(1.2e15)))
-        plan = dc.serve_plan(tp=int(row.tp), replicas=8 // int(row.tp), batch=int(row.batch),
-                             input_len=512, output_len=128, weight_format=row.weight_format,
-                             kv_format="fp8")
+        system = eqx.tree_at(
+            lambda s: (s.chip.memory_bandwidth_bytes_per_s, s.chip.peak_flop_per_s),
+            system,
+            (chip.memory_bandwidth_bytes_per_s * scale, chip.peak_flop_per_s.at[2].set(1.2e15)),
+        )
+        plan = dc.serve_plan(
+            tp=int(row.tp),
+            replicas=8 // int(row.tp),
+            batch=int(row.batch),
+            input_len=512,
+            output_len=128,
+            weight_format=row.weight_format,
+            kv_format="fp8",
+        )
         model = dc.load_model("llama-2-70b")
         model = eqx.tree_at(lambda m: m.layers, model, model.layers * 0.75)
         out = predict(dc.ServeCost(system, model), plan)
@@ -127,7 +163,7 @@ def test_sharded_over_four_cpu_devices_in_chunks_gives_identical_results(train_r
     script = textwrap.dedent(f"""
         import jax
         jax.config.update("jax_enable_x64", True)
-        from diffcost._sweep import Sweep, run_sweep
+        from diffcost._analysis.sweep import Sweep, run_sweep
         assert len(jax.devices()) == 4, jax.devices()
         res = run_sweep(Sweep(**{TRAIN.__dict__!r}), chunk=12)  # with a progress bar
         assert (res.devices, res.chunk, res.chunks) == (4, 12, 6), res
@@ -135,31 +171,41 @@ def test_sharded_over_four_cpu_devices_in_chunks_gives_identical_results(train_r
         res.to_parquet({str(out)!r})
         print("devices", len(res.output_devices))
     """)
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
-           "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                          timeout=300)
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+        "JAX_PLATFORMS": "cpu",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "devices 4" in proc.stdout and "points/s" in proc.stderr  # the progress bar
     four = pd.read_parquet(out)
     # identical up to the last bit of rounding: XLA vectorises a 3-point shard differently
-    pd.testing.assert_frame_equal(four, train_result.table, check_categorical=False,
-                                  check_exact=False, rtol=1e-14)
+    pd.testing.assert_frame_equal(
+        four, train_result.table, check_categorical=False, check_exact=False, rtol=1e-14
+    )
 
 
 def test_bad_sweeps_report_every_problem():
-    bad = Sweep("train", base=dict(model="llama-3-8b", system="dgx-h100", tp=0, bogus=1),
-                grid=dict(pp=[1, 2], recompute=["none", "most"], cp=[]),
-                zip=dict(micro_batch=[1, 2], zero=[0]))
+    bad = Sweep(
+        "train",
+        base=dict(model="llama-3-8b", system="dgx-h100", tp=0, bogus=1),
+        grid=dict(pp=[1, 2], recompute=["none", "most"], cp=[]),
+        zip=dict(micro_batch=[1, 2], zero=[0]),
+    )
     with pytest.raises(SpecError) as err:
         run_sweep(bad, progress=False)
     text = str(err.value)
     assert "base.bogus: unknown field for a train sweep" in text
     assert "grid.cp: must be a non-empty list" in text
     assert "zip: lists must have equal lengths, got [1, 2]" in text
-    more = Sweep("train", base=dict(model="llama-3-8b", system="dgx-h100", tp=0),
-                 grid={"recompute": ["none", "most"], "system.chip.hbm_bytes": [1.0],
-                       "chips": [0]})
+    more = Sweep(
+        "train",
+        base=dict(model="llama-3-8b", system="dgx-h100", tp=0),
+        grid={"recompute": ["none", "most"], "system.chip.hbm_bytes": [1.0], "chips": [0]},
+    )
     with pytest.raises(SpecError) as err:
         run_sweep(more, progress=False)
     text = str(err.value)
@@ -176,14 +222,21 @@ def test_sweep_files_load_and_bad_files_are_errors(tmp_path):
         spec = load_sweep(path)
         assert spec.sweep.name == path.stem and spec.sweep.size() > 1
     bad = tmp_path / "bad.toml"
-    bad.write_text('schema_version = 2\nkind = "sweep"\nname = "other"\njob = "fly"\n'
-                   'extra = 1\n[base]\nmodel = "llama-3-8b"\n[output]\ncsv = 3\n')
+    bad.write_text(
+        'schema_version = 2\nkind = "sweep"\nname = "other"\njob = "fly"\n'
+        'extra = 1\n[base]\nmodel = "llama-3-8b"\n[output]\ncsv = 3\n'
+    )
     with pytest.raises(SpecError) as err:
         load_sweep(bad)
     text = str(err.value)
-    for msg in ["schema_version: must be 1", "name: must equal the file name 'bad'",
-                "job: must be one of train, serve", "extra: unknown key", "missing [source]",
-                "output.csv: must be one of"]:
+    for msg in [
+        "schema_version: must be 1",
+        "name: must equal the file name 'bad'",
+        "job: must be one of train, serve",
+        "extra: unknown key",
+        "missing [source]",
+        "output.csv: must be one of",
+    ]:
         assert msg in text
 
 
@@ -191,9 +244,18 @@ runner = CliRunner()
 
 
 def test_cli_sweep_writes_csv_parquet_and_plots(tmp_path):
-    args = ["sweep", str(SWEEPS / "train-parallelism.toml"), "--csv", str(tmp_path / "t.csv"),
-            "--parquet", str(tmp_path / "t.parquet"), "--plots", str(tmp_path / "plots"),
-            "--no-progress", "--json"]
+    args = [
+        "sweep",
+        str(SWEEPS / "train-parallelism.toml"),
+        "--csv",
+        str(tmp_path / "t.csv"),
+        "--parquet",
+        str(tmp_path / "t.parquet"),
+        "--plots",
+        str(tmp_path / "plots"),
+        "--no-progress",
+        "--json",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
@@ -209,8 +271,10 @@ def test_cli_sweep_writes_csv_parquet_and_plots(tmp_path):
 
 
 def test_cli_sweep_serve_table_and_pareto(tmp_path):
-    result = runner.invoke(app, ["sweep", str(SWEEPS / "decode-what-if.toml"), "--plots",
-                                 str(tmp_path), "--no-progress"])
+    result = runner.invoke(
+        app,
+        ["sweep", str(SWEEPS / "decode-what-if.toml"), "--plots", str(tmp_path), "--no-progress"],
+    )
     assert result.exit_code == 0, result.output
     assert "32 points" in result.output and "best feasible points" in result.output
     assert (tmp_path / "pareto.png").exists()
@@ -234,8 +298,10 @@ def test_roofline_ops_sit_under_the_achievable_roof(tmp_path):
     eff = system.efficiency
     peak = float(system.chip.peak_flop_per_s[2]) * float(eff.matmul_peak_fraction)
     bw = float(system.chip.memory_bandwidth_bytes_per_s) * float(eff.memory_bandwidth_fraction)
-    for plan in [dc.train_plan(tp=8, global_batch=8, seq_len=4096),
-                 dc.serve_plan(tp=8, batch=16, input_len=1024)]:
+    for plan in [
+        dc.train_plan(tp=8, global_batch=8, seq_len=4096),
+        dc.serve_plan(tp=8, batch=16, input_len=1024),
+    ]:
         ops = _plots.roofline_ops(system, model, plan)
         roof = np.minimum(peak, ops.intensity * bw)
         assert (ops.achieved_flop_per_s <= roof * (1 + 1e-9)).all()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from diffcost._units import split_unit
+from diffcost._core.units import split_unit
 
 
 @pytest.mark.parametrize(

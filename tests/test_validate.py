@@ -1,7 +1,5 @@
 """Validation against published measurements: pinned accuracy, the rule, the CLI."""
 
-from __future__ import annotations
-
 import json
 
 import numpy as np
@@ -10,8 +8,8 @@ from typer.testing import CliRunner
 
 import diffcost as dc
 import diffcost.cli._validate_cmd  # noqa: F401  (registers validate and calibrate)
-from diffcost._measurements import load_measurements
-from diffcost._validate import prepare, scenario_toml, train_space, validate
+from diffcost._analysis.validate import prepare, scenario_toml, train_space, validate
+from diffcost._inputs.measurements import load_measurements
 from diffcost.cli import app
 
 runner = CliRunner()
@@ -67,9 +65,11 @@ def test_every_point_is_predicted_and_the_errors_are_pinned(result, points):
 
 
 def test_summary_statistics():
-    rows = [{"metric": "ttft", "source": "a", "error": e, "unmodelled": u}
-            for e, u in [(0.1, None), (-0.3, None), (0.2, "x"), (0.0, None), (-0.05, None)]]
-    s = dc._validate.summarise(rows)["ttft"]
+    rows = [
+        {"metric": "ttft", "source": "a", "error": e, "unmodelled": u}
+        for e, u in [(0.1, None), (-0.3, None), (0.2, "x"), (0.0, None), (-0.05, None)]
+    ]
+    s = dc._analysis.validate.summarise(rows)["ttft"]
     assert s["all"]["n"] == 5 and s["all"]["median_abs_error"] == pytest.approx(0.1)
     assert s["all"]["p90_abs_error"] == pytest.approx(np.percentile([0.1, 0.3, 0.2, 0, 0.05], 90))
     assert s["modelled"]["n"] == 4 and s["modelled"]["median_abs_error"] == pytest.approx(0.075)
@@ -86,28 +86,43 @@ def test_the_rule_is_the_fastest_fitting_plan_under_the_published_constraints(po
     for i in range(len(cand)):
         row = cand.row(i)
         plan = dc.train_plan(
-            tp=m.plan["tp"], pp=m.plan["pp"], dp=m.plan["dp"], global_batch=m.plan["global_batch"],
-            seq_len=2048, micro_batch=int(row["micro_batch"]),
-            virtual_stages=int(row["virtual_stages"]), recompute=row["recompute"],
-            zero=int(row["zero"]), sequence_parallel=bool(row["sequence_parallel"]),
-            precision="fp16", flash_attention=False, overlap_grad_reduce=False)
+            tp=m.plan["tp"],
+            pp=m.plan["pp"],
+            dp=m.plan["dp"],
+            global_batch=m.plan["global_batch"],
+            seq_len=2048,
+            micro_batch=int(row["micro_batch"]),
+            virtual_stages=int(row["virtual_stages"]),
+            recompute=row["recompute"],
+            zero=int(row["zero"]),
+            sequence_parallel=bool(row["sequence_parallel"]),
+            precision="fp16",
+            flash_attention=False,
+            overlap_grad_reduce=False,
+        )
         out = dc.TrainCost(system, model)(plan)
         assert (row["tp"], row["pp"], row["recompute"], row["zero"]) == (8, 2, "full", 0)
         times.append(float(out.step_time_s))
         fits.append(float(out.headroom_bytes) >= 0)
-    best = min(i for i in range(len(cand)) if fits[i] and times[i] == min(
-        t for t, f in zip(times, fits, strict=True) if f))
+    best = min(
+        i
+        for i in range(len(cand))
+        if fits[i] and times[i] == min(t for t, f in zip(times, fits, strict=True) if f)
+    )
     row = next(r for r in result.rows if r["id"] == m.id)
     assert row["chosen_by_rule"] == ["micro_batch", "virtual_stages"]
     assert (row["plan"]["micro_batch"], row["plan"]["virtual_stages"]) == (
-        int(cand.row(best)["micro_batch"]), int(cand.row(best)["virtual_stages"]))
+        int(cand.row(best)["micro_batch"]),
+        int(cand.row(best)["virtual_stages"]),
+    )
     assert row["predicted"] == pytest.approx(2048 * 1536 / times[best], rel=1e-9)
 
 
 def test_batched_prediction_equals_the_single_cost_model(points, result):
     m = next(p for p in points if p.id == "trtllm061_h100_llama7b_tp1_bs768_128x128")
     out = dc.ServeCost(dc.load_system(m.system, chips=1), dc.load_model(m.model))(
-        dc.serve_plan(**m.plan))
+        dc.serve_plan(**m.plan)
+    )
     row = next(r for r in result.rows if r["id"] == m.id)
     assert row["predicted"] == pytest.approx(float(out.output_tokens_per_s_per_chip), rel=1e-9)
 
@@ -122,6 +137,7 @@ def test_one_trace_per_entry_point(prepared, result, monkeypatch):
         def wrapped(self, plan):
             calls[kind] += 1
             return fn(self, plan)
+
         return wrapped
 
     monkeypatch.setattr(dc.TrainCost, "__call__", count("train", train_call))
@@ -136,8 +152,18 @@ SMALL = ["--source", "megatron-readme", "--source", "trtllm-0.5-latency"]
 
 
 def test_validate_json_plot_and_scenario_files(tmp_path):
-    res = runner.invoke(app, ["validate", *SMALL, "--json", "--plot", str(tmp_path / "v.png"),
-                              "--write-scenarios", str(tmp_path)])
+    res = runner.invoke(
+        app,
+        [
+            "validate",
+            *SMALL,
+            "--json",
+            "--plot",
+            str(tmp_path / "v.png"),
+            "--write-scenarios",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert set(out) == {"calibration", "points", "excluded", "summary"}
@@ -160,8 +186,10 @@ def test_validate_table_and_point_detail():
 def test_each_point_is_a_scenario_the_cli_runs(tmp_path, points, result):
     by_id = {m.id: m for m in points}
     rows = {r["id"]: r for r in result.rows}
-    for pid, cmd, key in [("korthikanti_1T_selective_sp", "train", "tokens_per_s"),
-                          ("bloom176b_dsinf_int8_4xA100_bs8", "serve", "request_latency_s")]:
+    for pid, cmd, key in [
+        ("korthikanti_1T_selective_sp", "train", "tokens_per_s"),
+        ("bloom176b_dsinf_int8_4xA100_bs8", "serve", "request_latency_s"),
+    ]:
         path = tmp_path / f"{pid}.toml"
         path.write_text(scenario_toml(rows[pid], by_id[pid]))
         out = runner.invoke(app, [cmd, "--scenario", str(path), "--json"])

@@ -1,7 +1,5 @@
 """The ``diffcost`` command line: ``diffcost train``, ``diffcost specs``, ..."""
 
-from __future__ import annotations
-
 import typer
 
 app = typer.Typer(

@@ -1,7 +1,5 @@
 """Shared CLI plumbing: error handling, JSON output, number formatting."""
 
-from __future__ import annotations
-
 import json
 import sys
 from collections.abc import Callable
@@ -15,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._errors import SpecError
+from .._core.errors import SpecError
 
 console = Console(width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True)
@@ -71,9 +69,9 @@ def merge_inputs(
     ``refs_flags`` holds the ``model``, ``system``, ``chip`` and ``chips`` flags; ``flags`` the
     plan flags (``None``: not given).
     """
-    from .._errors import Problem, SpecError
-    from .._scenario import load_scenario
-    from .._serve_plan import plan_kwargs
+    from .._core.errors import Problem, SpecError
+    from .._inputs.scenario import load_scenario
+    from .._serve.plan import plan_kwargs
 
     base: dict[str, Any] = {}
     refs: dict[str, Any] = {"model": None, "system": None, "chip": None, "chips": None}
@@ -98,7 +96,7 @@ def merge_inputs(
 
 def spec_infos(refs: dict[str, Any]) -> tuple[Any, Any]:
     """Identity of the model and of the system (or chip) a command ran on."""
-    from .._loader import load_spec
+    from .._inputs.loader import load_spec
 
     model_info = load_spec("model", refs["model"]).info
     kind = "system" if refs["system"] else "chip"

@@ -1,17 +1,15 @@
 """``diffcost plan train|serve``: search for the best plan, verified with the exact model."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from .._errors import Problem, SpecError
-from .._loader import load_model, load_spec, load_system
-from .._plan import RECOMPUTE
-from .._search import SearchResult
-from .._train_search import OBJECTIVES, TrainSearchSpace, megatron_flags, search_train
+from .._core.errors import Problem, SpecError
+from .._inputs.loader import load_model, load_spec, load_system
+from .._search.core import SearchResult
+from .._search.train import OBJECTIVES, TrainSearchSpace, megatron_flags, search_train
+from .._train.plan import RECOMPUTE
 from . import app
 from ._common import EXIT_INFEASIBLE, JsonFlag, console, friendly_errors, print_json
 
@@ -208,8 +206,8 @@ def plan_serve(
     json_out: JsonFlag = False,
 ) -> None:
     """Find the best serving plan under latency limits; every answer is checked exactly."""
-    from .._hardware import FORMATS
-    from .._serve_search import SERVE_OBJECTIVES, ServeSearchSpace, search_serve, serving_flags
+    from .._inputs.hardware import FORMATS
+    from .._search.serve import SERVE_OBJECTIVES, ServeSearchSpace, search_serve, serving_flags
 
     if objective not in SERVE_OBJECTIVES:
         raise SpecError([Problem("<arguments>", "objective", f"must be one of {SERVE_OBJECTIVES}")])

@@ -1,7 +1,5 @@
 """``diffcost sensitivity train|serve``: ranked elasticities of a prediction; tornado charts."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 
@@ -9,11 +7,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .._errors import Problem, SpecError
-from .._loader import load_model, load_spec, load_system
-from .._plan import train_plan
-from .._sensitivity import HARDWARE_GROUPS, PRIMARY, Sensitivity, sensitivity
-from .._serve_plan import serve_plan
+from .._analysis.sensitivity import HARDWARE_GROUPS, PRIMARY, Sensitivity, sensitivity
+from .._core.errors import Problem, SpecError
+from .._inputs.loader import load_model, load_spec, load_system
+from .._serve.plan import serve_plan
+from .._train.plan import train_plan
 from . import app
 from ._common import (
     CalibrationOpt,
@@ -121,8 +119,8 @@ def _report(
     ranked = ranked[ranked.elasticity != 0.0].head(top)
     most = {m: sens.most_elastic(m) for m in sens.metrics}
     if tornado is not None:
-        from .._plots import save
-        from .._plots import tornado as tornado_chart
+        from .._analysis.plots import save
+        from .._analysis.plots import tornado as tornado_chart
 
         swings = sens.swings(metric, list(ranked.parameter))
         save(tornado_chart(swings, metric, title=f"{names[0]} on {names[1]}: {metric}"), tornado)

@@ -1,17 +1,15 @@
 """``diffcost serve``: predict serving latency, throughput, memory and cost."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 
 import equinox as eqx
 import typer
 
-from .._errors import Problem, SpecError
-from .._loader import load_model, load_system
-from .._serve import ServeCost, serve_problems
-from .._serve_plan import serve_plan
+from .._core.errors import Problem, SpecError
+from .._inputs.loader import load_model, load_system
+from .._serve.cost import ServeCost, serve_problems
+from .._serve.plan import serve_plan
 from . import app
 from ._common import (
     EXIT_INFEASIBLE,

@@ -1,11 +1,9 @@
 """``diffcost specs``: list built-in chips, systems, models and scenarios."""
 
-from __future__ import annotations
-
 from rich.table import Table
 
-from .._loader import builtin_names, load_spec
-from .._scenario import load_scenario
+from .._inputs.loader import builtin_names, load_spec
+from .._inputs.scenario import load_scenario
 from . import app
 from ._common import JsonFlag, console, friendly_errors, print_json
 

@@ -1,14 +1,12 @@
 """``diffcost sweep SPEC_FILE``: evaluate a sweep file, write the table and its plots."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from .._sweep import SweepResult, load_sweep, run_sweep
+from .._analysis.sweep import SweepResult, load_sweep, run_sweep
 from . import app
 from ._common import console, friendly_errors, print_json
 
@@ -30,7 +28,7 @@ def best_rows(result: SweepResult, job: str, k: int = 5):
 def write_plots(result: SweepResult, job: str, varying: list[str], folder: Path) -> list[Path]:
     """The plots a sweep supports: MFU heatmap (train, TP and PP swept), Pareto front (serve),
     memory bars of the best plans."""
-    from .. import _plots
+    from .._analysis import plots as _plots
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []

@@ -1,17 +1,15 @@
 """``diffcost train``: predict one training step."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 
 import equinox as eqx
 import typer
 
-from .._feasibility import train_problems
-from .._loader import load_model, load_spec, load_system
-from .._plan import train_plan
-from .._train import TrainCost
+from .._inputs.loader import load_model, load_spec, load_system
+from .._train.cost import TrainCost
+from .._train.plan import train_plan
+from .._train.problems import train_problems
 from . import app
 from ._common import (
     EXIT_INFEASIBLE,

@@ -1,7 +1,5 @@
 """``diffcost validate`` and ``diffcost calibrate``: the model against published measurements."""
 
-from __future__ import annotations
-
 import shlex
 import sys
 from pathlib import Path
@@ -10,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .._errors import Problem, SpecError
-from .._measurements import METRIC_LABELS, load_measurements
+from .._core.errors import Problem, SpecError
+from .._inputs.measurements import METRIC_LABELS, load_measurements
 from . import app
 from ._common import CalibrationOpt, JsonFlag, Opt, console, friendly_errors, print_json
 
@@ -168,8 +166,8 @@ def validate(
     json_out: JsonFlag = False,
 ) -> None:
     """Predict every published measurement and report the errors (median, 90th percentile)."""
-    from .._validate import scenario_toml
-    from .._validate import validate as run
+    from .._analysis.validate import scenario_toml
+    from .._analysis.validate import validate as run
 
     points = _points(measurements, source)
     if point is not None:
@@ -208,7 +206,7 @@ def validate(
 
 
 def _print_point(result, m) -> None:
-    from .._validate import scenario_toml
+    from .._analysis.validate import scenario_toml
 
     if not result.rows:
         console.print(f"[bold]{m.id}[/] is not predicted: {m.excluded}", highlight=False)
@@ -258,9 +256,9 @@ def calibrate(
 ) -> None:
     """Fit the efficiency constants to the measurements (optax, through the model's gradients);
     report errors with the priors, after the fit (in sample) and leave-one-source-out."""
-    from .._calibrate import calibrate as fit_constants
-    from .._calibrate import calibration_toml, report, write_calibration
-    from .._validate import prepare
+    from .._analysis.calibrate import calibrate as fit_constants
+    from .._analysis.calibrate import calibration_toml, report, write_calibration
+    from .._analysis.validate import prepare
 
     if steps < 1 or rounds < 1:
         raise SpecError([Problem("<flags>", "--steps/--rounds", "must be positive")])

@@ -1,0 +1,322 @@
+"""Plots of predictions, sweeps and sensitivities (matplotlib, no global state).
+
+Every function returns a :class:`matplotlib.figure.Figure` built without ``pyplot`` (so it works
+headless, under the Agg canvas, and in notebooks), or draws on a given ``ax``.
+
+* :func:`roofline`: arithmetic intensity vs achieved FLOP/s of every matrix operation of one
+  prediction (:func:`roofline_ops`), under the datasheet and achievable roofs (Williams,
+  Waterman, Patterson, "Roofline", CACM 2009);
+* :func:`pareto`: latency-throughput trade-off of a serving sweep and its Pareto front;
+* :func:`memory_bars`: stacked memory per chip of a few plans against capacity;
+* :func:`mfu_heatmap`: best MFU over tensor x pipeline parallel degrees of a training sweep;
+* :func:`tornado`: exact metric change when each parameter alone is halved or doubled.
+"""
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from .._core.smooth import EXACT
+from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System, format_index
+from .._inputs.model import Model
+from .._serve.passes import consts, gemm_s
+from .._serve.plan import ServePlan
+from .._terms.gemm import matmul_time_s
+from .._train.plan import TrainPlan
+
+_ELT = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
+
+
+def _axes(ax: Axes | None, size=(6.4, 4.4)) -> tuple[Figure, Axes]:
+    if ax is not None:
+        return ax.figure, ax
+    fig = Figure(figsize=size, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def save(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
+    """Write ``fig`` (PNG, SVG or PDF by suffix) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    return path
+
+
+# --- roofline -------------------------------------------------------------------------------------
+def roofline_ops(system: System, model: Model, plan: TrainPlan | ServePlan) -> pd.DataFrame:
+    """The matrix operations of one layer (and the logits) on one chip, as the cost model sees
+    them: ``op``, ``flop``, ``bytes``, ``time_s`` (the model's roofline time),
+    ``intensity`` (FLOP/byte) and ``achieved_flop_per_s``.
+
+    Training: forward GEMMs of one micro-batch (QKV, attention output, MLP in/out, logits) and
+    the attention core (``QK^T``, ``AV`` per local head).  Serving: the decode step's GEMMs for
+    the plan's batch and the prefill GEMMs of one prompt.
+    """
+    rows = []
+    h, a, e = model.hidden, model.heads, model.head_dim
+    f, n_mat, vocab = model.ffn_hidden, model.mlp_matrices, model.vocab
+    if isinstance(plan, TrainPlan):
+        t, c = plan.tp, plan.cp
+        tokens = plan.micro_batch * plan.seq_len / c
+        peak = jnp.sum(plan.precision * system.chip.peak_flop_per_s)
+        elt = jnp.sum(plan.precision * _ELT)
+        bf16 = system.chip.peak_flop_per_s[format_index("bf16")]
+        heads = a / t * plan.micro_batch
+        s_q, s = plan.seq_len / c, plan.seq_len
+        shapes = [
+            ("QKV", tokens, model.attention_width() / t, h, 1.0, peak, elt),
+            ("attention out", tokens, h, a * e / t, 1.0, peak, elt),
+            ("MLP in", tokens, (n_mat - 1.0) * f / t, h, 1.0, peak, elt),
+            ("MLP out", tokens, h, f / t, 1.0, peak, elt),
+            ("QK^T", s_q, s, e, heads, bf16, 2.0),
+            ("AV", s_q, e, s, heads, bf16, 2.0),
+            ("logits", tokens, vocab / t, h, 1.0, peak, elt),
+        ]
+        for name, m, n, k, count, pk, b in shapes:
+            flop = 2.0 * m * n * k * count
+            traffic = b * (m * k + k * n + m * n) * count
+            time = matmul_time_s(m, n, k, pk, b, system, EXACT, count)
+            rows.append((name, flop, traffic, time))
+    else:
+        c = consts(system, model, plan, EXACT)
+        t = plan.tp
+        micro = jnp.minimum(plan.pp, plan.batch)
+        for phase, m in (("decode", plan.batch / micro), ("prefill", plan.input_len)):
+            for name, n, k in (
+                ("QKV", model.attention_width() / t, h),
+                ("attention out", h, a * e / t),
+                ("MLP in", (n_mat - 1.0) * f / t, h),
+                ("MLP out", h, f / t),
+                ("logits", vocab / t, h),
+            ):
+                flop = 2.0 * m * n * k
+                traffic = k * n * c.weight_bytes + (m * k + m * n) * c.act_bytes
+                rows.append((f"{phase} {name}", flop, traffic, gemm_s(m, n, k, c)))
+    df = pd.DataFrame(
+        [(n, float(fl), float(b), float(tm)) for n, fl, b, tm in rows],
+        columns=["op", "flop", "bytes", "time_s"],
+    )
+    df["intensity"] = df.flop / df.bytes
+    df["achieved_flop_per_s"] = df.flop / df.time_s
+    return df
+
+
+def roofline(
+    ops: pd.DataFrame,
+    system: System,
+    peak_flop_per_s: float | None = None,
+    title: str = "roofline",
+    ax: Axes | None = None,
+) -> Figure:
+    """Achieved FLOP/s against arithmetic intensity for every op of ``ops``
+    (:func:`roofline_ops`), under the datasheet roof ``min(peak, I * bandwidth)`` and the
+    achievable one (the calibration's fractions of both)."""
+    fig, ax = _axes(ax)
+    chip, eff = system.chip, system.efficiency
+    peak = float(
+        chip.peak_flop_per_s[format_index("bf16")] if peak_flop_per_s is None else peak_flop_per_s
+    )
+    bw = float(chip.memory_bandwidth_bytes_per_s)
+    lo, hi = max(ops.intensity.min() / 4, 0.1), ops.intensity.max() * 4
+    x = np.geomspace(lo, hi, 200)
+    ax.loglog(x, np.minimum(peak, x * bw), "k-", lw=1.5, label="datasheet roof")
+    ach = np.minimum(
+        peak * float(eff.matmul_peak_fraction), x * bw * float(eff.memory_bandwidth_fraction)
+    )
+    ax.loglog(x, ach, "k--", lw=1, label="achievable roof")
+    for _, row in ops.iterrows():
+        ax.loglog(row.intensity, row.achieved_flop_per_s, "o", ms=7, label=row.op)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncols=2)
+    ax.grid(True, which="both", alpha=0.3)
+    return fig
+
+
+# --- sweeps ---------------------------------------------------------------------------------------
+def pareto_front(
+    df: pd.DataFrame, x: str, y: str, maximize: tuple[bool, bool] = (True, True)
+) -> pd.DataFrame:
+    """Rows of ``df`` not dominated in ``(x, y)`` (both maximised by default), sorted by ``x``."""
+    sx = df[x].to_numpy() * (1 if maximize[0] else -1)
+    sy = df[y].to_numpy() * (1 if maximize[1] else -1)
+    order = np.lexsort((-sy, -sx))  # best x first, ties: best y first
+    best_y, keep = -np.inf, []
+    for i in order:
+        if sy[i] > best_y:
+            keep.append(i)
+            best_y = sy[i]
+    return df.iloc[keep].sort_values(x)
+
+
+def pareto(
+    df: pd.DataFrame,
+    x: str = "output_tokens_per_s_per_user",
+    y: str = "output_tokens_per_s_per_chip",
+    hue: str | None = None,
+    maximize: tuple[bool, bool] = (True, True),
+    title: str = "latency-throughput trade-off",
+    ax: Axes | None = None,
+) -> Figure:
+    """Scatter of ``(x, y)`` for the feasible rows (one colour per ``hue`` value) and the Pareto
+    front of each group (by default both maximised: faster per user, more per chip; for a
+    latency on ``x`` pass ``maximize=(False, True)``)."""
+    fig, ax = _axes(ax)
+    rows = df[df.feasible] if "feasible" in df else df
+    groups = [(None, rows)] if hue is None else list(rows.groupby(hue, observed=True))
+    for name, g in groups:
+        if g.empty:
+            continue
+        pts = ax.scatter(g[x], g[y], s=6, alpha=0.25)
+        front = pareto_front(g, x, y, maximize)
+        ax.plot(
+            front[x],
+            front[y],
+            "-o",
+            ms=3,
+            color=pts.get_facecolor()[0][:3],
+            label=str(name) if name is not None else "Pareto front",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(x.replace("_", " "))
+    ax.set_ylabel(y.replace("_", " "))
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    return fig
+
+
+_MEMORY_PARTS = {
+    "train": [
+        "memory_weights_bytes",
+        "memory_gradients_bytes",
+        "memory_optimizer_bytes",
+        "memory_activations_bytes",
+        "memory_reserved_bytes",
+    ],
+    "serve": [
+        "memory_weights_bytes",
+        "memory_kv_cache_bytes",
+        "memory_activations_bytes",
+        "memory_reserved_bytes",
+    ],
+}
+
+
+def memory_bars(
+    df: pd.DataFrame,
+    labels: Sequence[str] | None = None,
+    title: str = "memory per chip",
+    ax: Axes | None = None,
+) -> Figure:
+    """Stacked memory per chip (GB) of each row of ``df`` with its capacity marked."""
+    job = "train" if "memory_gradients_bytes" in df else "serve"
+    parts = [p for p in _MEMORY_PARTS[job] if p in df]
+    fig, ax = _axes(ax, (max(4.0, 0.9 * len(df) + 2), 4.4))
+    x = np.arange(len(df))
+    bottom = np.zeros(len(df))
+    for p in parts:
+        vals = df[p].to_numpy(dtype=float) / 1e9
+        ax.bar(x, vals, bottom=bottom, label=p.removeprefix("memory_").removesuffix("_bytes"))
+        bottom += vals
+    if "capacity_bytes" in df:
+        cap = df["capacity_bytes"].to_numpy(dtype=float) / 1e9
+        ax.scatter(x, cap, marker="_", s=900, color="k", label="capacity", zorder=3)
+    ax.set_xticks(
+        x,
+        labels if labels is not None else [str(i) for i in df.index],
+        rotation=30,
+        ha="right",
+        fontsize=8,
+    )
+    ax.set_ylabel("GB per chip")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def mfu_heatmap(
+    df: pd.DataFrame,
+    x: str = "tp",
+    y: str = "pp",
+    value: str = "mfu",
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Best ``value`` over the other swept inputs for each ``(x, y)`` cell, feasible rows only
+    (blank cells: nothing feasible)."""
+    fig, ax = _axes(ax, (5.6, 4.6))
+    rows = df[df.feasible] if "feasible" in df else df
+    grid = rows.pivot_table(index=y, columns=x, values=value, aggfunc="max")
+    xs = sorted(df[x].unique())
+    ys = sorted(df[y].unique())
+    grid = grid.reindex(index=ys, columns=xs)
+    im = ax.imshow(grid.to_numpy(dtype=float), origin="lower", cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(xs)), [f"{v:g}" for v in xs])
+    ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys])
+    lo, hi = np.nanmin(grid.to_numpy(dtype=float)), np.nanmax(grid.to_numpy(dtype=float))
+    for i in range(len(ys)):
+        for j in range(len(xs)):
+            v = grid.iat[i, j]
+            if np.isfinite(v):
+                bright = (v - lo) > 0.6 * (hi - lo)  # viridis is light at the top
+                ax.text(
+                    j,
+                    i,
+                    f"{v:.0%}" if value in ("mfu", "hfu") else f"{v:.3g}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="k" if bright else "w",
+                )
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title or f"best {value} over {x} x {y} (feasible plans)")
+    fig.colorbar(im, ax=ax, label=value)
+    return fig
+
+
+# --- sensitivity ----------------------------------------------------------------------------------
+def tornado(
+    swings: pd.DataFrame, metric: str, title: str | None = None, ax: Axes | None = None
+) -> Figure:
+    """Tornado chart of :meth:`diffcost._sensitivity.Sensitivity.swings`: the exact relative
+    change of ``metric`` when each parameter alone is multiplied by each factor."""
+    cols = [c for c in swings.columns if c.startswith("x")]
+    fig, ax = _axes(ax, (7.5, 0.45 * len(swings) + 1.6))
+    y = np.arange(len(swings))[::-1]
+    for col, color in zip(cols, ("tab:blue", "tab:orange", "tab:green"), strict=False):
+        ax.barh(
+            y,
+            100 * swings[col].to_numpy(),
+            color=color,
+            alpha=0.8,
+            label=f"parameter {col.replace('x', 'x ')}",
+        )
+    pairs = zip(swings.parameter, swings.elasticity, strict=True)
+    labels = [f"{p}  (e={e:+.2f})" for p, e in pairs]
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_xlabel(f"change of {metric} (%)")
+    ax.set_title(title or f"sensitivity of {metric}")
+    ax.legend(fontsize=8)
+    return fig
+
+
+__all__ = [
+    "memory_bars",
+    "mfu_heatmap",
+    "pareto",
+    "pareto_front",
+    "roofline",
+    "roofline_ops",
+    "save",
+    "tornado",
+]

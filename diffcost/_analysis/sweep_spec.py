@@ -1,0 +1,425 @@
+"""Sweep specifications: what varies (plan, hardware, model fields), checked strictly and
+encoded for on-device decoding; the spec file loader.  Evaluation is in :mod:`diffcost._sweep`.
+"""
+
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import numpy as np
+
+from .._core.errors import Problem, SpecError
+from .._inputs.hardware import FORMATS
+from .._inputs.loader import _read_toml, load_model, load_system
+from .._serve.cost import ServeBreakdown
+from .._serve.plan import MODES, plan_kwargs, serve_plan
+from .._train.cost import TrainBreakdown
+from .._train.memory import TrainMemory
+from .._train.plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, train_plan
+
+JOBS = ("train", "serve")
+NUM, BOOL = "number", "bool"
+_TRAIN_FIELDS: dict[str, Any] = {
+    "tp": NUM,
+    "pp": NUM,
+    "dp": NUM,
+    "cp": NUM,
+    "micro_batch": NUM,
+    "global_batch": NUM,
+    "seq_len": NUM,
+    "virtual_stages": NUM,
+    "sequence_parallel": BOOL,
+    "flash_attention": BOOL,
+    "overlap_grad_reduce": BOOL,
+    "recompute": RECOMPUTE,
+    "zero": ZERO_STAGES,
+    "precision": FORMATS,
+    "optimizer": tuple(OPTIMIZER_BYTES),
+    "grad_bytes_per_param": NUM,
+}
+_SERVE_FIELDS: dict[str, Any] = {
+    "tp": NUM,
+    "pp": NUM,
+    "replicas": NUM,
+    "batch": NUM,
+    "input_len": NUM,
+    "output_len": NUM,
+    "weight_format": FORMATS,
+    "compute_format": FORMATS,
+    "kv_format": FORMATS,
+    "mode": MODES,
+    "prefill_chunk": NUM,
+    "draft_len": NUM,
+    "acceptance": NUM,
+    "draft_params_fraction": NUM,
+    "disaggregated": BOOL,
+    "prefill_chips": NUM,
+    "decode_chips": NUM,
+    "kv_block": NUM,
+    **{f"accuracy_cost_{fmt}": NUM for fmt in FORMATS},
+    "gqa_decode_kernel": BOOL,
+    "fused_dequant": BOOL,
+}
+PLAN_FIELDS = {"train": _TRAIN_FIELDS, "serve": _SERVE_FIELDS}
+_BUILDERS = {"train": train_plan, "serve": serve_plan}
+#: Plan fields derived per point when not given (NaN / -1 on the device).
+_DERIVED = {
+    "dp",
+    "global_batch",
+    "sequence_parallel",
+    "replicas",
+    "compute_format",
+    "prefill_chips",
+    "decode_chips",
+}
+_REFS = ("model", "system", "chip", "chips")
+
+
+def _fields_of(cls: type, prefix: str = "") -> list[str]:
+    # the breakdown's ``chips`` (chips the plan occupies) is ``chips_used`` here: ``chips`` is
+    # the system's chip count, an input
+    return [prefix + ("chips_used" if k == "chips" else k) for k in cls.__dataclass_fields__]
+
+
+TRAIN_OUTPUTS: tuple[str, ...] = tuple(
+    [k for k in _fields_of(TrainBreakdown) if k != "memory"]
+    + _fields_of(TrainMemory, "memory_")
+    + ["tokens_per_s_per_chip", "dp", "global_batch", "fits", "feasible"]
+)
+_SERVE_MEMORY = (
+    "weights_bytes",
+    "kv_cache_bytes",
+    "kv_block_waste_bytes",
+    "activations_bytes",
+    "reserved_bytes",
+    "total_bytes",
+)
+SERVE_OUTPUTS: tuple[str, ...] = tuple(
+    [k for k in _fields_of(ServeBreakdown) if k != "memory"]
+    + ["memory_" + k for k in _SERVE_MEMORY]
+    + ["replicas", "fits", "feasible"]
+)
+OUTPUTS = {"train": TRAIN_OUTPUTS, "serve": SERVE_OUTPUTS}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What to evaluate: a base point and axes (see the module docstring for the keys).
+
+    Attributes:
+        job: ``"train"`` or ``"serve"``.
+        base: fixed values.
+        grid: one axis per key (Cartesian product).
+        zip: equal-length lists sharing one axis.
+        outputs: output columns to keep (default: all of :data:`OUTPUTS` of the job).
+        name: for messages; source: the file it came from (for error messages).
+    """
+
+    job: str
+    base: Mapping[str, Any]
+    grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    zip: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    outputs: tuple[str, ...] | None = None
+    name: str = "sweep"
+    source: str = "<sweep>"
+
+    def size(self) -> int:
+        """Number of points: the product of the grid lengths times the zip length."""
+        n = math.prod(len(v) for v in self.grid.values())
+        return n * (len(next(iter(self.zip.values()))) if self.zip else 1)
+
+
+# --- preparation (host) ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Override:
+    column: str
+    target: str  # "system" | "model"
+    path: tuple[str, ...]
+    index: int  # position in a per-format vector, -1 for scalars
+    multiply: bool
+
+
+@dataclass(frozen=True)
+class _Structure:
+    """Static description of a prepared sweep: the key of its compilation."""
+
+    job: str
+    axes: tuple[tuple[int, int, tuple[str, ...]], ...]  # (size, stride, columns)
+    overrides: tuple[_Override, ...]
+    outputs: tuple[str, ...]
+
+
+def _override(key: str, problems: list[Problem], where: str) -> _Override | None:
+    multiply = key.startswith("scale.")
+    parts = key.removeprefix("scale.").split(".")
+    target, path = parts[0], parts[1:]
+    probe: Any = load_system(chip="h100-sxm") if target == "system" else load_model("llama-2-7b")
+    index = -1
+    try:
+        for i, name in enumerate(path):
+            if name == "num_chips":
+                raise AttributeError("use 'chips' for the chip count")
+            if isinstance(probe, eqx.Module):
+                probe = getattr(probe, name)
+            elif np.size(probe) == len(FORMATS) and i == len(path) - 1 and name in FORMATS:
+                index = FORMATS.index(name)
+                probe = probe[index]
+            else:
+                raise AttributeError(name)
+        if not path or isinstance(probe, eqx.Module) or np.size(probe) != 1:
+            raise AttributeError("not a number")
+    except AttributeError as err:
+        reason = str(err) if "'" not in str(err) else f"no field {str(err).split()[-1]}"
+        problems.append(
+            Problem(
+                where,
+                key,
+                f"no such {target} number ({reason}); e.g. "
+                f"'system.chip.memory_bandwidth_bytes_per_s', "
+                f"'system.chip.peak_flop_per_s.bf16', 'model.hidden'",
+            )
+        )
+        return None
+    path = tuple(p for p in path if p not in FORMATS or index < 0)
+    return _Override(key, target, path, index, multiply)
+
+
+def _is_override(key: str) -> bool:
+    return key.split(".")[0] in ("system", "model", "scale") and "." in key
+
+
+@dataclass
+class _Prepared:
+    sweep: Sweep
+    structure: _Structure
+    tables: dict[str, Any]  # systems, models (stacked) and encoded axis columns
+    consts: dict[str, Any]  # encoded base values
+    host_axes: list[dict[str, list[Any]]]  # original values per axis column
+    n: int
+
+
+def _encode(job: str, key: str, value: Any, hardware: list, models: list) -> float:
+    if value is None:
+        return -1.0 if key == "compute_format" else math.nan
+    if key == "model":
+        return float(models.index(value))
+    if key in ("system", "chip"):
+        return float(hardware.index((key, value)))
+    kind = PLAN_FIELDS[job].get(key, NUM)
+    if kind == BOOL:
+        return float(bool(value))
+    if isinstance(kind, tuple):
+        return float(kind.index(value))
+    return float(value)
+
+
+def _check_plans(sweep: Sweep, plan_base: dict, columns: dict[str, list], problems: list) -> None:
+    """Every plan value is validated by the plan builder (base values around it)."""
+    build = _BUILDERS[sweep.job]
+    kw = (lambda d: plan_kwargs(d)) if sweep.job == "serve" else (lambda d: d)
+
+    def attempt(values: dict, where: str) -> None:
+        try:
+            build(**kw(values), source=sweep.source)
+        except SpecError as err:
+            problems.extend(Problem(p.file, f"{where}{p.key}", p.reason) for p in err.problems)
+        except TypeError as err:
+            problems.append(Problem(sweep.source, where, str(err)))
+
+    attempt(dict(plan_base), "base.")
+    seen: set = set()
+    for key, values in columns.items():
+        for v in values:
+            if (key, repr(v)) in seen:
+                continue
+            seen.add((key, repr(v)))
+            attempt({**plan_base, key: v}, "grid/zip " if key not in plan_base else "")
+
+
+def prepare(sweep: Sweep) -> _Prepared:
+    """Check a sweep (every problem at once) and encode it for the device."""
+    w = sweep.source
+    problems: list[Problem] = []
+    if sweep.job not in JOBS:
+        raise SpecError([Problem(w, "job", f"must be one of {', '.join(JOBS)}, got {sweep.job!r}")])
+    fields = PLAN_FIELDS[sweep.job]
+    tables = {"base": dict(sweep.base), "grid": dict(sweep.grid), "zip": dict(sweep.zip)}
+    owner: dict[str, str] = {}
+    for tname, table in tables.items():
+        for key, value in table.items():
+            if key in owner:
+                problems.append(Problem(w, f"{tname}.{key}", f"also given in [{owner[key]}]"))
+            owner[key] = tname
+            if key not in fields and key not in _REFS and not _is_override(key):
+                problems.append(
+                    Problem(
+                        w,
+                        f"{tname}.{key}",
+                        f"unknown field for a {sweep.job} "
+                        f"sweep (allowed: {', '.join([*_REFS, *fields])}, "
+                        "system.<path>, model.<field>, scale.<...>)",
+                    )
+                )
+            if tname != "base" and (not isinstance(value, (list, tuple)) or not value):
+                problems.append(Problem(w, f"{tname}.{key}", "must be a non-empty list"))
+    lengths = {len(v) for v in sweep.zip.values() if isinstance(v, (list, tuple))}
+    if len(lengths) > 1:
+        problems.append(Problem(w, "zip", f"lists must have equal lengths, got {sorted(lengths)}"))
+    if "model" not in owner:
+        problems.append(Problem(w, "model", "missing: give a model in [base], [grid] or [zip]"))
+    if ("system" in owner) + ("chip" in owner) != 1:
+        problems.append(Problem(w, "system/chip", "give exactly one of system or chip"))
+    for key in sweep.outputs or ():
+        if key not in OUTPUTS[sweep.job]:
+            problems.append(
+                Problem(
+                    w,
+                    f"outputs.{key}",
+                    f"unknown output (allowed: {', '.join(OUTPUTS[sweep.job])})",
+                )
+            )
+    overrides = [o for k in owner if _is_override(k) and (o := _override(k, problems, w))]
+
+    # values: only the well-formed entries, so that every problem is reported in one go
+    listed = lambda v: isinstance(v, (list, tuple)) and len(v) > 0
+    axis_cols = [{k: list(v)} for k, v in sweep.grid.items() if listed(v)]
+    if sweep.zip and len(lengths) == 1:
+        axis_cols.append({k: list(v) for k, v in sweep.zip.items() if listed(v)})
+    all_cols = {k: v for axis in axis_cols for k, v in axis.items()}
+    plan_base = {k: v for k, v in sweep.base.items() if k in fields}
+    _check_plans(sweep, plan_base, {k: v for k, v in all_cols.items() if k in fields}, problems)
+    hw_key = "system" if "system" in owner else "chip"
+    pick = lambda k: [sweep.base[k]] if k in sweep.base else all_cols.get(k, [])
+    hardware = list(dict.fromkeys((hw_key, n) for n in pick(hw_key)))
+    models = list(dict.fromkeys(pick("model")))
+    systems, loaded_models = [], []
+    for kind, name in hardware:
+        try:
+            systems.append(load_system(**{kind: name}))
+        except SpecError as err:
+            problems += err.problems
+    for name in models:
+        try:
+            loaded_models.append(load_model(name))
+        except SpecError as err:
+            problems += err.problems
+    for key, values in [*((k, [v]) for k, v in sweep.base.items()), *all_cols.items()]:
+        for v in values if key == "chips" or _is_override(key) else ():
+            if key == "chips" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                problems.append(Problem(w, key, f"must be a positive integer, got {v!r}"))
+            elif key != "chips" and (
+                isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0
+            ):
+                problems.append(Problem(w, key, f"must be a non-negative number, got {v!r}"))
+    if problems:
+        raise SpecError(problems)
+
+    dtype = jnp.result_type(float)
+    enc = lambda k, v: _encode(sweep.job, k, v, hardware, models)
+    consts = {k: enc(k, v) for k, v in sweep.base.items()}
+    defaults = inspect.signature(_BUILDERS[sweep.job]).parameters
+    for key in fields:
+        if key not in owner:
+            default = (
+                None
+                if key in _DERIVED
+                else (0.0 if key.startswith("accuracy_cost_") else defaults[key].default)
+            )
+            consts[key] = enc(key, default)
+    consts.setdefault("chips", math.nan)
+    internal = {"model": "_model", "system": "_hw", "chip": "_hw"}
+    consts = {internal.get(k, k): jnp.asarray(v, dtype) for k, v in consts.items()}
+    columns, axes, stride = {}, [], 1
+    for axis in reversed(axis_cols):
+        size = len(next(iter(axis.values())))
+        names = tuple(internal.get(k, k) for k in axis)
+        for k, v in axis.items():
+            columns[internal.get(k, k)] = jnp.asarray([enc(k, x) for x in v], dtype)
+        axes.append((size, stride, names))
+        stride *= size
+    axes.reverse()
+    stack = lambda trees: jtu.tree_map(lambda *x: jnp.stack(x), *trees)
+    structure = _Structure(
+        sweep.job, tuple(axes), tuple(overrides), tuple(sweep.outputs or OUTPUTS[sweep.job])
+    )
+    tabs = {"systems": stack(systems), "models": stack(loaded_models), "columns": columns}
+    return _Prepared(sweep, structure, tabs, consts, axis_cols, stride)
+
+
+# --- one point (device) ---------------------------------------------------------------------------
+
+_TOP = {"schema_version", "kind", "name", "display_name", "job", "outputs"}
+_TABLES = {"base", "grid", "zip", "output", "source"}
+_OUTPUT_KEYS = {"csv", "parquet", "plots"}
+
+
+@dataclass(frozen=True)
+class SweepFile:
+    """A sweep file: the sweep, its display name and where to write results."""
+
+    sweep: Sweep
+    display_name: str
+    csv: Path | None = None
+    parquet: Path | None = None
+    plots: Path | None = None
+
+
+def load_sweep(path: str | Path) -> SweepFile:
+    """Read and check a sweep file (``specs/SCHEMA.md``, "Sweep"); all problems at once."""
+    path = Path(path)
+    data = _read_toml(path)
+    w = str(path)
+    problems: list[Problem] = []
+    add = lambda key, reason: problems.append(Problem(w, key, reason))
+    for key, value in data.items():
+        allowed = _TABLES if isinstance(value, dict) else _TOP
+        if key not in allowed:
+            what = "table" if isinstance(value, dict) else "key"
+            add(key, f"unknown {what} (allowed: {', '.join(sorted(allowed))})")
+    if data.get("schema_version") != 1:
+        add("schema_version", f"must be 1, got {data.get('schema_version')!r}")
+    if data.get("kind") != "sweep":
+        add("kind", f"must be 'sweep', got {data.get('kind')!r}")
+    name = data.get("name")
+    if name != path.stem:
+        add("name", f"must equal the file name {path.stem!r}, got {name!r}")
+    if data.get("job") not in JOBS:
+        add("job", f"must be one of {', '.join(JOBS)}, got {data.get('job')!r}")
+    outputs = data.get("outputs")
+    if outputs is not None and not (
+        isinstance(outputs, list) and all(isinstance(o, str) for o in outputs)
+    ):
+        add("outputs", "must be a list of output names")
+    if not isinstance(data.get("base"), dict):
+        add("base", "missing [base] table")
+    source = data.get("source")
+    if not (
+        isinstance(source, dict) and any(isinstance(v, str) and v.strip() for v in source.values())
+    ):
+        add("source", "missing [source] table: say what the sweep is for")
+    out = data.get("output", {})
+    for key, value in out.items():
+        if key not in _OUTPUT_KEYS or not isinstance(value, str):
+            add(f"output.{key}", f"must be one of {sorted(_OUTPUT_KEYS)} with a path (string)")
+    if problems:
+        raise SpecError(problems)
+    sweep = Sweep(
+        job=data["job"],
+        base=data["base"],
+        grid=data.get("grid", {}),
+        zip=data.get("zip", {}),
+        outputs=tuple(outputs) if outputs else None,
+        name=name,
+        source=w,
+    )
+    prepare(sweep)  # every remaining problem, now
+    where = lambda k: Path(out[k]) if k in out else None  # relative to the working directory
+    return SweepFile(
+        sweep, data.get("display_name", name), where("csv"), where("parquet"), where("plots")
+    )

@@ -1,0 +1,126 @@
+"""Hardware as Equinox modules: a chip, the system it sits in, and its efficiency constants.
+
+All differentiable quantities are float array leaves in SI units, so ``eqx.filter_grad`` gives
+sensitivities to every hardware number and ``jax.vmap`` runs over stacked chips.  Names and
+sources live in :class:`diffcost.SpecInfo`, not here, so that different chips stack.
+"""
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+#: Numeric formats, in the order of ``Chip.peak_flop_per_s``.
+FORMATS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
+
+#: Storage size of one element, bytes (sub-byte formats are fractional: int4 = 0.5 byte).
+BYTES_PER_ELEMENT: dict[str, float] = {
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "fp4": 0.5,
+    "int4": 0.5,
+}
+
+#: A format a chip lacks runs at the peak of the next wider format it has (an upcasting kernel).
+FORMAT_FALLBACK: dict[str, str | None] = {
+    "fp32": None,
+    "tf32": "fp32",
+    "bf16": "fp16",
+    "fp16": "bf16",
+    "fp8": "bf16",
+    "int8": "bf16",
+    "fp4": "fp8",
+    "int4": "int8",
+}
+
+
+def format_index(name: str) -> int:
+    """Position of a format in :data:`FORMATS`."""
+    return FORMATS.index(name)
+
+
+def one_hot_format(name: str) -> Float[Array, "8"]:
+    """One-hot weights selecting a single format (the exact limit of a format mixture)."""
+    return jnp.zeros(len(FORMATS)).at[format_index(name)].set(1.0)
+
+
+class Efficiency(eqx.Module):
+    """Achievable fractions of the datasheet peaks: the model's only empirical constants.
+
+    Defaults and fitted values live in ``specs/calibration/`` with their provenance; they are
+    global per chip family, never per data point.
+
+    Attributes:
+        matmul_peak_fraction: fraction of dense peak FLOP/s a large GEMM reaches (dimensionless).
+        matmul_half_dim: GEMM dimension (elements) at which that dimension alone halves the
+            efficiency: ``eff = f_max * prod_i n_i / (n_i + n_half)`` (tile/wave quantization).
+        memory_bandwidth_fraction: fraction of the memory bandwidth a streaming kernel reaches.
+        link_bandwidth_fraction: collective bus bandwidth / link bandwidth (NCCL "busbw").
+        kernel_launch_s: fixed cost per kernel (launch and synchronisation), seconds.
+        memory_reserved_bytes: runtime context, communication buffers (not for on-chip SRAM).
+        memory_fragmentation_fraction: fraction of capacity lost to allocator fragmentation.
+        overlap_contention: fraction of an overlapped collective's time that still slows the
+            computation it hides under (communication kernels occupy SMs and memory bandwidth).
+        kv_reread_fraction: cost of re-reading data another thread block has just read, as a
+            fraction of a memory read (dimensionless): part of the re-reads hit the L2 cache.
+            Between the L2 bound (memory/L2 bandwidth, ~0.3 on A100 and H200) and 1 (every
+            re-read misses).  Used for GQA-unaware decode attention.
+    """
+
+    matmul_peak_fraction: Float[Array, ""]
+    matmul_half_dim: Float[Array, ""]
+    memory_bandwidth_fraction: Float[Array, ""]
+    link_bandwidth_fraction: Float[Array, ""]
+    kernel_launch_s: Float[Array, ""]
+    memory_reserved_bytes: Float[Array, ""]
+    memory_fragmentation_fraction: Float[Array, ""]
+    overlap_contention: Float[Array, ""]
+    kv_reread_fraction: Float[Array, ""]
+
+
+class Chip(eqx.Module):
+    """One accelerator.
+
+    Attributes:
+        peak_flop_per_s: dense peak per format, FLOP/s, indexed by :data:`FORMATS` (missing
+            formats already resolved to their fallback by the loader).
+        memory_capacity_bytes: capacity of the memory the weights live in (HBM or SRAM), bytes.
+        memory_bandwidth_bytes_per_s: its bandwidth, bytes/s.
+        on_chip_sram: 1.0 if weights live in on-chip SRAM (Groq, Cerebras), else 0.0.
+        tdp_w: thermal design power, W.
+    """
+
+    peak_flop_per_s: Float[Array, "8"]
+    memory_capacity_bytes: Float[Array, ""]
+    memory_bandwidth_bytes_per_s: Float[Array, ""]
+    on_chip_sram: Float[Array, ""]
+    tdp_w: Float[Array, ""]
+
+
+class System(eqx.Module):
+    """A cluster of identical chips with a two-level network (scale-up domain, scale-out).
+
+    Attributes:
+        chip: the accelerator.
+        num_chips: chips in the job.
+        scale_up_domain_chips: chips sharing the fast fabric (NVLink/NVSwitch node, ICI slice).
+        scale_up_bandwidth_bytes_per_s: per chip, per direction, bytes/s.
+        scale_up_latency_s: per collective step inside a domain, s.
+        scale_out_bandwidth_bytes_per_s: per chip, per direction, between domains, bytes/s.
+        scale_out_latency_s: per collective step between domains, s.
+        price_usd_per_chip_hour: rental price, USD per chip-hour (0 if unknown).
+        efficiency: achievable fractions of the peaks.
+    """
+
+    chip: Chip
+    num_chips: Float[Array, ""]
+    scale_up_domain_chips: Float[Array, ""]
+    scale_up_bandwidth_bytes_per_s: Float[Array, ""]
+    scale_up_latency_s: Float[Array, ""]
+    scale_out_bandwidth_bytes_per_s: Float[Array, ""]
+    scale_out_latency_s: Float[Array, ""]
+    price_usd_per_chip_hour: Float[Array, ""]
+    efficiency: Efficiency

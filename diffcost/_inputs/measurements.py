@@ -1,0 +1,372 @@
+"""Published measurements as validation scenarios: ``specs/measurements/*.toml``, read strictly.
+
+One file per source (paper, README, vendor table).  Each ``[[point]]`` is a scenario the cost
+models can run (model, system, chip count and the *published* plan) plus one measured number
+in the source's own convention.  The loader converts that number to one of four canonical
+metrics, each compared as ``predicted / measured - 1``:
+
+* ``train_throughput``: tokens/s of the whole job, from ``step_time_s`` (``B s / t``),
+  ``tokens_per_s_per_chip`` (``x chips``) or ``achieved_per_chip_tflop_per_s`` with
+  ``flop_convention = "narayanan-eq3"`` (``X chips / (96 l h^2 (1 + s/6h + V/16lh))``);
+* ``serve_throughput``: output tokens/s per chip, from ``output_tokens_per_s_per_chip``;
+* ``ttft``: seconds to the first token, from ``ttft_ms`` (any time unit);
+* ``token_latency``: seconds per output token of one sequence (batch wall time / output
+  length), from ``amortized_time_per_token_ms`` (amortized over the batch: ``x batch``).
+
+Narayanan et al. (SC'21, eq. 3) count the recomputed forward pass, so their "achieved
+TFLOP/s" is hardware-FLOP-like; converting with their own formula recovers the measured
+tokens/s exactly.  Every problem of every file is reported at once (:class:`SpecError`).
+See ``specs/SCHEMA.md`` ("Measurements") for the format.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._core.errors import Problem, SpecError
+from .._serve.plan import SERVE_PLAN, plan_kwargs, serve_plan
+from .._train.plan import train_plan
+from . import schema as S
+from .loader import _Checker, _read_toml, load_spec, resolve, specs_dir
+
+METRICS: tuple[str, ...] = ("train_throughput", "serve_throughput", "ttft", "token_latency")
+METRIC_LABELS = {
+    "train_throughput": "training throughput (tokens/s; same error as MFU)",
+    "serve_throughput": "serving throughput (output tokens/s/chip)",
+    "ttft": "time to first token (s)",
+    "token_latency": "per-token latency (s)",
+}
+FLOP_CONVENTIONS = ("narayanan-eq3",)
+
+_TOP = {**S.TOP, "kind": S.Field("enum", True, choices=("measurements",))}
+_SOURCE_KEYS = ("reference", "conventions", "hardware", "unreported", "data")
+_POINT = {
+    "id": S.Field("str", required=True),
+    "kind": S.Field("enum", required=True, choices=("train", "serve")),
+    "model": S.Field("str", required=True),
+    "system": S.Field("str"),
+    "chip": S.Field("str"),
+    "chips": S.Field("count", required=True),
+    "verified": S.Field("bool", required=True),
+    "notes": S.Field("str"),
+    "excluded": S.Field("str"),
+    "unmodelled": S.Field("str"),
+}
+_MEASURED = {
+    "train": {
+        "step_time": S.Field("quantity", "s"),
+        "tokens_per_s_per_chip": S.Field("number"),
+        "achieved_per_chip": S.Field("quantity", "flop_per_s"),
+        "flop_convention": S.Field("enum", choices=FLOP_CONVENTIONS),
+        "as_published": S.Field("str", required=True),
+    },
+    "serve": {
+        "output_tokens_per_s_per_chip": S.Field("number"),
+        "ttft": S.Field("quantity", "s"),
+        "amortized_time_per_token": S.Field("quantity", "s"),
+        "as_published": S.Field("str", required=True),
+    },
+}
+#: measured key (SI) -> metric
+_METRIC_OF = {
+    "step_time_s": "train_throughput",
+    "tokens_per_s_per_chip": "train_throughput",
+    "achieved_per_chip_flop_per_s": "train_throughput",
+    "output_tokens_per_s_per_chip": "serve_throughput",
+    "ttft_s": "ttft",
+    "amortized_time_per_token_s": "token_latency",
+}
+#: plan keys a point must publish; the others of a training plan are chosen by the rule
+#: (:mod:`diffcost._validate`) when absent.
+REQUIRED_PLAN = {
+    "train": (
+        "tp",
+        "pp",
+        "dp",
+        "cp",
+        "global_batch",
+        "seq_len",
+        "precision",
+        "flash_attention",
+        "overlap_grad_reduce",
+    ),
+    "serve": (
+        "tp",
+        "pp",
+        "batch",
+        "input_len",
+        "output_len",
+        "weight_format",
+        "kv_format",
+        "mode",
+        "kv_block",
+    ),
+}
+#: training plan keys the rule may choose when a source leaves them unreported
+CHOSEN_BY_RULE = ("micro_batch", "virtual_stages", "recompute", "zero", "sequence_parallel")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One published point, ready to predict.
+
+    Attributes:
+        id: identifier (unique over all files; the YAML id it was transcribed from).
+        source: name of the file it comes from (the unit of leave-one-source-out).
+        kind: "train" or "serve".
+        metric: one of :data:`METRICS`.
+        measured: the measured value in the metric's canonical SI form.
+        model: resolved model file; system / chip: built-in name or path; chips: count.
+        plan: the published plan values (a training point omits what the rule chooses).
+        raw: the ``[point.measured]`` values in SI (key -> value) and ``as_published``.
+        excluded: why the point is carried but not predicted (None: predicted).
+        unmodelled: a named effect of the point's software stack that the cost model lacks
+            (None: none known).  The point is predicted and reported like every other, but the
+            calibration does not fit to it, so that a missing effect does not bend the
+            physical constants of every other point.
+    """
+
+    id: str
+    source: str
+    kind: str
+    metric: str
+    measured: float
+    model: str
+    system: str | None
+    chip: str | None
+    chips: int
+    plan: dict[str, Any]
+    raw: dict[str, Any]
+    verified: bool
+    flags: tuple[str, ...] = ()
+    notes: str | None = None
+    excluded: str | None = None
+    unmodelled: str | None = None
+    path: str = ""
+    source_info: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def hardware(self) -> str:
+        """System or chip name."""
+        return self.system or self.chip or ""
+
+
+def measurements_dir() -> Path:
+    """Built-in measurement files: ``specs/measurements``."""
+    return specs_dir() / "measurements"
+
+
+def load_measurements(paths: list[str | Path] | None = None) -> list[Measurement]:
+    """Every point of the given measurement files (default: all built-in ones), in file order.
+
+    Raises:
+        SpecError: every problem of every file at once (file, key, reason).
+    """
+    files = sorted(measurements_dir().glob("*.toml")) if paths is None else [Path(p) for p in paths]
+    problems: list[Problem] = []
+    points: list[Measurement] = []
+    seen_ids: dict[str, str] = {}
+    for path in files:
+        try:
+            got = _load_file(path)
+        except SpecError as err:
+            problems += err.problems
+            continue
+        for m in got:
+            if m.id in seen_ids:
+                problems.append(
+                    Problem(str(path), f"point {m.id}", f"duplicate id (also in {seen_ids[m.id]})")
+                )
+            seen_ids[m.id] = str(path)
+        points += got
+    if not files:
+        problems.append(Problem(str(measurements_dir()), "", "no measurement files"))
+    if problems:
+        raise SpecError(problems)
+    return points
+
+
+def _load_file(path: Path) -> list[Measurement]:
+    data = _read_toml(path)
+    ck = _Checker(str(path))
+    top = ck.table({k: v for k, v in data.items() if not isinstance(v, (dict, list))}, _TOP, "")
+    if top.get("schema_version", 1) != 1:
+        ck.add("schema_version", f"unsupported version {top['schema_version']} (expected 1)")
+    if "name" in top and top["name"] != path.stem:
+        ck.add("name", f"must equal the file name {path.stem!r}, got {top['name']!r}")
+    for key, value in data.items():
+        if isinstance(value, (dict, list)) and key not in ("source", "point"):
+            ck.add(key, "unknown table (allowed: source, point)")
+    source = data.get("source")
+    if not isinstance(source, dict):
+        ck.add("source", "missing [source] table: say where the measurements come from")
+        source = {}
+    for key in _SOURCE_KEYS:
+        if key not in source:
+            ck.add(f"source.{key}", "missing required key")
+    for key, text in source.items():
+        if key not in (*_SOURCE_KEYS, "notes"):
+            ck.add(f"source.{key}", f"unknown key (allowed: {', '.join([*_SOURCE_KEYS, 'notes'])})")
+        elif not isinstance(text, str) or not text.strip():
+            ck.add(f"source.{key}", "must be a non-empty string")
+    raw_points = data.get("point")
+    if not isinstance(raw_points, list) or not raw_points:
+        ck.add("point", "missing: at least one [[point]] table")
+        raw_points = []
+    name = top.get("name", path.stem)
+    out = []
+    ids: set[str] = set()
+    for i, raw in enumerate(raw_points):
+        m = _point(ck, path, name, i, raw, {k: v for k, v in source.items() if isinstance(v, str)})
+        if m is not None:
+            if m.id in ids:
+                ck.add(f"point[{i}].id", f"duplicate id {m.id!r}")
+            ids.add(m.id)
+            out.append(m)
+    if ck.problems:
+        raise SpecError(ck.problems)
+    return out
+
+
+def _point(
+    ck: _Checker, path: Path, source: str, i: int, raw: Any, source_info: dict[str, str]
+) -> Measurement | None:
+    if not isinstance(raw, dict):
+        ck.add(f"point[{i}]", "must be a table")
+        return None
+    before = len(ck.problems)
+    pid = raw.get("id")
+    pre = f"point[{pid}]." if isinstance(pid, str) and pid else f"point[{i}]."
+    scalars = {k: v for k, v in raw.items() if k not in ("plan", "measured", "flags")}
+    v = ck.table(scalars, _POINT, pre)
+    flags = raw.get("flags", [])
+    if not isinstance(flags, list) or not all(isinstance(f, str) and f.strip() for f in flags):
+        ck.add(pre + "flags", "must be a list of non-empty strings")
+        flags = []
+    if ("system" in v) == ("chip" in v):
+        ck.add(pre + "system/chip", "give exactly one of system or chip")
+    kind = v.get("kind")
+    model_path = None
+    if "model" in v:
+        model_path = _resolve_ref(ck, path, "model", v["model"], pre)
+    for ref in ("system", "chip"):
+        if ref in v:
+            _resolve_ref(ck, path, ref, v[ref], pre)
+    if kind is None:
+        return None
+    plan_schema = S.TRAIN_PLAN if kind == "train" else SERVE_PLAN
+    plan = ck.table(raw.get("plan", {}), plan_schema, pre + "plan.")
+    if "plan" not in raw:
+        ck.add(pre + "plan", "missing [point.plan] table")
+    for key in REQUIRED_PLAN[kind]:
+        if key not in plan and isinstance(raw.get("plan"), dict) and key not in raw["plan"]:
+            ck.add(
+                pre + f"plan.{key}",
+                "missing required key (publish it, or say in [source] which convention fixes it)",
+            )
+    measured = ck.table(raw.get("measured", {}), _MEASURED[kind], pre + "measured.")
+    if "measured" not in raw:
+        ck.add(pre + "measured", "missing [point.measured] table")
+    values = [k for k in measured if k in _METRIC_OF]
+    if isinstance(raw.get("measured"), dict) and len(values) != 1:
+        allowed = [k for k in _MEASURED[kind] if k not in ("as_published", "flop_convention")]
+        ck.add(
+            pre + "measured",
+            f"needs exactly one measured value, got {len(values)} "
+            f"(allowed for {kind}: {', '.join(allowed)}, with a unit where "
+            "it has one)",
+        )
+    if ("achieved_per_chip_flop_per_s" in measured) != ("flop_convention" in measured):
+        ck.add(
+            pre + "measured.flop_convention",
+            "required with (and only with) achieved_per_chip_*: say how the source counts FLOPs",
+        )
+    if len(ck.problems) > before or model_path is None:
+        return None
+    chips = v["chips"]
+    _check_plan(ck, pre, kind, plan, chips)
+    if len(ck.problems) > before:
+        return None
+    key = values[0]
+    metric = _METRIC_OF[key]
+    value = float(_canonical(key, measured, plan, chips, model_path))
+    return Measurement(
+        id=v["id"],
+        source=source,
+        kind=kind,
+        metric=metric,
+        measured=value,
+        model=model_path,
+        system=v.get("system"),
+        chip=v.get("chip"),
+        chips=chips,
+        plan=plan,
+        raw=measured,
+        verified=v["verified"],
+        flags=tuple(flags),
+        notes=v.get("notes"),
+        excluded=v.get("excluded"),
+        unmodelled=v.get("unmodelled"),
+        path=str(path),
+        source_info=source_info,
+    )
+
+
+def _resolve_ref(ck: _Checker, path: Path, kind: str, ref: str, pre: str) -> str | None:
+    """Built-in name, or a path relative to the measurement file."""
+    candidate = path.parent / ref
+    if Path(ref).suffix in (".toml", ".json"):
+        if not candidate.is_file():
+            ck.add(pre + kind, f"{kind} file not found: {candidate}")
+            return None
+        ref = str(candidate)
+    try:
+        resolved = str(resolve(kind, ref, where=str(path)))
+        if kind == "model":
+            load_spec("model", resolved)
+        return resolved
+    except SpecError as err:
+        ck.problems += [
+            Problem(str(path), pre + kind, p.reason if p.file == str(path) else str(p))
+            for p in err.problems
+        ]
+        return None
+
+
+def _check_plan(ck: _Checker, pre: str, kind: str, plan: dict[str, Any], chips: int) -> None:
+    """The published plan must build and use exactly the published chips."""
+    try:
+        if kind == "train":
+            train_plan(**plan, source=pre + "plan")
+            used = plan["tp"] * plan["pp"] * plan["dp"] * plan["cp"]
+            what = "tp*pp*dp*cp"
+        else:
+            serve_plan(**plan_kwargs(plan), source=pre + "plan")
+            used = plan["tp"] * plan["pp"] * plan.get("replicas", 1)
+            what = "tp*pp*replicas"
+    except SpecError as err:
+        ck.problems += [Problem(ck.path, f"{p.file}.{p.key}", p.reason) for p in err.problems]
+        return
+    if used != chips:
+        ck.add(pre + "chips", f"{what} = {used} but chips = {chips}")
+
+
+def _canonical(
+    key: str, measured: dict[str, Any], plan: dict[str, Any], chips: int, model_path: str
+) -> float:
+    x = measured[key]
+    if key == "step_time_s":
+        return plan["global_batch"] * plan["seq_len"] / x
+    if key == "tokens_per_s_per_chip":
+        return x * chips
+    if key == "achieved_per_chip_flop_per_s":  # narayanan-eq3
+        mv = load_spec("model", model_path).values
+        n, h, vocab, s = mv["layers"], mv["hidden"], mv["vocab"], plan["seq_len"]
+        flop_per_token = 96.0 * n * h * h * (1.0 + s / (6.0 * h) + vocab / (16.0 * n * h))
+        return x * chips / flop_per_token
+    if key == "amortized_time_per_token_s":
+        return x * plan["batch"]
+    return x  # output_tokens_per_s_per_chip, ttft_s
+
+
+__all__ = ["METRICS", "METRIC_LABELS", "Measurement", "load_measurements", "measurements_dir"]

@@ -1,0 +1,370 @@
+"""Serving-plan search: TP, PP, replicas, batch and number formats under latency limits.
+
+Minimise chip-seconds per output token (= maximise output tokens/s per chip), request latency,
+or USD per million tokens, subject to memory <= capacity, ``TTFT <= ttft_slo_s`` and
+``TPOT <= tpot_slo_s`` and the chip budget; replicas use the chips left, ``chips / (tp * pp)``.
+Each format's accuracy cost (user-set, default 0) multiplies the objective by
+``1 + accuracy_cost``, so a cheaper format is chosen only when it is worth its accuracy price.
+The driver is :func:`diffcost._search.search`: relaxed gradient descent on log2 degrees and
+format logits, exact rounding, exact refinement, exhaustive confirmation of infeasibility.
+"""
+
+import math
+from dataclasses import dataclass
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._core.smooth import RELAXED
+from .._inputs.hardware import FORMATS, System, one_hot_format
+from .._inputs.model import Model
+from .._serve.cost import ServeBreakdown, ServeCost, default_batch_grid
+from .._serve.plan import _WEIGHT_ONLY_DEFAULT_COMPUTE, ServePlan, serve_plan
+from .core import (
+    Axis,
+    Candidates,
+    Choice,
+    SearchResult,
+    enumerate_all,
+    evaluate_in_buckets,
+    optimise,
+    require_price,
+    search,
+)
+
+SERVE_OBJECTIVES = ("throughput", "latency", "cost")
+_CHUNK = 16384
+_NO_LIMIT = 1e9  # seconds: stands for "no latency limit" inside traced code
+
+
+@dataclass(frozen=True)
+class ServeSearchSpace:
+    """What may vary in a serving deployment of ``chips`` chips."""
+
+    input_len: int
+    output_len: int
+    chips: int
+    objective: str = "throughput"
+    ttft_slo_s: float = math.inf
+    tpot_slo_s: float = math.inf
+    weight_formats: tuple[str, ...] = ("bf16",)
+    kv_formats: tuple[str, ...] = ("bf16",)
+    max_batch: int = 1024
+    mode: str = "continuous"
+    accuracy_cost: tuple[tuple[str, float], ...] = ()
+
+
+def _searched_fields(p: ServePlan) -> tuple:
+    """The plan fields a serving search sets (in the order its ``tree_at`` calls give them)."""
+    return (
+        p.tp,
+        p.pp,
+        p.replicas,
+        p.batch,
+        p.weight_format,
+        p.compute_format,
+        p.kv_format,
+        p.prefill_chips,
+        p.decode_chips,
+    )
+
+
+def compute_format_for(weight_format: str) -> str:
+    """Weight-only int8/int4 run their GEMMs at bf16 (W8A16, W4A16); others in their format."""
+    return _WEIGHT_ONLY_DEFAULT_COMPUTE.get(weight_format, weight_format)
+
+
+def _tp_ok(tp: int, model: Model) -> bool:
+    heads, kv, ffn = int(model.heads), int(model.kv_heads), int(model.ffn_hidden)
+    kv_ok = (kv % tp == 0) if tp <= kv else (tp % kv == 0)
+    return heads % tp == 0 and ffn % tp == 0 and kv_ok
+
+
+class ServeProblem:
+    """The serving search as a :class:`diffcost._search.SearchProblem`."""
+
+    def __init__(self, system: System | None, model: Model, space: ServeSearchSpace):
+        self.system, self.model, self.space = system, model, space
+        self.objective = space.objective
+        require_price(system, space.objective)
+        n = space.chips
+        layers = int(model.layers)
+        tps = tuple(float(t) for t in range(1, n + 1) if n % t == 0 and _tp_ok(t, model))
+        pps = tuple(float(p) for p in range(1, n + 1) if n % p == 0 and layers % p == 0)
+        # every batch to 256, then ~6% steps, plus the powers of two engines are often set to
+        grid = set(np.asarray(default_batch_grid()).tolist()) | {2.0**k for k in range(15)}
+        batches = tuple(sorted(float(b) for b in grid if b <= space.max_batch))
+        self._axes = (
+            [Axis("tp", tps), Axis("pp", pps), Axis("batch", batches)],
+            [Choice("weight_format", space.weight_formats), Choice("kv_format", space.kv_formats)],
+        )
+
+    def axes(self):
+        return self._axes
+
+    def coupled(self) -> dict[str, tuple[str, ...]]:
+        """The batch an instance holds scales with its size (tp * pp)."""
+        return {"batch": ("tp", "pp")}
+
+    def layout(self) -> dict[str, slice]:
+        nw, nk = len(self.space.weight_formats), len(self.space.kv_formats)
+        return {
+            "x": slice(0, 3),
+            "weight_format": slice(3, 3 + nw),
+            "kv_format": slice(3 + nw, 3 + nw + nk),
+            "size": slice(3 + nw + nk, 3 + nw + nk),
+        }
+
+    def valid(self, c: Candidates) -> np.ndarray:
+        col = c.columns
+        return (self.space.chips % (col["tp"] * col["pp"]) == 0) & (
+            col["tp"] * col["pp"] <= self.space.chips
+        )
+
+    # --- exact evaluation ---------------------------------------------------------------------
+    def template(self) -> ServePlan:
+        sp = self.space
+        return serve_plan(
+            input_len=sp.input_len,
+            output_len=sp.output_len,
+            mode=sp.mode,
+            accuracy_cost=dict(sp.accuracy_cost) or None,
+            source="search",
+        )
+
+    def to_plans(self, c: Candidates) -> ServePlan:
+        """Stack candidate rows into one exact :class:`ServePlan` pytree."""
+        col = c.columns
+        n = len(c)
+        f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64), dtype=jnp.result_type(float))
+        eye = np.eye(len(FORMATS))
+        onehots = lambda names: f(eye[[FORMATS.index(x) for x in names]])
+        base = jax.tree_util.tree_map(
+            lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), self.template()
+        )
+        inst = col["tp"] * col["pp"]
+        return eqx.tree_at(
+            _searched_fields,
+            base,
+            (
+                f(col["tp"]),
+                f(col["pp"]),
+                f(self.space.chips // inst),
+                f(col["batch"]),
+                onehots(col["weight_format"]),
+                onehots([compute_format_for(w) for w in col["weight_format"]]),
+                onehots(col["kv_format"]),
+                f(inst),
+                f(inst),
+            ),
+        )
+
+    def evaluate(self, c: Candidates):
+        cost = ServeCost(self.system, self.model)
+        limits = jnp.asarray(
+            [min(self.space.ttft_slo_s, _NO_LIMIT), min(self.space.tpot_slo_s, _NO_LIMIT)]
+        )
+        objective = self.space.objective
+        return evaluate_in_buckets(
+            lambda rows: _evaluate(cost, self.to_plans(rows), limits, objective), c, _CHUNK
+        )
+
+    # --- relaxed search -----------------------------------------------------------------------
+    def solve(self, theta0, steps, lr):
+        axes, _ = self._axes
+        lo = jnp.asarray([math.log2(min(a.values)) for a in axes])
+        hi = jnp.asarray([math.log2(max(a.values)) for a in axes])
+        sp = self.space
+        sizes = jnp.asarray(
+            [sp.chips, min(sp.ttft_slo_s, _NO_LIMIT), min(sp.tpot_slo_s, _NO_LIMIT)], dtype=float
+        )
+        structure = ServeSearchSpace(
+            **{**sp.__dict__, "chips": 0, "ttft_slo_s": 0.0, "tpot_slo_s": 0.0, "max_batch": 0}
+        )
+        th, loss = _solve(
+            self.system,
+            self.model,
+            self.template(),
+            jnp.asarray(theta0),
+            lo,
+            hi,
+            sizes,
+            structure,
+            steps,
+            lr,
+        )
+        return np.asarray(th), np.asarray(loss)
+
+    def plan_row(self, row: dict) -> dict:
+        out = {
+            k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in row.items()
+        }
+        out["replicas"] = self.space.chips // (out["tp"] * out["pp"])
+        out["compute_format"] = compute_format_for(out["weight_format"])
+        return out
+
+    def binding(self, out: ServeBreakdown, i: int) -> str:
+        g = lambda x: float(np.asarray(x)[i])
+        parts = [f"memory headroom {g(out.headroom_bytes) / g(out.capacity_bytes):.0%}"]
+        for name, value, limit in (
+            ("TTFT", g(out.ttft_s), self.space.ttft_slo_s),
+            ("TPOT", g(out.tpot_s), self.space.tpot_slo_s),
+        ):
+            if math.isfinite(limit):
+                tag = "binds" if value > 0.9 * limit else "slack"
+                parts.append(f"{name} {value * 1e3:.1f} ms of {limit * 1e3:.0f} ms ({tag})")
+        parts.append(f"decode {g(out.decode_memory_bound_fraction):.0%} memory-bound")
+        return "; ".join(parts)
+
+    def suggest(self) -> list[str]:
+        """Numbers for what would make the request feasible."""
+        sp = self.space
+        loose = ServeProblem(
+            self.system,
+            self.model,
+            ServeSearchSpace(**{**sp.__dict__, "ttft_slo_s": math.inf, "tpot_slo_s": math.inf}),
+        )
+        cand = enumerate_all(loose)
+        if len(cand) == 0:
+            return ["no valid tp/pp split of this chip count for the model's heads and layers"]
+        _, fits, out = loose.evaluate(cand)
+        lines = []
+        if not fits.any():
+            need = float(np.min(out.min_chips_for_weights))
+            lines.append(
+                f"nothing fits in memory: the weights alone need {need:.1f} chips in "
+                f"the smallest allowed format; use at least {math.ceil(need)} chips "
+                "(more for the KV cache), or a narrower weight format"
+            )
+            return lines
+        ttft = float(np.min(np.where(fits, out.ttft_s, np.inf)))
+        tpot = float(np.min(np.where(fits, out.tpot_s, np.inf)))
+        if ttft > sp.ttft_slo_s:
+            lines.append(
+                f"the lowest TTFT any fitting plan reaches is {ttft * 1e3:.1f} ms > "
+                f"{sp.ttft_slo_s * 1e3:.0f} ms: relax the limit, shorten the prompt or "
+                "add chips"
+            )
+        if tpot > sp.tpot_slo_s:
+            lines.append(
+                f"the lowest TPOT any fitting plan reaches is {tpot * 1e3:.2f} ms > "
+                f"{sp.tpot_slo_s * 1e3:.1f} ms: relax the limit, use a narrower weight "
+                "format or chips with more memory bandwidth"
+            )
+        return lines or ["the limits can each be met, but not together: relax one of them"]
+
+
+def serve_objective(out: ServeBreakdown, objective: str) -> jax.Array:
+    """Chip-seconds per output token, request latency (s), or USD per million tokens, times
+    ``1 + accuracy_cost``."""
+    if objective == "latency":
+        base = out.request_latency_s
+    elif objective == "cost":
+        base = out.cost_per_million_tokens_usd
+    else:
+        base = 1.0 / out.output_tokens_per_s_per_chip
+    return base * (1.0 + out.accuracy_cost)
+
+
+@eqx.filter_jit
+def _evaluate(cost: ServeCost, plans: ServePlan, limits, objective: str):
+    def one(plan):
+        out = cost(plan)
+        ok = (out.headroom_bytes >= 0) & (out.ttft_s <= limits[0]) & (out.tpot_s <= limits[1])
+        return serve_objective(out, objective), ok, out
+
+    return jax.vmap(one)(plans)
+
+
+def relaxed_serve_plan(
+    theta, tau, template: ServePlan, space: ServeSearchSpace, chips
+) -> ServePlan:
+    """The relaxed plan of ``theta`` (log2 tp, pp, batch; format logits) at temperature ``tau``."""
+    tp, pp, batch = 2.0 ** theta[0], 2.0 ** theta[1], 2.0 ** theta[2]
+    nw = len(space.weight_formats)
+    w = jax.nn.softmax(theta[3 : 3 + nw] / tau)
+    k = jax.nn.softmax(theta[3 + nw :] / tau)
+    pick = lambda weights, names: sum(weights[i] * one_hot_format(n) for i, n in enumerate(names))
+    compute = [compute_format_for(n) for n in space.weight_formats]
+    return eqx.tree_at(
+        _searched_fields,
+        template,
+        (
+            tp,
+            pp,
+            chips / (tp * pp),
+            batch,
+            pick(w, space.weight_formats),
+            pick(w, compute),
+            pick(k, space.kv_formats),
+            tp * pp,
+            tp * pp,
+        ),
+    )
+
+
+@eqx.filter_jit
+def _solve(
+    system,
+    model,
+    template,
+    theta0,
+    lo,
+    hi,
+    sizes,
+    structure: ServeSearchSpace,
+    steps: int,
+    lr: float,
+):
+    sq = lambda z: jnp.square(jax.nn.relu(z))
+
+    def loss(theta, tau):
+        plan = relaxed_serve_plan(theta, tau, template, structure, sizes[0])
+        out = ServeCost(system, model, RELAXED)(plan)
+        x = theta[:3]
+        pen = 0.0
+        for z in (
+            jnp.log(out.memory.total_bytes / out.capacity_bytes),
+            jnp.log(out.ttft_s / sizes[1]),
+            jnp.log(out.tpot_s / sizes[2]),
+        ):
+            pen += 20.0 * jax.nn.relu(z) + 200.0 * sq(z)
+        pen += 10.0 * jnp.sum(sq(lo - x) + sq(x - hi)) + 10.0 * sq(x[0] + x[1] - jnp.log2(sizes[0]))
+        pen += 0.05 * out.divisibility_violation
+        return jnp.log(serve_objective(out, structure.objective)) + pen
+
+    return optimise(loss, theta0, steps, lr)
+
+
+def search_serve(system: System, model: Model, space: ServeSearchSpace, **options) -> SearchResult:
+    """Best exact serving plan (see :func:`diffcost._search.search` for ``options``)."""
+    return search(ServeProblem(system, model, space), **options)
+
+
+def serving_flags(best: dict, model_name: str, space: ServeSearchSpace) -> str:
+    """vLLM and TensorRT-LLM launch lines for a serving plan (one instance; run ``replicas``)."""
+    max_len = space.input_len + space.output_len
+    vllm = [
+        f"vllm serve {model_name}",
+        f"--tensor-parallel-size {best['tp']}",
+        f"--pipeline-parallel-size {best['pp']}",
+        f"--max-num-seqs {best['batch']}",
+        f"--max-model-len {max_len}",
+    ]
+    if best["weight_format"] == "fp8":
+        vllm.append("--quantization fp8")
+    elif best["weight_format"] in ("int8", "int4"):
+        vllm.append(
+            f"--quantization {'awq' if best['weight_format'] == 'int4' else 'compressed-tensors'}"
+        )
+    if best["kv_format"] == "fp8":
+        vllm.append("--kv-cache-dtype fp8")
+    trt = [
+        f"trtllm-build --tp_size {best['tp']} --pp_size {best['pp']}",
+        f"--max_batch_size {best['batch']}",
+        f"--max_input_len {space.input_len}",
+        f"--max_seq_len {max_len}",
+    ]
+    return " \\\n    ".join(vllm) + f"\n# x {best['replicas']} replicas\n" + " \\\n    ".join(trt)

@@ -1,0 +1,427 @@
+"""Automatic parallelism search for training: relaxed gradient descent, verified exactly.
+
+Search variables (Narayanan et al. SC'21 §3 for the space): tensor, pipeline and context
+parallel degrees, micro-batch, virtual pipeline stages, recomputation, ZeRO stage, sequence
+parallelism and (optionally) precision and chip count; the data-parallel degree closes the
+product ``tp * pp * cp * dp = chips``, so the relaxed degrees live on a simplex of log2 values.
+Constraints: memory <= capacity (a hinge on ``log(used / capacity)``) and divisibility (heads and
+ffn by tp, layers by pp * v, global batch by dp * micro-batch, sequence by cp), enforced exactly
+when the relaxed optimum is rounded.
+"""
+
+import math
+from dataclasses import dataclass
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._core.smooth import RELAXED
+from .._inputs.hardware import FORMATS, System
+from .._inputs.model import Model
+from .._train.cost import TrainBreakdown, TrainCost
+from .._train.plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan
+from .core import (
+    Axis,
+    Candidates,
+    Choice,
+    SearchResult,
+    enumerate_all,
+    evaluate_in_buckets,
+    optimise,
+    require_price,
+    search,
+)
+
+OBJECTIVES = ("time", "cost", "energy")
+_CHUNK = 16384
+
+
+@dataclass(frozen=True)
+class TrainSearchSpace:
+    """What may vary.  ``chips`` lists the chip counts to consider (default: the system's)."""
+
+    global_batch: int
+    seq_len: int
+    chips: tuple[int, ...]
+    recompute: tuple[str, ...] = RECOMPUTE
+    zero: tuple[int, ...] = ZERO_STAGES
+    precision: tuple[str, ...] = ("bf16",)
+    sequence_parallel: tuple[bool, ...] = (False, True)
+    max_cp: int = 1
+    max_micro_batch: int = 16
+    max_virtual_stages: int = 8
+    optimizer: str = "adam"
+    flash_attention: bool = True
+    objective: str = "time"
+
+
+def _divisors(n: int, limit: int) -> tuple[float, ...]:
+    return tuple(float(d) for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Choice]]:
+    """The discrete space: allowed values of every degree and categorical."""
+    heads, ffn, layers = int(model.heads), int(model.ffn_hidden), int(model.layers)
+    n_max = max(space.chips)
+    cps = tuple(
+        float(2**k)
+        for k in range(0, int(math.log2(max(space.max_cp, 1))) + 1)
+        if space.seq_len % 2**k == 0 and 2**k <= n_max
+    )
+    axes = [
+        Axis("tp", _divisors(math.gcd(heads, ffn), n_max)),
+        Axis("pp", _divisors(layers, n_max)),
+        Axis("cp", cps),
+        Axis("micro_batch", _divisors(space.global_batch, space.max_micro_batch)),
+        Axis("virtual_stages", tuple(float(v) for v in range(1, space.max_virtual_stages + 1))),
+        Axis("chips", tuple(float(c) for c in sorted(space.chips))),
+    ]
+    choices = [
+        Choice("recompute", tuple(space.recompute)),
+        Choice("zero", tuple(space.zero)),
+        Choice("precision", tuple(space.precision)),
+        Choice("sequence_parallel", tuple(space.sequence_parallel)),
+    ]
+    return axes, choices
+
+
+def valid(c: Candidates, model: Model, space: TrainSearchSpace) -> np.ndarray:
+    """Joint validity: integer dp, divisibility, interleaving only with pp > 1, SP only with
+    tp > 1."""
+    col = c.columns
+    dp = col["chips"] / (col["tp"] * col["pp"] * col["cp"])
+    layers = int(model.layers)
+    ok = (dp >= 1) & (np.abs(dp - np.round(dp)) < 1e-9)
+    dpi = np.maximum(np.round(dp), 1)
+    ok &= space.global_batch % (dpi * col["micro_batch"]) == 0
+    ok &= layers % (col["pp"] * col["virtual_stages"]) == 0
+    ok &= (col["pp"] > 1) | (col["virtual_stages"] == 1)
+    ok &= (col["tp"] > 1) | (~col["sequence_parallel"].astype(bool))
+    return ok
+
+
+def enumerate_space(model: Model, space: TrainSearchSpace) -> Candidates:
+    """Every valid discrete plan (the exhaustive oracle's input)."""
+    return enumerate_all(TrainProblem(None, model, space))
+
+
+def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
+    """Stack candidate rows into one exact :class:`TrainPlan` pytree (leading axis = rows)."""
+    col = c.columns
+    n = len(c)
+    dtype = dtype or jnp.result_type(float)
+    f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64), dtype=dtype)
+    full = lambda v: f(np.full(n, v))
+    rec = np.eye(len(RECOMPUTE))[[RECOMPUTE.index(r) for r in col["recompute"]]]
+    zero = np.eye(len(ZERO_STAGES))[col["zero"].astype(int)]
+    prec = np.eye(len(FORMATS))[[FORMATS.index(p) for p in col["precision"]]]
+    wbytes = np.asarray([4.0 if p in ("fp32", "tf32") else 2.0 for p in col["precision"]])
+    return TrainPlan(
+        tp=f(col["tp"]),
+        pp=f(col["pp"]),
+        cp=f(col["cp"]),
+        dp=f(col["chips"] / (col["tp"] * col["pp"] * col["cp"])),
+        micro_batch=f(col["micro_batch"]),
+        global_batch=full(space.global_batch),
+        seq_len=full(space.seq_len),
+        virtual_stages=f(col["virtual_stages"]),
+        sequence_parallel=f(col["sequence_parallel"].astype(float)),
+        flash_attention=full(float(space.flash_attention)),
+        overlap_grad_reduce=full(1.0),
+        recompute=f(rec),
+        zero=f(zero),
+        precision=f(prec),
+        weight_bytes_per_param=f(wbytes),
+        grad_bytes_per_param=full(2.0),
+        optimizer_bytes_per_param=full(OPTIMIZER_BYTES[space.optimizer]),
+    )
+
+
+def objective_of(out: TrainBreakdown, objective: str) -> jax.Array:
+    """Seconds per step, USD per token, or joules per token."""
+    tokens = out.tokens_per_s * out.step_time_s
+    if objective == "cost":
+        return out.cost_usd / tokens
+    if objective == "energy":
+        return out.energy_j / tokens
+    return out.step_time_s
+
+
+@eqx.filter_jit
+def _evaluate(cost: TrainCost, plans: TrainPlan, objective: str):
+    def one(plan):
+        system = eqx.tree_at(lambda s: s.num_chips, cost.system, plan.num_chips())
+        out = TrainCost(system, cost.model)(plan)
+        return objective_of(out, objective), out.headroom_bytes, out
+
+    return jax.vmap(one)(plans)
+
+
+def evaluate_exact(system: System, model: Model, c: Candidates, space: TrainSearchSpace):
+    """Exact objective, headroom and breakdowns of every candidate, in fixed-size chunks."""
+    cost = TrainCost(system, model)
+    return evaluate_in_buckets(
+        lambda rows: _evaluate(cost, to_plans(rows, space), space.objective), c, _CHUNK
+    )
+
+
+# --- relaxed search ----------------------------------------------------------------------------
+def _layout(space: TrainSearchSpace) -> dict[str, slice]:
+    sizes = [
+        ("x", 6),
+        ("recompute", len(space.recompute)),
+        ("zero", len(space.zero)),
+        ("precision", len(space.precision)),
+        ("sequence_parallel", len(space.sequence_parallel)),
+    ]
+    out, start = {}, 0
+    for name, size in sizes:
+        out[name] = slice(start, start + size)
+        start += size
+    out["size"] = slice(start, start)
+    return out
+
+
+def relaxed_plan(
+    theta: jax.Array, tau: jax.Array, space: TrainSearchSpace, sizes: jax.Array
+) -> tuple[TrainPlan, jax.Array]:
+    """The relaxed plan encoded by ``theta`` at softmax temperature ``tau``, and its chip count.
+
+    ``sizes = [global_batch, seq_len, chips]`` is traced, so one compilation serves every
+    scenario with the same structure (:func:`_structure`).
+    """
+    lay = _layout(space)
+    x = theta[lay["x"]]
+    tp, pp, cp, mb, v = (2.0 ** x[i] for i in range(5))
+    chips = 2.0 ** x[5] if len(space.chips) > 1 else sizes[2]
+
+    def soft(name: str, full: tuple, options: tuple) -> jax.Array:
+        w = jax.nn.softmax(theta[lay[name]] / tau)
+        return jnp.zeros(len(full)).at[jnp.asarray([full.index(o) for o in options])].set(w)
+
+    prec = soft("precision", FORMATS, space.precision)
+    sp_w = jax.nn.softmax(theta[lay["sequence_parallel"]] / tau)
+    sp = jnp.sum(sp_w * jnp.asarray([float(s) for s in space.sequence_parallel]))
+    width = jnp.asarray([4.0 if f in ("fp32", "tf32") else 2.0 for f in FORMATS])
+    plan = TrainPlan(
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        dp=chips / (tp * pp * cp),
+        micro_batch=mb,
+        global_batch=sizes[0],
+        seq_len=sizes[1],
+        virtual_stages=v,
+        sequence_parallel=sp,
+        flash_attention=jnp.asarray(float(space.flash_attention)),
+        overlap_grad_reduce=jnp.asarray(1.0),
+        recompute=soft("recompute", RECOMPUTE, space.recompute),
+        zero=soft("zero", ZERO_STAGES, space.zero),
+        precision=prec,
+        weight_bytes_per_param=jnp.sum(prec * width),
+        grad_bytes_per_param=jnp.asarray(2.0),
+        optimizer_bytes_per_param=jnp.asarray(OPTIMIZER_BYTES[space.optimizer]),
+    )
+    return plan, chips
+
+
+def relaxed_loss(theta, tau, system: System, model: Model, space: TrainSearchSpace, lo, hi, sizes):
+    """``log(objective)`` plus smooth penalties for memory, bounds, dp >= 1 and m >= 1."""
+    plan, chips = relaxed_plan(theta, tau, space, sizes)
+    sys_ = eqx.tree_at(lambda s: s.num_chips, system, chips)
+    out = TrainCost(sys_, model, RELAXED)(plan)
+    x = theta[_layout(space)["x"]]
+    sq = lambda z: jnp.square(jax.nn.relu(z))
+    over = jnp.log(out.memory.total_bytes / out.capacity_bytes)
+    penalty = 20.0 * jax.nn.relu(over) + 200.0 * sq(over)
+    penalty += 10.0 * jnp.sum(sq(lo - x) + sq(x - hi))
+    penalty += 10.0 * sq(x[0] + x[1] + x[2] - jnp.log2(chips))
+    penalty += 10.0 * sq(jnp.log2(plan.dp * plan.micro_batch / plan.global_batch))
+    penalty += 0.05 * out.divisibility_violation
+    return jnp.log(objective_of(out, space.objective)) + penalty
+
+
+def _structure(space: TrainSearchSpace) -> TrainSearchSpace:
+    """The static part of a space (sizes zeroed): the key of the relaxed solver's compilation."""
+    chips = (0,) if len(space.chips) == 1 else tuple(range(len(space.chips)))
+    return TrainSearchSpace(
+        **{
+            **space.__dict__,
+            "global_batch": 0,
+            "seq_len": 0,
+            "chips": chips,
+            "max_cp": 0,
+            "max_micro_batch": 0,
+            "max_virtual_stages": 0,
+        }
+    )
+
+
+@eqx.filter_jit
+def _solve(
+    system, model, theta0, lo, hi, sizes, structure: TrainSearchSpace, steps: int, lr: float
+):
+    loss = lambda th, tau: relaxed_loss(th, tau, system, model, structure, lo, hi, sizes)
+    return optimise(loss, theta0, steps, lr)
+
+
+class TrainProblem:
+    """The training search as a :class:`diffcost._search.SearchProblem`."""
+
+    def __init__(self, system: System | None, model: Model, space: TrainSearchSpace):
+        self.system, self.model, self.space = system, model, space
+        self.objective = space.objective
+        require_price(system, space.objective)
+        self._axes = axes_for(model, space)
+
+    def axes(self):
+        return self._axes
+
+    def repair(self, c: Candidates) -> Candidates:
+        """Nearest valid plan of each row: the largest allowed ``virtual_stages`` that divides
+        the layers per stage (1 without pipelining), no sequence parallelism at ``tp = 1``."""
+        col = dict(c.columns)
+        layers = int(self.model.layers)
+        v = col["virtual_stages"].copy()
+        for i in np.nonzero(layers % (col["pp"] * v) != 0)[0]:
+            per_stage = layers / col["pp"][i]
+            ok = [x for x in range(int(v[i]), 0, -1) if per_stage % x == 0]
+            v[i] = float(ok[0]) if ok else 1.0
+        col["virtual_stages"] = np.where(col["pp"] == 1, 1.0, v)
+        col["sequence_parallel"] = np.where(col["tp"] == 1, False, col["sequence_parallel"])
+        return Candidates(col)
+
+    def coupled(self) -> dict[str, tuple[str, ...]]:
+        """Fewer model-parallel ranks leave more data-parallel ranks: the micro-batch that keeps
+        the micro-batch count scales with ``tp * pp * cp``."""
+        return {"micro_batch": ("tp", "pp", "cp")}
+
+    def layout(self):
+        return _layout(self.space)
+
+    def valid(self, c: Candidates) -> np.ndarray:
+        return valid(c, self.model, self.space)
+
+    def evaluate(self, c: Candidates):
+        obj, headroom, out = evaluate_exact(self.system, self.model, c, self.space)
+        return obj, headroom >= 0, out
+
+    def solve(self, theta0, steps, lr):
+        axes, _ = self._axes
+        lo = jnp.asarray([math.log2(min(a.values)) for a in axes])
+        hi = jnp.asarray([math.log2(max(a.values)) for a in axes])
+        sp = self.space
+        sizes = jnp.asarray([sp.global_batch, sp.seq_len, max(sp.chips)], dtype=float)
+        th, loss = _solve(
+            self.system, self.model, jnp.asarray(theta0), lo, hi, sizes, _structure(sp), steps, lr
+        )
+        return np.asarray(th), np.asarray(loss)
+
+    def plan_row(self, row: dict) -> dict:
+        return plan_row(row, self.space)
+
+    def binding(self, out, i: int) -> str:
+        return binding(out, i)
+
+    def suggest(self) -> list[str]:
+        return suggest(self.system, self.model, self.space)
+
+
+def search_train(
+    system: System,
+    model: Model,
+    space: TrainSearchSpace,
+    **options,
+) -> SearchResult:
+    """Best exact training plan (see :func:`diffcost._search.search` for ``options``)."""
+    return search(TrainProblem(system, model, space), **options)
+
+
+def plan_row(row: dict, space: TrainSearchSpace) -> dict:
+    """A candidate row as plain plan values (ints where integer)."""
+    out = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in row.items()}
+    out["dp"] = out["chips"] // (out["tp"] * out["pp"] * out["cp"])
+    out["global_batch"], out["seq_len"] = space.global_batch, space.seq_len
+    out["sequence_parallel"] = bool(out["sequence_parallel"])
+    return out
+
+
+def binding(out, i: int) -> str:
+    """Which constraint or cost term shapes the optimum."""
+    cap = float(out.capacity_bytes[i])
+    head = float(out.headroom_bytes[i]) / cap
+    step = float(out.step_time_s[i])
+    terms = {
+        "compute": float(out.compute_time_s[i] + out.recompute_time_s[i]),
+        "tensor-parallel communication": float(out.tp_comm_time_s[i]),
+        "pipeline bubble": float(out.pp_bubble_time_s[i] + out.pp_p2p_time_s[i]),
+        "data-parallel communication": float(out.dp_comm_time_s[i]),
+        "context-parallel communication": float(out.cp_comm_time_s[i]),
+    }
+    top = max(terms, key=terms.get)
+    mem = (
+        f"memory capacity binds ({head:.0%} headroom)"
+        if head < 0.10
+        else f"memory does not bind ({head:.0%} headroom)"
+    )
+    return f"{mem}; largest time term: {top} ({terms[top] / step:.0%} of the step)"
+
+
+def suggest(system: System, model: Model, space: TrainSearchSpace) -> list[str]:
+    """What would make an infeasible request feasible, with numbers."""
+    loose = TrainSearchSpace(
+        **{**space.__dict__, "zero": (3,), "recompute": ("full",), "objective": "time"}
+    )
+    cand = enumerate_space(model, loose)
+    if len(cand) == 0:
+        return [
+            "no valid degree combination: check that the chip count has divisors matching "
+            "the model's heads and layers"
+        ]
+    _, headroom, out = evaluate_exact(system, model, cand, loose)
+    i = int(np.argmax(headroom))
+    need, cap = float(out.memory.total_bytes[i]), float(out.capacity_bytes[i])
+    fixed = float(out.memory.reserved_bytes[i])
+    chips = max(space.chips)
+    scale = (need - fixed) / max(cap - fixed, 1.0)
+    more = 2 ** math.ceil(math.log2(max(chips * scale, chips + 1)))
+    return [
+        f"the most memory-frugal plan (ZeRO-3, full recomputation) needs {need / 1e9:.1f} GB per "
+        f"chip against {cap / 1e9:.1f} GB: over by {(need - cap) / 1e9:.1f} GB",
+        f"use about {more} chips or more (model state shrinks with the chip count under ZeRO-3)",
+        "or shorten the sequence / global batch, or use chips with more memory",
+    ]
+
+
+def megatron_flags(best: dict) -> str:
+    """Megatron-LM launch flags for a training plan."""
+    flags = [
+        f"--tensor-model-parallel-size {best['tp']}",
+        f"--pipeline-model-parallel-size {best['pp']}",
+        f"--context-parallel-size {best['cp']}",
+        f"--micro-batch-size {best['micro_batch']}",
+        f"--global-batch-size {best['global_batch']}",
+        f"--seq-length {best['seq_len']}",
+    ]
+    if best["virtual_stages"] > 1:
+        flags.append(f"--num-virtual-stages-per-pipeline-rank {best['virtual_stages']}")
+    if best["sequence_parallel"]:
+        flags.append("--sequence-parallel")
+    if best["recompute"] == "full":
+        flags += [
+            "--recompute-granularity full",
+            "--recompute-method uniform",
+            "--recompute-num-layers 1",
+        ]
+    elif best["recompute"] == "selective":
+        flags.append("--recompute-granularity selective")
+    if best["zero"] in (1, 2):
+        flags.append("--use-distributed-optimizer")
+    elif best["zero"] == 3:
+        flags.append("--use-torch-fsdp2")
+    precision = best.get("precision", "bf16")
+    flags.append("--fp8-format hybrid --bf16" if precision == "fp8" else f"--{precision}")
+    flags.append("--use-flash-attn")
+    return " \\\n    ".join(flags)

@@ -1,0 +1,397 @@
+"""Serving a model: latency, throughput, memory, energy and cost of a deployment.
+
+``ServeCost(system, model)(plan)`` is the single jittable entry point; ``ServeCost.at_slo`` gives
+the headline serving number, the most output tokens/s per chip whose TTFT and TPOT meet a
+latency objective.  Built from the passes of :mod:`diffcost._serve_modes`:
+
+* static batching: the whole batch is prefilled (TTFT), then decodes together; the batch's
+  decode steps read a cache whose length averages ``input + output / 2`` (exact for the terms
+  linear in context).  Latency ``TTFT + (output - 1) TPOT``; throughput ``batch * output /
+  latency`` per instance (the next batch starts when this one ends).
+* continuous (in-flight) batching with chunked prefill, in a queueing-free steady state
+  (requests always waiting, none waiting long; Yu et al. "Orca", OSDI'22; Agrawal et al.
+  "Sarathi-Serve", OSDI'24): every iteration decodes the running batch and prefills up to
+  ``prefill_chunk`` prompt tokens.  A slot is held for ``output_len / tau`` iterations, so keeping
+  ``B`` slots busy needs ``P = B tau input / output`` prompt tokens per iteration; when the chunk
+  is smaller the running batch shrinks to ``B_eff = min(B, chunk * output / (tau * input))``.
+  TPOT is the iteration time; TTFT is ``ceil(input / chunk)`` iterations with a full chunk.
+* speculative decoding: each step runs ``k`` draft passes (a draft of ``draft_params_fraction``
+  of the target's size costs that fraction of a target decode pass) and one target pass that
+  verifies ``k + 1`` tokens per sequence, gaining ``tau = (1 - a^(k+1)) / (1 - a)`` tokens.
+* disaggregated prefill and decode pools (Zhong et al. "DistServe", OSDI'24; Patel et al.
+  "Splitwise", ISCA'24): prefill instances run one prompt at a time, the KV cache crosses the
+  network to a decode instance (added to TTFT), decode instances run ``batch`` sequences with
+  no prefill interference; the replica's request rate is the smaller of the pools' rates.
+* replicas multiply throughput and chips; energy per token is ``chips * TDP / (tokens/s)`` and
+  cost per million tokens ``chips * price / 3600 / (tokens/s) * 1e6`` (output tokens).
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from .._core.smooth import (
+    EXACT,
+    Smoothing,
+    ceil,
+    divisibility_violation,
+    is_one,
+    mix,
+    relu,
+    smax,
+    smin,
+)
+from .._inputs.hardware import System
+from .._inputs.model import Model
+from .._terms.comm import point_to_point_s
+from .._train.problems import memory_problem
+from .kv import (
+    ServeMemory,
+    activation_bytes_per_token,
+    kv_bytes_per_token,
+    paged_tokens,
+    serve_memory,
+)
+from .passes import Work, consts, expected_tokens_per_step, pass_time
+from .plan import ServePlan
+
+# Indices of the passes evaluated together (one stacked Work).
+_PREFILL, _DECODE, _DRAFT, _ITER, _ITER_TTFT, _ITER_DRAFT, _ONE_PROMPT = range(7)
+
+
+class ServeBreakdown(eqx.Module):
+    """Prediction for a serving plan (SI units; every field a float array).
+
+    Latency: ``ttft_s`` (time to first token), ``tpot_s`` (time per output token),
+    ``request_latency_s = ttft + (output - 1) tpot``.  Throughput of the whole deployment
+    (``output_tokens_per_s``), per user and per chip.  ``decode_*_s`` split one decode step
+    (draft passes, then the verify/decode round: GEMMs, attention, memory-bound kernels,
+    launches, TP all-reduces, pipeline hand-offs and waits); they sum to ``decode_step_s``,
+    and ``tpot_s = decode_step_s / tokens_per_step``.
+    """
+
+    ttft_s: Float[Array, ""]
+    tpot_s: Float[Array, ""]
+    request_latency_s: Float[Array, ""]
+    output_tokens_per_s: Float[Array, ""]
+    output_tokens_per_s_per_user: Float[Array, ""]
+    output_tokens_per_s_per_chip: Float[Array, ""]
+    requests_per_s: Float[Array, ""]
+    decode_step_s: Float[Array, ""]
+    decode_draft_s: Float[Array, ""]
+    decode_gemm_s: Float[Array, ""]
+    decode_attention_s: Float[Array, ""]
+    decode_memory_s: Float[Array, ""]
+    decode_launch_s: Float[Array, ""]
+    decode_tp_comm_s: Float[Array, ""]
+    decode_pp_comm_s: Float[Array, ""]
+    decode_pipeline_wait_s: Float[Array, ""]
+    decode_weight_read_s: Float[Array, ""]
+    decode_kv_read_s: Float[Array, ""]
+    decode_compute_s: Float[Array, ""]
+    decode_memory_bound_fraction: Float[Array, ""]
+    tokens_per_step: Float[Array, ""]
+    decode_batch: Float[Array, ""]
+    critical_batch: Float[Array, ""]
+    kv_transfer_s: Float[Array, ""]
+    memory: ServeMemory
+    capacity_bytes: Float[Array, ""]
+    headroom_bytes: Float[Array, ""]
+    max_batch: Float[Array, ""]
+    min_chips_for_weights: Float[Array, ""]
+    chips: Float[Array, ""]
+    energy_per_token_j: Float[Array, ""]
+    cost_per_million_tokens_usd: Float[Array, ""]
+    accuracy_cost: Float[Array, ""]
+    divisibility_violation: Float[Array, ""]
+
+    def fits(self) -> Array:
+        """1.0 if the plan fits in memory, else 0.0."""
+        return jnp.where(self.headroom_bytes >= 0.0, 1.0, 0.0)
+
+
+class SloResult(eqx.Module):
+    """Best batch under a latency objective (:meth:`ServeCost.at_slo`).
+
+    Attributes:
+        batch: the batch with the most output tokens/s per chip that fits and meets both
+            limits (0 when none does).
+        feasible: 1.0 if some batch of the grid qualifies.
+        breakdown: the prediction at that batch (at the grid's first batch when infeasible).
+    """
+
+    batch: Float[Array, ""]
+    feasible: Float[Array, ""]
+    breakdown: ServeBreakdown
+
+
+def default_batch_grid() -> Array:
+    """Batches 1..256, then 64 geometric steps to 16384 (rounded): what ``at_slo`` searches."""
+    dense = jnp.arange(1.0, 257.0)
+    sparse = jnp.round(jnp.geomspace(264.0, 16384.0, 64))
+    return jnp.concatenate([dense, sparse])
+
+
+class ServeCost(eqx.Module):
+    """Serving cost model of ``model`` on ``system``; call it on a :class:`ServePlan`.
+
+    ``smoothing`` (static) selects the exact model (default) or its smooth relaxation.
+    """
+
+    system: System
+    model: Model
+    smoothing: Smoothing = eqx.field(static=True, default=EXACT)
+
+    def __call__(self, plan: ServePlan) -> ServeBreakdown:
+        sys, model, sm = self.system, self.model, self.smoothing
+        chip, eff = sys.chip, sys.efficiency
+        c = consts(sys, model, plan, sm)
+        t, p, b = plan.tp, plan.pp, plan.batch
+        n_in, n_out, chunk = plan.input_len, plan.output_len, plan.prefill_chunk
+        k, frac = plan.draft_len, plan.draft_params_fraction
+        w_static, w_cont = plan.mode[0], plan.mode[1]
+        d = plan.disaggregated
+
+        tau = expected_tokens_per_step(plan.acceptance, k)
+        q = k + 1.0
+        ctx_avg = n_in + 0.5 * n_out
+        piece = smin(chunk, n_in, sm, integer=True)
+        b_eff = smin(b, chunk * n_out / (tau * n_in), sm)
+        prompt_rate = b_eff * tau * n_in / n_out  # prompt tokens per iteration
+        m_b = smin(p, b, sm, integer=True)
+        m_eff = smin(p, b_eff, sm, integer=True)
+
+        # --- every pass the modes need, evaluated as one stacked Work -----------------------
+        z = jnp.zeros(())
+        one = jnp.ones(())
+        rows = [  # micro, dec_seqs, q, dec_ctx, pre_tokens, piece, pre_ctx, prompts_done
+            (m_b, z, one, n_in, b * n_in, n_in, 0.5 * n_in, b),  # static prefill
+            (m_b, b, q, ctx_avg, z, n_in, 0.5 * n_in, z),  # decode / verify
+            (m_b, b, one, ctx_avg, z, n_in, 0.5 * n_in, z),  # draft-sized decode
+            (m_eff, b_eff, q, ctx_avg, prompt_rate, piece, 0.5 * n_in, prompt_rate / n_in),
+            (m_eff, b_eff, q, ctx_avg, piece, piece, 0.5 * n_in, piece / n_in),  # TTFT iter.
+            (m_eff, b_eff, one, ctx_avg, z, n_in, 0.5 * n_in, z),  # continuous draft
+            (one, z, one, n_in, n_in, n_in, 0.5 * n_in, one),  # one prompt (disaggregated)
+        ]
+        work = Work(*(jnp.stack([jnp.broadcast_to(r[i], ()) for r in rows]) for i in range(8)))
+        pt = pass_time(c, work)
+        rnd = pt.round_s
+        draft = lambda i: k * frac * rnd[i]
+
+        # --- static batching ----------------------------------------------------------------
+        ttft_static = pt.traversal_s[_PREFILL] + (m_b - 1.0) * pt.stage_s[_PREFILL]
+        step_static = rnd[_DECODE] + draft(_DRAFT)
+        tpot_static = step_static / tau
+        latency_static = ttft_static + (n_out - 1.0) * tpot_static
+        thr_static = b * n_out / latency_static
+
+        # --- continuous batching, chunked prefill (steady state) ------------------------------
+        step_cont = rnd[_ITER] + draft(_ITER_DRAFT)
+        tpot_cont = step_cont / tau
+        # ceil(input / chunk) iterations, written over piece = min(chunk, input) so that the relaxed
+        # ceil is exact at integer plans where the chunk covers or divides the prompt
+        ttft_cont = ceil(n_in / piece, sm) * (rnd[_ITER_TTFT] + draft(_ITER_DRAFT))
+        thr_cont = b_eff * tau / step_cont
+
+        # --- disaggregated prefill / decode pools -------------------------------------------
+        kv_per_chip = n_in * kv_bytes_per_token(model, t, p, c.kv_bytes, sm)
+        kv_transfer = point_to_point_s(kv_per_chip, plan.prefill_chips, sys, sm)
+        ttft_dis = pt.traversal_s[_ONE_PROMPT] + kv_transfer
+        tpot_dis = tpot_static
+        instance = t * p
+        prefill_rate = plan.prefill_chips / instance / pt.stage_s[_ONE_PROMPT]
+        decode_rate = plan.decode_chips / instance * b / (n_out * tpot_dis)
+        thr_dis = smin(prefill_rate, decode_rate, sm) * n_out
+
+        # --- mixtures over modes --------------------------------------------------------------
+        colo = lambda s_val, c_val: w_static * s_val + w_cont * c_val
+        both = lambda s_val, c_val, d_val: (1.0 - d) * colo(s_val, c_val) + d * d_val
+        ttft = both(ttft_static, ttft_cont, ttft_dis)
+        tpot = both(tpot_static, tpot_cont, tpot_dis)
+        thr_replica = both(thr_static, thr_cont, thr_dis)
+        latency = ttft + (n_out - 1.0) * tpot
+        chips = plan.num_chips()
+        tokens_per_s = plan.replicas * thr_replica
+        part = lambda arr: both(arr[_DECODE], arr[_ITER], arr[_DECODE])
+        draft_s = both(draft(_DRAFT), draft(_ITER_DRAFT), draft(_DRAFT))
+        decode_round = part(rnd)
+        decode_batch = both(b, b_eff, b)
+
+        # --- memory -------------------------------------------------------------------------
+        act_tokens = jnp.stack([b * n_in / m_b, (b_eff * q + piece) / m_eff, b * q / m_b])
+        logit_rows = jnp.stack([b / m_b, (b_eff * q + piece / n_in) / m_eff, b * q / m_b])
+        mode_w = jnp.stack([(1.0 - d) * w_static, (1.0 - d) * w_cont, d])
+        spec_on = 1.0 - is_one(q, sm)
+        draft_fraction = spec_on * frac
+        context = n_in + n_out
+        mem = serve_memory(
+            model,
+            sys,
+            tp=t,
+            pp=p,
+            sequences=b,
+            context=context,
+            kv_block=plan.kv_block,
+            weight_bytes=c.weight_bytes,
+            kv_element_bytes=c.kv_bytes,
+            draft_fraction=draft_fraction,
+            pass_tokens=jnp.sum(mode_w * act_tokens),
+            logit_rows=jnp.sum(mode_w * logit_rows),
+            sm=sm,
+        )
+        capacity = chip.memory_capacity_bytes
+        # Largest batch that fits (continuous value), micro-batches = pp (batch >= pp).
+        kv_seq = (
+            paged_tokens(context, plan.kv_block, sm)
+            * (1.0 + draft_fraction)
+            * (kv_bytes_per_token(model, t, p, c.kv_bytes, sm))
+        )
+        act_tok = activation_bytes_per_token(model, t, sm)
+        logit_row = 4.0 * model.vocab / t
+        per_seq_tokens = jnp.sum(mode_w * jnp.stack([n_in, q, q])) / p
+        per_seq_rows = jnp.sum(mode_w * jnp.stack([one, q, q])) / p
+        per_seq = kv_seq + act_tok * per_seq_tokens + logit_row * per_seq_rows
+        fixed = (
+            mem.weights_bytes
+            + mem.reserved_bytes
+            + mode_w[1] / p * (act_tok * piece + logit_row * piece / n_in)
+        )
+        max_batch = relu(capacity - fixed, sm, scale=capacity) / per_seq
+        usable = capacity - mem.reserved_bytes
+        min_chips = model.num_params() * c.weight_bytes * (1.0 + draft_fraction) / usable
+
+        # --- decode regime ------------------------------------------------------------------
+        bw_eff = chip.memory_bandwidth_bytes_per_s * eff.memory_bandwidth_fraction
+        ridge = c.weight_bytes * c.peak_flop_per_s * eff.matmul_peak_fraction / (2.0 * bw_eff)
+        critical_tokens = relu(ridge - eff.matmul_half_dim, sm, scale=ridge)
+        critical_batch = critical_tokens * p / q
+        floors = part(pt.weight_read_s) + part(pt.kv_read_s)
+
+        # --- energy, cost, accuracy, divisibility ----------------------------------------------
+        energy = chips * chip.tdp_w / tokens_per_s
+        usd = chips * sys.price_usd_per_chip_hour / 3600.0 / tokens_per_s * 1e6
+        accuracy = (
+            mix(plan.weight_format, plan.accuracy_cost)
+            + mix(plan.compute_format, plan.accuracy_cost)
+            + mix(plan.kv_format, plan.accuracy_cost)
+        )
+        kv_split = smax(model.kv_heads / t, t / model.kv_heads, sm)
+        divis = (
+            divisibility_violation(model.heads / t, sm)
+            + divisibility_violation(model.ffn_hidden / t, sm)
+            + divisibility_violation(kv_split, sm)
+            + divisibility_violation(model.layers / p, sm)
+            + d * divisibility_violation(plan.prefill_chips / instance, sm)
+            + d * divisibility_violation(plan.decode_chips / instance, sm)
+        )
+        return ServeBreakdown(
+            ttft_s=ttft,
+            tpot_s=tpot,
+            request_latency_s=latency,
+            output_tokens_per_s=tokens_per_s,
+            output_tokens_per_s_per_user=1.0 / tpot,
+            output_tokens_per_s_per_chip=tokens_per_s / chips,
+            requests_per_s=tokens_per_s / n_out,
+            decode_step_s=draft_s + decode_round,
+            decode_draft_s=draft_s,
+            decode_gemm_s=part(pt.gemm_s),
+            decode_attention_s=part(pt.attention_s),
+            decode_memory_s=part(pt.memory_s),
+            decode_launch_s=part(pt.launch_s),
+            decode_tp_comm_s=part(pt.tp_comm_s),
+            decode_pp_comm_s=part(pt.p2p_s),
+            decode_pipeline_wait_s=part(pt.pipeline_wait_s),
+            decode_weight_read_s=part(pt.weight_read_s),
+            decode_kv_read_s=part(pt.kv_read_s),
+            decode_compute_s=part(pt.compute_s),
+            decode_memory_bound_fraction=floors / decode_round,
+            tokens_per_step=tau,
+            decode_batch=decode_batch,
+            critical_batch=critical_batch,
+            kv_transfer_s=d * kv_transfer,
+            memory=mem,
+            capacity_bytes=capacity,
+            headroom_bytes=capacity - mem.total_bytes,
+            max_batch=max_batch,
+            min_chips_for_weights=min_chips,
+            chips=chips,
+            energy_per_token_j=energy,
+            cost_per_million_tokens_usd=usd,
+            accuracy_cost=accuracy,
+            divisibility_violation=divis,
+        )
+
+    def at_slo(
+        self,
+        plan: ServePlan,
+        ttft_slo_s: ArrayLike = float("inf"),
+        tpot_slo_s: ArrayLike = float("inf"),
+        batches: Float[Array, " n"] | None = None,
+    ) -> SloResult:
+        """Throughput at a latency objective: the batch of ``batches`` (default
+        :func:`default_batch_grid`) with the most output tokens/s per chip among those that fit
+        in memory with ``ttft_s <= ttft_slo_s`` and ``tpot_s <= tpot_slo_s``.
+
+        Every batch is evaluated with ``self`` in one ``vmap``; jittable.
+        """
+        grid = default_batch_grid() if batches is None else jnp.asarray(batches)
+        plans = jax.vmap(lambda bb: eqx.tree_at(lambda pl: pl.batch, plan, bb))(grid)
+        outs = jax.vmap(self)(plans)
+        ok = (
+            (outs.headroom_bytes >= 0.0) & (outs.ttft_s <= ttft_slo_s) & (outs.tpot_s <= tpot_slo_s)
+        )
+        score = jnp.where(ok, outs.output_tokens_per_s_per_chip, -jnp.inf)
+        best = jnp.argmax(score)
+        feasible = jnp.any(ok)
+        pick = jax.tree_util.tree_map(lambda x: x[best], outs)
+        return SloResult(
+            batch=jnp.where(feasible, grid[best], 0.0),
+            feasible=jnp.where(feasible, 1.0, 0.0),
+            breakdown=pick,
+        )
+
+
+def serve_problems(
+    model: Model, plan: ServePlan, out: ServeBreakdown, system_chips: float
+) -> list[str]:
+    """Every reason an exact serving plan cannot run as given (empty list: feasible)."""
+    g = float
+    tp, pp = g(plan.tp), g(plan.pp)
+    problems = []
+    chips = g(out.chips)
+    if chips > system_chips:
+        problems.append(f"the plan needs {chips:.0f} chips but the system has {system_chips:.0f}")
+    heads, kv, ffn, layers = g(model.heads), g(model.kv_heads), g(model.ffn_hidden), g(model.layers)
+    for num, den, a, b in [
+        (heads, tp, "heads", "tp"),
+        (ffn, tp, "ffn_hidden", "tp"),
+        (layers, pp, "layers", "pp"),
+    ]:
+        if num % den:
+            problems.append(
+                f"{a} ({num:.0f}) is not divisible by {b} ({den:.0f}): remainder {num % den:.0f}"
+            )
+    if tp <= kv and kv % tp:
+        problems.append(f"kv_heads ({kv:.0f}) is not divisible by tp ({tp:.0f})")
+    if tp > kv and tp % kv:
+        problems.append(
+            f"tp ({tp:.0f}) is not a multiple of kv_heads ({kv:.0f}) (KV heads are "
+            "replicated beyond tp = kv_heads)"
+        )
+    context = g(plan.input_len) + g(plan.output_len)
+    if context > g(model.max_seq_len):
+        problems.append(
+            f"input_len + output_len = {context:.0f} exceeds the model's "
+            f"max_seq_len ({g(model.max_seq_len):.0f})"
+        )
+    memory = memory_problem(g(out.memory.total_bytes), g(out.capacity_bytes))
+    if memory:
+        problems.append(
+            f"{memory}; the weights alone need {g(out.min_chips_for_weights):.1f} chips, the "
+            f"largest batch that fits is {max(g(out.max_batch), 0.0):.0f}"
+        )
+    return problems
+
+
+__all__ = ["ServeBreakdown", "ServeCost", "SloResult", "default_batch_grid", "serve_problems"]

@@ -1,0 +1,151 @@
+"""Serving memory per chip: weights by format, the (paged) KV cache, activations, runtime reserve.
+
+KV cache (Pope et al., "Efficiently Scaling Transformer Inference", MLSys'23, §2): every token
+of every live sequence keeps a key and a value vector per layer and KV head,
+
+    kv_bytes = 2 * layers * kv_heads * head_dim * bytes_per_element * tokens,
+
+so MHA (kv_heads = heads), GQA (fewer) and MQA (one) differ only in ``kv_heads``.  Tensor
+parallelism shards KV heads; beyond ``tp = kv_heads`` the heads are replicated (each rank keeps
+at least one), as in Megatron/TensorRT-LLM.  Pipeline parallelism shards layers.
+
+Paged attention (Kwon et al., "vLLM", SOSP'23, §4.2) allocates whole blocks of ``kv_block``
+tokens, so a sequence of ``n`` tokens holds ``ceil(n / kv_block) * kv_block`` token slots; the
+difference is the rounding waste.
+
+Inference keeps no activations across layers: the workspace is the peak of the live tensors of
+one layer for the tokens of one forward pass (16-bit) plus the fp32 logits.  Chips whose weights
+live in on-chip SRAM (Groq, Cerebras) compile a static memory plan: no runtime reserve and no
+allocator fragmentation.
+"""
+
+import equinox as eqx
+from jaxtyping import Array, ArrayLike, Float
+
+from .._core.smooth import Smoothing, ceil, is_one, smax
+from .._inputs.hardware import System
+from .._inputs.model import Model
+
+
+class ServeMemory(eqx.Module):
+    """Bytes per chip of the most loaded pipeline stage (of a decode instance when disaggregated).
+
+    Attributes:
+        weights_bytes: target (and draft) model weights in the weight format.
+        kv_cache_bytes: KV cache of all resident sequences, paged blocks included.
+        kv_block_waste_bytes: the part of ``kv_cache_bytes`` lost to block rounding.
+        activations_bytes: one layer's live activations for the largest pass, plus logits.
+        reserved_bytes: runtime context, communication buffers, allocator fragmentation.
+        total_bytes: the sum.
+    """
+
+    weights_bytes: Float[Array, ""]
+    kv_cache_bytes: Float[Array, ""]
+    kv_block_waste_bytes: Float[Array, ""]
+    activations_bytes: Float[Array, ""]
+    reserved_bytes: Float[Array, ""]
+    total_bytes: Float[Array, ""]
+
+
+def serve_params_per_chip(model: Model, tp: ArrayLike, pp: ArrayLike, sm: Smoothing) -> Array:
+    """Parameters held by one chip of the most loaded stage, count.
+
+    ``(L/p) * (matrices_and_biases / t + norms) + word_embedding / t + positions`` and, when
+    ``p = 1``, the untied output projection ``vocab * hidden / t`` and the final norm (with
+    ``p > 1`` the output layer sits on the last stage, the embedding on the first; the larger of
+    the two is the same ``vocab * hidden / t``).
+    """
+    sharded = model.layer_matrix_params() + model.layer_bias_params()
+    layers = model.layers / pp * (sharded / tp + model.layer_norm_params())
+    word = model.vocab * model.hidden / tp
+    positions = model.learned_positions * model.max_seq_len * model.hidden
+    untied = (1.0 - model.tied_embeddings) * word
+    output = is_one(pp, sm) * (untied + model.norm_params * model.hidden)
+    return layers + word + positions + output
+
+
+def kv_heads_per_chip(model: Model, tp: ArrayLike, sm: Smoothing) -> Array:
+    """KV heads one tensor-parallel rank holds: ``max(kv_heads / tp, 1)`` (replicated beyond)."""
+    return smax(model.kv_heads / tp, 1.0, sm, integer=True)
+
+
+def kv_bytes_per_token(
+    model: Model, tp: ArrayLike, pp: ArrayLike, element_bytes: ArrayLike, sm: Smoothing
+) -> Array:
+    """KV-cache bytes of one token on one chip: ``2 * (L/p) * kv_heads_local * head_dim * bytes``.
+
+    With ``tp = pp = 1`` this is Pope et al.'s ``2 * layers * kv_heads * head_dim * bytes``.
+    """
+    heads = kv_heads_per_chip(model, tp, sm)
+    return 2.0 * model.layers / pp * heads * model.head_dim * element_bytes
+
+
+def paged_tokens(tokens: ArrayLike, block: ArrayLike, sm: Smoothing) -> Array:
+    """Token slots a sequence of ``tokens`` occupies in blocks of ``block``: ``ceil(n/b) * b``."""
+    return ceil(tokens / block, sm) * block
+
+
+def activation_bytes_per_token(model: Model, tp: ArrayLike, sm: Smoothing) -> Array:
+    """Peak live 16-bit activation bytes of one token inside one layer, on one chip.
+
+    Inference frees each tensor once consumed, so the peak is the larger of the attention phase
+    and the MLP phase, each with the residual stream and the norm output (``2 h``, replicated):
+    ``2 * max(2 h + ((heads + 2 kv_heads) e + heads e) / t, 2 h + n_mat f / t)`` (QKV and
+    attention output; MLP-in outputs and the activation's output).
+    """
+    h = model.hidden
+    attention = model.attention_width() + model.heads * model.head_dim
+    mlp = model.mlp_matrices * model.ffn_hidden
+    return 2.0 * (2.0 * h + smax(attention / tp, mlp / tp, sm))
+
+
+def serve_memory(
+    model: Model,
+    system: System,
+    *,
+    tp: ArrayLike,
+    pp: ArrayLike,
+    sequences: ArrayLike,
+    context: ArrayLike,
+    kv_block: ArrayLike,
+    weight_bytes: ArrayLike,
+    kv_element_bytes: ArrayLike,
+    draft_fraction: ArrayLike,
+    pass_tokens: ArrayLike,
+    logit_rows: ArrayLike,
+    sm: Smoothing,
+) -> ServeMemory:
+    """Per-chip serving memory, bytes.
+
+    ``sequences`` live sequences of ``context`` tokens each keep paged KV; a draft model of
+    ``draft_fraction`` of the target's size (0: none) adds that fraction of the weights and of
+    the KV cache (a scaled-down copy of the target).  ``pass_tokens`` and ``logit_rows`` are the
+    tokens and fp32 logit rows of the largest forward pass on the chip (per micro-batch).
+    """
+    chip, eff = system.chip, system.efficiency
+    draft = 1.0 + draft_fraction
+    weights = serve_params_per_chip(model, tp, pp, sm) * weight_bytes * draft
+    per_token = kv_bytes_per_token(model, tp, pp, kv_element_bytes, sm) * draft
+    slots = paged_tokens(context, kv_block, sm)
+    kv = sequences * slots * per_token
+    waste = sequences * (slots - context) * per_token
+    activations = pass_tokens * activation_bytes_per_token(model, tp, sm) + logit_rows * 4.0 * (
+        model.vocab / tp
+    )
+    sram = chip.on_chip_sram
+    reserved = (1.0 - sram) * (
+        eff.memory_reserved_bytes + eff.memory_fragmentation_fraction * chip.memory_capacity_bytes
+    )
+    total = weights + kv + activations + reserved
+    return ServeMemory(weights, kv, waste, activations, reserved, total)
+
+
+__all__ = [
+    "ServeMemory",
+    "activation_bytes_per_token",
+    "kv_bytes_per_token",
+    "kv_heads_per_chip",
+    "paged_tokens",
+    "serve_memory",
+    "serve_params_per_chip",
+]

@@ -1,0 +1,278 @@
+"""Time of one forward pass of a serving instance, and how the serving modes compose passes.
+
+A pass is any mix of decode tokens (``decode_seqs`` sequences with ``query_tokens`` new tokens
+each, attending ``decode_ctx`` cached tokens) and prompt tokens (chunks of ``prefill_piece``
+tokens attending on average ``prefill_ctx`` earlier tokens), split into ``micro_batches`` that
+flow through ``pp`` pipeline stages of ``layers / pp`` layers each.  Per layer and micro-batch
+(Pope et al., MLSys'23; Williams et al., "Roofline", CACM 2009):
+
+* four GEMMs (QKV, output projection, MLP in, MLP out) over all new tokens, each
+  ``max(2 m n k / (peak * eff(m, n, k)), (k n w + (m k + m n) a) / bw)``: weights of ``w`` bytes
+  are read once per pass whatever the batch, which makes small-batch decode memory-bound;
+* the attention core per kernel (decode, prefill): ``max(4 q c heads e / (peak * eff),
+  KV bytes / bw)``; decode reads the KV cache of every sequence (split-KV kernel, ``eff`` the
+  large-GEMM fraction), flash-style prefill reads each chunk's context once, computes the causal
+  half and tiles like a GEMM (``eff(m = group * chunk, n = context, k = head_dim)``);
+* memory-bound kernels: KV-cache write, norms, residuals, activation (16-bit), and for 8-bit
+  GEMMs the quantization of each GEMM input (read 2 bytes, write 1; Transformer Engine /
+  TensorRT-LLM FP8 recipes);
+* two kernel choices of the engine (:mod:`diffcost._serve_plan`): a GQA-unaware decode kernel
+  re-reads a KV head's K/V for every query head of its group, each re-read costing
+  ``kv_reread_fraction`` of a memory read (L2 hits; TensorRT-LLM masked MHA before the XQA
+  kernels of its 0.10 release notes); a separate dequantization kernel writes and re-reads a
+  16-bit copy of each weight-only matrix (DeepSpeed-Inference 2022 int8);
+* kernel launches and two tensor-parallel all-reduces (Shoeybi et al. 2019, §3) whose latency
+  term dominates at small batch.
+
+The last stage also runs the output projection and writes fp32 logits.  A micro-batch's
+``traversal`` is every layer in sequence plus ``pp - 1`` hand-offs, so pipelining never shortens
+one request; with ``m`` micro-batches in flight a round (every micro-batch advances once) takes
+``max(traversal, m * bottleneck_stage)`` (GPipe/1F1B steady state, Huang et al. 2019).
+
+All arrays broadcast: the cost model evaluates all the passes it needs as one stacked ``Work``.
+"""
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike
+
+from .._core.smooth import Smoothing, is_one, mix, safe_div, smax
+from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System
+from .._inputs.model import Model
+from .._terms.comm import all_reduce_s, point_to_point_s
+from .._terms.gemm import matmul_efficiency, stream_time_s
+from .._train.cost import KERNELS_PER_LAYER_FORWARD
+from .kv import kv_heads_per_chip
+from .plan import ServePlan
+
+ELEMENT_BYTES = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
+#: Compute formats whose GEMM inputs are quantized from the 16-bit residual stream.
+_NARROW = jnp.asarray([float(BYTES_PER_ELEMENT[f] < 2.0) for f in FORMATS])
+#: Elementwise bytes per token per layer are 2 bytes x (10 h + n_mat f / t) (see _train.py).
+_ELEMENTWISE_READS_WRITES_PER_HIDDEN = 10.0
+#: Weight GEMMs per layer (QKV, output projection, MLP in, MLP out): one (de)quantization
+#: kernel each when the engine quantizes activations or dequantizes weights separately.
+_GEMMS_PER_LAYER = 4.0
+
+
+class Consts(NamedTuple):
+    """Plan-dependent constants of the passes: degrees, formats and the peak that applies."""
+
+    system: System
+    model: Model
+    sm: Smoothing
+    tp: Array
+    pp: Array
+    peak_flop_per_s: Array  # dense peak of the compute format
+    weight_bytes: Array  # per parameter
+    act_bytes: Array  # per activation element read or written by a GEMM
+    kv_bytes: Array  # per KV-cache element
+    kv_heads_local: Array
+    gqa_unaware: Array  # 1 when decode attention reads a KV head once per query head
+    separate_dequant: Array  # 1 when a separate kernel writes a compute-format weight copy
+    quantized_acts: Array  # 1 when GEMM inputs are 8-bit or narrower (quantized from 16-bit)
+
+    def weight_element_bytes(self) -> Array:
+        """Bytes moved per weight element a GEMM uses: ``w``, plus ``2 a`` (write the copy,
+        read it back) when dequantizing separately."""
+        return self.weight_bytes + self.separate_dequant * 2.0 * self.act_bytes
+
+
+def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Consts:
+    """Resolve the plan's format mixtures into peak FLOP/s and element sizes (bytes).
+
+    A GQA-unaware decode kernel reads a KV head's K/V once per query head of its group
+    (``g = heads / kv_heads`` on the chip): the first read streams from memory, the ``g - 1``
+    re-reads cost ``kv_reread_fraction`` of a read each (part hit L2), so the K/V traffic is
+    ``1 + (g - 1) r`` times the cache.  A separate dequantization kernel writes a
+    compute-format copy of each weight-only matrix and the GEMM reads it back: ``2 a`` more bytes
+    per weight element (int8 W8A16: 1 + 2 + 2 = 5 bytes instead of 1); same weight and compute
+    formats (``sum(w * c) = 1``) need no dequantization.
+    """
+    weight_only = 1.0 - jnp.sum(plan.weight_format * plan.compute_format)
+    return Consts(
+        system=system,
+        model=model,
+        sm=sm,
+        tp=plan.tp,
+        pp=plan.pp,
+        peak_flop_per_s=mix(plan.compute_format, system.chip.peak_flop_per_s),
+        weight_bytes=mix(plan.weight_format, ELEMENT_BYTES),
+        act_bytes=mix(plan.compute_format, ELEMENT_BYTES),
+        kv_bytes=mix(plan.kv_format, ELEMENT_BYTES),
+        kv_heads_local=kv_heads_per_chip(model, plan.tp, sm),
+        gqa_unaware=1.0 - plan.gqa_decode_kernel,
+        separate_dequant=(1.0 - plan.fused_dequant) * weight_only,
+        quantized_acts=jnp.sum(plan.compute_format * _NARROW),
+    )
+
+
+class Work(NamedTuple):
+    """What one forward pass of one instance processes (totals over its micro-batches)."""
+
+    micro_batches: ArrayLike
+    decode_seqs: ArrayLike
+    query_tokens: ArrayLike  # new tokens per decode sequence (k + 1 when verifying drafts)
+    decode_ctx: ArrayLike  # cached tokens each decode sequence attends
+    prefill_tokens: ArrayLike
+    prefill_piece: ArrayLike  # prompt tokens of one sequence in this pass (a chunk or all)
+    prefill_ctx: ArrayLike  # mean earlier tokens a prompt token attends (causal: ~ len/2)
+    prompts_done: ArrayLike  # prompts whose last token is in the pass (one logits row each)
+
+
+class PassTime(NamedTuple):
+    """Seconds of one round of a pass (every micro-batch once), seen by the bottleneck chip.
+
+    ``gemm_s + attention_s + memory_s + launch_s + tp_comm_s + p2p_s + pipeline_wait_s ==
+    round_s``.  ``weight_read_s``, ``kv_read_s`` and ``compute_s`` are the roofline floors
+    (bytes over achievable bandwidth, FLOP over the large-GEMM achievable peak) of that chip.
+    """
+
+    round_s: Array
+    traversal_s: Array
+    stage_s: Array
+    gemm_s: Array
+    attention_s: Array
+    memory_s: Array
+    launch_s: Array
+    tp_comm_s: Array
+    p2p_s: Array
+    pipeline_wait_s: Array
+    weight_read_s: Array
+    kv_read_s: Array
+    compute_s: Array
+
+
+def gemm_s(m: ArrayLike, n: ArrayLike, k: ArrayLike, c: Consts) -> Array:
+    """Seconds of an ``m x k x n`` GEMM whose ``k x n`` operand is a weight of ``c.weight_bytes``.
+
+    ``max(2 m n k / (peak * eff(m, n, k)), (k n w' + (m k + m n) a) / bw_eff)`` (``w'``:
+    :meth:`Consts.weight_element_bytes`, ``w`` plus a separate dequantization): the roofline of
+    :func:`diffcost._compute.matmul_time_s` with separate weight and activation element sizes
+    (equal to it when ``w == a``), so weight-only formats move fewer bytes at the 16-bit peak.
+    """
+    eff = matmul_efficiency(m, n, k, c.system.efficiency)
+    compute = 2.0 * m * n * k / (c.peak_flop_per_s * eff)
+    traffic = k * n * c.weight_element_bytes() + (m * k + m * n) * c.act_bytes
+    return smax(compute, stream_time_s(traffic, c.system), c.sm)
+
+
+def _attention_kernel_s(flop, traffic, eff, c: Consts) -> Array:
+    """Roofline of one fused attention kernel: ``max(flop / (peak * eff), bytes / bw_eff)``."""
+    compute = safe_div(flop, c.peak_flop_per_s * eff)
+    return smax(compute, stream_time_s(traffic, c.system), c.sm)
+
+
+def pass_time(c: Consts, w: Work) -> PassTime:
+    """Round time of a pass on one instance (see the module docstring for the formulas)."""
+    model, system, sm = c.model, c.system, c.sm
+    t, p = c.tp, c.pp
+    h, a, e, f = model.hidden, model.heads, model.head_dim, model.ffn_hidden
+    n_mat, vocab = model.mlp_matrices, model.vocab
+    eff = system.efficiency
+    m = jnp.asarray(w.micro_batches)
+    dec = w.decode_seqs / m
+    pre = w.prefill_tokens / m
+    done = w.prompts_done / m
+    q, dctx, piece, pctx = w.query_tokens, w.decode_ctx, w.prefill_piece, w.prefill_ctx
+    tokens = dec * q + pre  # new tokens of one micro-batch
+
+    # --- one layer ---------------------------------------------------------------------------
+    g = lambda n, k: gemm_s(tokens, n, k, c)
+    t_gemm = (
+        g(model.attention_width() / t, h)
+        + g(h, a * e / t)
+        + g((n_mat - 1.0) * f / t, h)
+        + g(h, f / t)
+    )
+    a_local, kv_local = a / t, c.kv_heads_local
+    group = a_local / kv_local  # query heads sharing one KV head on this chip
+    kv_token = 2.0 * kv_local * e * c.kv_bytes  # K and V of one token, one layer, this chip
+    qo_bytes = lambda n_tok: 2.0 * n_tok * a_local * e * c.act_bytes  # read Q, write O
+    dec_flop = 4.0 * dec * q * dctx * a_local * e
+    # GQA-unaware decode: the g - 1 re-reads of a KV head cost kv_reread_fraction each
+    kv_reads = 1.0 + c.gqa_unaware * (group - 1.0) * eff.kv_reread_fraction
+    dec_kv = dec * dctx * kv_token * kv_reads
+    prompts = pre / piece
+    pre_span = pctx + 0.5 * piece  # context at the end of a chunk, on average
+    pre_flop = 4.0 * pre * pctx * a_local * e
+    pre_kv = prompts * pre_span * kv_token
+    # Decode attention is a split-KV kernel (Flash-Decoding; TensorRT-LLM masked MHA/XQA) that
+    # fills the chip by splitting the context, not a GEMM with few rows: its compute runs at the
+    # large-GEMM achievable peak.  Prefill attention tiles like a GEMM (flash attention).
+    pre_eff = matmul_efficiency(group * piece, pre_span, e, eff)
+    t_attn = _attention_kernel_s(
+        dec_flop, dec_kv + qo_bytes(dec * q), eff.matmul_peak_fraction, c
+    ) + _attention_kernel_s(pre_flop, pre_kv + qo_bytes(pre), pre_eff, c)
+    elementwise = 2.0 * tokens * (_ELEMENTWISE_READS_WRITES_PER_HIDDEN * h + n_mat * f / t)
+    # 8-bit GEMMs (FP8, W8A8) quantize each 16-bit input first: read 2 bytes, write a, for the
+    # QKV and MLP-in inputs (h), the projection input (a e / t) and the MLP-out input (f / t),
+    # one kernel each (as Transformer Engine does in training, :mod:`diffcost._train`).
+    quant = c.quantized_acts * tokens * (2.0 + c.act_bytes) * (2.0 * h + (a * e + f) / t)
+    t_mem = stream_time_s(tokens * kv_token + elementwise + quant, system)
+    # one more kernel per weight GEMM when dequantizing separately, and when quantizing inputs
+    extra_kernels = _GEMMS_PER_LAYER * (c.separate_dequant + c.quantized_acts)
+    t_launch = (KERNELS_PER_LAYER_FORWARD + extra_kernels) * eff.kernel_launch_s
+    t_tp = 2.0 * all_reduce_s(2.0 * tokens * h, t, 1.0, system, sm)
+
+    # --- stages --------------------------------------------------------------------------------
+    per_stage = model.layers / p
+    rows = dec * q + done
+    t_logits_gemm = gemm_s(rows, vocab / t, h, c)
+    t_logits_mem = stream_time_s(2.0 * 4.0 * rows * vocab / t, system)  # fp32 write + read
+    p2p = point_to_point_s(2.0 * tokens * h, t, system, sm)
+    has_pp = 1.0 - is_one(p, sm)
+    layers_s = t_gemm + t_attn + t_mem + t_launch + t_tp
+    stage = per_stage * layers_s + t_logits_gemm + t_logits_mem + has_pp * p2p
+    traversal = model.layers * layers_s + t_logits_gemm + t_logits_mem + (p - 1.0) * p2p
+    round_s = smax(traversal, m * stage, sm)
+
+    # --- roofline floors of the bottleneck chip over the round ---------------------------------
+    matrices = model.layer_matrix_params() / t
+    weight_bytes = (per_stage * matrices + vocab * h / t) * c.weight_element_bytes()
+    kv_bytes = per_stage * (dec_kv + pre_kv)
+    flop = per_stage * (2.0 * tokens * matrices + dec_flop + pre_flop) + 2.0 * rows * vocab * h / t
+    return PassTime(
+        round_s=round_s,
+        traversal_s=traversal,
+        stage_s=stage,
+        gemm_s=m * (per_stage * t_gemm + t_logits_gemm),
+        attention_s=m * per_stage * t_attn,
+        memory_s=m * (per_stage * t_mem + t_logits_mem),
+        launch_s=m * per_stage * t_launch,
+        tp_comm_s=m * per_stage * t_tp,
+        p2p_s=m * has_pp * p2p,
+        pipeline_wait_s=round_s - m * stage,
+        weight_read_s=m * stream_time_s(weight_bytes, system),
+        kv_read_s=m * stream_time_s(kv_bytes, system),
+        compute_s=m * flop / (c.peak_flop_per_s * eff.matmul_peak_fraction),
+    )
+
+
+def expected_tokens_per_step(acceptance: ArrayLike, draft_len: ArrayLike) -> Array:
+    """Tokens a sequence gains per verify step of speculative decoding, count.
+
+    ``(1 - a^(k+1)) / (1 - a)`` for i.i.d. acceptance ``a`` and ``k`` drafted tokens (Leviathan,
+    Kalman, Matias, "Fast Inference from Transformers via Speculative Decoding", ICML 2023,
+    eq. 1); ``k + 1`` at ``a = 1`` and 1 without drafts (``k = 0``).  Written with safe branches
+    so the gradient is finite at ``a = 0`` and ``a = 1``.
+    """
+    a = jnp.asarray(acceptance)
+    k1 = jnp.asarray(draft_len) + 1.0
+    inside = (a > 0.0) & (a < 1.0)
+    a_safe = jnp.where(inside, a, 0.5)
+    geometric = (1.0 - jnp.exp(k1 * jnp.log(a_safe))) / (1.0 - a_safe)
+    edge = jnp.where(a >= 1.0, k1, 1.0)  # a = 1: all accepted; a = 0: the verifier's token only
+    return jnp.where(inside, geometric, edge)
+
+
+__all__ = [
+    "Consts",
+    "PassTime",
+    "Work",
+    "consts",
+    "expected_tokens_per_step",
+    "gemm_s",
+    "pass_time",
+]

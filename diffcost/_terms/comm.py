@@ -1,0 +1,100 @@
+"""Collective communication over a two-level network: a scale-up domain and a scale-out fabric.
+
+Alpha-beta cost (Hockney 1994; Thakur, Rabenseifner, Gropp, "Optimization of Collective
+Communication Operations in MPICH", IJHPCA 2005): a ring all-reduce of ``B`` bytes over ``g``
+ranks takes ``2 (g-1)/g * B / beta + 2 (g-1) * alpha``; all-gather and reduce-scatter take half.
+
+A group of ``g`` ranks whose members are ``stride`` ranks apart (Megatron order: TP innermost,
+then CP, DP, PP) has ``l = clip(domain / stride, 1, g)`` members inside one scale-up domain and
+spans ``g / l`` domains.  The collective is hierarchical (as NCCL's tree/ring over NVLink then
+InfiniBand): a reduce-scatter + all-gather inside the domain over the fast links, and between
+domains each of the ``l`` local ranks carries ``B / l`` over its own network share.  A TP group
+that spills out of its node therefore pays scale-out bandwidth.
+"""
+
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike
+
+from .._core.smooth import Smoothing, relu, smax, smin, step
+from .._inputs.hardware import System
+
+
+def local_members(group: ArrayLike, stride: ArrayLike, system: System, sm: Smoothing) -> Array:
+    """Members of a group inside one scale-up domain: ``clip(domain / stride, 1, group)``."""
+    per_domain = system.scale_up_domain_chips / jnp.asarray(stride)
+    return smin(smax(per_domain, 1.0, sm, integer=True), group, sm, integer=True)
+
+
+def all_reduce_s(
+    bytes_per_rank: ArrayLike,
+    group: ArrayLike,
+    stride: ArrayLike,
+    system: System,
+    sm: Smoothing,
+) -> Array:
+    """Seconds for a hierarchical ring all-reduce of ``bytes_per_rank`` bytes over ``group`` ranks.
+
+    ``2 (l-1)/l * B / beta_up + 2 (l-1) alpha_up + 2 (r-1)/r * (B/l) / beta_out + 2 (r-1)
+    alpha_out`` with ``l`` local members and ``r = group / l`` domains; ``beta`` are achievable
+    bus bandwidths (link bandwidth times ``link_bandwidth_fraction``).  Zero for a group of one.
+    """
+    b = jnp.asarray(bytes_per_rank)
+    g = jnp.asarray(group)
+    frac = system.efficiency.link_bandwidth_fraction
+    local = local_members(g, stride, system, sm)
+    domains = g / local
+    intra = (
+        2.0
+        * (local - 1.0)
+        * (b / (local * system.scale_up_bandwidth_bytes_per_s * frac) + system.scale_up_latency_s)
+    )
+    inter = (
+        2.0
+        * (domains - 1.0)
+        * (
+            b / (local * domains * system.scale_out_bandwidth_bytes_per_s * frac)
+            + system.scale_out_latency_s
+        )
+    )
+    return intra + inter
+
+
+def all_gather_s(
+    bytes_per_rank_out: ArrayLike,
+    group: ArrayLike,
+    stride: ArrayLike,
+    system: System,
+    sm: Smoothing,
+) -> Array:
+    """All-gather or reduce-scatter of a full buffer of ``bytes_per_rank_out``.
+
+    Half an all-reduce: one of its two phases."""
+    return 0.5 * all_reduce_s(bytes_per_rank_out, group, stride, system, sm)
+
+
+def exposed_s(comm_s: ArrayLike, window_s: ArrayLike, system: System, sm: Smoothing) -> Array:
+    """Time a collective adds when overlapped with ``window_s`` of independent computation.
+
+    ``max(comm - window, 0) + c * min(comm, window)``: the part that does not fit under the
+    computation, plus the contention ``c = overlap_contention`` of the part that does
+    (communication kernels occupy SMs and memory bandwidth while they run).
+    """
+    comm, window = jnp.asarray(comm_s), jnp.asarray(window_s)
+    c = system.efficiency.overlap_contention
+    return relu(comm - window, sm, scale=comm + window) + c * smin(comm, window, sm)
+
+
+def point_to_point_s(
+    bytes_sent: ArrayLike, stride: ArrayLike, system: System, sm: Smoothing
+) -> Array:
+    """Send ``bytes_sent`` to the rank ``stride`` away: over scale-out once ``stride >= domain``.
+
+    ``B / beta + alpha`` of the level the neighbour sits on (exact for power-of-two sizes; the
+    relaxed step is taken on ``log2(stride / domain)``).
+    """
+    frac = system.efficiency.link_bandwidth_fraction
+    crosses = step(jnp.log2(jnp.asarray(stride) / system.scale_up_domain_chips), sm)
+    b = jnp.asarray(bytes_sent)
+    up = b / (system.scale_up_bandwidth_bytes_per_s * frac) + system.scale_up_latency_s
+    out = b / (system.scale_out_bandwidth_bytes_per_s * frac) + system.scale_out_latency_s
+    return crosses * out + (1.0 - crosses) * up

@@ -1,0 +1,165 @@
+"""Training memory per chip: weights, gradients, optimizer state, activations, runtime reserve.
+
+Model state follows ZeRO (Rajbhandari et al., SC'20, §5): stage 1 shards the optimizer state over
+the data-parallel group, stage 2 also the gradients, stage 3 (FSDP) also the weights.
+
+Activations follow Korthikanti et al. (arXiv:2205.05198) §4, Table 2, generalised from GPT's
+``h, 4h, MHA`` to grouped-query attention, any MLP width and matrix count, no dropout and fused
+(flash) attention.  Per layer and micro-batch, with ``T`` tokens on the chip:
+
+* replicated over TP unless sequence parallel (then divided by ``t``): two norm inputs, QKV and
+  MLP inputs (2 bytes each), two dropout masks (1 byte each) -> ``(8 + 2 dropout) T h``;
+* sharded over TP: Q, K, V (``2 T (a + 2k) e``), attention output (``2 T a e``), MLP
+  intermediates (``2 T n_mat f``) -> ``24 T h / t`` for GPT;
+* attention scores without flash attention: softmax output (2 bytes), dropout mask (1) and
+  output (2) -> ``(2 + 3 dropout) a s_q s b / t``; flash attention keeps only a 4-byte
+  log-sum-exp per row.
+
+With GPT shapes and dropout this is exactly Table 2: ``sbh(34 + 5as/h)`` unparallelised,
+``sbh(10 + 24/t + 5as/(ht))`` with TP, ``sbh/t (34 + 5as/h)`` with TP+SP, ``sbh(10 + 24/t)``
+with selective recomputation, ``34 sbh/t`` with both, and ``2 sbh`` with full recomputation.
+"""
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._core.smooth import Smoothing, is_one, smin
+from .._inputs.hardware import format_index
+from .._inputs.model import Model
+from .plan import TrainPlan
+
+
+class TrainMemory(eqx.Module):
+    """Bytes per chip on the most loaded pipeline stage (the first)."""
+
+    weights_bytes: Float[Array, ""]
+    gradients_bytes: Float[Array, ""]
+    optimizer_bytes: Float[Array, ""]
+    activations_bytes: Float[Array, ""]
+    reserved_bytes: Float[Array, ""]
+    total_bytes: Float[Array, ""]
+
+
+def params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Parameters held by one chip of the most loaded stage (before ZeRO sharding).
+
+    ``(L/p) * (matrices_and_biases / t + norms) + embeddings / t`` where the stage also holds the
+    output projection (untied) or its tied copy when ``p = 1`` (Megatron keeps a word-embedding
+    copy on both first and last stage).  Learned positions are not TP-sharded.
+    """
+    t, p = plan.tp, plan.pp
+    sharded = model.layer_matrix_params() + model.layer_bias_params()
+    layers = model.layers / p * (sharded / t + model.layer_norm_params())
+    word = model.vocab * model.hidden / t
+    positions = model.learned_positions * model.max_seq_len * model.hidden
+    # p == 1: the single stage also holds the untied output matrix and the final norm.
+    output = is_one(p, sm) * (
+        (1.0 - model.tied_embeddings) * word + model.norm_params * model.hidden
+    )
+    return layers + word + positions + output
+
+
+def layer_activation_bytes(model: Model, plan: TrainPlan) -> Array:
+    """Activation bytes one layer stores for one micro-batch without recomputation."""
+    t = plan.tp
+    s_local = plan.seq_len / plan.cp
+    tokens = plan.micro_batch * s_local
+    rep = plan.sequence_parallel / t + (1.0 - plan.sequence_parallel)
+    replicated = (8.0 + 2.0 * model.dropout) * model.hidden * rep
+    sharded = (
+        2.0 * model.attention_width()
+        + 2.0 * model.heads * model.head_dim
+        + 2.0 * model.mlp_matrices * model.ffn_hidden
+    ) / t
+    # FP8 training (Transformer Engine) saves the inputs of the four GEMMs in fp8: 1 byte
+    # instead of 2 for the QKV and MLP inputs, the projection input and the MLP-out input.
+    fp8 = plan.precision[format_index("fp8")]
+    fp8_saving = fp8 * (
+        2.0 * model.hidden * rep + (model.heads * model.head_dim + model.ffn_hidden) / t
+    )
+    return tokens * (replicated + sharded - fp8_saving) + attention_score_bytes(model, plan)
+
+
+def attention_score_bytes(model: Model, plan: TrainPlan) -> Array:
+    """Score-matrix bytes per layer and micro-batch: ``(2 + 3 dropout) a s_q s b / t`` unfused,
+    a 4-byte log-sum-exp per query row with flash attention."""
+    rows = model.heads * plan.micro_batch * plan.seq_len / plan.cp / plan.tp
+    unfused = (2.0 + 3.0 * model.dropout) * rows * plan.seq_len
+    return plan.flash_attention * 4.0 * rows + (1.0 - plan.flash_attention) * unfused
+
+
+def layer_activation_bytes_by_recompute(model: Model, plan: TrainPlan) -> Array:
+    """Stored bytes per layer and micro-batch for (none, selective, full) recomputation.
+
+    Selective drops the score matrix (recomputed); full keeps only the layer input ``2 T h``
+    (sharded over TP with sequence parallelism).
+    """
+    full_store = layer_activation_bytes(model, plan)
+    scores = attention_score_bytes(model, plan)
+    tokens = plan.micro_batch * plan.seq_len / plan.cp
+    rep = plan.sequence_parallel / plan.tp + (1.0 - plan.sequence_parallel)
+    layer_input = 2.0 * tokens * model.hidden * rep
+    return jnp.stack([full_store, full_store - scores, layer_input])
+
+
+def micro_batches_in_flight(plan: TrainPlan, sm: Smoothing) -> Array:
+    """Micro-batches whose activations the first stage holds at peak (1F1B schedule).
+
+    ``min(p * (1 + [v > 1] (p - 1)/(p v)), m)``: ``p`` for 1F1B, times Korthikanti's interleaving
+    factor when ``v > 1``; never more than the ``m`` micro-batches of the step.
+    """
+    p, v = plan.pp, plan.virtual_stages
+    interleaved = 1.0 - is_one(v, sm)
+    factor = 1.0 + interleaved * (p - 1.0) / (p * v)
+    return smin(p * factor, plan.num_micro_batches(), sm, integer=True)
+
+
+def activation_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Peak activation bytes on the first stage.
+
+    ``(L/p) * in_flight * per_layer(recompute)`` plus: the embedding dropout mask for every
+    micro-batch in flight; with full recomputation, one layer's full activations (the working set
+    while recomputing); and when ``p = 1`` the final norm, output-layer input and fp32 logits
+    ``4 T h + 4 T V / t`` (Korthikanti §4.2.3).
+    """
+    per_layer = jnp.sum(plan.recompute * layer_activation_bytes_by_recompute(model, plan))
+    in_flight = micro_batches_in_flight(plan, sm)
+    stored = model.layers / plan.pp * in_flight * per_layer
+    tokens = plan.micro_batch * plan.seq_len / plan.cp
+    rep = plan.sequence_parallel / plan.tp + (1.0 - plan.sequence_parallel)
+    embedding_dropout = model.dropout * tokens * model.hidden * rep * in_flight
+    working_set = plan.recompute[2] * layer_activation_bytes(model, plan)
+    output = is_one(plan.pp, sm) * (
+        4.0 * tokens * model.hidden * rep + 4.0 * tokens * model.vocab / plan.tp
+    )
+    return stored + embedding_dropout + working_set + output
+
+
+def train_memory(
+    model: Model,
+    plan: TrainPlan,
+    capacity_bytes: Array,
+    reserved_bytes: Array,
+    fragmentation: Array,
+    sm: Smoothing,
+) -> TrainMemory:
+    """Per-chip memory of a training step (bytes), ZeRO stages mixed by ``plan.zero``.
+
+    ZeRO shards over the data-parallel group including context-parallel ranks (``dp * cp``):
+    CP ranks hold the same weights and reduce their gradients together (Megatron-LM's
+    distributed optimizer uses the same ``dp x cp`` group).
+    """
+    params = params_per_chip(model, plan, sm)
+    z = plan.zero
+    shard = 1.0 / (plan.dp * plan.cp)
+    weights = params * plan.weight_bytes_per_param * (z[0] + z[1] + z[2] + z[3] * shard)
+    grads = params * plan.grad_bytes_per_param * (z[0] + z[1] + (z[2] + z[3]) * shard)
+    optimizer = params * plan.optimizer_bytes_per_param * (z[0] + (z[1] + z[2] + z[3]) * shard)
+    activations = activation_bytes(model, plan, sm)
+    reserved = reserved_bytes + fragmentation * capacity_bytes
+    total = weights + grads + optimizer + activations + reserved
+    return TrainMemory(weights, grads, optimizer, activations, reserved, total)
+
+
+__all__ = ["TrainMemory", "train_memory", "params_per_chip"]

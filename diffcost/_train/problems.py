@@ -1,0 +1,56 @@
+"""Why an exact plan is infeasible, in words and numbers (for the CLI and the search)."""
+
+from .._inputs.model import Model
+from .cost import TrainBreakdown
+from .plan import TrainPlan
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.1f} GB"
+
+
+def memory_problem(total_bytes: float, capacity_bytes: float, what: str = "per chip") -> str | None:
+    """'needs X, has Y: over by Z (P%)' or None when it fits."""
+    if total_bytes <= capacity_bytes:
+        return None
+    over = total_bytes - capacity_bytes
+    return (
+        f"does not fit in memory: needs {_gb(total_bytes)} {what}, capacity "
+        f"{_gb(capacity_bytes)}: over by {_gb(over)} ({over / capacity_bytes:.0%})"
+    )
+
+
+def train_problems(
+    model: Model, plan: TrainPlan, out: TrainBreakdown, system_chips: float
+) -> list[str]:
+    """Every reason an exact training plan cannot run as given (empty list: feasible)."""
+    g = lambda x: float(x)
+    tp, pp, dp, cp = g(plan.tp), g(plan.pp), g(plan.dp), g(plan.cp)
+    v, mb, gb, s = (
+        g(plan.virtual_stages),
+        g(plan.micro_batch),
+        g(plan.global_batch),
+        g(plan.seq_len),
+    )
+    problems = []
+    chips = tp * pp * dp * cp
+    if chips != system_chips:
+        problems.append(f"tp*pp*dp*cp = {chips:.0f} but the system has {system_chips:.0f} chips")
+    checks = [
+        (g(model.heads), tp, "heads", "tp"),
+        (g(model.ffn_hidden), tp, "ffn_hidden", "tp"),
+        (g(model.layers), pp * v, "layers", "pp*virtual_stages"),
+        (gb, dp * mb, "global_batch", "dp*micro_batch"),
+        (s, cp, "seq_len", "cp"),
+    ]
+    for num, den, a, b in checks:
+        if num % den:
+            problems.append(
+                f"{a} ({num:.0f}) is not divisible by {b} ({den:.0f}): remainder {num % den:.0f}"
+            )
+    if v > 1 and pp == 1:
+        problems.append("virtual_stages > 1 needs pipeline parallelism (pp > 1)")
+    mem = memory_problem(g(out.memory.total_bytes), g(out.capacity_bytes))
+    if mem:
+        problems.append(mem)
+    return problems
