@@ -27,7 +27,8 @@ from .._core.errors import Problem, SpecError
 from .._serve.plan import SERVE_PLAN, plan_kwargs, serve_plan
 from .._train.plan import train_plan
 from . import schema as S
-from .loader import _Checker, _read_toml, load_spec, resolve, specs_dir
+from .checker import Checker, read_toml, specs_dir
+from .loader import load_spec, resolve
 
 METRICS: tuple[str, ...] = ("train_throughput", "serve_throughput", "ttft", "token_latency")
 METRIC_LABELS = {
@@ -36,37 +37,7 @@ METRIC_LABELS = {
     "ttft": "time to first token (s)",
     "token_latency": "per-token latency (s)",
 }
-FLOP_CONVENTIONS = ("narayanan-eq3",)
-
-_TOP = {**S.TOP, "kind": S.Field("enum", True, choices=("measurements",))}
-_SOURCE_KEYS = ("reference", "conventions", "hardware", "unreported", "data")
-_POINT = {
-    "id": S.Field("str", required=True),
-    "kind": S.Field("enum", required=True, choices=("train", "serve")),
-    "model": S.Field("str", required=True),
-    "system": S.Field("str"),
-    "chip": S.Field("str"),
-    "chips": S.Field("count", required=True),
-    "verified": S.Field("bool", required=True),
-    "notes": S.Field("str"),
-    "excluded": S.Field("str"),
-    "unmodelled": S.Field("str"),
-}
-_MEASURED = {
-    "train": {
-        "step_time": S.Field("quantity", "s"),
-        "tokens_per_s_per_chip": S.Field("number"),
-        "achieved_per_chip": S.Field("quantity", "flop_per_s"),
-        "flop_convention": S.Field("enum", choices=FLOP_CONVENTIONS),
-        "as_published": S.Field("str", required=True),
-    },
-    "serve": {
-        "output_tokens_per_s_per_chip": S.Field("number"),
-        "ttft": S.Field("quantity", "s"),
-        "amortized_time_per_token": S.Field("quantity", "s"),
-        "as_published": S.Field("str", required=True),
-    },
-}
+FLOP_CONVENTIONS = S.FLOP_CONVENTIONS
 #: measured key (SI) -> metric
 _METRIC_OF = {
     "step_time_s": "train_throughput",
@@ -78,30 +49,7 @@ _METRIC_OF = {
 }
 #: plan keys a point must publish; the others of a training plan are chosen by the rule
 #: (:mod:`diffcost._validate`) when absent.
-REQUIRED_PLAN = {
-    "train": (
-        "tp",
-        "pp",
-        "dp",
-        "cp",
-        "global_batch",
-        "seq_len",
-        "precision",
-        "flash_attention",
-        "overlap_grad_reduce",
-    ),
-    "serve": (
-        "tp",
-        "pp",
-        "batch",
-        "input_len",
-        "output_len",
-        "weight_format",
-        "kv_format",
-        "mode",
-        "kv_block",
-    ),
-}
+REQUIRED_PLAN = S.POINT_PLAN_REQUIRED
 #: training plan keys the rule may choose when a source leaves them unreported
 CHOSEN_BY_RULE = ("micro_batch", "virtual_stages", "recompute", "zero", "sequence_parallel")
 
@@ -187,28 +135,9 @@ def load_measurements(paths: list[str | Path] | None = None) -> list[Measurement
 
 
 def _load_file(path: Path) -> list[Measurement]:
-    data = _read_toml(path)
-    ck = _Checker(str(path))
-    top = ck.table({k: v for k, v in data.items() if not isinstance(v, (dict, list))}, _TOP, "")
-    if top.get("schema_version", 1) != 1:
-        ck.add("schema_version", f"unsupported version {top['schema_version']} (expected 1)")
-    if "name" in top and top["name"] != path.stem:
-        ck.add("name", f"must equal the file name {path.stem!r}, got {top['name']!r}")
-    for key, value in data.items():
-        if isinstance(value, (dict, list)) and key not in ("source", "point"):
-            ck.add(key, "unknown table (allowed: source, point)")
-    source = data.get("source")
-    if not isinstance(source, dict):
-        ck.add("source", "missing [source] table: say where the measurements come from")
-        source = {}
-    for key in _SOURCE_KEYS:
-        if key not in source:
-            ck.add(f"source.{key}", "missing required key")
-    for key, text in source.items():
-        if key not in (*_SOURCE_KEYS, "notes"):
-            ck.add(f"source.{key}", f"unknown key (allowed: {', '.join([*_SOURCE_KEYS, 'notes'])})")
-        elif not isinstance(text, str) or not text.strip():
-            ck.add(f"source.{key}", "must be a non-empty string")
+    data = read_toml(path)
+    ck = Checker(str(path))
+    top, source = ck.document(data, S.KINDS["measurements"], stem=path.stem)
     raw_points = data.get("point")
     if not isinstance(raw_points, list) or not raw_points:
         ck.add("point", "missing: at least one [[point]] table")
@@ -217,89 +146,49 @@ def _load_file(path: Path) -> list[Measurement]:
     out = []
     ids: set[str] = set()
     for i, raw in enumerate(raw_points):
-        m = _point(ck, path, name, i, raw, {k: v for k, v in source.items() if isinstance(v, str)})
+        m = _point(ck, path, name, i, raw, source)
         if m is not None:
             if m.id in ids:
                 ck.add(f"point[{i}].id", f"duplicate id {m.id!r}")
             ids.add(m.id)
             out.append(m)
-    if ck.problems:
-        raise SpecError(ck.problems)
+    ck.raise_if_any()
     return out
 
 
 def _point(
-    ck: _Checker, path: Path, source: str, i: int, raw: Any, source_info: dict[str, str]
+    ck: Checker, path: Path, source: str, i: int, raw: Any, source_info: dict[str, str]
 ) -> Measurement | None:
+    """One ``[[point]]``: checked, its references resolved, its value made canonical."""
     if not isinstance(raw, dict):
         ck.add(f"point[{i}]", "must be a table")
         return None
     before = len(ck.problems)
     pid = raw.get("id")
     pre = f"point[{pid}]." if isinstance(pid, str) and pid else f"point[{i}]."
-    scalars = {k: v for k, v in raw.items() if k not in ("plan", "measured", "flags")}
-    v = ck.table(scalars, _POINT, pre)
-    flags = raw.get("flags", [])
-    if not isinstance(flags, list) or not all(isinstance(f, str) and f.strip() for f in flags):
-        ck.add(pre + "flags", "must be a list of non-empty strings")
-        flags = []
-    if ("system" in v) == ("chip" in v):
-        ck.add(pre + "system/chip", "give exactly one of system or chip")
+    v = ck.table({k: x for k, x in raw.items() if k not in _POINT_TABLES}, S.POINT, pre)
+    flags = _flags(ck, pre, raw.get("flags", []))
+    model_path = _references(ck, path, pre, v)
     kind = v.get("kind")
-    model_path = None
-    if "model" in v:
-        model_path = _resolve_ref(ck, path, "model", v["model"], pre)
-    for ref in ("system", "chip"):
-        if ref in v:
-            _resolve_ref(ck, path, ref, v[ref], pre)
     if kind is None:
         return None
-    plan_schema = S.TRAIN_PLAN if kind == "train" else SERVE_PLAN
-    plan = ck.table(raw.get("plan", {}), plan_schema, pre + "plan.")
-    if "plan" not in raw:
-        ck.add(pre + "plan", "missing [point.plan] table")
-    for key in REQUIRED_PLAN[kind]:
-        if key not in plan and isinstance(raw.get("plan"), dict) and key not in raw["plan"]:
-            ck.add(
-                pre + f"plan.{key}",
-                "missing required key (publish it, or say in [source] which convention fixes it)",
-            )
-    measured = ck.table(raw.get("measured", {}), _MEASURED[kind], pre + "measured.")
-    if "measured" not in raw:
-        ck.add(pre + "measured", "missing [point.measured] table")
-    values = [k for k in measured if k in _METRIC_OF]
-    if isinstance(raw.get("measured"), dict) and len(values) != 1:
-        allowed = [k for k in _MEASURED[kind] if k not in ("as_published", "flop_convention")]
-        ck.add(
-            pre + "measured",
-            f"needs exactly one measured value, got {len(values)} "
-            f"(allowed for {kind}: {', '.join(allowed)}, with a unit where "
-            "it has one)",
-        )
-    if ("achieved_per_chip_flop_per_s" in measured) != ("flop_convention" in measured):
-        ck.add(
-            pre + "measured.flop_convention",
-            "required with (and only with) achieved_per_chip_*: say how the source counts FLOPs",
-        )
+    plan = _plan(ck, pre, kind, raw)
+    measured, key = _measured(ck, pre, kind, raw)
     if len(ck.problems) > before or model_path is None:
         return None
-    chips = v["chips"]
-    _check_plan(ck, pre, kind, plan, chips)
-    if len(ck.problems) > before:
+    _check_plan(ck, pre, kind, plan, v["chips"])
+    if len(ck.problems) > before or key is None:
         return None
-    key = values[0]
-    metric = _METRIC_OF[key]
-    value = float(_canonical(key, measured, plan, chips, model_path))
     return Measurement(
         id=v["id"],
         source=source,
         kind=kind,
-        metric=metric,
-        measured=value,
+        metric=_METRIC_OF[key],
+        measured=float(_canonical(key, measured, plan, v["chips"], model_path)),
         model=model_path,
         system=v.get("system"),
         chip=v.get("chip"),
-        chips=chips,
+        chips=v["chips"],
         plan=plan,
         raw=measured,
         verified=v["verified"],
@@ -312,7 +201,68 @@ def _point(
     )
 
 
-def _resolve_ref(ck: _Checker, path: Path, kind: str, ref: str, pre: str) -> str | None:
+_POINT_TABLES = ("plan", "measured", "flags")
+
+
+def _flags(ck: Checker, pre: str, flags: Any) -> list[str]:
+    if not isinstance(flags, list) or not all(isinstance(f, str) and f.strip() for f in flags):
+        ck.add(pre + "flags", "must be a list of non-empty strings")
+        return []
+    return flags
+
+
+def _references(ck: Checker, path: Path, pre: str, v: dict[str, Any]) -> str | None:
+    """Resolve the point's model, system or chip; the model's file (None: not resolved)."""
+    if ("system" in v) == ("chip" in v):
+        ck.add(pre + "system/chip", "give exactly one of system or chip")
+    model_path = None
+    if "model" in v:
+        model_path = _resolve_ref(ck, path, "model", v["model"], pre)
+    for ref in ("system", "chip"):
+        if ref in v:
+            _resolve_ref(ck, path, ref, v[ref], pre)
+    return model_path
+
+
+def _plan(ck: Checker, pre: str, kind: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """The published plan: every key known, the keys every source must publish present."""
+    plan_schema = S.TRAIN_PLAN if kind == "train" else SERVE_PLAN
+    plan = ck.table(raw.get("plan", {}), plan_schema, pre + "plan.")
+    if "plan" not in raw:
+        ck.add(pre + "plan", "missing [point.plan] table")
+    for key in REQUIRED_PLAN[kind]:
+        if key not in plan and isinstance(raw.get("plan"), dict) and key not in raw["plan"]:
+            ck.add(
+                pre + f"plan.{key}",
+                "missing required key (publish it, or say in [source] which convention fixes it)",
+            )
+    return plan
+
+
+def _measured(
+    ck: Checker, pre: str, kind: str, raw: dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """The measured values (SI) and the key of the one measured value (None: not exactly one)."""
+    measured = ck.table(raw.get("measured", {}), S.MEASURED[kind], pre + "measured.")
+    if "measured" not in raw:
+        ck.add(pre + "measured", "missing [point.measured] table")
+    values = [k for k in measured if k in _METRIC_OF]
+    if isinstance(raw.get("measured"), dict) and len(values) != 1:
+        allowed = [k for k in S.MEASURED[kind] if k not in ("as_published", "flop_convention")]
+        ck.add(
+            pre + "measured",
+            f"needs exactly one measured value, got {len(values)} "
+            f"(allowed for {kind}: {', '.join(allowed)}, with a unit where it has one)",
+        )
+    if ("achieved_per_chip_flop_per_s" in measured) != ("flop_convention" in measured):
+        ck.add(
+            pre + "measured.flop_convention",
+            "required with (and only with) achieved_per_chip_*: say how the source counts FLOPs",
+        )
+    return measured, values[0] if len(values) == 1 else None
+
+
+def _resolve_ref(ck: Checker, path: Path, kind: str, ref: str, pre: str) -> str | None:
     """Built-in name, or a path relative to the measurement file."""
     candidate = path.parent / ref
     if Path(ref).suffix in (".toml", ".json"):
@@ -333,7 +283,7 @@ def _resolve_ref(ck: _Checker, path: Path, kind: str, ref: str, pre: str) -> str
         return None
 
 
-def _check_plan(ck: _Checker, pre: str, kind: str, plan: dict[str, Any], chips: int) -> None:
+def _check_plan(ck: Checker, pre: str, kind: str, plan: dict[str, Any], chips: int) -> None:
     """The published plan must build and use exactly the published chips."""
     try:
         if kind == "train":
@@ -341,7 +291,8 @@ def _check_plan(ck: _Checker, pre: str, kind: str, plan: dict[str, Any], chips: 
             used = plan["tp"] * plan["pp"] * plan["dp"] * plan["cp"]
             what = "tp*pp*dp*cp"
         else:
-            serve_plan(**plan_kwargs(plan), source=pre + "plan")
+            kwargs: dict[str, Any] = plan_kwargs(plan)
+            serve_plan(**kwargs, source=pre + "plan")
             used = plan["tp"] * plan["pp"] * plan.get("replicas", 1)
             what = "tp*pp*replicas"
     except SpecError as err:

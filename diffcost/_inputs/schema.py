@@ -1,6 +1,14 @@
-"""What each kind of spec file may contain (see ``specs/SCHEMA.md``)."""
+"""What every kind of input file may contain: the one schema source.
 
-from dataclasses import dataclass
+The loader (:mod:`diffcost._inputs.checker`), the reference section of ``specs/SCHEMA.md``
+(generated from this module by :mod:`diffcost._inputs.schema_doc`) and the CLI all read the
+:data:`KINDS` below.  A :class:`Kind` lists a file's top-level keys, its tables, how its
+``[source]`` table is checked and the rules that relate several values.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from .hardware import FORMATS
 
@@ -9,112 +17,371 @@ from .hardware import FORMATS
 class Field:
     """One allowed key.
 
-    ``kind``: quantity (with a unit dimension), count, number, bool, str or enum."""
+    ``kind``: quantity (with a unit dimension ``dim``; the file's key carries a unit suffix of
+    :mod:`diffcost._core.units`), count (positive integer, or non-negative if not
+    ``positive``), number, fraction (a number in [0, 1]), bool, str or enum (one of
+    ``choices``).  ``doc`` says what the key means (shown in ``specs/SCHEMA.md``).
+    """
 
     kind: str
     dim: str = ""
     required: bool = False
-    choices: tuple[str, ...] = ()
+    choices: tuple[Any, ...] = ()
     positive: bool = True
+    doc: str = ""
 
 
-Q = lambda dim, required=False: Field("quantity", dim, required)  # noqa: E731
+def Q(dim: str, required: bool = False, doc: str = "") -> Field:
+    """A quantity with a unit dimension."""
+    return Field("quantity", dim, required, doc=doc)
 
+
+def _req(table: dict[str, Field]) -> dict[str, Field]:
+    return {k: Field(f.kind, f.dim, True, f.choices, f.positive, f.doc) for k, f in table.items()}
+
+
+def _opt(table: dict[str, Field]) -> dict[str, Field]:
+    return {k: Field(f.kind, f.dim, False, f.choices, f.positive, f.doc) for k, f in table.items()}
+
+
+@dataclass(frozen=True)
+class Source:
+    """How a kind's ``[source]`` table is checked (every value a non-empty string).
+
+    ``why``: the reason given when the table is missing; ``required``: keys every file gives;
+    ``allowed``: the only keys allowed (None: any); ``per_table``: for each table present, its
+    source key is required, with this reason (``{}`` is the table's name; empty: not required);
+    ``nonempty``: the table must hold at least one key.
+    """
+
+    why: str
+    required: tuple[str, ...] = ()
+    allowed: tuple[str, ...] | None = None
+    per_table: str = ""
+    nonempty: bool = False
+
+
+#: A rule relating several values: ``rule(values, add)`` calls ``add(key, reason)`` per problem.
+Rule = Callable[[dict[str, Any], Callable[[str, str], None]], None]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of input file.
+
+    Attributes:
+        name: the kind (``kind = "..."`` in the file, unless ``kind_values`` lists others).
+        directory: folder of the built-in files under ``specs/``.
+        top: top-level keys besides :data:`TOP`.
+        tables: allowed ``[table]`` names and their keys.
+        groups: tables of named sub-tables (``[overrides.<chip>]``): the kind whose built-in
+            names the sub-tables must have, and the sub-tables' keys.
+        arrays: arrays of tables (``[[point]]``), checked by the kind's own loader.
+        required_tables: tables every file has.
+        source: how ``[source]`` is checked.
+        kind_values: the values ``kind`` may take (empty: exactly ``name``).
+        name_is_stem: ``name`` must equal the file name without ``.toml``.
+        rules: checks relating several values, run once every key is checked.
+        doc: one line for ``specs/SCHEMA.md``.
+    """
+
+    name: str
+    directory: str
+    top: dict[str, Field] = field(default_factory=dict)
+    tables: dict[str, dict[str, Field]] = field(default_factory=dict)
+    groups: dict[str, tuple[str, dict[str, Field]]] = field(default_factory=dict)
+    arrays: dict[str, dict[str, Field]] = field(default_factory=dict)
+    required_tables: tuple[str, ...] = ()
+    source: Source = Source("every number needs a source")
+    kind_values: tuple[str, ...] = ()
+    name_is_stem: bool = True
+    rules: tuple[Rule, ...] = ()
+    doc: str = ""
+
+
+# --- keys shared by every kind ----------------------------------------------------------------
 TOP = {
-    "schema_version": Field("count", required=True),
-    "kind": Field("str", required=True),
-    "name": Field("str", required=True),
-    "display_name": Field("str", required=True),
+    "schema_version": Field("count", required=True, doc="format version; must be 1"),
+    "kind": Field("str", required=True, doc="kind of file"),
+    "name": Field("str", required=True, doc="identifier; = file stem where the kind says so"),
+    "display_name": Field("str", required=True, doc="human-readable name"),
 }
 
+# --- chips and systems ------------------------------------------------------------------------
 INTERCONNECT = {
-    "scale_up_domain_chips": Field("count"),
-    "scale_up_bandwidth": Q("bytes_per_s"),
-    "scale_up_latency": Q("s"),
-    "scale_out_bandwidth": Q("bytes_per_s"),
-    "scale_out_latency": Q("s"),
+    "scale_up_domain_chips": Field("count", doc="chips in one scale-up domain (NVLink node, ...)"),
+    "scale_up_bandwidth": Q("bytes_per_s", doc="per direction per chip, inside the domain"),
+    "scale_up_latency": Q("s", doc="per collective step (alpha), inside the domain"),
+    "scale_out_bandwidth": Q("bytes_per_s", doc="per direction per chip (NIC share), between"),
+    "scale_out_latency": Q("s", doc="per collective step (alpha), between domains"),
 }
+PRICE = {"usd_per_hour": Field("number", required=True, doc="price per chip-hour, USD")}
 
 CHIP = {
-    "compute": {fmt: Q("flop_per_s") for fmt in FORMATS},
+    "compute": {fmt: Q("flop_per_s", doc=f"dense {fmt} peak") for fmt in FORMATS},
     "memory": {
-        "capacity": Q("bytes", True),
-        "bandwidth": Q("bytes_per_s", True),
-        "on_chip_sram": Field("bool", required=True),
+        "capacity": Q("bytes", True, "main memory the weights live in (HBM, GDDR or SRAM)"),
+        "bandwidth": Q("bytes_per_s", True, "main-memory bandwidth"),
+        "on_chip_sram": Field("bool", required=True, doc="true: no HBM (Groq, Cerebras)"),
     },
-    "interconnect": {k: Field(f.kind, f.dim, True) for k, f in INTERCONNECT.items()},
-    "power": {"tdp": Q("w", True)},
-    "price": {"usd_per_hour": Field("number", required=True)},
+    "interconnect": _req(INTERCONNECT),
+    "power": {"tdp": Q("w", True, "thermal design power")},
+    "price": PRICE,
 }
 CHIP_REQUIRED_TABLES = ("compute", "memory", "interconnect", "power")
 
-SYSTEM_TOP = {"chip": Field("str", required=True), "chips": Field("count", required=True)}
-SYSTEM = {
-    "interconnect": INTERCONNECT,
-    "price": {"usd_per_hour": Field("number", required=True)},
+SYSTEM_TOP = {
+    "chip": Field("str", required=True, doc="built-in chip name or path"),
+    "chips": Field("count", required=True, doc="default chip count (the CLI's --chips)"),
 }
+SYSTEM = {"interconnect": INTERCONNECT, "price": PRICE}
 
+
+def _chip_has_16bit_peak(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    compute = values.get("compute", {})
+    if not any(f"{fmt}_flop_per_s" in compute for fmt in ("bf16", "fp16")):
+        add("compute", "needs bf16_tflop_per_s or fp16_tflop_per_s")
+
+
+# --- models -----------------------------------------------------------------------------------
 MODEL_TOP = {
-    "architecture": Field("enum", required=True, choices=("decoder", "encoder")),
-    "layers": Field("count", required=True),
-    "hidden": Field("count", required=True),
-    "heads": Field("count", required=True),
-    "kv_heads": Field("count", required=True),
-    "head_dim": Field("count"),
-    "ffn_hidden": Field("count", required=True),
-    "vocab": Field("count", required=True),
-    "max_seq_len": Field("count", required=True),
-    "mlp": Field("enum", required=True, choices=("gelu", "swiglu", "relu")),
-    "norm": Field("enum", required=True, choices=("layernorm", "rmsnorm")),
-    "position": Field("enum", required=True, choices=("learned", "rope", "alibi")),
-    "tied_embeddings": Field("bool", required=True),
-    "bias": Field("bool", required=True),
-    "parallel_attention": Field("bool"),
-    "dropout": Field("bool", required=True),
-    "params_b": Field("number"),
+    "architecture": Field("enum", required=True, choices=("decoder", "encoder"), doc="causal LM"),
+    "layers": Field("count", required=True, doc="transformer blocks"),
+    "hidden": Field("count", required=True, doc="model width"),
+    "heads": Field("count", required=True, doc="query heads"),
+    "kv_heads": Field("count", required=True, doc="key/value heads; heads % kv_heads == 0"),
+    "head_dim": Field("count", doc="default hidden / heads"),
+    "ffn_hidden": Field("count", required=True, doc="MLP width"),
+    "vocab": Field("count", required=True, doc="vocabulary size"),
+    "max_seq_len": Field("count", required=True, doc="longest context"),
+    "mlp": Field("enum", required=True, choices=("gelu", "swiglu", "relu"), doc="MLP type"),
+    "norm": Field("enum", required=True, choices=("layernorm", "rmsnorm"), doc="norm type"),
+    "position": Field(
+        "enum", required=True, choices=("learned", "rope", "alibi"), doc="position encoding"
+    ),
+    "tied_embeddings": Field("bool", required=True, doc="output projection = input embedding"),
+    "bias": Field("bool", required=True, doc="linear layers have biases"),
+    "parallel_attention": Field("bool", doc="GPT-J/Falcon parallel attention + MLP block"),
+    "dropout": Field("bool", required=True, doc="training uses dropout"),
+    "params_b": Field("number", doc="published parameter count, billions (checked)"),
+}
+#: Keys a model needs before its parameter count can be computed.
+MODEL_SHAPE_KEYS = tuple(k for k, f in MODEL_TOP.items() if f.required)
+
+#: Published parameter counts must agree with the shape's count within this relative error.
+#: Publications round to two significant figures ("1.7B", "0.34B"): the built-in catalogue
+#: agrees within 2.9% (megatron-gpt-1.7b: 1.65B computed), every other model within 1.8%.
+PARAMS_TOLERANCE = 0.03
+
+
+def _model_shape(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    if not all(k in values for k in ("hidden", "heads", "kv_heads")):
+        return
+    if values["heads"] % values["kv_heads"]:
+        add(
+            "kv_heads",
+            f"heads ({values['heads']}) must be divisible by kv_heads ({values['kv_heads']})",
+        )
+    if "head_dim" not in values and values["hidden"] % values["heads"]:
+        add(
+            "head_dim",
+            f"hidden ({values['hidden']}) is not divisible by heads ({values['heads']}): "
+            "give head_dim",
+        )
+
+
+def _model_params(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    if "params_b" not in values or not all(k in values for k in MODEL_SHAPE_KEYS):
+        return
+    from .build import model_module
+
+    computed = float(model_module(values).num_params()) / 1e9
+    rel = abs(computed - values["params_b"]) / values["params_b"]
+    if rel > PARAMS_TOLERANCE:
+        add(
+            "params_b",
+            f"published {values['params_b']}B disagrees with the shape's "
+            f"{computed:.2f}B by {rel:.0%} (> {PARAMS_TOLERANCE:.0%})",
+        )
+
+
+# --- calibration ------------------------------------------------------------------------------
+CALIBRATION_FIELDS = {
+    "matmul_peak_fraction": Field(
+        "fraction", required=True, doc="fraction of the dense peak a large GEMM reaches"
+    ),
+    "matmul_half_dim": Field("count", required=True, doc="GEMM dimension that halves it"),
+    "memory_bandwidth_fraction": Field(
+        "fraction", required=True, doc="streaming kernels, fraction of memory bandwidth"
+    ),
+    "link_bandwidth_fraction": Field(
+        "fraction", required=True, doc="collective bus bandwidth / link bandwidth"
+    ),
+    "kernel_launch": Q("s", True, "fixed cost per kernel"),
+    "memory_reserved": Q("bytes", True, "runtime context and communication buffers"),
+    "memory_fragmentation_fraction": Field(
+        "fraction", required=True, positive=False, doc="allocator fragmentation"
+    ),
+    "overlap_contention": Field(
+        "fraction", required=True, positive=False, doc="compute slow-down under a collective"
+    ),
+    "kv_reread_fraction": Field(
+        "fraction", required=True, doc="cost of a GQA-unaware K/V re-read, fraction of a read"
+    ),
+}
+FRACTIONS = tuple(k for k, f in CALIBRATION_FIELDS.items() if f.kind == "fraction")
+
+# --- plans (training here; serving's in diffcost._serve.plan.SERVE_PLAN) ----------------------
+TRAIN_PLAN = {
+    "tp": Field("count", doc="tensor-parallel degree"),
+    "pp": Field("count", doc="pipeline-parallel degree"),
+    "dp": Field("count", doc="data-parallel degree"),
+    "cp": Field("count", doc="context-parallel degree"),
+    "micro_batch": Field("count", doc="sequences per micro-batch"),
+    "global_batch": Field("count", doc="sequences per step"),
+    "seq_len": Field("count", doc="tokens per sequence"),
+    "virtual_stages": Field("count", doc="interleaved pipeline stages per device"),
+    "sequence_parallel": Field("bool", doc="Megatron sequence parallelism"),
+    "flash_attention": Field("bool", doc="fused attention (no score matrix stored)"),
+    "overlap_grad_reduce": Field("bool", doc="gradient reduction overlapped with backward"),
+    "recompute": Field("enum", choices=("none", "selective", "full"), doc="activation recompute"),
+    "zero": Field("count", positive=False, doc="ZeRO stage 0..3"),
+    "precision": Field("enum", choices=("fp32", "tf32", "bf16", "fp16", "fp8"), doc="math"),
+    "optimizer": Field(
+        "enum", choices=("adam", "adam_no_master", "sgd", "sgd_no_master"), doc="optimizer"
+    ),
 }
 
-CALIBRATION_FIELDS = {
-    "matmul_peak_fraction": Field("number", required=True),
-    "matmul_half_dim": Field("count", required=True),
-    "memory_bandwidth_fraction": Field("number", required=True),
-    "link_bandwidth_fraction": Field("number", required=True),
-    "kernel_launch": Q("s", True),
-    "memory_reserved": Q("bytes", True),
-    "memory_fragmentation_fraction": Field("number", required=True, positive=False),
-    "overlap_contention": Field("number", required=True, positive=False),
-    "kv_reread_fraction": Field("number", required=True),
+# --- scenarios --------------------------------------------------------------------------------
+SCENARIO_TOP = {
+    "model": Field("str", required=True, doc="built-in model name or path"),
+    "system": Field("str", doc="built-in system name or path (or chip)"),
+    "chip": Field("str", doc="built-in chip name or path (or system)"),
+    "chips": Field("count", doc="chip count (default: the system's)"),
 }
-FRACTIONS = (
-    "matmul_peak_fraction",
-    "memory_bandwidth_fraction",
-    "link_bandwidth_fraction",
-    "memory_fragmentation_fraction",
-    "overlap_contention",
-    "kv_reread_fraction",
+
+# --- measurements -----------------------------------------------------------------------------
+FLOP_CONVENTIONS = ("narayanan-eq3",)
+MEASUREMENT_SOURCE_KEYS = ("reference", "conventions", "hardware", "unreported", "data")
+POINT = {
+    "id": Field("str", required=True, doc="unique over all files"),
+    "kind": Field("enum", required=True, choices=("train", "serve"), doc="job"),
+    "model": Field("str", required=True, doc="built-in name or a path relative to the file"),
+    "system": Field("str", doc="built-in name or path (or chip)"),
+    "chip": Field("str", doc="built-in name or path (or system)"),
+    "chips": Field("count", required=True, doc="= tp*pp*dp*cp (train), tp*pp*replicas (serve)"),
+    "verified": Field("bool", required=True, doc="headline number read in the primary source"),
+    "notes": Field("str", doc="free text"),
+    "excluded": Field("str", doc="why the point is carried but not predicted"),
+    "unmodelled": Field("str", doc="an effect the model lacks: predicted, not fitted"),
+}
+#: plan keys a point must publish; the others of a training plan are chosen by the validation
+#: rule (:mod:`diffcost._analysis.validate`) when absent.
+POINT_PLAN_REQUIRED = {
+    "train": (
+        "tp",
+        "pp",
+        "dp",
+        "cp",
+        "global_batch",
+        "seq_len",
+        "precision",
+        "flash_attention",
+        "overlap_grad_reduce",
+    ),
+    "serve": (
+        "tp",
+        "pp",
+        "batch",
+        "input_len",
+        "output_len",
+        "weight_format",
+        "kv_format",
+        "mode",
+        "kv_block",
+    ),
+}
+AS_PUBLISHED = Field("str", required=True, doc="the number as the source wrote it")
+MEASURED = {
+    "train": {
+        "step_time": Q("s", doc="seconds per step"),
+        "tokens_per_s_per_chip": Field("number", doc="training tokens/s per chip"),
+        "achieved_per_chip": Q("flop_per_s", doc="achieved FLOP/s per chip (with a convention)"),
+        "flop_convention": Field("enum", choices=FLOP_CONVENTIONS, doc="how FLOPs are counted"),
+        "as_published": AS_PUBLISHED,
+    },
+    "serve": {
+        "output_tokens_per_s_per_chip": Field("number", doc="output tokens/s per chip"),
+        "ttft": Q("s", doc="time to first token"),
+        "amortized_time_per_token": Q("s", doc="batch time per output token"),
+        "as_published": AS_PUBLISHED,
+    },
+}
+
+SPEC_SOURCE = Source(
+    "every number needs a source", per_table="say where the numbers of [{}] come from"
 )
 
-TRAIN_PLAN = {
-    "tp": Field("count"),
-    "pp": Field("count"),
-    "dp": Field("count"),
-    "cp": Field("count"),
-    "micro_batch": Field("count"),
-    "global_batch": Field("count"),
-    "seq_len": Field("count"),
-    "virtual_stages": Field("count"),
-    "sequence_parallel": Field("bool"),
-    "flash_attention": Field("bool"),
-    "overlap_grad_reduce": Field("bool"),
-    "recompute": Field("enum", choices=("none", "selective", "full")),
-    "zero": Field("count", positive=False),
-    "precision": Field("enum", choices=("fp32", "tf32", "bf16", "fp16", "fp8")),
-    "optimizer": Field("enum", choices=("adam", "adam_no_master", "sgd", "sgd_no_master")),
+# --- every kind -------------------------------------------------------------------------------
+KINDS: dict[str, Kind] = {
+    "chip": Kind(
+        "chip",
+        "chips",
+        tables=CHIP,
+        required_tables=CHIP_REQUIRED_TABLES,
+        source=SPEC_SOURCE,
+        rules=(_chip_has_16bit_peak,),
+        doc="one accelerator: dense peaks, memory, interconnect, power, price",
+    ),
+    "system": Kind(
+        "system",
+        "systems",
+        top=SYSTEM_TOP,
+        tables=SYSTEM,
+        source=SPEC_SOURCE,
+        doc="a chip, how many, and how they are wired (overrides the chip's tables)",
+    ),
+    "model": Kind(
+        "model",
+        "models",
+        top=MODEL_TOP,
+        source=SPEC_SOURCE,
+        rules=(_model_shape, _model_params),
+        doc="a dense transformer's shape",
+    ),
+    "calibration": Kind(
+        "calibration",
+        "calibration",
+        tables={"efficiency": CALIBRATION_FIELDS},
+        groups={"overrides": ("chip", _opt(CALIBRATION_FIELDS))},
+        required_tables=("efficiency",),
+        source=Source(
+            "say where the efficiency constants come from",
+            per_table="say where the {} constants come from",
+        ),
+        doc="efficiency constants (global, and per-chip overrides of any subset)",
+    ),
+    "scenario": Kind(
+        "scenario",
+        "scenarios",
+        top=SCENARIO_TOP,
+        tables={"plan": {}},  # the plan's keys depend on the scenario's kind (train / serve)
+        source=Source("say where the scenario comes from", nonempty=True),
+        kind_values=("train", "serve"),
+        name_is_stem=False,
+        doc="a model, a system or chip, and a plan",
+    ),
+    "measurements": Kind(
+        "measurements",
+        "measurements",
+        arrays={"point": POINT},
+        source=Source(
+            "say where the measurements come from",
+            required=MEASUREMENT_SOURCE_KEYS,
+            allowed=(*MEASUREMENT_SOURCE_KEYS, "notes"),
+        ),
+        kind_values=("measurements",),
+        doc="published measurements of one source, one [[point]] each",
+    ),
 }
-
-SCENARIO_TOP = {
-    "model": Field("str", required=True),
-    "system": Field("str"),
-    "chip": Field("str"),
-    "chips": Field("count"),
-}
+KIND_DIRS = {name: kind.directory for name, kind in KINDS.items()}

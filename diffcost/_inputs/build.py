@@ -1,0 +1,73 @@
+"""Checked spec values (SI, nested by table) -> the Equinox modules the cost models take.
+
+No I/O and no checks here: the values come from :mod:`diffcost._inputs.checker`.
+"""
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from .hardware import FORMAT_FALLBACK, FORMATS, Chip, Efficiency
+from .model import MLP_MATRICES, NORM_PARAMS, Model
+
+
+def _f(x: Any) -> Any:
+    return jnp.asarray(float(x))
+
+
+def chip_module(values: dict[str, Any]) -> Chip:
+    """A chip; a format it lacks runs at the peak of the next wider one it has."""
+    compute = values["compute"]
+    peaks = []
+    for fmt in FORMATS:
+        current: str | None = fmt
+        while current is not None and f"{current}_flop_per_s" not in compute:
+            current = FORMAT_FALLBACK[current]
+        if current is None:  # fp32 missing: fall back to the widest 16-bit peak
+            current = "bf16" if "bf16_flop_per_s" in compute else "fp16"
+        peaks.append(float(compute[f"{current}_flop_per_s"]))
+    mem = values["memory"]
+    return Chip(
+        peak_flop_per_s=jnp.asarray(peaks),
+        memory_capacity_bytes=_f(mem["capacity_bytes"]),
+        memory_bandwidth_bytes_per_s=_f(mem["bandwidth_bytes_per_s"]),
+        on_chip_sram=_f(mem["on_chip_sram"]),
+        tdp_w=_f(values["power"]["tdp_w"]),
+    )
+
+
+def efficiency_module(values: dict[str, Any]) -> Efficiency:
+    """Efficiency constants from a calibration's ``[efficiency]`` values (SI)."""
+    return Efficiency(
+        matmul_peak_fraction=_f(values["matmul_peak_fraction"]),
+        matmul_half_dim=_f(values["matmul_half_dim"]),
+        memory_bandwidth_fraction=_f(values["memory_bandwidth_fraction"]),
+        link_bandwidth_fraction=_f(values["link_bandwidth_fraction"]),
+        kernel_launch_s=_f(values["kernel_launch_s"]),
+        memory_reserved_bytes=_f(values["memory_reserved_bytes"]),
+        memory_fragmentation_fraction=_f(values["memory_fragmentation_fraction"]),
+        overlap_contention=_f(values["overlap_contention"]),
+        kv_reread_fraction=_f(values["kv_reread_fraction"]),
+    )
+
+
+def model_module(v: dict[str, Any]) -> Model:
+    """A model from its shape values (``head_dim`` defaults to ``hidden / heads``)."""
+    head_dim = v.get("head_dim", v["hidden"] / v["heads"])
+    return Model(
+        layers=_f(v["layers"]),
+        hidden=_f(v["hidden"]),
+        heads=_f(v["heads"]),
+        kv_heads=_f(v["kv_heads"]),
+        head_dim=_f(head_dim),
+        ffn_hidden=_f(v["ffn_hidden"]),
+        vocab=_f(v["vocab"]),
+        max_seq_len=_f(v["max_seq_len"]),
+        mlp_matrices=_f(MLP_MATRICES[v["mlp"]]),
+        norm_params=_f(NORM_PARAMS[v["norm"]]),
+        learned_positions=_f(v["position"] == "learned"),
+        tied_embeddings=_f(v["tied_embeddings"]),
+        bias=_f(v["bias"]),
+        dropout=_f(v["dropout"]),
+        causal=_f(v["architecture"] == "decoder"),
+    )

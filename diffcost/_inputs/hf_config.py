@@ -1,0 +1,77 @@
+"""Hugging Face ``config.json`` -> a model document of the model schema (nothing is downloaded).
+
+The shape keys are read under their Hugging Face names (and checked as counts, problems named by
+those keys); the rest (MLP, norm, positions, biases) is inferred from the activation and the
+model type.  The result has the form of a model TOML file and goes through the same checks
+(:meth:`diffcost._inputs.checker.Checker.document`).
+"""
+
+from pathlib import Path
+from typing import Any
+
+from .._core.errors import Problem, SpecError
+from .checker import Checker, read_json
+from .schema import Field
+
+#: model key -> the Hugging Face keys that may hold it, first found wins
+HF_KEYS = {
+    "layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden": ("hidden_size", "n_embd", "d_model"),
+    "heads": ("num_attention_heads", "n_head"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv"),
+    "ffn_hidden": ("intermediate_size", "n_inner", "ffn_dim"),
+    "vocab": ("vocab_size",),
+    "max_seq_len": ("max_position_embeddings", "n_positions", "seq_length"),
+    "head_dim": ("head_dim",),
+}
+HF_REQUIRED = ("layers", "hidden", "heads", "vocab")
+_SWIGLU_ACTS = ("silu", "swiglu", "swish")
+_SWIGLU_TYPES = ("llama", "mistral", "qwen2", "gemma")
+_ENCODER_TYPES = ("bert", "roberta", "deberta", "electra")
+_LEARNED_TYPES = ("gpt2", "bert", "roberta", "opt", "gpt_bigcode", "electra")
+
+
+def _shape(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    ck = Checker(str(path))
+    v: dict[str, Any] = {}
+    for field_name, keys in HF_KEYS.items():
+        for key in keys:
+            if data.get(key) is not None:
+                v[field_name] = ck.value(key, data[key], Field("count"))
+                break
+    for required in HF_REQUIRED:
+        if required not in v:
+            ck.add(" or ".join(HF_KEYS[required]), "missing required key")
+    ck.raise_if_any()
+    return v
+
+
+def hf_document(path: Path) -> dict[str, Any]:
+    """A Hugging Face config as a model document (top-level keys and ``[source]``)."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise SpecError([Problem(str(path), "", "must be a JSON object")])
+    v = _shape(path, data)
+    act = str(data.get("hidden_act", data.get("activation_function", "gelu"))).lower()
+    model_type = str(data.get("model_type", "")).lower()
+    swiglu = act in _SWIGLU_ACTS or model_type in _SWIGLU_TYPES
+    v.setdefault("kv_heads", v["heads"])
+    v.setdefault("ffn_hidden", 4 * v["hidden"])
+    v.setdefault("max_seq_len", 2048)
+    rms = "rms_norm_eps" in data
+    learned = model_type in _LEARNED_TYPES
+    return {
+        "schema_version": 1,
+        "kind": "model",
+        "name": path.parent.name or path.stem,
+        "display_name": f"{model_type or 'transformer'} from {path}",
+        "architecture": "encoder" if model_type in _ENCODER_TYPES else "decoder",
+        **v,
+        "mlp": "swiglu" if swiglu else ("relu" if act == "relu" else "gelu"),
+        "norm": "rmsnorm" if rms else "layernorm",
+        "position": "learned" if learned else ("alibi" if data.get("alibi") else "rope"),
+        "tied_embeddings": bool(data.get("tie_word_embeddings", not swiglu)),
+        "bias": bool(data.get("bias", data.get("attention_bias", not rms))),
+        "dropout": float(data.get("attention_dropout", data.get("attn_pdrop", 0.0)) or 0.0) > 0,
+        "source": {"shape": f"Hugging Face config {path}"},
+    }
