@@ -1,6 +1,8 @@
 """Calibration: gradients, the leave-one-source-out logic, the calibration file it writes."""
 
+import json
 import types
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +14,7 @@ from diffcost._analysis import calibrate as C
 from diffcost._analysis.validate import prepare
 from diffcost._inputs.loader import load_spec
 from diffcost._inputs.measurements import load_measurements
+from diffcost.cli import app
 
 SUBSET = (
     "megatron_sc21_table1_1.7B",
@@ -137,7 +140,9 @@ def test_calibration_file_round_trip(serving, fit, tmp_path):
     summary = C.report(fit)
     path = tmp_path / "fitted.toml"
     path.write_text(
-        C.calibration_toml(fit, serving, summary, "diffcost calibrate --write", date="2000-01-01")
+        C.calibration_toml(
+            fit, serving, summary, "diffcost calibrate --write", date="2000-01-01", name="fitted"
+        )
     )
     spec = load_spec("calibration", path)
     assert "Fitted 2000-01-01 with `diffcost calibrate --write`" in spec.info.source["efficiency"]
@@ -160,3 +165,64 @@ def test_the_default_calibration_is_the_documented_fit():
     for p in C.PARAMS:
         value = spec.values["efficiency"][p.name if p.toml_scale == 1 else "kernel_launch_s"]
         assert p.lo <= value <= p.hi
+
+
+# --- calibration files: the built-in one read-only, a fitted one written where asked ----------
+def _cli(*args):
+    from typer.testing import CliRunner
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_calibrate_writes_where_asked_and_validate_reads_it_back(tmp_path):
+    default = dc.specs_dir() / "calibration" / "default.toml"
+    before = default.read_bytes()
+    path = tmp_path / "out" / "mine.toml"
+    source = dc.specs_dir() / "measurements" / "trtllm-0.5-latency.toml"
+    args = ("--steps", 1, "--rounds", 1, "--no-loso", "--measurements", source)
+    result = _cli("calibrate", *args, "--write", path, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["written"] == str(path)
+    assert default.read_bytes() == before  # the package's file is untouched
+    spec = load_spec("calibration", path)
+    assert spec.info.name == "mine"
+    assert f"--write {path}" in spec.info.source["efficiency"]
+    fitted = json.loads(result.output)["constants"]["global"]
+    eff = dc._inputs.loader.efficiency_for("tpu-v5e", path)  # no family: the global values
+    assert float(eff.matmul_peak_fraction) == pytest.approx(fitted["matmul_peak_fraction"], 1e-3)
+    check = _cli("validate", "--calibration", path, "--measurements", source, "--json")
+    assert check.exit_code == 0, check.output
+    assert json.loads(check.output)["calibration"] == str(path)
+    assert default.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "target,reason",
+    [
+        (None, "Option '--write' requires an argument"),
+        ("--json", "--write: needs a PATH to write the calibration file to, got '--json'"),
+        ("BUILTIN", "which are read-only: write to another path and use it with --calibration"),
+    ],
+)
+def test_calibrate_refuses_to_write_into_the_package(target, reason):
+    default = dc.specs_dir() / "calibration" / "default.toml"
+    before = default.read_bytes()
+    write = [] if target is None else [str(default) if target == "BUILTIN" else target]
+    result = _cli("calibrate", "--steps", 1, "--write", *write)
+    assert result.exit_code == 2
+    assert reason in " ".join(result.output.replace("│", " ").split())
+    assert default.read_bytes() == before
+
+
+def test_write_calibration_refuses_the_builtin_specs(serving, fit, tmp_path):
+    text = C.calibration_toml(fit, serving, C.report(fit), "test", name="default")
+    default = dc.specs_dir() / "calibration" / "default.toml"
+    before = default.read_bytes()
+    with pytest.raises(dc.SpecError, match="inside the built-in specs"):
+        C.write_calibration(text, default)
+    assert default.read_bytes() == before
+    with pytest.raises(dc.SpecError, match="name: must equal the file name 'other'"):
+        C.write_calibration(text, tmp_path / "other.toml")  # checked before anything is written
+    assert not (tmp_path / "other.toml").exists()
+    assert C.write_calibration(text, tmp_path / "default.toml") == tmp_path / "default.toml"
+    assert Path(tmp_path / "default.toml").read_text() == text

@@ -32,6 +32,7 @@ once (``vmap`` over folds; one compilation).
 
 import datetime as _dt
 import math
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -42,8 +43,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .._core.errors import Problem, SpecError
 from .._inputs.hardware import Efficiency
-from .._inputs.loader import efficiency_for, load_spec, resolve
+from .._inputs.loader import clear_cache, efficiency_for, is_builtin, load_spec, specs_dir
 from .validate import (
     Prepared,
     choose,
@@ -414,8 +416,12 @@ def calibration_toml(
     command: str,
     calibration: str = "default",
     date: str | None = None,
+    name: str = "default",
 ) -> str:
-    """The calibration file with the fitted constants (fold 0) and the fit's provenance."""
+    """The calibration file with the fitted constants (fold 0) and the fit's provenance.
+
+    ``calibration``: the file whose unfitted (memory) constants are kept; ``name``: the new
+    file's name, which must be its file name without ``.toml``."""
     spec = load_spec("calibration", calibration)
     eff = spec.values["efficiency"]
     c = fit.constants(0)
@@ -440,12 +446,12 @@ def calibration_toml(
     lines = [
         "schema_version = 1",
         'kind = "calibration"',
-        'name = "default"',
+        f'name = "{name}"',
         f'display_name = "Efficiency constants fitted to published measurements ({date})"',
         "",
-        "# Fitted by `diffcost calibrate --write` (diffcost/_calibrate.py): global values plus one",
-        "# set per chip family (written as overrides for every chip of the family).  memory_* are",
-        "# not fitted (they only decide what fits).",
+        "# Fitted by `diffcost calibrate --write PATH` (diffcost/_analysis/calibrate.py): global",
+        "# values plus one set per chip family (written as overrides for every chip of the",
+        "# family).  memory_* are not fitted (they only decide what fits).",
         "",
         "[efficiency]",
         *[f"{k} = {values[k]}" for k in order],
@@ -476,9 +482,10 @@ def _provenance(fit: Fit, prep: Prepared, summary: dict[str, Any], command: str,
     sources = sorted({m.source for m in prep.points})
     unmodelled = sum(1 for m in prep.points if m.unmodelled)
     text = [
-        f"Fitted {date} with `{command}` (diffcost/_calibrate.py): optax adam on the exact cost "
-        "models' gradients; Huber loss of log(predicted/measured), a source of n fitted points "
-        "weighing sqrt(n); constants bounded in log space; global values plus one set per chip "
+        f"Fitted {date} with `{command}` (diffcost/_analysis/calibrate.py): optax adam on the "
+        "exact cost models' gradients; Huber loss of log(predicted/measured), a source of n "
+        "fitted points weighing sqrt(n); constants bounded in log space; global values plus one "
+        "set per chip "
         f"family ({', '.join(FAMILY_NAMES)}), written as overrides for every chip of the family; "
         f"Gaussian log-space priors (weight {PRIOR_WEIGHT}) around microbenchmark values: "
         + ", ".join(f"{p.name} {p.prior:g}" for p in PARAMS)
@@ -518,15 +525,33 @@ def _provenance(fit: Fit, prep: Prepared, summary: dict[str, Any], command: str,
     return "\n".join(text).replace('"""', "'''")
 
 
-def write_calibration(text: str, calibration: str = "default") -> Path:
-    """Write (and re-validate) the calibration file."""
-    path = resolve("calibration", calibration)
-    path.write_text(text)
-    from .._inputs.loader import _load_spec_cached
+def write_calibration(text: str, path: str | Path) -> Path:
+    """Write a calibration file at ``path`` once it loads cleanly; return the path.
 
-    _load_spec_cached.cache_clear()
-    load_spec("calibration", path)
-    return path
+    The built-in calibrations are read-only (they ship inside the package): a path inside the
+    built-in specs is refused.  The file's ``name`` must equal its stem (see
+    :func:`calibration_toml`); it is checked in a scratch folder before ``path`` is touched.
+    """
+    target = Path(path)
+    if is_builtin(target):
+        raise SpecError(
+            [
+                Problem(
+                    str(target),
+                    "",
+                    f"is inside the built-in specs ({specs_dir()}), which are read-only: write "
+                    "the calibration elsewhere and load it with --calibration PATH",
+                )
+            ]
+        )
+    with tempfile.TemporaryDirectory() as scratch:
+        trial = Path(scratch) / (target.name if target.suffix else target.name + ".toml")
+        trial.write_text(text)
+        load_spec("calibration", trial)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    clear_cache()
+    return target
 
 
 def nan_safe(x: float) -> float | None:

@@ -74,6 +74,11 @@ def resolve(kind: str, name_or_path: str | Path, where: str = "<arguments>") -> 
     )
 
 
+def is_builtin(path: str | Path) -> bool:
+    """Whether a path lies inside the built-in specs (read-only: they ship with the package)."""
+    return Path(path).resolve().is_relative_to(specs_dir().resolve())
+
+
 def check_document(path: Path, kind: str, data: dict[str, Any], stem: str | None) -> Spec:
     """Check a file's data against the schema of ``kind``; every problem at once."""
     ck = Checker(str(path))
@@ -174,6 +179,7 @@ __all__ = [
     "builtin_names",
     "clear_cache",
     "efficiency_for",
+    "is_builtin",
     "load_chip",
     "load_model",
     "load_spec",

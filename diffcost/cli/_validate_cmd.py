@@ -239,56 +239,97 @@ def calibrate(
         bool, typer.Option("--loso/--no-loso", help="Also fit one fold per held-out source.")
     ] = True,
     calibration: Annotated[
-        str, typer.Option(help="Calibration file to report on / write.")
+        str,
+        typer.Option(
+            help="Calibration to report on and to keep the unfitted (memory) constants of."
+        ),
     ] = "default",
     measurements: Annotated[
         list[str] | None,
         Opt("Measurement file (repeatable; default: every specs/measurements/*.toml)."),
     ] = None,
     write: Annotated[
-        bool,
+        str | None,
         typer.Option(
             "--write",
-            help="Write the fitted constants (with their provenance) to the calibration file.",
+            metavar="PATH",
+            show_default=False,
+            help="Write the fitted constants (with their provenance) as a calibration file at "
+            "PATH (its name is PATH's stem); use it with --calibration PATH.  The built-in "
+            "calibrations are read-only.",
         ),
-    ] = False,
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Fit the efficiency constants to the measurements (optax, through the model's gradients);
     report errors with the priors, after the fit (in sample) and leave-one-source-out."""
     from .._analysis.calibrate import calibrate as fit_constants
-    from .._analysis.calibrate import calibration_toml, report, write_calibration
+    from .._analysis.calibrate import report
     from .._analysis.validate import prepare
 
     if steps < 1 or rounds < 1:
         raise SpecError([Problem("<flags>", "--steps/--rounds", "must be positive")])
+    if write is not None:
+        _check_write_target(write)
     prep = prepare(_points(measurements, None), calibration)
     fit = fit_constants(prep, steps=steps, rounds=rounds, loso=loso)
     summary = report(fit)
     written = None
-    if write:
-        command = f"diffcost calibrate --steps {steps} --rounds {rounds}"
-        command += "" if loso else " --no-loso"
-        command += "".join(f" --measurements {shlex.quote(m)}" for m in measurements or [])
-        command += "" if calibration == "default" else f" --calibration {shlex.quote(calibration)}"
-        written = str(
-            write_calibration(
-                calibration_toml(fit, prep, summary, command + " --write", calibration), calibration
-            )
-        )
+    if write is not None:
+        flags = dict(steps=steps, rounds=rounds, loso=loso, measurements=measurements)
+        written = _write_fit(fit, prep, summary, calibration, write, flags)
     if json_out:
-        points = []
-        loso_rows = {r["id"]: r for r in fit.loso_rows}
-        for r, prior in zip(fit.fit_rows, fit.prior_rows, strict=True):
-            points.append(
-                {
-                    **r,
-                    "prior_predicted": prior["predicted"],
-                    "loso_predicted": loso_rows.get(r["id"], {}).get("predicted"),
-                }
-            )
-        print_json({"folds": fit.folds, **summary, "points": points, "written": written})
+        print_json(_fit_json(fit, summary, written))
         return
+    _print_fit(summary)
+    if written:
+        console.print(f"wrote {written}", highlight=False)
+
+
+def _check_write_target(write: str) -> None:
+    """``--write`` needs a path outside the (read-only) built-in specs."""
+    from .._inputs.loader import is_builtin, specs_dir
+
+    if not write or write.startswith("-"):
+        reason = f"needs a PATH to write the calibration file to, got {write!r}"
+        raise SpecError([Problem("<flags>", "--write", reason)])
+    if is_builtin(write):
+        reason = (
+            f"{write} is inside the built-in specs ({specs_dir()}), which are read-only: write "
+            "to another path and use it with --calibration PATH"
+        )
+        raise SpecError([Problem("<flags>", "--write", reason)])
+
+
+def _write_fit(fit, prep, summary, calibration: str, write: str, flags: dict[str, Any]) -> str:
+    """Write the fit as a calibration file at ``write``, its command in the provenance."""
+    from .._analysis.calibrate import calibration_toml, write_calibration
+
+    command = f"diffcost calibrate --steps {flags['steps']} --rounds {flags['rounds']}"
+    command += "" if flags["loso"] else " --no-loso"
+    command += "".join(f" --measurements {shlex.quote(m)}" for m in flags["measurements"] or [])
+    command += "" if calibration == "default" else f" --calibration {shlex.quote(calibration)}"
+    command += f" --write {shlex.quote(write)}"
+    name = Path(write).stem if Path(write).suffix == ".toml" else Path(write).name
+    text = calibration_toml(fit, prep, summary, command, calibration, name=name)
+    return str(write_calibration(text, write))
+
+
+def _fit_json(fit, summary: dict[str, Any], written: str | None) -> dict[str, Any]:
+    points = []
+    loso_rows = {r["id"]: r for r in fit.loso_rows}
+    for r, prior in zip(fit.fit_rows, fit.prior_rows, strict=True):
+        points.append(
+            {
+                **r,
+                "prior_predicted": prior["predicted"],
+                "loso_predicted": loso_rows.get(r["id"], {}).get("predicted"),
+            }
+        )
+    return {"folds": fit.folds, **summary, "points": points, "written": written}
+
+
+def _print_fit(summary: dict[str, Any]) -> None:
     console.print(
         _summary_table("priors (microbenchmark constants, before the fit)", summary["priors"])
     )
@@ -310,5 +351,3 @@ def calibrate(
         scale, unit = (1e6, " us") if name.endswith("_s") else (1.0, "")
         t.add_row(name, *(f"{v[name] * scale:.4g}{unit}" for v in summary["constants"].values()))
     console.print(t)
-    if written:
-        console.print(f"wrote {written}", highlight=False)
