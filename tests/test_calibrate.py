@@ -12,7 +12,7 @@ import pytest
 import diffcost as dc
 from diffcost._analysis import calibrate as C
 from diffcost._analysis.validate import prepare
-from diffcost._inputs.loader import load_spec
+from diffcost._inputs.loader import efficiency_for, load_spec
 from diffcost._inputs.measurements import load_measurements
 from diffcost.cli import app
 
@@ -89,7 +89,8 @@ def test_fold_weights_leave_each_source_out():
             ("c", "effect"),
         ]
     ]
-    folds, w = C.fold_weights(types.SimpleNamespace(points=pts))
+    # a stand-in with the one attribute fold_weights reads
+    folds, w = C.fold_weights(types.SimpleNamespace(points=pts))  # pyright: ignore[reportArgumentType]
     assert folds == ["all", "a", "b"]  # "c" has no fitted point: the fit never saw it anyway
     src = np.asarray([p.source for p in pts])
     # each source weighs sqrt(n fitted), unmodelled points nothing, normalised to the sources
@@ -149,7 +150,7 @@ def test_calibration_file_round_trip(serving, fit, tmp_path):
     constants = fit.constants(0)
     cases = [("h100-sxm", "hopper"), ("a100-sxm-80gb", "ampere"), ("tpu-v5e", "global")]
     for chip, family in cases:
-        eff = dc._inputs.loader.efficiency_for(chip, path)
+        eff = efficiency_for(chip, path)
         for p in C.PARAMS:
             expected = constants[family][p.name]
             tol = 0.006 if p.name == "matmul_half_dim" else 1e-3  # written rounded
@@ -188,7 +189,7 @@ def test_calibrate_writes_where_asked_and_validate_reads_it_back(tmp_path):
     assert spec.info.name == "mine"
     assert f"--write {path}" in spec.info.source["efficiency"]
     fitted = json.loads(result.output)["constants"]["global"]
-    eff = dc._inputs.loader.efficiency_for("tpu-v5e", path)  # no family: the global values
+    eff = efficiency_for("tpu-v5e", path)  # no family: the global values
     assert float(eff.matmul_peak_fraction) == pytest.approx(fitted["matmul_peak_fraction"], 1e-3)
     check = _cli("validate", "--calibration", path, "--measurements", source, "--json")
     assert check.exit_code == 0, check.output

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 import diffcost as dc
 import diffcost.cli._validate_cmd  # noqa: F401  (registers validate and calibrate)
-from diffcost._analysis.validate import prepare, scenario_toml, train_space, validate
+from diffcost._analysis.validate import prepare, scenario_toml, summarise, train_space, validate
 from diffcost._inputs.measurements import load_measurements
 from diffcost.cli import app
 
@@ -69,7 +69,7 @@ def test_summary_statistics():
         {"metric": "ttft", "source": "a", "error": e, "unmodelled": u}
         for e, u in [(0.1, None), (-0.3, None), (0.2, "x"), (0.0, None), (-0.05, None)]
     ]
-    s = dc._analysis.validate.summarise(rows)["ttft"]
+    s = summarise(rows)["ttft"]
     assert s["all"]["n"] == 5 and s["all"]["median_abs_error"] == pytest.approx(0.1)
     assert s["all"]["p90_abs_error"] == pytest.approx(np.percentile([0.1, 0.3, 0.2, 0, 0.05], 90))
     assert s["modelled"]["n"] == 4 and s["modelled"]["median_abs_error"] == pytest.approx(0.075)

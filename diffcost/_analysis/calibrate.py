@@ -35,7 +35,7 @@ import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import equinox as eqx
 import jax
@@ -270,6 +270,7 @@ def prior_penalty(theta) -> jax.Array:
 
 
 def _candidate_times(theta, data: FitData):
+    assert data.train is not None  # only called with training points
     systems, models, plans = data.train
     eff = efficiency_rows(theta, data.train_family, systems.efficiency)
     out = train_rows(with_efficiency(systems, eff), models, plans)
@@ -357,7 +358,8 @@ def calibrate(
         if not prior_rows:
             prior = np.asarray(_predict_folds(thetas, data, jnp.asarray(chosen)))
             prior_rows = _rows(prep, np.exp(prior[0]))
-        thetas, hist = _fit_folds(thetas, data, jnp.asarray(chosen), w, steps, learning_rate)
+        fitted = _fit_folds(thetas, data, jnp.asarray(chosen), w, steps, learning_rate)
+        thetas, hist = cast(tuple[dict[str, jax.Array], jax.Array], fitted)  # filter_jit: Any
         losses.append(np.asarray(hist))
     chosen = _choose_all(thetas, prep, data)
     preds = np.asarray(_predict_folds(thetas, data, jnp.asarray(chosen)))

@@ -19,6 +19,7 @@ interpolation, ``numpy.percentile``) of the absolute error, per source and overa
 """
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -60,6 +61,7 @@ def chip_name(m: Measurement) -> str:
     """Name of the chip a point runs on (the key of calibration overrides)."""
     if m.chip is not None:
         return load_spec("chip", m.chip).info.name
+    assert m.system is not None  # a point names exactly one of chip and system
     return str(load_spec("system", m.system).values["chip"])
 
 
@@ -83,7 +85,7 @@ def train_space(m: Measurement, model: Model) -> tuple[TrainSearchSpace, Candida
         flash_attention=p["flash_attention"],
     )
     axes, choices = axes_for(model, space)
-    per = {
+    per: dict[str, Sequence[Any]] = {
         "tp": [float(p["tp"])],
         "pp": [float(p["pp"])],
         "cp": [float(p["cp"])],
@@ -94,6 +96,11 @@ def train_space(m: Measurement, model: Model) -> tuple[TrainSearchSpace, Candida
             per[key] = [float(p[key])]
     cand = Candidates.product(axes, choices, per)
     return space, cand.take(np.nonzero(valid(cand, model, space))[0])
+
+
+def _serve_plan(m: Measurement) -> ServePlan:
+    kwargs: dict[str, Any] = plan_kwargs(m.plan)
+    return serve_plan(**kwargs, source=m.id)
 
 
 # --- prepared, stacked evaluation sets ------------------------------------------------------
@@ -168,7 +175,7 @@ def prepare(points: list[Measurement] | None = None, calibration: str = "default
         )
     sset = None
     if serve:
-        plans = [serve_plan(**plan_kwargs(m.plan), source=m.id) for m in serve]
+        plans = [_serve_plan(m) for m in serve]
         sset = ServeSet(
             _stack([sys_(m) for m in serve]),
             _stack([load_model(m.model) for m in serve]),

@@ -19,6 +19,7 @@ tokens/s exactly.  Every problem of every file is reported at once (:class:`Spec
 See ``specs/SCHEMA.md`` ("Measurements") for the format.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,7 @@ def measurements_dir() -> Path:
     return specs_dir() / "measurements"
 
 
-def load_measurements(paths: list[str | Path] | None = None) -> list[Measurement]:
+def load_measurements(paths: Sequence[str | Path] | None = None) -> list[Measurement]:
     """Every point of the given measurement files (default: all built-in ones), in file order.
 
     Raises:
