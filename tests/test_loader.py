@@ -174,3 +174,93 @@ def test_scenario_with_bad_plan_and_reference(tmp_path):
     assert f"{path}: plan.tp: must be an integer, got 2.5" in problems
     assert any(p.startswith(f"{path}: plan.pipeline: unknown key") for p in problems)
     assert any(p.startswith(f"{path}: model: unknown model 'gpt-4'") for p in problems)
+
+
+# --- the published parameter count -----------------------------------------------------------
+def test_params_tolerance_is_three_percent_in_code_and_doc():
+    """Publications round to two significant figures; the whole catalogue agrees within 3%."""
+    from diffcost._inputs.build import model_module
+    from diffcost._inputs.schema import PARAMS_TOLERANCE
+
+    assert PARAMS_TOLERANCE == 0.03
+    assert "must agree within 3%" in (dc.specs_dir() / "SCHEMA.md").read_text()
+    files = sorted((dc.specs_dir() / "models").glob("*.toml"))
+    files += sorted((dc.specs_dir() / "measurements" / "models").glob("*.toml"))
+    worst = 0.0
+    for path in files:
+        values = dc.load_spec("model", path).values
+        if "params_b" in values:
+            computed = float(model_module(values).num_params()) / 1e9
+            worst = max(worst, abs(computed / values["params_b"] - 1))
+    assert 0.02 < worst < PARAMS_TOLERANCE  # megatron-gpt-1.7b: 1.65B computed, "1.7B" published
+
+
+def test_params_four_percent_off_is_an_error(tmp_path):
+    path = FIX / "bad" / "params-4pct.toml"
+    problems, _ = _messages(lambda: dc.load_model(path))
+    assert problems == [
+        f"{path}: params_b: published 7.0B disagrees with the shape's 6.74B by 4% (> 3%)"
+    ]
+    ok = tmp_path / "params-4pct.toml"  # 6.93B: 2.8% above the shape's 6.74B
+    ok.write_text(path.read_text().replace("params_b = 7.0", "params_b = 6.93"))
+    assert float(dc.load_model(ok).num_params()) == pytest.approx(6.738e9, rel=1e-3)
+
+
+# --- the one reader: files that are not TOML text --------------------------------------------
+@pytest.mark.parametrize(
+    "content,reason",
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "is a binary file, not TOML text"),
+        ("name = 'caf\u00e9'".encode("latin-1"), "is not UTF-8 text (byte 0xe9 at offset 11)"),
+        (b"name = ", "not valid TOML: "),
+    ],
+)
+def test_unreadable_files_say_why(tmp_path, content, reason):
+    path = tmp_path / "chip.toml"
+    path.write_bytes(content)
+    problems, _ = _messages(lambda: dc.load_chip(path))
+    assert len(problems) == 1 and problems[0].startswith(f"{path}: {reason}")
+
+
+def test_a_folder_is_not_a_spec(tmp_path):
+    folder = tmp_path / "chip.toml"
+    folder.mkdir()
+    from diffcost._inputs.checker import read_toml
+
+    with pytest.raises(dc.SpecError, match="is a folder, not a TOML file"):
+        read_toml(folder)
+
+
+def test_binary_hugging_face_config(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_bytes(b"\xff\xfe{\x00}\x00")
+    problems, _ = _messages(lambda: dc.load_model(path))
+    assert problems == [f"{path.resolve()}: is a binary file, not JSON text"]
+
+
+# --- one engine: every kind checks kind, name, version and source the same way ----------------
+def test_calibration_file_is_checked_like_every_spec(tmp_path):
+    default = (dc.specs_dir() / "calibration" / "default.toml").read_text()
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        default.replace('kind = "calibration"', 'kind = "chip"')
+        .replace("matmul_peak_fraction = 0.7856", "matmul_peak_fraction = 1.2")
+        .replace("[overrides.l4]", "[overrides.l5]")
+    )
+    problems, _ = _messages(lambda: dc.load_spec("calibration", path))
+    assert problems == [
+        f"{path}: kind: expected 'calibration' for a file in calibration/, got 'chip'",
+        f"{path}: name: must equal the file name 'mine', got 'default'",
+        f"{path}: efficiency.matmul_peak_fraction: is a fraction and must lie in [0, 1], got 1.2",
+        f"{path}: overrides.l5: unknown chip name",
+    ]
+
+
+def test_scenario_without_kind_is_reported(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'schema_version = 1\nname = "s"\ndisplay_name = "x"\nmodel = "llama-3-8b"\n'
+        'chip = "h100-sxm"\n[plan]\ntp = 1\n[source]\nscenario = "test"\n'
+    )
+    problems, _ = _messages(lambda: dc.load_scenario(path))
+    assert problems == [f"{path}: kind: missing required key"]
