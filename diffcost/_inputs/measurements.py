@@ -202,7 +202,7 @@ def _point(
     )
 
 
-_POINT_TABLES = ("plan", "measured", "flags")
+_POINT_TABLES = ("plan", "measured", *S.POINT_LISTS)
 
 
 def _flags(ck: Checker, pre: str, flags: Any) -> list[str]:

@@ -103,7 +103,7 @@ class Kind:
 TOP = {
     "schema_version": Field("count", required=True, doc="format version; must be 1"),
     "kind": Field("str", required=True, doc="kind of file"),
-    "name": Field("str", required=True, doc="identifier; = file stem where the kind says so"),
+    "name": Field("str", required=True, doc="identifier (= file stem, where checked)"),
     "display_name": Field("str", required=True, doc="human-readable name"),
 }
 
@@ -112,7 +112,9 @@ INTERCONNECT = {
     "scale_up_domain_chips": Field("count", doc="chips in one scale-up domain (NVLink node, ...)"),
     "scale_up_bandwidth": Q("bytes_per_s", doc="per direction per chip, inside the domain"),
     "scale_up_latency": Q("s", doc="per collective step (alpha), inside the domain"),
-    "scale_out_bandwidth": Q("bytes_per_s", doc="per direction per chip (NIC share), between"),
+    "scale_out_bandwidth": Q(
+        "bytes_per_s", doc="per direction per chip (NIC share), between domains"
+    ),
     "scale_out_latency": Q("s", doc="per collective step (alpha), between domains"),
 }
 PRICE = {"usd_per_hour": Field("number", required=True, doc="price per chip-hour, USD")}
@@ -138,6 +140,7 @@ SYSTEM = {"interconnect": INTERCONNECT, "price": PRICE}
 
 
 def _chip_has_16bit_peak(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    """`[compute]` gives a 16-bit peak: `bf16_*` or `fp16_*`."""
     compute = values.get("compute", {})
     if not any(f"{fmt}_flop_per_s" in compute for fmt in ("bf16", "fp16")):
         add("compute", "needs bf16_tflop_per_s or fp16_tflop_per_s")
@@ -145,7 +148,9 @@ def _chip_has_16bit_peak(values: dict[str, Any], add: Callable[[str, str], None]
 
 # --- models -----------------------------------------------------------------------------------
 MODEL_TOP = {
-    "architecture": Field("enum", required=True, choices=("decoder", "encoder"), doc="causal LM"),
+    "architecture": Field(
+        "enum", required=True, choices=("decoder", "encoder"), doc="causal LM or BERT-style"
+    ),
     "layers": Field("count", required=True, doc="transformer blocks"),
     "hidden": Field("count", required=True, doc="model width"),
     "heads": Field("count", required=True, doc="query heads"),
@@ -154,7 +159,9 @@ MODEL_TOP = {
     "ffn_hidden": Field("count", required=True, doc="MLP width"),
     "vocab": Field("count", required=True, doc="vocabulary size"),
     "max_seq_len": Field("count", required=True, doc="longest context"),
-    "mlp": Field("enum", required=True, choices=("gelu", "swiglu", "relu"), doc="MLP type"),
+    "mlp": Field(
+        "enum", required=True, choices=("gelu", "swiglu", "relu"), doc="MLP: 2, 3, 2 matrices"
+    ),
     "norm": Field("enum", required=True, choices=("layernorm", "rmsnorm"), doc="norm type"),
     "position": Field(
         "enum", required=True, choices=("learned", "rope", "alibi"), doc="position encoding"
@@ -175,6 +182,7 @@ PARAMS_TOLERANCE = 0.03
 
 
 def _model_shape(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    """`heads` is a multiple of `kv_heads`; without `head_dim`, `hidden` of `heads`."""
     if not all(k in values for k in ("hidden", "heads", "kv_heads")):
         return
     if values["heads"] % values["kv_heads"]:
@@ -191,6 +199,7 @@ def _model_shape(values: dict[str, Any], add: Callable[[str, str], None]) -> Non
 
 
 def _model_params(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    """`params_b` agrees with the shape's parameter count within 3% (:data:`PARAMS_TOLERANCE`)."""
     if "params_b" not in values or not all(k in values for k in MODEL_SHAPE_KEYS):
         return
     from .build import model_module
@@ -301,6 +310,8 @@ POINT_PLAN_REQUIRED = {
         "kv_block",
     ),
 }
+#: list-valued keys of a point (checked by the measurements loader)
+POINT_LISTS = {"flags": Field("list", doc="unverified fields, assumptions: non-empty strings")}
 AS_PUBLISHED = Field("str", required=True, doc="the number as the source wrote it")
 MEASURED = {
     "train": {
