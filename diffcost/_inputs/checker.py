@@ -11,6 +11,7 @@ quantities to SI (:mod:`diffcost._core.units`).  Loaders of files with their own
 import difflib
 import json
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ def _suffixes(dim: str) -> list[str]:
     return list(UNITS[dim])
 
 
-def _unknown_key(key: str, schema: dict[str, Field]) -> str:
+def _unknown_key(key: str, schema: Mapping[str, Field]) -> str:
     names = []
     for base, spec in schema.items():
         names += [base + sfx for sfx in _suffixes(spec.dim)] if spec.kind == "quantity" else [base]
@@ -106,6 +107,11 @@ class Checker:
         """One value checked against its field; None (and a problem) if it is invalid."""
         if spec.kind in ("count", "number", "quantity", "fraction"):
             return self._number(key, raw, spec)
+        if spec.kind == "list":
+            if not isinstance(raw, list) or not all(isinstance(x, str) and x.strip() for x in raw):
+                self.add(key, "must be a list of non-empty strings")
+                return None
+            return raw
         if spec.kind == "bool":
             if not isinstance(raw, bool):
                 self.add(key, f"must be true or false, got {raw!r}")
@@ -137,7 +143,7 @@ class Checker:
             return None
         return raw
 
-    def table(self, data: Any, schema: dict[str, Field], prefix: str) -> dict[str, Any]:
+    def table(self, data: Any, schema: Mapping[str, Field], prefix: str) -> dict[str, Any]:
         """Check one table: returns SI values keyed ``base + SI suffix`` for quantities."""
         out: dict[str, Any] = {}
         if not isinstance(data, dict):
@@ -163,7 +169,7 @@ class Checker:
         return out
 
     def _key(
-        self, full: str, key: str, schema: dict[str, Field], seen: dict[str, str]
+        self, full: str, key: str, schema: Mapping[str, Field], seen: dict[str, str]
     ) -> tuple[str, Field, float, str] | None:
         """A key's base name, field, unit factor and SI key; None (and a problem) if invalid."""
         spec = schema.get(key)
@@ -202,7 +208,7 @@ class Checker:
         data: dict[str, Any],
         kind: Kind,
         stem: str | None = None,
-        tables: dict[str, dict[str, Field] | None] | None = None,
+        tables: Mapping[str, Mapping[str, Field] | None] | None = None,
     ) -> tuple[dict[str, Any], dict[str, str]]:
         """Check a whole file of ``kind``: returns its values (SI, nested by table) and its
         ``[source]`` strings.  ``stem``: the file name that ``name`` must equal (None: not
@@ -255,7 +261,7 @@ class Checker:
             self.add("name", f"must equal the file name {stem!r}, got {top['name']!r}")
 
     def _group(
-        self, name: str, data: Any, member_kind: str, schema: dict[str, Field]
+        self, name: str, data: Any, member_kind: str, schema: Mapping[str, Field]
     ) -> dict[str, Any]:
         """A table of named sub-tables (``[overrides.<chip>]``), each named by a built-in."""
         if not isinstance(data, dict):

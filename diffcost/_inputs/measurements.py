@@ -168,7 +168,6 @@ def _point(
     pid = raw.get("id")
     pre = f"point[{pid}]." if isinstance(pid, str) and pid else f"point[{i}]."
     v = ck.table({k: x for k, x in raw.items() if k not in _POINT_TABLES}, S.POINT, pre)
-    flags = _flags(ck, pre, raw.get("flags", []))
     model_path = _references(ck, path, pre, v)
     kind = v.get("kind")
     if kind is None:
@@ -193,7 +192,7 @@ def _point(
         plan=plan,
         raw=measured,
         verified=v["verified"],
-        flags=tuple(flags),
+        flags=tuple(v.get("flags", ())),
         notes=v.get("notes"),
         excluded=v.get("excluded"),
         unmodelled=v.get("unmodelled"),
@@ -202,14 +201,7 @@ def _point(
     )
 
 
-_POINT_TABLES = ("plan", "measured", *S.POINT_LISTS)
-
-
-def _flags(ck: Checker, pre: str, flags: Any) -> list[str]:
-    if not isinstance(flags, list) or not all(isinstance(f, str) and f.strip() for f in flags):
-        ck.add(pre + "flags", "must be a list of non-empty strings")
-        return []
-    return flags
+_POINT_TABLES = ("plan", "measured")
 
 
 def _references(ck: Checker, path: Path, pre: str, v: dict[str, Any]) -> str | None:

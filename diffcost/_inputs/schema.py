@@ -6,7 +6,7 @@ The loader (:mod:`diffcost._inputs.checker`), the reference section of ``specs/S
 ``[source]`` table is checked and the rules that relate several values.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +19,9 @@ class Field:
 
     ``kind``: quantity (with a unit dimension ``dim``; the file's key carries a unit suffix of
     :mod:`diffcost._core.units`), count (positive integer, or non-negative if not
-    ``positive``), number, fraction (a number in [0, 1]), bool, str or enum (one of
-    ``choices``).  ``doc`` says what the key means (shown in ``specs/SCHEMA.md``).
+    ``positive``), number, fraction (a number in [0, 1]), bool, str, list (of non-empty
+    strings) or enum (one of ``choices``).  ``doc`` says what the key means (shown in
+    ``specs/SCHEMA.md``).
     """
 
     kind: str
@@ -73,7 +74,8 @@ class Kind:
         name: the kind (``kind = "..."`` in the file, unless ``kind_values`` lists others).
         directory: folder of the built-in files under ``specs/``.
         top: top-level keys besides :data:`TOP`.
-        tables: allowed ``[table]`` names and their keys.
+        tables: allowed ``[table]`` names and their keys (None: any keys, checked by the
+            kind's own loader, as a sweep's ``[grid]``).
         groups: tables of named sub-tables (``[overrides.<chip>]``): the kind whose built-in
             names the sub-tables must have, and the sub-tables' keys.
         arrays: arrays of tables (``[[point]]``), checked by the kind's own loader.
@@ -88,7 +90,7 @@ class Kind:
     name: str
     directory: str
     top: dict[str, Field] = field(default_factory=dict)
-    tables: dict[str, dict[str, Field]] = field(default_factory=dict)
+    tables: Mapping[str, Mapping[str, Field] | None] = field(default_factory=dict)
     groups: dict[str, tuple[str, dict[str, Field]]] = field(default_factory=dict)
     arrays: dict[str, dict[str, Field]] = field(default_factory=dict)
     required_tables: tuple[str, ...] = ()
@@ -283,6 +285,7 @@ POINT = {
     "notes": Field("str", doc="free text"),
     "excluded": Field("str", doc="why the point is carried but not predicted"),
     "unmodelled": Field("str", doc="an effect the model lacks: predicted, not fitted"),
+    "flags": Field("list", doc="unverified fields, assumptions"),
 }
 #: plan keys a point must publish; the others of a training plan are chosen by the validation
 #: rule (:mod:`diffcost._analysis.validate`) when absent.
@@ -310,8 +313,6 @@ POINT_PLAN_REQUIRED = {
         "kv_block",
     ),
 }
-#: list-valued keys of a point (checked by the measurements loader)
-POINT_LISTS = {"flags": Field("list", doc="unverified fields, assumptions: non-empty strings")}
 AS_PUBLISHED = Field("str", required=True, doc="the number as the source wrote it")
 MEASURED = {
     "train": {

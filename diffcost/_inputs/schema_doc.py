@@ -5,11 +5,12 @@ of ``specs/SCHEMA.md`` between :data:`BEGIN` and :data:`END`; a test checks it i
 """
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .._core.units import UNITS
-from .schema import KINDS, POINT_LISTS, POINT_PLAN_REQUIRED, TOP, Field, Kind
+from .schema import KINDS, POINT_PLAN_REQUIRED, TOP, Field, Kind
 
 BEGIN = (
     "<!-- BEGIN KEY REFERENCE: generated from diffcost/_inputs/schema.py by "
@@ -41,7 +42,9 @@ def _value(f: Any) -> str:
     return {"bool": "true / false", "str": "text", "list": "list of text"}.get(kind, kind)
 
 
-def _rows(title: str, fields: dict[str, Any], required: tuple[str, ...] | None = None) -> list[str]:
+def _rows(
+    title: str, fields: Mapping[str, Any], required: tuple[str, ...] | None = None
+) -> list[str]:
     """One table of keys: key (``<unit>`` for a unit suffix), value, required, meaning."""
     out = [f"**{title}**", "", "| key | value | required | meaning |", "|---|---|---|---|"]
     for key, f in fields.items():
@@ -80,12 +83,12 @@ def _kind(kind: Kind) -> list[str]:
         if name == "plan":
             for job, plan in plan_schemas().items():
                 lines += _rows(f"[plan] of kind = {job!r}", plan)
-        else:
+        elif fields is not None:
             lines += _rows(f"[{name}]{required}", fields)
     for name, (member, fields) in kind.groups.items():
         lines += _rows(f"[{name}.<{member} name>] (any subset)", fields)
     for name, fields in kind.arrays.items():
-        lines += _rows(f"[[{name}]]", {**fields, **(POINT_LISTS if name == "point" else {})})
+        lines += _rows(f"[[{name}]]", fields)
     if "point" in kind.arrays:
         lines += _point_tables()
     lines += [_source(kind), ""]
