@@ -24,3 +24,31 @@ def test_split_unit(key, expected):
 def test_no_suffix_is_none():
     assert split_unit("layers") is None
     assert split_unit("_gb") is None
+
+
+def test_every_suffix_is_documented_with_its_factor():
+    """specs/SCHEMA.md's Units table lists every suffix of UNITS, on its dimension's row."""
+    import re
+
+    import diffcost as dc
+    from diffcost._core.units import UNITS
+
+    text = (dc.specs_dir() / "SCHEMA.md").read_text().split("## Units", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "`_" in line]
+    documented = [set(re.findall(r"`(_[a-z_]+)`", row)) for row in rows]
+    assert sorted(map(sorted, documented)) == sorted(sorted(table) for table in UNITS.values())
+    for row in rows:
+        for suffix, factor in re.findall(r"`(_[a-z_]+)` \(([0-9e*./-]+)\)", row):
+            dim = next(d for d, table in UNITS.items() if suffix in table)
+            assert UNITS[dim][suffix] == _number(factor), suffix
+
+
+def _number(text: str) -> float:
+    """``1e12``, ``2**30`` or ``1e9/8`` as written in the Units table."""
+    if "**" in text:
+        base, exponent = text.split("**")
+        return float(base) ** float(exponent)
+    if "/" in text:
+        num, den = text.split("/")
+        return float(num) / float(den)
+    return float(text)

@@ -1,0 +1,186 @@
+"""The one checker: values, tables, whole documents and [source] rules, on small schemas; the
+Hugging Face mapping into the model schema; values -> modules."""
+
+import json
+
+import pytest
+
+import diffcost as dc
+from diffcost._inputs import schema as S
+from diffcost._inputs.build import chip_module, model_module
+from diffcost._inputs.checker import Checker, read_json, read_toml
+from diffcost._inputs.hf_config import hf_document
+
+
+def _problems(ck: Checker) -> list[str]:
+    return [f"{p.key}: {p.reason}" for p in ck.problems]
+
+
+@pytest.mark.parametrize(
+    "field,raw,reason",
+    [
+        (S.Field("count"), 2.5, "must be an integer, got 2.5"),
+        (S.Field("count"), True, "must be a number, got True"),
+        (S.Field("count", positive=False), -1, "must not be negative, got -1"),
+        (S.Field("number"), 0, "must be positive, got 0"),
+        (S.Field("fraction"), 1.5, "is a fraction and must lie in [0, 1], got 1.5"),
+        (S.Field("bool"), "yes", "must be true or false, got 'yes'"),
+        (S.Field("str"), "", "must be a non-empty string, got ''"),
+        (S.Field("enum", choices=("a", "b")), "c", "must be one of a, b; got 'c'"),
+        (S.Field("list"), ["x", " "], "must be a list of non-empty strings"),
+    ],
+)
+def test_bad_values(field, raw, reason):
+    ck = Checker("f.toml")
+    assert ck.value("k", raw, field) is None
+    assert _problems(ck) == [f"k: {reason}"]
+
+
+def test_table_converts_units_and_collects_every_problem():
+    schema = {"size": S.Q("bytes", True), "n": S.Field("count", required=True)}
+    ck = Checker("f.toml")
+    assert ck.table({"size_gib": 2, "n": 3}, schema, "t.") == {"size_bytes": 2 * 2**30, "n": 3}
+    assert ck.problems == []
+    ck.table({"size_gb": 1, "size_mb": 5, "m": 1, "sub": {}, "sise_gb": 1}, schema, "t.")
+    assert _problems(ck) == [
+        "t.size_mb: given twice (also as 'size_gb')",
+        "t.m: unknown key (allowed: n, size)",
+        "t.sub: unexpected table",
+        "t.sise_gb: unknown key; did you mean 'size_gb'? (allowed: n, size)",
+        "t.n: missing required key",
+    ]
+    with pytest.raises(dc.SpecError) as err:
+        ck.raise_if_any()
+    assert str(err.value).startswith("5 problem(s) in the input:")
+
+
+def test_document_checks_identity_tables_source_and_rules():
+    def rule(values, add):
+        """`a` below 10."""
+        if values.get("t", {}).get("a", 0) >= 10:
+            add("t.a", "must be below 10")
+
+    kind = S.Kind(
+        "thing",
+        "things",
+        top={"job": S.Field("enum", required=True, choices=("x",))},
+        tables={"t": {"a": S.Field("count")}, "free": None},
+        required_tables=("t",),
+        source=S.Source("say why", required=("origin",), per_table="cite [{}]"),
+        rules=(rule,),
+    )
+    ck = Checker("other.toml")
+    data = {
+        "schema_version": 2,
+        "kind": "thing",
+        "name": "thing-1",
+        "display_name": "x",
+        "job": "x",
+        "t": {"a": 12},
+        "free": {"anything": [1, 2]},
+        "extra": {"b": 1},
+        "source": {"origin": "here", "empty": " "},
+    }
+    values, source = ck.document(data, kind, stem="other")
+    assert values["t"] == {"a": 12} and "free" not in values
+    assert source == {"origin": "here", "empty": " "}
+    assert _problems(ck) == [
+        "schema_version: unsupported version 2 (expected 1)",
+        "name: must equal the file name 'other', got 'thing-1'",
+        "extra: unknown table (allowed: free, source, t)",
+        "source.empty: must be a non-empty string",
+        "source.t: missing: cite [t]",
+        "source.free: missing: cite [free]",
+        "t.a: must be below 10",
+    ]
+
+
+def test_sweep_like_file_on_the_engine(tmp_path):
+    """How the sweep loader can use the engine: free tables checked by its own code."""
+    kind = S.Kind(
+        "sweep",
+        "sweeps",
+        top={
+            "job": S.Field("enum", required=True, choices=("train", "serve")),
+            "outputs": S.Field("list"),
+        },
+        tables={"base": None, "grid": None, "zip": None, "output": {"csv": S.Field("str")}},
+        required_tables=("base",),
+        source=S.Source("say what the sweep is for", nonempty=True),
+    )
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'schema_version = 1\nkind = "sweep"\nname = "s"\ndisplay_name = "x"\njob = "train"\n'
+        'outputs = ["mfu"]\n[base]\nmodel = "llama-3-8b"\n[grid]\ntp = [1, 2]\n'
+        '[output]\ncsv = "a.csv"\n[source]\nsweep = "test"\n'
+    )
+    ck = Checker(str(path))
+    values, source = ck.document(read_toml(path), kind, stem=path.stem)
+    assert ck.problems == []
+    assert values["outputs"] == ["mfu"] and values["output"] == {"csv": "a.csv"}
+    assert source == {"sweep": "test"}
+
+
+def test_groups_must_name_builtins():
+    ck = Checker("c.toml")
+    kind = S.KINDS["calibration"]
+    out = ck._group("overrides", {"h100-sxm": {"kernel_launch_us": 4}}, *kind.groups["overrides"])
+    assert out == {"h100-sxm": {"kernel_launch_s": pytest.approx(4e-6)}}
+    ck._group("overrides", {"h100": {}}, *kind.groups["overrides"])
+    ck._group("overrides", 3, *kind.groups["overrides"])
+    assert _problems(ck) == [
+        "overrides.h100: unknown chip name",
+        "overrides: must be a table of chip-name tables",
+    ]
+
+
+def test_readers(tmp_path):
+    good = tmp_path / "a.json"
+    good.write_text(json.dumps({"x": 1}))
+    assert read_json(good) == {"x": 1}
+    bad = tmp_path / "b.json"
+    bad.write_text("{")
+    with pytest.raises(dc.SpecError, match="b.json: not a readable JSON file"):
+        read_json(bad)
+    with pytest.raises(dc.SpecError, match="missing.toml: file not found"):
+        read_toml(tmp_path / "missing.toml")
+
+
+def test_hugging_face_config_becomes_a_model_document(tmp_path):
+    path = tmp_path / "tiny" / "config.json"
+    path.parent.mkdir()
+    config = {
+        "model_type": "llama",
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 3,
+        "vocab_size": 100,
+        "rms_norm_eps": 1e-5,
+    }
+    path.write_text(json.dumps(config))
+    doc = hf_document(path)
+    assert (doc["name"], doc["mlp"], doc["norm"], doc["position"]) == (
+        "tiny",
+        "swiglu",
+        "rmsnorm",
+        "rope",
+    )
+    assert (doc["ffn_hidden"], doc["max_seq_len"], doc["bias"]) == (256, 2048, False)
+    with pytest.raises(dc.SpecError) as err:  # then the model checks, as for a TOML model
+        dc.load_model(path)
+    assert [str(p) for p in err.value.problems] == [
+        f"{path.resolve()}: kv_heads: heads (4) must be divisible by kv_heads (3)"
+    ]
+    path.write_text(json.dumps([1]))
+    with pytest.raises(dc.SpecError, match="must be a JSON object"):
+        hf_document(path)
+
+
+def test_modules_from_values_match_the_loaders():
+    chip = dc.load_spec("chip", "h100-sxm").values
+    assert float(chip_module(chip).memory_capacity_bytes) == 80e9
+    model = dc.load_spec("model", "llama-2-7b").values
+    assert float(model_module(model).num_params()) == float(
+        dc.load_model("llama-2-7b").num_params()
+    )
