@@ -377,7 +377,7 @@ KINDS: dict[str, Kind] = {
         "scenario",
         "scenarios",
         top=SCENARIO_TOP,
-        tables={"plan": {}},  # the plan's keys depend on the scenario's kind (train / serve)
+        tables={"plan": None},  # its keys depend on the kind (train / serve): scenario.py
         source=Source("say where the scenario comes from", nonempty=True),
         kind_values=("train", "serve"),
         name_is_stem=False,
