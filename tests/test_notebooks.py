@@ -50,6 +50,7 @@ def test_there_are_three_notebooks():
     assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03"]
 
 
+@pytest.mark.slow  # 15-46 s each on 2 cores: run by `python -m pytest -m slow` (.ci/run does)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_and_its_claims_hold(path, request):
     store = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider

@@ -6,6 +6,7 @@ import equinox as eqx
 import typer
 
 from .._train.cost import TrainBreakdown, TrainCost
+from .._train.plan import TrainPlan
 from .._train.problems import train_problems
 from . import app
 from ._common import (
@@ -30,6 +31,23 @@ from ._resolve import resolve_job
 
 DEFAULT_SCENARIO = _DEFAULTS["train"]
 _predict = eqx.filter_jit(lambda cost, plan: cost(plan))
+
+SequenceParallel = Annotated[
+    bool | None,
+    typer.Option(
+        "--sequence-parallel/--no-sequence-parallel",
+        help="Shard norm/dropout activations over TP.",
+        show_default=False,
+    ),
+]
+FlashAttention = Annotated[
+    bool | None,
+    typer.Option(
+        "--flash-attention/--no-flash-attention",
+        help="Fused attention kernel.",
+        show_default=False,
+    ),
+]
 
 
 @app.command()
@@ -58,22 +76,8 @@ def train(
         str | None, Opt("GEMM precision: bf16 | fp16 | fp8 | tf32 | fp32.")
     ] = None,
     optimizer: Optimizer = None,
-    sequence_parallel: Annotated[
-        bool | None,
-        typer.Option(
-            "--sequence-parallel/--no-sequence-parallel",
-            help="Shard norm/dropout activations over TP.",
-            show_default=False,
-        ),
-    ] = None,
-    flash_attention: Annotated[
-        bool | None,
-        typer.Option(
-            "--flash-attention/--no-flash-attention",
-            help="Fused attention kernel.",
-            show_default=False,
-        ),
-    ] = None,
+    sequence_parallel: SequenceParallel = None,
+    flash_attention: FlashAttention = None,
     calibration: CalibrationOpt = "default",
     json_out: JsonFlag = False,
 ) -> None:
@@ -88,6 +92,7 @@ def train(
     )
     refs_flags = {"model": model, "system": system, "chip": chip, "chips": chips}
     job = resolve_job("train", scenario, refs_flags, flags, calibration)
+    assert isinstance(job.plan, TrainPlan)
     out = _predict(TrainCost(job.system, job.model), job.plan)
     problems = train_problems(job.model, job.plan, out, float(job.system.num_chips))
     if json_out:
