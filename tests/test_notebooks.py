@@ -10,6 +10,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 TIMEOUT_S = 300
 
 
-def execute(path: Path, cache_dir: Path | None = None) -> tuple[object, float]:
+def execute(path: Path, cache_dir: Path | None = None) -> tuple[Any, float]:
     """Run a notebook in its own folder; return it (with outputs) and the wall time."""
     book = nbformat.read(path, as_version=4)
     env = {"JAX_PLATFORMS": "cpu"}

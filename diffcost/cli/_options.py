@@ -11,13 +11,12 @@ import inspect
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
 from ._common import Opt
 
-F = TypeVar("F", bound=Callable[..., Any])
 #: The values of one option group, by parameter name (``None``: not given).
 Flags = dict[str, Any]
 
@@ -104,7 +103,9 @@ def report_flags(
     """Option group: what a sensitivity report shows."""
 
 
-def with_options(**groups: Callable[..., None]) -> Callable[[F], F]:
+def with_options(
+    **groups: Callable[..., None],
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Splice option groups into a command's signature.
 
     Each keyword names a (keyword-only, default-less) parameter of the decorated command; in the
@@ -113,7 +114,7 @@ def with_options(**groups: Callable[..., None]) -> Callable[[F], F]:
     parameters, in order.  Every parameter becomes keyword-only (Typer passes them by name).
     """
 
-    def decorate(command: F) -> F:
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         own = inspect.signature(command)
         members = {name: inspect.signature(g).parameters for name, g in groups.items()}
         params: list[inspect.Parameter] = []
@@ -127,8 +128,10 @@ def with_options(**groups: Callable[..., None]) -> Callable[[F], F]:
                 kwargs[name] = {key: kwargs.pop(key) for key in group}
             return command(**kwargs)
 
-        wrapper.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        # Typer reads both: the parameters from the signature, their types from the annotations.
+        # (``__signature__`` is a plain function attribute that ``inspect.signature`` honours.)
+        wrapper.__signature__ = own.replace(parameters=params)  # pyright: ignore[reportAttributeAccessIssue]
         wrapper.__annotations__ = {p.name: p.annotation for p in params}
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
     return decorate
