@@ -7,13 +7,13 @@ static/continuous modes, speculative decoding and disaggregated pools.
 """
 
 import argparse
-import time
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
+from _timing import time_calls, time_vmapped  # benchmarks/ is sys.path[0] when run as a script
 
 import diffcost as dc
 
@@ -73,22 +73,9 @@ def main() -> None:
 
     single = eqx.filter_jit(lambda c, p: c(p).tpot_s)
     plan = dc.serve_plan(tp=4, batch=64, input_len=2048, output_len=256)
-    t0 = time.perf_counter()
-    single(cost, plan).block_until_ready()
-    compile_single = time.perf_counter() - t0
-    n_calls = 2000
-    t0 = time.perf_counter()
-    for _ in range(n_calls):
-        out = single(cost, plan)
-    out.block_until_ready()
-    per_call = (time.perf_counter() - t0) / n_calls
+    compile_s, per_call = time_calls(single, (cost, plan), calls=2000)
     rows.append(
-        (
-            "single plan, jit (tpot_s)",
-            compile_single,
-            f"{per_call * 1e6:.1f} us/call",
-            f"{1 / per_call:,.0f}",
-        )
+        ("single plan, jit (tpot_s)", compile_s, f"{per_call * 1e6:.1f} us/call", 1 / per_call)
     )
 
     chunks = [random_plans(args.chunk, seed=i) for i in range(max(1, args.plans // args.chunk))]
@@ -98,42 +85,19 @@ def main() -> None:
         ("vmap, tpot_s only", lambda c, q: c(q).tpot_s),
         ("vmap, full breakdown", lambda c, q: c(q)),
     ]:
-        batched = eqx.filter_jit(lambda c, p, fn=fn: jax.vmap(lambda q: fn(c, q))(p))
-        t0 = time.perf_counter()
-        jax.block_until_ready(batched(cost, chunks[0]))
-        compile_batched = time.perf_counter() - t0
-        best = float("inf")
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            jax.block_until_ready([batched(cost, c) for c in chunks])
-            best = min(best, time.perf_counter() - t0)
-        rows.append(
-            (label, compile_batched, f"{total:,} plans in {best:.3f} s", f"{total / best:,.0f}")
-        )
+        compile_s, best = time_vmapped(cost, chunks, fn, args.repeats)
+        rows.append((label, compile_s, f"{total:,} plans in {best:.3f} s", total / best))
 
     # the headline serving number: best batch at an SLO, one vmap over 320 batches per plan
     at_slo = eqx.filter_jit(lambda c, p: c.at_slo(p, 1.0, 0.05).batch)
-    t0 = time.perf_counter()
-    at_slo(cost, plan).block_until_ready()
-    compile_slo = time.perf_counter() - t0
-    n_slo = 200
-    t0 = time.perf_counter()
-    for _ in range(n_slo):
-        out = at_slo(cost, plan)
-    out.block_until_ready()
-    per_slo = (time.perf_counter() - t0) / n_slo
+    compile_s, per_slo = time_calls(at_slo, (cost, plan), calls=200)
     rows.append(
-        (
-            "at_slo (320-batch grid)",
-            compile_slo,
-            f"{per_slo * 1e3:.2f} ms/call",
-            f"{320 / per_slo:,.0f}",
-        )
+        ("at_slo (320-batch grid)", compile_s, f"{per_slo * 1e3:.2f} ms/call", 320 / per_slo)
     )
 
     print(f"{'benchmark':<28} {'compile s':>9}  {'time':<32} {'plans/s':>12}")
     for label, comp, timing, rate in rows:
-        print(f"{label:<28} {comp:>9.2f}  {timing:<32} {rate:>12}")
+        print(f"{label:<28} {comp:>9.2f}  {timing:<32} {rate:>12,.0f}")
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ def main() -> None:
         f"{len(prepare(sweep).structure.outputs)} outputs each"
     )
     best = None
-    for i in range(args.repeats):
+    for i in range(max(1, args.repeats)):
         t0 = time.perf_counter()
         result = run_sweep(sweep, progress=False, chunk=args.chunk)
         total = time.perf_counter() - t0
@@ -96,6 +96,7 @@ def main() -> None:
         )
         if best is None or result.run_s < best.run_s:
             best = result
+    assert best is not None  # at least one repeat
     feasible = int(best.table.feasible.sum())
     print(
         f"best: {best.points_per_s:,.0f} full-model evaluations/s after compilation; "

@@ -5,13 +5,13 @@ Float32 (JAX default), CPU unless a GPU is present.  Compile time is reported se
 """
 
 import argparse
-import time
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
+from _timing import time_calls, time_vmapped  # benchmarks/ is sys.path[0] when run as a script
 
 import diffcost as dc
 
@@ -53,16 +53,7 @@ def main() -> None:
 
     single = eqx.filter_jit(lambda c, p: c(p).step_time_s)
     plan = dc.train_plan(tp=8, pp=4, dp=32, global_batch=1024)
-    t0 = time.perf_counter()
-    single(cost, plan).block_until_ready()
-    compile_single = time.perf_counter() - t0
-    n_calls = 2000
-    t0 = time.perf_counter()
-    for _ in range(n_calls):
-        out = single(cost, plan)
-    out.block_until_ready()
-    per_call = (time.perf_counter() - t0) / n_calls
-
+    compile_single, per_call = time_calls(single, (cost, plan), calls=2000)
     print(
         f"single plan: compile {compile_single:.2f} s, then {per_call * 1e6:.1f} us/call "
         f"(dispatch included)"
@@ -74,15 +65,7 @@ def main() -> None:
         ("step_time_s only", lambda c, q: c(q).step_time_s),
         ("full breakdown", lambda c, q: c(q)),
     ]:
-        batched = eqx.filter_jit(lambda c, p, fn=fn: jax.vmap(lambda q: fn(c, q))(p))
-        t0 = time.perf_counter()
-        jax.block_until_ready(batched(cost, chunks[0]))
-        compile_batched = time.perf_counter() - t0
-        best = float("inf")
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            jax.block_until_ready([batched(cost, c) for c in chunks])
-            best = min(best, time.perf_counter() - t0)
+        compile_batched, best = time_vmapped(cost, chunks, fn, args.repeats)
         print(
             f"vmap, {label}: compile {compile_batched:.2f} s (chunks of {args.chunk:,}); "
             f"{total:,} plans in {best:.3f} s = {total / best:,.0f} plans/s"

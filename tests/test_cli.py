@@ -125,3 +125,59 @@ def test_specs_lists_everything():
     assert "h100-sxm" in [c["name"] for c in out["chips"]]
     table = _run("specs")
     assert "llama-3-405b" in table.output
+
+
+# --- shared option groups and the input resolver ----------------------------------------------
+def test_option_groups_are_spliced_in_place_and_passed_as_dicts():
+    import inspect
+    from typing import Annotated
+
+    import typer
+
+    from diffcost.cli._options import with_options
+
+    def group(a: Annotated[int | None, typer.Option(help="A.")] = None, b: int = 2) -> None:
+        """Two options."""
+
+    @with_options(grouped=group)
+    def command(*, first: str = "x", grouped: dict, last: bool = False) -> tuple:
+        return first, grouped, last
+
+    assert list(inspect.signature(command).parameters) == ["first", "a", "b", "last"]
+    assert command(first="y", a=1, b=3, last=True) == ("y", {"a": 1, "b": 3}, True)
+    cli = typer.Typer()
+    cli.command()(command)
+    cli.command("other")(lambda: None)  # two commands: `command` is a subcommand
+    help_text = CliRunner().invoke(cli, ["command", "--help"]).output
+    assert all(flag in help_text for flag in ("--first", "--a", "--b", "--last"))
+
+
+def test_train_and_its_sensitivity_share_the_plan_options():
+    import inspect
+
+    from diffcost.cli._sensitivity_cmd import sensitivity_serve, sensitivity_train
+    from diffcost.cli._serve_cmd import serve
+    from diffcost.cli._train_cmd import train
+
+    def options(fn):
+        return {n: p.annotation for n, p in inspect.signature(fn).parameters.items()}
+
+    shared = ["tp", "pp", "dp", "cp", "micro_batch", "global_batch", "seq_len", "recompute"]
+    for name in [*shared, "system", "chips", "optimizer"]:
+        assert options(train)[name] is options(sensitivity_train)[name], name
+    for name in ["model", "system", "chip", "chips", "tp", "batch", "weight_format", "mode"]:
+        assert options(serve)[name] is options(sensitivity_serve)[name], name
+
+
+def test_resolve_job_fills_the_defaults_from_the_system_and_model():
+    from diffcost.cli._resolve import resolve_job
+
+    refs = {"model": "llama-2-7b", "system": "dgx-a100", "chip": None, "chips": 16}
+    job = resolve_job("train", None, refs, {"tp": 2, "pp": None}, "default")
+    assert job.chips == 16 and job.values["dp"] == 8  # chips / (tp * pp * cp)
+    assert job.values["seq_len"] == 2048  # the model's 4096, capped
+    assert "pp" not in job.values  # not given: the plan's default
+    job = resolve_job("serve", None, refs, {"tp": 4, "pp": 2}, "default")
+    assert job.values["replicas"] == 2  # 16 chips / (4 * 2) per replica
+    flags = {"tp": 2, "disaggregated": True, "prefill_chips": 2, "decode_chips": 6}
+    assert resolve_job("serve", None, refs, flags, "default").values["replicas"] == 2

@@ -10,6 +10,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 TIMEOUT_S = 300
 
 
-def execute(path: Path, cache_dir: Path | None = None) -> tuple[object, float]:
+def execute(path: Path, cache_dir: Path | None = None) -> tuple[Any, float]:
     """Run a notebook in its own folder; return it (with outputs) and the wall time."""
     book = nbformat.read(path, as_version=4)
     env = {"JAX_PLATFORMS": "cpu"}
@@ -50,6 +51,7 @@ def test_there_are_three_notebooks():
     assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03"]
 
 
+@pytest.mark.slow  # 15-46 s each on 2 cores: run by `python -m pytest -m slow` (.ci/run does)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_and_its_claims_hold(path, request):
     store = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider

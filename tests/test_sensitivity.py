@@ -2,6 +2,7 @@
 
 import json
 
+import chex
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -104,6 +105,22 @@ def test_train_elasticities_match_finite_differences(train_case):
 def test_serve_elasticities_match_finite_differences(h100_decode, groq_decode):
     _check_fd(h100_decode, serve_metrics, SERVE_METRICS)
     _check_fd(groq_decode, serve_metrics, SERVE_METRICS)
+
+
+def test_metrics_under_jit_equal_eager(train_case, h100_decode):
+    """jit(f) == f for both metric functions (dicts of arrays, compared leaf by leaf)."""
+    system, model, plan, _ = train_case
+    eager = train_metrics((system, model), plan)
+    chex.assert_trees_all_close(
+        eqx.filter_jit(train_metrics)((system, model), plan), eager, rtol=1e-12, atol=0.0
+    )
+    assert set(eager) == set(TRAIN_METRICS)
+    system, model, plan, _ = h100_decode
+    eager = serve_metrics((system, model), plan)
+    chex.assert_trees_all_close(
+        eqx.filter_jit(serve_metrics)((system, model), plan), eager, rtol=1e-12, atol=0.0
+    )
+    assert set(eager) == set(SERVE_METRICS)
 
 
 def test_parameters_are_named_and_grouped(train_case):

@@ -255,10 +255,10 @@ class Sensitivity:
         metric = metric or PRIMARY[self.job]
         if metric not in self.metrics:
             raise KeyError(f"metric {metric!r} not available; have {sorted(self.metrics)}")
-        rows = self.table[self.table.metric == metric]
+        rows = self.table.loc[self.table["metric"] == metric]
         if groups is not None:
-            rows = rows[rows.group.isin(tuple(groups))]
-        order = rows.elasticity.abs().sort_values(ascending=False, kind="stable").index
+            rows = rows.loc[rows["group"].isin(tuple(groups))]
+        order = rows["elasticity"].abs().sort_values(ascending=False, kind="stable").index
         return rows.loc[order].reset_index(drop=True)
 
     def most_elastic(
@@ -274,9 +274,11 @@ class Sensitivity:
 
     def wide(self, groups: Sequence[str] | None = None) -> pd.DataFrame:
         """Parameters as rows, metrics as columns (elasticities), ranked on the primary metric."""
-        t = self.table if groups is None else self.table[self.table.group.isin(tuple(groups))]
+        t = self.table
+        if groups is not None:
+            t = t.loc[t["group"].isin(tuple(groups))]
         wide = t.pivot(index=["parameter", "group"], columns="metric", values="elasticity")
-        wide = wide[[m for m in self.metrics]]
+        wide = wide.loc[:, list(self.metrics)]
         primary = PRIMARY[self.job] if PRIMARY[self.job] in wide else wide.columns[0]
         return wide.reindex(wide[primary].abs().sort_values(ascending=False).index)
 

@@ -147,6 +147,21 @@ def fmt_bytes(n: float) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
+def plan_line(values: dict[str, Any]) -> str:
+    """``tp=8, pp=1, ...``: the plan as given."""
+    return ", ".join(f"{k}={v}" for k, v in values.items())
+
+
+def print_problems(problems: list[str]) -> None:
+    """Why a plan is infeasible, or that it is feasible."""
+    if problems:
+        console.print("[bold red]infeasible:[/]")
+        for p in problems:
+            console.print(f"  - {p}", highlight=False)
+    else:
+        console.print("[green]feasible[/]: fits in memory, degrees divide.")
+
+
 def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("quantity", style="bold")

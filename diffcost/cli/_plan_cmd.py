@@ -1,6 +1,7 @@
 """``diffcost plan train|serve``: search for the best plan, verified with the exact model."""
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -17,7 +18,10 @@ plan_app = typer.Typer(help="Search for the best training or serving plan.", no_
 app.add_typer(plan_app, name="plan")
 
 
-def _csv(text: str, where: str, allowed: tuple, cast=str) -> tuple:
+def _csv(
+    text: str, where: str, allowed: tuple[Any, ...], cast: Callable[[str], Any] = str
+) -> tuple[Any, ...]:
+    """``"a, b"`` -> ``(cast("a"), cast("b"))``, every item in ``allowed`` (else an error)."""
     items = tuple(cast(x.strip()) for x in text.split(",") if x.strip())
     bad = [x for x in items if x not in allowed]
     if bad or not items:
@@ -98,15 +102,46 @@ _UNITS = {
     "energy": ("energy_j_per_token", lambda v: f"{v:.3f} J/tok"),
 }
 
+PlanModel = Annotated[str, typer.Option(help="Built-in model, model TOML or HF config.json.")]
+PlanSystem = Annotated[str | None, typer.Option(help="Built-in system or system TOML.")]
+PlanChip = Annotated[str | None, typer.Option(help="Built-in chip or chip TOML.")]
+Exhaustive = Annotated[bool, typer.Option(help="Enumerate the whole discrete space instead.")]
+Runners = Annotated[int, typer.Option(help="Runners-up to show.")]
+
+
+def _load_system(system: str | None, chip: str | None, chips: int | None) -> tuple[Any, str]:
+    """The system to plan on (``dgx-h100`` when neither is given) and its name as typed."""
+    if system is None and chip is None:
+        system = "dgx-h100"
+    name = system or chip
+    assert name is not None
+    return load_system(system, chip=chip, chips=chips), name
+
+
+def _finish(
+    result: SearchResult,
+    launch: str | None,
+    model: str,
+    chips: int,
+    json_out: bool,
+    show: tuple[str, Callable[[float], str]],
+) -> None:
+    """Print the search result (``show``: title and objective formatter); exit 1 when no plan
+    is feasible."""
+    if json_out:
+        print_json({"model": model, "chips": chips, **result_json(result, launch)})
+    else:
+        print_result(result, show[0], show[1], launch)
+    if result.best is None:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
 
 @plan_app.command("train")
 @friendly_errors
 def plan_train(
-    model: Annotated[
-        str, typer.Option(help="Built-in model, model TOML or HF config.json.")
-    ] = "llama-3-70b",
-    system: Annotated[str | None, typer.Option(help="Built-in system or system TOML.")] = None,
-    chip: Annotated[str | None, typer.Option(help="Built-in chip or chip TOML.")] = None,
+    model: PlanModel = "llama-3-70b",
+    system: PlanSystem = None,
+    chip: PlanChip = None,
     chips: Annotated[
         int | None, typer.Option(help="Chip count (the system's default if omitted).")
     ] = None,
@@ -122,18 +157,14 @@ def plan_train(
     zero: Annotated[str, typer.Option(help="Allowed ZeRO stages.")] = "0,1,2,3",
     precision: Annotated[str, typer.Option(help="Allowed GEMM precisions.")] = "bf16",
     max_cp: Annotated[int, typer.Option(help="Largest context-parallel degree.")] = 8,
-    exhaustive: Annotated[
-        bool, typer.Option(help="Enumerate the whole discrete space instead.")
-    ] = False,
-    top: Annotated[int, typer.Option(help="Runners-up to show.")] = 5,
+    exhaustive: Exhaustive = False,
+    top: Runners = 5,
     json_out: JsonFlag = False,
 ) -> None:
     """Find the fastest (or cheapest) training plan, checked with the exact model."""
     if objective not in OBJECTIVES:
         raise SpecError([Problem("<arguments>", "objective", f"must be one of {OBJECTIVES}")])
-    if system is None and chip is None:
-        system = "dgx-h100"
-    sys_ = load_system(system, chip=chip, chips=chips)
+    sys_, hw_name = _load_system(system, chip, chips)
     n = int(sys_.num_chips)
     counts = tuple(2**k for k in range(n.bit_length()) if 2**k <= n) if search_chips else (n,)
     space = TrainSearchSpace(
@@ -151,13 +182,9 @@ def plan_train(
     result.alternatives = result.alternatives[:top]
     launch = megatron_flags(result.best) if result.best else None
     name = load_spec("model", model).info.display_name
-    if json_out:
-        print_json({"model": model, "chips": n, **result_json(result, launch)})
-    else:
-        label, fmt = _UNITS[objective]
-        print_result(result, f"{name} on {n}x {system or chip}: minimise {label}", fmt, launch)
-    if result.best is None:
-        raise typer.Exit(EXIT_INFEASIBLE)
+    label, fmt = _UNITS[objective]
+    title = f"{name} on {n}x {hw_name}: minimise {label}"
+    _finish(result, launch, model, n, json_out, (title, fmt))
 
 
 _SERVE_UNITS = {
@@ -167,14 +194,41 @@ _SERVE_UNITS = {
 }
 
 
+TtftSlo = Annotated[float | None, typer.Option(help="Time-to-first-token limit, ms.")]
+TpotSlo = Annotated[float | None, typer.Option(help="Time-per-output-token limit, ms.")]
+AccuracyCosts = Annotated[
+    str,
+    typer.Option(
+        help="Per-format accuracy cost, e.g. 'int4=0.05,fp8=0.01'; "
+        "multiplies the objective by 1 + cost."
+    ),
+]
+
+
+def _accuracy_costs(text: str) -> tuple[tuple[str, float], ...]:
+    """``"int4=0.05,fp8=0.01"`` -> ``(("fp8", 0.01), ("int4", 0.05))``; an unknown format or a
+    negative or missing number is an error."""
+    from .._inputs.hardware import FORMATS
+
+    costs: dict[str, float] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, _, value = item.partition("=")
+        try:
+            costs[name] = float(value)
+        except ValueError:
+            costs[name] = -1.0
+        if name not in FORMATS or costs[name] < 0:
+            reason = f"expected FORMAT=non-negative number, got {item!r}"
+            raise SpecError([Problem("<arguments>", "accuracy_cost", reason)])
+    return tuple(sorted(costs.items()))
+
+
 @plan_app.command("serve")
 @friendly_errors
 def plan_serve(
-    model: Annotated[
-        str, typer.Option(help="Built-in model, model TOML or HF config.json.")
-    ] = "llama-2-70b",
-    system: Annotated[str | None, typer.Option(help="Built-in system or system TOML.")] = None,
-    chip: Annotated[str | None, typer.Option(help="Built-in chip or chip TOML.")] = None,
+    model: PlanModel = "llama-2-70b",
+    system: PlanSystem = None,
+    chip: PlanChip = None,
     chips: Annotated[
         int | None, typer.Option(help="Chips available (the system's default if omitted).")
     ] = None,
@@ -183,26 +237,14 @@ def plan_serve(
     objective: Annotated[
         str, typer.Option(help="throughput (per chip) | latency | cost (per Mtok).")
     ] = "throughput",
-    ttft_slo_ms: Annotated[
-        float | None, typer.Option(help="Time-to-first-token limit, ms.")
-    ] = None,
-    tpot_slo_ms: Annotated[
-        float | None, typer.Option(help="Time-per-output-token limit, ms.")
-    ] = None,
+    ttft_slo_ms: TtftSlo = None,
+    tpot_slo_ms: TpotSlo = None,
     weight_formats: Annotated[str, typer.Option(help="Allowed weight formats.")] = "bf16,fp8",
     kv_formats: Annotated[str, typer.Option(help="Allowed KV-cache formats.")] = "bf16,fp8",
     max_batch: Annotated[int, typer.Option(help="Largest concurrent batch per instance.")] = 1024,
-    accuracy_cost: Annotated[
-        str,
-        typer.Option(
-            help="Per-format accuracy cost, e.g. 'int4=0.05,fp8=0.01'; "
-            "multiplies the objective by 1 + cost."
-        ),
-    ] = "",
-    exhaustive: Annotated[
-        bool, typer.Option(help="Enumerate the whole discrete space instead.")
-    ] = False,
-    top: Annotated[int, typer.Option(help="Runners-up to show.")] = 5,
+    accuracy_cost: AccuracyCosts = "",
+    exhaustive: Exhaustive = False,
+    top: Runners = 5,
     json_out: JsonFlag = False,
 ) -> None:
     """Find the best serving plan under latency limits; every answer is checked exactly."""
@@ -213,26 +255,8 @@ def plan_serve(
         raise SpecError([Problem("<arguments>", "objective", f"must be one of {SERVE_OBJECTIVES}")])
     if max_batch < 1:
         raise SpecError([Problem("<arguments>", "max_batch", "must be a positive integer")])
-    costs: dict[str, float] = {}
-    for item in filter(None, (x.strip() for x in accuracy_cost.split(","))):
-        name, _, value = item.partition("=")
-        try:
-            costs[name] = float(value)
-        except ValueError:
-            costs[name] = -1.0
-        if name not in FORMATS or costs[name] < 0:
-            raise SpecError(
-                [
-                    Problem(
-                        "<arguments>",
-                        "accuracy_cost",
-                        f"expected FORMAT=non-negative number, got {item!r}",
-                    )
-                ]
-            )
-    if system is None and chip is None:
-        system = "dgx-h100"
-    sys_ = load_system(system, chip=chip, chips=chips)
+    costs = _accuracy_costs(accuracy_cost)
+    sys_, hw_name = _load_system(system, chip, chips)
     n = int(sys_.num_chips)
     space = ServeSearchSpace(
         input_len=input_len,
@@ -244,21 +268,12 @@ def plan_serve(
         weight_formats=_csv(weight_formats, "weight_formats", FORMATS),
         kv_formats=_csv(kv_formats, "kv_formats", FORMATS),
         max_batch=max_batch,
-        accuracy_cost=tuple(sorted(costs.items())),
+        accuracy_cost=costs,
     )
     result = search_serve(sys_, load_model(model), space, exhaustive=exhaustive)
     result.alternatives = result.alternatives[:top]
     info = load_spec("model", model).info
     launch = serving_flags(result.best, info.name, space) if result.best else None
-    if json_out:
-        print_json({"model": model, "chips": n, **result_json(result, launch)})
-    else:
-        label, fmt = _SERVE_UNITS[objective]
-        print_result(
-            result,
-            f"{info.display_name} on {n}x {system or chip}: serve, objective {label}",
-            fmt,
-            launch,
-        )
-    if result.best is None:
-        raise typer.Exit(EXIT_INFEASIBLE)
+    label, fmt = _SERVE_UNITS[objective]
+    title = f"{info.display_name} on {n}x {hw_name}: serve, objective {label}"
+    _finish(result, launch, model, n, json_out, (title, fmt))

@@ -1,12 +1,12 @@
 """``diffcost sweep SPEC_FILE``: evaluate a sweep file, write the table and its plots."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from .._analysis.sweep import SweepResult, load_sweep, run_sweep
+from .._analysis.sweep import Sweep, SweepResult, load_sweep, run_sweep
 from . import app
 from ._common import console, friendly_errors, print_json
 
@@ -21,7 +21,7 @@ _SHOW = {
 def best_rows(result: SweepResult, job: str, k: int = 5):
     """The ``k`` best feasible rows by the job's headline metric."""
     col, larger = BEST[job]
-    rows = result.table[result.table.feasible]
+    rows = result.table.loc[result.table["feasible"]]
     return rows.sort_values(col, ascending=not larger).head(k)
 
 
@@ -84,36 +84,52 @@ def sweep(
     varying = [*sw.grid, *sw.zip]
     written = write_plots(result, sw.job, varying, Path(plots)) if plots is not None else []
     best = best_rows(result, sw.job, top)
-    feasible = int(result.table.feasible.sum())
     show = [c for c in [*varying, *_SHOW[sw.job]] if c in result.table]
+    files = {"csv": csv, "parquet": parquet}
     if json_out:
-        print_json(
-            {
-                "sweep": sw.name,
-                "job": sw.job,
-                "points": len(result.table),
-                "feasible": feasible,
-                "devices": result.devices,
-                "chunk": result.chunk,
-                "chunks": result.chunks,
-                "compile_s": result.compile_s,
-                "run_s": result.run_s,
-                "points_per_s": result.points_per_s,
-                "best": best[show].to_dict(orient="records"),
-                "csv": str(csv) if csv else None,
-                "parquet": str(parquet) if parquet else None,
-                "plots": [str(p) for p in written],
-            }
-        )
+        print_json(_summary_json(sw, result, best[show], files, written))
         return
+    _print_summary(spec.display_name, sw.job, result, best, show)
+    for label, path in files.items():
+        if path is not None:
+            console.print(f"{label}: {path}", highlight=False)
+    for p in written:
+        console.print(f"plot: {p}", highlight=False)
+
+
+def _summary_json(
+    sw: Sweep, result: SweepResult, best: Any, files: dict[str, Any], written: list[Path]
+) -> dict[str, Any]:
+    """The ``--json`` summary: size, timing, the best rows and the files written."""
+    return {
+        "sweep": sw.name,
+        "job": sw.job,
+        "points": len(result.table),
+        "feasible": int(result.table.feasible.sum()),
+        "devices": result.devices,
+        "chunk": result.chunk,
+        "chunks": result.chunks,
+        "compile_s": result.compile_s,
+        "run_s": result.run_s,
+        "points_per_s": result.points_per_s,
+        "best": best.to_dict(orient="records"),
+        **{key: str(path) if path else None for key, path in files.items()},
+        "plots": [str(p) for p in written],
+    }
+
+
+def _print_summary(title: str, job: str, result: SweepResult, best: Any, show: list[str]) -> None:
+    """Size and timing of the sweep, then the ``show`` columns of its best feasible points (each
+    row read whole, so integer columns stay integers)."""
+    feasible = int(result.table.feasible.sum())
     console.print(
-        f"[bold]{spec.display_name}[/]: {len(result.table):,} points, {feasible:,} "
+        f"[bold]{title}[/]: {len(result.table):,} points, {feasible:,} "
         f"feasible; {result.devices} device(s), {result.chunks} chunk(s) of "
         f"{result.chunk:,}; compile {result.compile_s:.2f} s, evaluate "
         f"{result.run_s:.3f} s ({result.points_per_s:,.0f} points/s)",
         highlight=False,
     )
-    table = Table(title=f"best feasible points by {BEST[sw.job][0]}", title_justify="left")
+    table = Table(title=f"best feasible points by {BEST[job][0]}", title_justify="left")
     for c in show:
         table.add_column(c, justify="right")
     for _, row in best.iterrows():
@@ -121,8 +137,3 @@ def sweep(
             *[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in show]
         )
     console.print(table)
-    for label, path in (("csv", csv), ("parquet", parquet)):
-        if path is not None:
-            console.print(f"{label}: {path}", highlight=False)
-    for p in written:
-        console.print(f"plot: {p}", highlight=False)

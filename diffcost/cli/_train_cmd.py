@@ -1,14 +1,12 @@
 """``diffcost train``: predict one training step."""
 
-from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import equinox as eqx
 import typer
 
-from .._inputs.loader import load_model, load_spec, load_system
-from .._train.cost import TrainCost
-from .._train.plan import train_plan
+from .._train.cost import TrainBreakdown, TrainCost
+from .._train.plan import TrainPlan
 from .._train.problems import train_problems
 from . import app
 from ._common import (
@@ -21,19 +19,42 @@ from ._common import (
     fmt_time,
     friendly_errors,
     kv_table,
-    merge_inputs,
+    plan_line,
     prediction_json,
     print_json,
+    print_problems,
     spec_infos,
 )
+from ._options import Chips, Flags, Optimizer, System, train_parallel_flags, with_options
+from ._resolve import DEFAULT_SCENARIO as _DEFAULTS
+from ._resolve import resolve_job
 
-DEFAULT_SCENARIO = "default-train"
+DEFAULT_SCENARIO = _DEFAULTS["train"]
 _predict = eqx.filter_jit(lambda cost, plan: cost(plan))
+
+SequenceParallel = Annotated[
+    bool | None,
+    typer.Option(
+        "--sequence-parallel/--no-sequence-parallel",
+        help="Shard norm/dropout activations over TP.",
+        show_default=False,
+    ),
+]
+FlashAttention = Annotated[
+    bool | None,
+    typer.Option(
+        "--flash-attention/--no-flash-attention",
+        help="Fused attention kernel.",
+        show_default=False,
+    ),
+]
 
 
 @app.command()
 @friendly_errors
+@with_options(parallel=train_parallel_flags)
 def train(
+    *,
     scenario: Annotated[
         str | None,
         typer.Option(
@@ -44,55 +65,25 @@ def train(
     model: Annotated[
         str | None, Opt("Built-in model name, model TOML or Hugging Face config.json.")
     ] = None,
-    system: Annotated[str | None, Opt("Built-in system name or system TOML.")] = None,
+    system: System = None,
     chip: Annotated[
         str | None, Opt("Built-in chip name or chip TOML (its default node and network).")
     ] = None,
-    chips: Annotated[int | None, Opt("Number of chips.")] = None,
-    tp: Annotated[int | None, Opt("Tensor-parallel degree.")] = None,
-    pp: Annotated[int | None, Opt("Pipeline-parallel degree.")] = None,
-    dp: Annotated[int | None, Opt("Data-parallel degree (default: chips / (tp*pp*cp)).")] = None,
-    cp: Annotated[int | None, Opt("Context-parallel degree.")] = None,
-    micro_batch: Annotated[int | None, Opt("Sequences per micro-batch.")] = None,
-    global_batch: Annotated[int | None, Opt("Sequences per optimizer step.")] = None,
-    seq_len: Annotated[int | None, Opt("Tokens per sequence.")] = None,
-    virtual_stages: Annotated[int | None, Opt("Interleaved pipeline chunks per rank.")] = None,
-    recompute: Annotated[str | None, Opt("none | selective | full.")] = None,
+    chips: Chips = None,
+    parallel: Flags,
     zero: Annotated[int | None, Opt("ZeRO stage 0-3 (3 = FSDP).")] = None,
     precision: Annotated[
         str | None, Opt("GEMM precision: bf16 | fp16 | fp8 | tf32 | fp32.")
     ] = None,
-    optimizer: Annotated[str | None, Opt("adam | adam_no_master | sgd | sgd_no_master.")] = None,
-    sequence_parallel: Annotated[
-        bool | None,
-        typer.Option(
-            "--sequence-parallel/--no-sequence-parallel",
-            help="Shard norm/dropout activations over TP.",
-            show_default=False,
-        ),
-    ] = None,
-    flash_attention: Annotated[
-        bool | None,
-        typer.Option(
-            "--flash-attention/--no-flash-attention",
-            help="Fused attention kernel.",
-            show_default=False,
-        ),
-    ] = None,
+    optimizer: Optimizer = None,
+    sequence_parallel: SequenceParallel = None,
+    flash_attention: FlashAttention = None,
     calibration: CalibrationOpt = "default",
     json_out: JsonFlag = False,
 ) -> None:
     """Predict one training step: time, throughput, MFU/HFU, memory per chip, energy and cost."""
     flags = dict(
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        micro_batch=micro_batch,
-        global_batch=global_batch,
-        seq_len=seq_len,
-        virtual_stages=virtual_stages,
-        recompute=recompute,
+        **parallel,
         zero=zero,
         precision=precision,
         optimizer=optimizer,
@@ -100,34 +91,30 @@ def train(
         flash_attention=flash_attention,
     )
     refs_flags = {"model": model, "system": system, "chip": chip, "chips": chips}
-    refs, values, scenario = merge_inputs("train", scenario, DEFAULT_SCENARIO, refs_flags, flags)
-
-    sys_ = load_system(
-        refs["system"], chip=refs["chip"], chips=refs["chips"], calibration=calibration
-    )
-    n_chips = int(sys_.num_chips)
-    if "dp" not in values:
-        others = values.get("tp", 1) * values.get("pp", 1) * values.get("cp", 1)
-        values["dp"] = max(1, n_chips // others)
-    if "seq_len" not in values:
-        values["seq_len"] = min(int(load_spec("model", refs["model"]).values["max_seq_len"]), 2048)
-    plan = train_plan(**values, source=Path(scenario).name if scenario else "<flags>")
-    model_ = load_model(refs["model"])
-    out = _predict(TrainCost(sys_, model_), plan)
-    problems = train_problems(model_, plan, out, float(sys_.num_chips))
-
+    job = resolve_job("train", scenario, refs_flags, flags, calibration)
+    assert isinstance(job.plan, TrainPlan)
+    out = _predict(TrainCost(job.system, job.model), job.plan)
+    problems = train_problems(job.model, job.plan, out, float(job.system.num_chips))
     if json_out:
-        print_json(prediction_json(out, refs, {"chips": n_chips}, values, problems))
+        print_json(prediction_json(out, job.refs, {"chips": job.chips}, job.values, problems))
     else:
-        model_info, hw_info = spec_infos(refs)
-        _print_table(out, model_info.display_name, hw_info.display_name, n_chips, values, problems)
+        model_info, hw_info = spec_infos(job.refs)
+        names = (model_info.display_name, hw_info.display_name)
+        _print_table(out, names, job.chips, job.values, problems)
     if problems:
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
-def _print_table(out, model_name, hw_name, n_chips, values, problems) -> None:
-    g = lambda x: float(x)
-    plan_str = ", ".join(f"{k}={v}" for k, v in values.items())
+def _print_table(
+    out: TrainBreakdown,
+    names: tuple[str, str],
+    n_chips: int,
+    values: dict[str, Any],
+    problems: list[str],
+) -> None:
+    """The training step as a table: time by term, throughput, memory by kind, energy, cost."""
+    model_name, hw_name = names
+    g = float
     rows = [
         ("step time", fmt_time(g(out.step_time_s))),
         ("  compute (fwd+bwd)", fmt_time(g(out.compute_time_s))),
@@ -157,11 +144,6 @@ def _print_table(out, model_name, hw_name, n_chips, values, problems) -> None:
         ("cost / step", f"${g(out.cost_usd):.2f}" if g(out.cost_usd) > 0 else "n/a (no price)"),
     ]
     console.print(f"[bold]{model_name}[/] on [bold]{n_chips}x[/] {hw_name}")
-    console.print(f"plan: {plan_str}", highlight=False)
+    console.print(f"plan: {plan_line(values)}", highlight=False)
     console.print(kv_table("training step", rows))
-    if problems:
-        console.print("[bold red]infeasible:[/]")
-        for p in problems:
-            console.print(f"  - {p}", highlight=False)
-    else:
-        console.print("[green]feasible[/]: fits in memory, degrees divide.")
+    print_problems(problems)

@@ -1,0 +1,137 @@
+"""Command-line options declared once and shared between commands.
+
+Typer reads a command's parameters from its signature, so a shared list of options is written
+as an *option group*: a function whose signature is nothing but declarations (``Annotated``
+aliases with their defaults).  :func:`with_options` splices the groups into a command's
+signature where the command names them, and hands the command one ``dict`` per group (keys in
+declaration order, ``None``: not given).
+"""
+
+import inspect
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ._common import Opt
+
+#: The values of one option group, by parameter name (``None``: not given).
+Flags = dict[str, Any]
+
+# --- model and hardware references --------------------------------------------------------
+Model = Annotated[str | None, Opt("Built-in model name, model TOML or HF config.json.")]
+System = Annotated[str | None, Opt("Built-in system name or system TOML.")]
+Chip = Annotated[str | None, Opt("Built-in chip name or chip TOML.")]
+Chips = Annotated[int | None, Opt("Number of chips.")]
+SystemChips = Annotated[int | None, Opt("Number of chips in the system.")]
+
+# --- training plan ------------------------------------------------------------------------
+Tp = Annotated[int | None, Opt("Tensor-parallel degree.")]
+Pp = Annotated[int | None, Opt("Pipeline-parallel degree.")]
+Dp = Annotated[int | None, Opt("Data-parallel degree (default: chips / (tp*pp*cp)).")]
+Cp = Annotated[int | None, Opt("Context-parallel degree.")]
+MicroBatch = Annotated[int | None, Opt("Sequences per micro-batch.")]
+GlobalBatch = Annotated[int | None, Opt("Sequences per optimizer step.")]
+SeqLen = Annotated[int | None, Opt("Tokens per sequence.")]
+VirtualStages = Annotated[int | None, Opt("Interleaved pipeline chunks per rank.")]
+Recompute = Annotated[str | None, Opt("none | selective | full.")]
+Optimizer = Annotated[str | None, Opt("adam | adam_no_master | sgd | sgd_no_master.")]
+
+# --- serving plan -------------------------------------------------------------------------
+InstanceTp = Annotated[int | None, Opt("Tensor-parallel degree of one instance.")]
+InstancePp = Annotated[int | None, Opt("Pipeline-parallel degree of one instance.")]
+Replicas = Annotated[int | None, Opt("Replicas (default: chips / chips per replica).")]
+Batch = Annotated[int | None, Opt("Concurrent sequences per instance.")]
+InputLen = Annotated[int | None, Opt("Prompt tokens per request.")]
+OutputLen = Annotated[int | None, Opt("Generated tokens per request.")]
+WeightFormat = Annotated[str | None, Opt("Weights: bf16|fp16|fp8|int8|int4|fp4|...")]
+Mode = Annotated[str | None, Opt("static | continuous.")]
+PrefillChunk = Annotated[int | None, Opt("Prompt tokens per iteration (continuous).")]
+
+# --- sensitivity report -------------------------------------------------------------------
+Metric = Annotated[
+    str | None, Opt("Metric to rank by (default: step_time_s for train, tpot_s for serve).")
+]
+Group = Annotated[str, typer.Option(help="Parameters shown: hardware | model | efficiency | all.")]
+Top = Annotated[int, typer.Option(help="Rows to show.")]
+Tornado = Annotated[
+    Path | None,
+    Opt("Write a tornado chart (exact change for x0.5 and x2 of each parameter) to this PNG."),
+]
+
+
+def spec_refs(model: Model = None, system: System = None, chip: Chip = None) -> None:
+    """Option group: which model, and which system or chip (``--chips`` is declared apart: its
+    help differs between jobs)."""
+
+
+def train_parallel_flags(
+    tp: Tp = None,
+    pp: Pp = None,
+    dp: Dp = None,
+    cp: Cp = None,
+    micro_batch: MicroBatch = None,
+    global_batch: GlobalBatch = None,
+    seq_len: SeqLen = None,
+    virtual_stages: VirtualStages = None,
+    recompute: Recompute = None,
+) -> None:
+    """Option group: the training plan's degrees, batch and recomputation."""
+
+
+def serve_shape_flags(
+    tp: InstanceTp = None,
+    pp: InstancePp = None,
+    replicas: Replicas = None,
+    batch: Batch = None,
+    input_len: InputLen = None,
+    output_len: OutputLen = None,
+    weight_format: WeightFormat = None,
+) -> None:
+    """Option group: the serving instance, its batch, the request and the weight format."""
+
+
+def serve_mode_flags(mode: Mode = None, prefill_chunk: PrefillChunk = None) -> None:
+    """Option group: the batching mode of a serving plan."""
+
+
+def report_flags(
+    metric: Metric = None, group: Group = "all", top: Top = 15, tornado: Tornado = None
+) -> None:
+    """Option group: what a sensitivity report shows."""
+
+
+def with_options(
+    **groups: Callable[..., None],
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Splice option groups into a command's signature.
+
+    Each keyword names a (keyword-only, default-less) parameter of the decorated command; in the
+    command-line signature that parameter is replaced by the group's parameters, and at call time
+    the command receives them as one ``dict`` under that name.  The command keeps its own
+    parameters, in order.  Every parameter becomes keyword-only (Typer passes them by name).
+    """
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        own = inspect.signature(command)
+        members = {name: inspect.signature(g).parameters for name, g in groups.items()}
+        params: list[inspect.Parameter] = []
+        for name, param in own.parameters.items():
+            params.extend(members[name].values() if name in members else [param])
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+
+        @wraps(command)
+        def wrapper(**kwargs: Any) -> Any:
+            for name, group in members.items():
+                kwargs[name] = {key: kwargs.pop(key) for key in group}
+            return command(**kwargs)
+
+        # Typer reads both: the parameters from the signature, their types from the annotations.
+        # (``__signature__`` is a plain function attribute that ``inspect.signature`` honours.)
+        wrapper.__signature__ = own.replace(parameters=params)  # pyright: ignore[reportAttributeAccessIssue]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        return wrapper
+
+    return decorate

@@ -1,0 +1,86 @@
+"""Scenario + command-line flags -> system, model and exact plan, for one training or serving job.
+
+Shared by ``diffcost train|serve`` and ``diffcost sensitivity train|serve`` so that both read
+the same inputs the same way.
+"""
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .._inputs.hardware import System
+from .._inputs.loader import load_model, load_spec, load_system
+from .._inputs.model import Model
+from .._serve.plan import ServePlan, serve_plan
+from .._train.plan import TrainPlan, train_plan
+from ._common import merge_inputs
+
+DEFAULT_SCENARIO = {"train": "default-train", "serve": "default-serve"}
+
+
+class Job(NamedTuple):
+    """The inputs of one prediction."""
+
+    system: System
+    model: Model
+    plan: TrainPlan | ServePlan
+    #: The plan's values as given (scenario, then flags, then defaults filled in here).
+    values: dict[str, Any]
+    #: ``model``, ``system``, ``chip``, ``chips`` as resolved from the scenario and flags.
+    refs: dict[str, Any]
+
+    @property
+    def chips(self) -> int:
+        """Chips in the system."""
+        return int(self.system.num_chips)
+
+
+def _train_defaults(values: dict[str, Any], chips: int, model_ref: str) -> None:
+    """``dp`` fills the system (``chips / (tp*pp*cp)``); ``seq_len`` is the model's context
+    length capped at 2048."""
+    if "dp" not in values:
+        others = values.get("tp", 1) * values.get("pp", 1) * values.get("cp", 1)
+        values["dp"] = max(1, chips // others)
+    if "seq_len" not in values:
+        values["seq_len"] = min(int(load_spec("model", model_ref).values["max_seq_len"]), 2048)
+
+
+def _serve_defaults(values: dict[str, Any], chips: int) -> None:
+    """``replicas`` fills the system: chips / chips per replica (both pools when
+    disaggregated); 1 when the replica size is not a positive integer (the plan reports it)."""
+    if "replicas" not in values:
+        inst = values.get("tp", 1) * values.get("pp", 1)
+        per_replica = inst
+        if values.get("disaggregated"):
+            per_replica = values.get("prefill_chips", inst) + values.get("decode_chips", inst)
+        ok = isinstance(per_replica, int) and per_replica > 0
+        values["replicas"] = max(1, chips // per_replica) if ok else 1
+
+
+def resolve_job(
+    kind: str,
+    scenario: str | None,
+    refs_flags: dict[str, Any],
+    flags: dict[str, Any],
+    calibration: str,
+    command: str | None = None,
+) -> Job:
+    """Scenario file (or the default one when no model is given) overridden by flags.
+
+    Raises:
+        SpecError: a bad scenario, reference or plan value (every problem at once).
+    """
+    refs, values, scenario = merge_inputs(
+        kind, scenario, DEFAULT_SCENARIO[kind], refs_flags, flags, command
+    )
+    system = load_system(
+        refs["system"], chip=refs["chip"], chips=refs["chips"], calibration=calibration
+    )
+    chips = int(system.num_chips)
+    source = Path(scenario).name if scenario else "<flags>"
+    if kind == "train":
+        _train_defaults(values, chips, refs["model"])
+        plan = train_plan(**values, source=source)
+    else:
+        _serve_defaults(values, chips)
+        plan = serve_plan(**values, source=source)
+    return Job(system, load_model(refs["model"]), plan, values, refs)
