@@ -20,6 +20,7 @@ allocator fragmentation.
 """
 
 import equinox as eqx
+import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from .._core.smooth import Smoothing, ceil, is_one, smax
@@ -124,7 +125,8 @@ def serve_memory(
     tokens and fp32 logit rows of the largest forward pass on the chip (per micro-batch).  The
     runtime reserve is :func:`~diffcost._terms.reserve.runtime_reserve_bytes` (as in training).
     """
-    draft = 1.0 + draft_fraction
+    draft = 1.0 + jnp.asarray(draft_fraction)
+    sequences, pass_tokens = jnp.asarray(sequences), jnp.asarray(pass_tokens)
     weights = serve_params_per_chip(model, tp, pp, sm) * weight_bytes * draft
     per_token = kv_bytes_per_token(model, tp, pp, kv_element_bytes, sm) * draft
     slots = paged_tokens(context, kv_block, sm)

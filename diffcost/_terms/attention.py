@@ -18,6 +18,7 @@ Serving runs one fused kernel per phase (:func:`fused_attention`), a roofline of
 
 from typing import NamedTuple
 
+import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from .._core.smooth import Smoothing, safe_div, smax
@@ -34,7 +35,7 @@ ATTENTION_GEMMS = ("QK^T", "AV")
 def causal_skip(model: Model, flash_attention: ArrayLike) -> Array:
     """Fraction of the score matrix computed: ``1 - causal * flash / 2`` (a fused causal kernel
     skips the masked half; an unfused one computes the whole matrix)."""
-    return 1.0 - 0.5 * model.causal * flash_attention
+    return 1.0 - 0.5 * model.causal * jnp.asarray(flash_attention)
 
 
 def attention_gemms(
@@ -49,7 +50,7 @@ def attention_gemms(
 
 
 def gemm_attention_s(
-    ops: tuple[GemmOp, GemmOp], skip: ArrayLike, system: System, sm: Smoothing
+    ops: tuple[GemmOp, GemmOp], skip: Array, system: System, sm: Smoothing
 ) -> Array:
     """Seconds of the attention core run as GEMMs: ``skip * (t(QK^T) + t(AV))``.
 
@@ -85,11 +86,11 @@ def fused_attention_s(
 class AttentionShape(NamedTuple):
     """Heads of one layer on one chip: query heads, KV heads, head dim, KV and Q/O element bytes."""
 
-    heads: ArrayLike  # query heads on the chip
-    kv_heads: ArrayLike  # KV heads on the chip (replicated beyond tp = kv_heads)
-    head_dim: ArrayLike
-    kv_bytes: ArrayLike  # per KV-cache element
-    act_bytes: ArrayLike  # per Q or O element
+    heads: Array  # query heads on the chip
+    kv_heads: Array  # KV heads on the chip (replicated beyond tp = kv_heads)
+    head_dim: Array
+    kv_bytes: Array  # per KV-cache element
+    act_bytes: Array  # per Q or O element
 
     def kv_token_bytes(self) -> Array:
         """K and V of one token: ``2 kv_heads e kv_bytes``."""
@@ -97,7 +98,7 @@ class AttentionShape(NamedTuple):
 
     def qo_bytes(self, tokens: ArrayLike) -> Array:
         """Read Q and write O of ``tokens`` tokens: ``2 tokens heads e act_bytes``."""
-        return 2.0 * tokens * self.heads * self.head_dim * self.act_bytes
+        return 2.0 * jnp.asarray(tokens) * self.heads * self.head_dim * self.act_bytes
 
     def group(self) -> Array:
         """Query heads sharing one KV head on the chip."""
@@ -122,8 +123,9 @@ def decode_attention(
     achievable peak (split-KV kernel).
     """
     eff = system.efficiency
+    seqs, query_tokens, context = (jnp.asarray(x) for x in (seqs, query_tokens, context))
     flop = 4.0 * seqs * query_tokens * context * shape.heads * shape.head_dim
-    reads = 1.0 + gqa_unaware * (shape.group() - 1.0) * eff.kv_reread_fraction
+    reads = 1.0 + jnp.asarray(gqa_unaware) * (shape.group() - 1.0) * eff.kv_reread_fraction
     kv = seqs * context * shape.kv_token_bytes() * reads
     traffic = kv + shape.qo_bytes(seqs * query_tokens)
     time = fused_attention_s(flop, traffic, eff.matmul_peak_fraction, peak_flop_per_s, system, sm)
@@ -145,6 +147,7 @@ def prefill_attention(
     FLOP ``4 tokens c heads e``; each of the ``tokens / piece`` chunks reads the context at its
     end, ``c + piece / 2`` on average, once; efficiency ``eff(group * piece, c + piece / 2, e)``.
     """
+    tokens, piece, context = (jnp.asarray(x) for x in (tokens, piece, context))
     flop = 4.0 * tokens * context * shape.heads * shape.head_dim
     span = context + 0.5 * piece
     kv = tokens / piece * span * shape.kv_token_bytes()

@@ -55,7 +55,7 @@ def quantize_bytes(
     "FP8 Formats for Deep Learning", 2022).
     """
     h, a, e, f = model.hidden, model.heads, model.head_dim, model.ffn_hidden
-    return quantized * (2.0 + out_bytes) * tokens * (2.0 * h + (a * e + f) / tp)
+    return jnp.asarray(quantized) * (2.0 + out_bytes) * tokens * (2.0 * h + (a * e + f) / tp)
 
 
 def launch_s(extra_kernels: ArrayLike, system: System) -> Array:
@@ -64,7 +64,8 @@ def launch_s(extra_kernels: ArrayLike, system: System) -> Array:
     ``(12 + extra) * kernel_launch_s``: :data:`KERNELS_PER_LAYER_FORWARD` plus ``extra``
     (separate quantization or dequantization kernels).
     """
-    return (KERNELS_PER_LAYER_FORWARD + extra_kernels) * system.efficiency.kernel_launch_s
+    kernels = jnp.asarray(KERNELS_PER_LAYER_FORWARD + extra_kernels)
+    return kernels * system.efficiency.kernel_launch_s
 
 
 __all__ = [
