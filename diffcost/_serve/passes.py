@@ -16,13 +16,16 @@ flow through ``pp`` pipeline stages of ``layers / pp`` layers each.  Per layer a
 * memory-bound kernels: KV-cache write, norms, residuals, activation (16-bit), and for 8-bit
   GEMMs the quantization of each GEMM input (read 2 bytes, write 1; Transformer Engine /
   TensorRT-LLM FP8 recipes);
-* two kernel choices of the engine (:mod:`diffcost._serve_plan`): a GQA-unaware decode kernel
+* two kernel choices of the engine (:mod:`diffcost._serve.plan`): a GQA-unaware decode kernel
   re-reads a KV head's K/V for every query head of its group, each re-read costing
   ``kv_reread_fraction`` of a memory read (L2 hits; TensorRT-LLM masked MHA before the XQA
   kernels of its 0.10 release notes); a separate dequantization kernel writes and re-reads a
   16-bit copy of each weight-only matrix (DeepSpeed-Inference 2022 int8);
 * kernel launches and two tensor-parallel all-reduces (Shoeybi et al. 2019, §3) whose latency
   term dominates at small batch.
+
+Each of these is a term of :mod:`diffcost._terms` (``layer``, ``attention``, ``kernels``,
+``comm``) that the training step composes too; :func:`layer_time` sums them for one layer.
 
 The last stage also runs the output projection and writes fp32 logits.  A micro-batch's
 ``traversal`` is every layer in sequence plus ``pp - 1`` hand-offs, so pipelining never shortens

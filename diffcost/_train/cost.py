@@ -11,6 +11,10 @@ memory-bound elementwise kernels, kernel launches, and tensor-parallel all-reduc
 forward, 2 backward, 2 more when the forward is recomputed; Shoeybi et al. 2019, §3).  Backward
 GEMMs cost twice the forward ones (input and weight gradients).
 
+Each term is a named function (:func:`layer_forward`, :func:`stage_times`,
+:func:`data_parallel_s`, :func:`optimizer_s`, :func:`step_flop`) over the per-layer terms of
+:mod:`diffcost._terms` that the serving pass composes too.
+
 MFU counts model FLOP (no recomputation) and HFU hardware FLOP (with it), both against the dense
 bf16 peak, as in PaLM (Chowdhery et al. 2022, App. B) and Korthikanti et al. (2022, App. A).
 """
