@@ -18,23 +18,26 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+from jaxtyping import ArrayLike
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .._core.smooth import EXACT
-from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System, format_index
+from .._inputs.hardware import System, format_index
 from .._inputs.model import Model
-from .._serve.passes import consts, gemm_s
+from .._serve.passes import consts
 from .._serve.plan import ServePlan
-from .._terms.gemm import matmul_time_s
+from .._terms.attention import ATTENTION_GEMMS, causal_skip
+from .._terms.layer import LAYER_GEMMS, GemmOp, layer_gemms, logits_gemm
+from .._train.cost import attention_ops, gemm_format, tokens_per_chip
 from .._train.plan import TrainPlan
-
-_ELT = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 
 
 def _axes(ax: Axes | None, size=(6.4, 4.4)) -> tuple[Figure, Axes]:
     if ax is not None:
-        return ax.figure, ax
+        fig = ax.get_figure(root=True)  # the Figure, also for an axis inside a SubFigure
+        assert isinstance(fig, Figure)
+        return fig, ax
     fig = Figure(figsize=size, layout="constrained")
     return fig, fig.add_subplot()
 
@@ -49,58 +52,42 @@ def save(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
 
 # --- roofline -------------------------------------------------------------------------------------
 def roofline_ops(system: System, model: Model, plan: TrainPlan | ServePlan) -> pd.DataFrame:
-    """The matrix operations of one layer (and the logits) on one chip, as the cost model sees
+    """The matrix operations of one layer (and the logits) on one chip, as the cost model charges
     them: ``op``, ``flop``, ``bytes``, ``time_s`` (the model's roofline time),
     ``intensity`` (FLOP/byte) and ``achieved_flop_per_s``.
 
     Training: forward GEMMs of one micro-batch (QKV, attention output, MLP in/out, logits) and
-    the attention core (``QK^T``, ``AV`` per local head).  Serving: the decode step's GEMMs for
-    the plan's batch and the prefill GEMMs of one prompt.
+    the attention core (``QK^T``, ``AV`` per local head, scaled by the causal skip of a fused
+    kernel).  Serving: the decode step's GEMMs for the plan's batch and the prefill GEMMs of one
+    prompt, with the weight bytes the pass charges (a separately dequantized weight included).
+    Every row comes from the shapes of :mod:`diffcost._terms.layer` and
+    :mod:`diffcost._terms.attention` that the cost models sum, so the plot cannot drift from them.
     """
-    rows = []
-    h, a, e = model.hidden, model.heads, model.head_dim
-    f, n_mat, vocab = model.ffn_hidden, model.mlp_matrices, model.vocab
+    ops: list[tuple[str, GemmOp, ArrayLike]] = []  # (name, op, scale)
     if isinstance(plan, TrainPlan):
-        t, c = plan.tp, plan.cp
-        tokens = plan.micro_batch * plan.seq_len / c
-        peak = jnp.sum(plan.precision * system.chip.peak_flop_per_s)
-        elt = jnp.sum(plan.precision * _ELT)
-        bf16 = system.chip.peak_flop_per_s[format_index("bf16")]
-        heads = a / t * plan.micro_batch
-        s_q, s = plan.seq_len / c, plan.seq_len
-        shapes = [
-            ("QKV", tokens, model.attention_width() / t, h, 1.0, peak, elt),
-            ("attention out", tokens, h, a * e / t, 1.0, peak, elt),
-            ("MLP in", tokens, (n_mat - 1.0) * f / t, h, 1.0, peak, elt),
-            ("MLP out", tokens, h, f / t, 1.0, peak, elt),
-            ("QK^T", s_q, s, e, heads, bf16, 2.0),
-            ("AV", s_q, e, s, heads, bf16, 2.0),
-            ("logits", tokens, vocab / t, h, 1.0, peak, elt),
+        tokens, fmt = tokens_per_chip(plan), gemm_format(system, plan)
+        skip = causal_skip(model, plan.flash_attention)
+        ops += [
+            (n, op, 1.0)
+            for n, op in zip(LAYER_GEMMS, layer_gemms(tokens, model, plan.tp, fmt), strict=True)
         ]
-        for name, m, n, k, count, pk, b in shapes:
-            flop = 2.0 * m * n * k * count
-            traffic = b * (m * k + k * n + m * n) * count
-            time = matmul_time_s(m, n, k, pk, b, system, EXACT, count)
-            rows.append((name, flop, traffic, time))
+        ops += [
+            (n, op, skip)
+            for n, op in zip(ATTENTION_GEMMS, attention_ops(system, model, plan), strict=True)
+        ]
+        ops.append(("logits", logits_gemm(tokens, model, plan.tp, fmt), 1.0))
     else:
-        c = consts(system, model, plan, EXACT)
-        t = plan.tp
+        fmt = consts(system, model, plan, EXACT).gemm_format()
         micro = jnp.minimum(plan.pp, plan.batch)
         for phase, m in (("decode", plan.batch / micro), ("prefill", plan.input_len)):
-            for name, n, k in (
-                ("QKV", model.attention_width() / t, h),
-                ("attention out", h, a * e / t),
-                ("MLP in", (n_mat - 1.0) * f / t, h),
-                ("MLP out", h, f / t),
-                ("logits", vocab / t, h),
-            ):
-                flop = 2.0 * m * n * k
-                traffic = k * n * c.weight_bytes + (m * k + m * n) * c.act_bytes
-                rows.append((f"{phase} {name}", flop, traffic, gemm_s(m, n, k, c)))
-    df = pd.DataFrame(
-        [(n, float(fl), float(b), float(tm)) for n, fl, b, tm in rows],
-        columns=["op", "flop", "bytes", "time_s"],
-    )
+            gemms = zip(LAYER_GEMMS, layer_gemms(m, model, plan.tp, fmt), strict=True)
+            ops += [(f"{phase} {n}", op, 1.0) for n, op in gemms]
+            ops.append((f"{phase} logits", logits_gemm(m, model, plan.tp, fmt), 1.0))
+    rows = [
+        (name, *(float(scale * x) for x in (op.flop(), op.bytes(), op.time_s(system, EXACT))))
+        for name, op, scale in ops
+    ]
+    df = pd.DataFrame(rows, columns=["op", "flop", "bytes", "time_s"])
     df["intensity"] = df.flop / df.bytes
     df["achieved_flop_per_s"] = df.flop / df.time_s
     return df
@@ -174,13 +161,13 @@ def pareto(
         if g.empty:
             continue
         pts = ax.scatter(g[x], g[y], s=6, alpha=0.25)
-        front = pareto_front(g, x, y, maximize)
+        front = pareto_front(pd.DataFrame(g), x, y, maximize)
         ax.plot(
             front[x],
             front[y],
             "-o",
             ms=3,
-            color=pts.get_facecolor()[0][:3],
+            color=np.asarray(pts.get_facecolor())[0][:3],
             label=str(name) if name is not None else "Pareto front",
         )
     ax.set_xscale("log")

@@ -2,7 +2,8 @@
 
 ``ServeCost(system, model)(plan)`` is the single jittable entry point; ``ServeCost.at_slo`` gives
 the headline serving number, the most output tokens/s per chip whose TTFT and TPOT meet a
-latency objective.  Built from the passes of :mod:`diffcost._serve_modes`:
+latency objective.  Built from the passes of :mod:`diffcost._serve.passes`, one named term
+function per mode (:func:`static_mode`, :func:`continuous_mode`, :func:`disaggregated_mode`):
 
 * static batching: the whole batch is prefilled (TTFT), then decodes together; the batch's
   decode steps read a cache whose length averages ``input + output / 2`` (exact for the terms
@@ -25,6 +26,9 @@ latency objective.  Built from the passes of :mod:`diffcost._serve_modes`:
 * replicas multiply throughput and chips; energy per token is ``chips * TDP / (tokens/s)`` and
   cost per million tokens ``chips * price / 3600 / (tokens/s) * 1e6`` (output tokens).
 """
+
+from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -53,7 +57,7 @@ from .kv import (
     paged_tokens,
     serve_memory,
 )
-from .passes import Work, consts, expected_tokens_per_step, pass_time
+from .passes import Consts, PassTime, Work, consts, expected_tokens_per_step, pass_time
 from .plan import ServePlan
 
 # Indices of the passes evaluated together (one stacked Work).
@@ -133,6 +137,257 @@ def default_batch_grid() -> Array:
     return jnp.concatenate([dense, sparse])
 
 
+class Regime(NamedTuple):
+    """Per-plan quantities the serving modes share (module docstring), all float arrays."""
+
+    tokens_per_step: Array  # tau: tokens a sequence gains per decode step
+    query_tokens: Array  # q = k + 1 tokens verified per sequence and step
+    context_avg: Array  # cached tokens a decode step attends on average: input + output / 2
+    piece: Array  # prompt tokens per prefill chunk: min(chunk, input)
+    batch_eff: Array  # running batch of continuous batching
+    prompt_rate: Array  # prompt tokens per continuous iteration
+    micro_static: Array  # micro-batches of static / disaggregated passes: min(pp, batch)
+    micro_cont: Array  # micro-batches of continuous iterations: min(pp, batch_eff)
+
+
+def regime(plan: ServePlan, sm: Smoothing) -> Regime:
+    """Speculative tokens per step, chunking and the continuous running batch of ``plan``.
+
+    ``tau`` from :func:`expected_tokens_per_step`; ``B_eff = min(B, chunk * output / (tau *
+    input))`` and ``P = B_eff tau input / output`` prompt tokens per iteration (Sarathi-Serve).
+    """
+    p, b = plan.pp, plan.batch
+    n_in, n_out, chunk = plan.input_len, plan.output_len, plan.prefill_chunk
+    tau = expected_tokens_per_step(plan.acceptance, plan.draft_len)
+    b_eff = smin(b, chunk * n_out / (tau * n_in), sm)
+    return Regime(
+        tokens_per_step=tau,
+        query_tokens=plan.draft_len + 1.0,
+        context_avg=n_in + 0.5 * n_out,
+        piece=smin(chunk, n_in, sm, integer=True),
+        batch_eff=b_eff,
+        prompt_rate=b_eff * tau * n_in / n_out,
+        micro_static=smin(p, b, sm, integer=True),
+        micro_cont=smin(p, b_eff, sm, integer=True),
+    )
+
+
+def serve_work(plan: ServePlan, r: Regime) -> Work:
+    """Every pass the modes need, stacked in the order ``_PREFILL ... _ONE_PROMPT``."""
+    b, n_in = plan.batch, plan.input_len
+    q, ctx, piece, rate = r.query_tokens, r.context_avg, r.piece, r.prompt_rate
+    m_b, m_eff, b_eff = r.micro_static, r.micro_cont, r.batch_eff
+    z = jnp.zeros(())
+    one = jnp.ones(())
+    rows = [  # micro, dec_seqs, q, dec_ctx, pre_tokens, piece, pre_ctx, prompts_done
+        (m_b, z, one, n_in, b * n_in, n_in, 0.5 * n_in, b),  # static prefill
+        (m_b, b, q, ctx, z, n_in, 0.5 * n_in, z),  # decode / verify
+        (m_b, b, one, ctx, z, n_in, 0.5 * n_in, z),  # draft-sized decode
+        (m_eff, b_eff, q, ctx, rate, piece, 0.5 * n_in, rate / n_in),  # continuous iteration
+        (m_eff, b_eff, q, ctx, piece, piece, 0.5 * n_in, piece / n_in),  # TTFT iteration
+        (m_eff, b_eff, one, ctx, z, n_in, 0.5 * n_in, z),  # continuous draft
+        (one, z, one, n_in, n_in, n_in, 0.5 * n_in, one),  # one prompt (disaggregated)
+    ]
+    return Work(*(jnp.stack([jnp.broadcast_to(row[i], ()) for row in rows]) for i in range(8)))
+
+
+class ModeTimes(NamedTuple):
+    """TTFT, TPOT and output tokens/s of one instance (a replica when disaggregated)."""
+
+    ttft_s: Array
+    tpot_s: Array
+    tokens_per_s: Array
+
+
+def draft_s(plan: ServePlan, pt: PassTime, index: int) -> Array:
+    """Seconds of the ``k`` draft passes of a step: ``k * draft_fraction * round(index)``."""
+    return plan.draft_len * plan.draft_params_fraction * pt.round_s[index]
+
+
+def static_mode(plan: ServePlan, r: Regime, pt: PassTime) -> ModeTimes:
+    """Static batching: prefill the batch (TTFT), then decode together.
+
+    ``latency = TTFT + (output - 1) TPOT``, throughput ``batch * output / latency``.
+    """
+    ttft = pt.traversal_s[_PREFILL] + (r.micro_static - 1.0) * pt.stage_s[_PREFILL]
+    step = pt.round_s[_DECODE] + draft_s(plan, pt, _DRAFT)
+    tpot = step / r.tokens_per_step
+    latency = ttft + (plan.output_len - 1.0) * tpot
+    return ModeTimes(ttft, tpot, plan.batch * plan.output_len / latency)
+
+
+def continuous_mode(plan: ServePlan, r: Regime, pt: PassTime, sm: Smoothing) -> ModeTimes:
+    """Continuous batching with chunked prefill in steady state (Orca, Sarathi-Serve).
+
+    TPOT is the iteration over ``tau``; TTFT ``ceil(input / piece)`` iterations with a full
+    chunk (written over ``piece = min(chunk, input)`` so that the relaxed ceil is exact at
+    integer plans where the chunk covers or divides the prompt); throughput ``B_eff tau / step``.
+    """
+    step = pt.round_s[_ITER] + draft_s(plan, pt, _ITER_DRAFT)
+    iterations = ceil(plan.input_len / r.piece, sm)
+    ttft = iterations * (pt.round_s[_ITER_TTFT] + draft_s(plan, pt, _ITER_DRAFT))
+    return ModeTimes(ttft, step / r.tokens_per_step, r.batch_eff * r.tokens_per_step / step)
+
+
+def kv_transfer_s(c: Consts, plan: ServePlan) -> Array:
+    """Seconds to send one prompt's KV cache from a prefill to a decode instance:
+    ``input * kv_bytes_per_token`` per chip over the link ``prefill_chips`` ranks away."""
+    kv = plan.input_len * kv_bytes_per_token(c.model, plan.tp, plan.pp, c.kv_bytes, c.sm)
+    return point_to_point_s(kv, plan.prefill_chips, c.system, c.sm)
+
+
+def disaggregated_mode(
+    c: Consts, plan: ServePlan, pt: PassTime, tpot: Array, transfer_s: Array
+) -> ModeTimes:
+    """Disaggregated pools (DistServe, Splitwise): prefill instances run one prompt at a time,
+    the KV cache crosses the network (added to TTFT), decode instances run ``batch``
+    sequences at ``tpot`` (static decode); a replica's rate is the smaller pool's."""
+    ttft = pt.traversal_s[_ONE_PROMPT] + transfer_s
+    instance = plan.tp * plan.pp
+    prefill_rate = plan.prefill_chips / instance / pt.stage_s[_ONE_PROMPT]
+    decode_rate = plan.decode_chips / instance * plan.batch / (plan.output_len * tpot)
+    return ModeTimes(ttft, tpot, smin(prefill_rate, decode_rate, c.sm) * plan.output_len)
+
+
+def mode_weights(plan: ServePlan) -> Array:
+    """Weights of (static, continuous, disaggregated): ``((1-d) w_s, (1-d) w_c, d)``."""
+    d = plan.disaggregated
+    return jnp.stack([(1.0 - d) * plan.mode[0], (1.0 - d) * plan.mode[1], d])
+
+
+def memory_and_limits(c: Consts, plan: ServePlan, r: Regime) -> tuple[ServeMemory, Array, Array]:
+    """``(memory, max_batch, min_chips_for_weights)`` of the plan.
+
+    Memory from :func:`~diffcost._serve.kv.serve_memory` for the largest pass of each mode
+    (mixed by :func:`mode_weights`); the largest batch that fits (continuous value,
+    micro-batches = pp) is ``relu(capacity - fixed) / per_sequence``; the fewest chips whose
+    usable memory holds the weights is ``params * w * (1 + draft) / (capacity - reserve)``.
+    """
+    model, sm = c.model, c.sm
+    t, p, b, n_in = plan.tp, plan.pp, plan.batch, plan.input_len
+    q, piece, one = r.query_tokens, r.piece, jnp.ones(())
+    m_b, m_eff, b_eff = r.micro_static, r.micro_cont, r.batch_eff
+    act_tokens = jnp.stack([b * n_in / m_b, (b_eff * q + piece) / m_eff, b * q / m_b])
+    logit_rows = jnp.stack([b / m_b, (b_eff * q + piece / n_in) / m_eff, b * q / m_b])
+    mode_w = mode_weights(plan)
+    draft_fraction = (1.0 - is_one(q, sm)) * plan.draft_params_fraction
+    context = n_in + plan.output_len
+    mem = serve_memory(
+        model,
+        c.system,
+        tp=t,
+        pp=p,
+        sequences=b,
+        context=context,
+        kv_block=plan.kv_block,
+        weight_bytes=c.weight_bytes,
+        kv_element_bytes=c.kv_bytes,
+        draft_fraction=draft_fraction,
+        pass_tokens=jnp.sum(mode_w * act_tokens),
+        logit_rows=jnp.sum(mode_w * logit_rows),
+        sm=sm,
+    )
+    capacity = c.system.chip.memory_capacity_bytes
+    kv_seq = (
+        paged_tokens(context, plan.kv_block, sm)
+        * (1.0 + draft_fraction)
+        * (kv_bytes_per_token(model, t, p, c.kv_bytes, sm))
+    )
+    act_tok = activation_bytes_per_token(model, t, sm)
+    logit_row = 4.0 * model.vocab / t
+    per_seq_tokens = jnp.sum(mode_w * jnp.stack([n_in, q, q])) / p
+    per_seq_rows = jnp.sum(mode_w * jnp.stack([one, q, q])) / p
+    per_seq = kv_seq + act_tok * per_seq_tokens + logit_row * per_seq_rows
+    fixed = (
+        mem.weights_bytes
+        + mem.reserved_bytes
+        + mode_w[1] / p * (act_tok * piece + logit_row * piece / n_in)
+    )
+    max_batch = relu(capacity - fixed, sm, scale=capacity) / per_seq
+    usable = capacity - mem.reserved_bytes
+    min_chips = model.num_params() * c.weight_bytes * (1.0 + draft_fraction) / usable
+    return mem, max_batch, min_chips
+
+
+def critical_batch(c: Consts, plan: ServePlan, r: Regime) -> Array:
+    """Decode batch above which the weight GEMMs turn compute-bound, sequences.
+
+    The ridge ``w * peak * f_peak / (2 bw_eff)`` tokens, less the efficiency half-dimension,
+    times ``pp / q`` (micro-batches and verified tokens per sequence); Williams et al. 2009.
+    """
+    chip, eff = c.system.chip, c.system.efficiency
+    bw_eff = chip.memory_bandwidth_bytes_per_s * eff.memory_bandwidth_fraction
+    ridge = c.weight_bytes * c.peak_flop_per_s * eff.matmul_peak_fraction / (2.0 * bw_eff)
+    critical_tokens = relu(ridge - eff.matmul_half_dim, c.sm, scale=ridge)
+    return critical_tokens * plan.pp / r.query_tokens
+
+
+def accuracy_cost(plan: ServePlan) -> Array:
+    """User-visible accuracy cost of the formats: the sum of each format's ``accuracy_cost``
+    (weights, compute, KV), mixed by the format weights."""
+    return (
+        mix(plan.weight_format, plan.accuracy_cost)
+        + mix(plan.compute_format, plan.accuracy_cost)
+        + mix(plan.kv_format, plan.accuracy_cost)
+    )
+
+
+def divisibility(model: Model, plan: ServePlan, sm: Smoothing) -> Array:
+    """Relaxed divisibility violations: heads, ffn and KV heads (or their replication) by
+    ``tp``, layers by ``pp``, and the disaggregated pools by the instance size."""
+    t, d = plan.tp, plan.disaggregated
+    instance = plan.tp * plan.pp
+    kv_split = smax(model.kv_heads / t, t / model.kv_heads, sm)
+    return (
+        divisibility_violation(model.heads / t, sm)
+        + divisibility_violation(model.ffn_hidden / t, sm)
+        + divisibility_violation(kv_split, sm)
+        + divisibility_violation(model.layers / plan.pp, sm)
+        + d * divisibility_violation(plan.prefill_chips / instance, sm)
+        + d * divisibility_violation(plan.decode_chips / instance, sm)
+    )
+
+
+Mixer = Callable[[ArrayLike, ArrayLike, ArrayLike], Array]
+
+
+def _mixer(plan: ServePlan) -> Mixer:
+    """``both(static, continuous, disaggregated) = (1-d)(w_s static + w_c continuous) + d
+    disaggregated``: a quantity of the plan's mixture of modes."""
+    w_static, w_cont, d = plan.mode[0], plan.mode[1], plan.disaggregated
+
+    def both(s_val: ArrayLike, c_val: ArrayLike, d_val: ArrayLike) -> Array:
+        return (1.0 - d) * (w_static * s_val + w_cont * c_val) + d * d_val
+
+    return both
+
+
+def decode_split(plan: ServePlan, pt: PassTime, both: Mixer) -> dict[str, Array]:
+    """The ``decode_*`` fields of :class:`ServeBreakdown`: one decode step (draft passes, then
+    the decode/verify round by term) and its roofline floors, mixed over the modes."""
+    part = lambda arr: both(arr[_DECODE], arr[_ITER], arr[_DECODE])
+    draft = both(
+        draft_s(plan, pt, _DRAFT), draft_s(plan, pt, _ITER_DRAFT), draft_s(plan, pt, _DRAFT)
+    )
+    decode_round = part(pt.round_s)
+    floors = part(pt.weight_read_s) + part(pt.kv_read_s)
+    return dict(
+        decode_step_s=draft + decode_round,
+        decode_draft_s=draft,
+        decode_gemm_s=part(pt.gemm_s),
+        decode_attention_s=part(pt.attention_s),
+        decode_memory_s=part(pt.memory_s),
+        decode_launch_s=part(pt.launch_s),
+        decode_tp_comm_s=part(pt.tp_comm_s),
+        decode_pp_comm_s=part(pt.p2p_s),
+        decode_pipeline_wait_s=part(pt.pipeline_wait_s),
+        decode_weight_read_s=part(pt.weight_read_s),
+        decode_kv_read_s=part(pt.kv_read_s),
+        decode_compute_s=part(pt.compute_s),
+        decode_memory_bound_fraction=floors / decode_round,
+    )
+
+
 class ServeCost(eqx.Module):
     """Serving cost model of ``model`` on ``system``; call it on a :class:`ServePlan`.
 
@@ -145,181 +400,50 @@ class ServeCost(eqx.Module):
 
     def __call__(self, plan: ServePlan) -> ServeBreakdown:
         sys, model, sm = self.system, self.model, self.smoothing
-        chip, eff = sys.chip, sys.efficiency
         c = consts(sys, model, plan, sm)
-        t, p, b = plan.tp, plan.pp, plan.batch
-        n_in, n_out, chunk = plan.input_len, plan.output_len, plan.prefill_chunk
-        k, frac = plan.draft_len, plan.draft_params_fraction
-        w_static, w_cont = plan.mode[0], plan.mode[1]
-        d = plan.disaggregated
-
-        tau = expected_tokens_per_step(plan.acceptance, k)
-        q = k + 1.0
-        ctx_avg = n_in + 0.5 * n_out
-        piece = smin(chunk, n_in, sm, integer=True)
-        b_eff = smin(b, chunk * n_out / (tau * n_in), sm)
-        prompt_rate = b_eff * tau * n_in / n_out  # prompt tokens per iteration
-        m_b = smin(p, b, sm, integer=True)
-        m_eff = smin(p, b_eff, sm, integer=True)
-
-        # --- every pass the modes need, evaluated as one stacked Work -----------------------
-        z = jnp.zeros(())
-        one = jnp.ones(())
-        rows = [  # micro, dec_seqs, q, dec_ctx, pre_tokens, piece, pre_ctx, prompts_done
-            (m_b, z, one, n_in, b * n_in, n_in, 0.5 * n_in, b),  # static prefill
-            (m_b, b, q, ctx_avg, z, n_in, 0.5 * n_in, z),  # decode / verify
-            (m_b, b, one, ctx_avg, z, n_in, 0.5 * n_in, z),  # draft-sized decode
-            (m_eff, b_eff, q, ctx_avg, prompt_rate, piece, 0.5 * n_in, prompt_rate / n_in),
-            (m_eff, b_eff, q, ctx_avg, piece, piece, 0.5 * n_in, piece / n_in),  # TTFT iter.
-            (m_eff, b_eff, one, ctx_avg, z, n_in, 0.5 * n_in, z),  # continuous draft
-            (one, z, one, n_in, n_in, n_in, 0.5 * n_in, one),  # one prompt (disaggregated)
-        ]
-        work = Work(*(jnp.stack([jnp.broadcast_to(r[i], ()) for r in rows]) for i in range(8)))
-        pt = pass_time(c, work)
-        rnd = pt.round_s
-        draft = lambda i: k * frac * rnd[i]
-
-        # --- static batching ----------------------------------------------------------------
-        ttft_static = pt.traversal_s[_PREFILL] + (m_b - 1.0) * pt.stage_s[_PREFILL]
-        step_static = rnd[_DECODE] + draft(_DRAFT)
-        tpot_static = step_static / tau
-        latency_static = ttft_static + (n_out - 1.0) * tpot_static
-        thr_static = b * n_out / latency_static
-
-        # --- continuous batching, chunked prefill (steady state) ------------------------------
-        step_cont = rnd[_ITER] + draft(_ITER_DRAFT)
-        tpot_cont = step_cont / tau
-        # ceil(input / chunk) iterations, written over piece = min(chunk, input) so that the relaxed
-        # ceil is exact at integer plans where the chunk covers or divides the prompt
-        ttft_cont = ceil(n_in / piece, sm) * (rnd[_ITER_TTFT] + draft(_ITER_DRAFT))
-        thr_cont = b_eff * tau / step_cont
-
-        # --- disaggregated prefill / decode pools -------------------------------------------
-        kv_per_chip = n_in * kv_bytes_per_token(model, t, p, c.kv_bytes, sm)
-        kv_transfer = point_to_point_s(kv_per_chip, plan.prefill_chips, sys, sm)
-        ttft_dis = pt.traversal_s[_ONE_PROMPT] + kv_transfer
-        tpot_dis = tpot_static
-        instance = t * p
-        prefill_rate = plan.prefill_chips / instance / pt.stage_s[_ONE_PROMPT]
-        decode_rate = plan.decode_chips / instance * b / (n_out * tpot_dis)
-        thr_dis = smin(prefill_rate, decode_rate, sm) * n_out
-
-        # --- mixtures over modes --------------------------------------------------------------
-        colo = lambda s_val, c_val: w_static * s_val + w_cont * c_val
-        both = lambda s_val, c_val, d_val: (1.0 - d) * colo(s_val, c_val) + d * d_val
-        ttft = both(ttft_static, ttft_cont, ttft_dis)
-        tpot = both(tpot_static, tpot_cont, tpot_dis)
-        thr_replica = both(thr_static, thr_cont, thr_dis)
-        latency = ttft + (n_out - 1.0) * tpot
+        r = regime(plan, sm)
+        pt = pass_time(c, serve_work(plan, r))
+        static = static_mode(plan, r, pt)
+        transfer = kv_transfer_s(c, plan)
+        modes = (
+            static,
+            continuous_mode(plan, r, pt, sm),
+            disaggregated_mode(c, plan, pt, static.tpot_s, transfer),
+        )
+        both = _mixer(plan)
+        ttft = both(*(mode.ttft_s for mode in modes))
+        tpot = both(*(mode.tpot_s for mode in modes))
+        tokens_per_s = plan.replicas * both(*(mode.tokens_per_s for mode in modes))
+        mem, max_batch, min_chips = memory_and_limits(c, plan, r)
         chips = plan.num_chips()
-        tokens_per_s = plan.replicas * thr_replica
-        part = lambda arr: both(arr[_DECODE], arr[_ITER], arr[_DECODE])
-        draft_s = both(draft(_DRAFT), draft(_ITER_DRAFT), draft(_DRAFT))
-        decode_round = part(rnd)
-        decode_batch = both(b, b_eff, b)
-
-        # --- memory -------------------------------------------------------------------------
-        act_tokens = jnp.stack([b * n_in / m_b, (b_eff * q + piece) / m_eff, b * q / m_b])
-        logit_rows = jnp.stack([b / m_b, (b_eff * q + piece / n_in) / m_eff, b * q / m_b])
-        mode_w = jnp.stack([(1.0 - d) * w_static, (1.0 - d) * w_cont, d])
-        spec_on = 1.0 - is_one(q, sm)
-        draft_fraction = spec_on * frac
-        context = n_in + n_out
-        mem = serve_memory(
-            model,
-            sys,
-            tp=t,
-            pp=p,
-            sequences=b,
-            context=context,
-            kv_block=plan.kv_block,
-            weight_bytes=c.weight_bytes,
-            kv_element_bytes=c.kv_bytes,
-            draft_fraction=draft_fraction,
-            pass_tokens=jnp.sum(mode_w * act_tokens),
-            logit_rows=jnp.sum(mode_w * logit_rows),
-            sm=sm,
-        )
-        capacity = chip.memory_capacity_bytes
-        # Largest batch that fits (continuous value), micro-batches = pp (batch >= pp).
-        kv_seq = (
-            paged_tokens(context, plan.kv_block, sm)
-            * (1.0 + draft_fraction)
-            * (kv_bytes_per_token(model, t, p, c.kv_bytes, sm))
-        )
-        act_tok = activation_bytes_per_token(model, t, sm)
-        logit_row = 4.0 * model.vocab / t
-        per_seq_tokens = jnp.sum(mode_w * jnp.stack([n_in, q, q])) / p
-        per_seq_rows = jnp.sum(mode_w * jnp.stack([one, q, q])) / p
-        per_seq = kv_seq + act_tok * per_seq_tokens + logit_row * per_seq_rows
-        fixed = (
-            mem.weights_bytes
-            + mem.reserved_bytes
-            + mode_w[1] / p * (act_tok * piece + logit_row * piece / n_in)
-        )
-        max_batch = relu(capacity - fixed, sm, scale=capacity) / per_seq
-        usable = capacity - mem.reserved_bytes
-        min_chips = model.num_params() * c.weight_bytes * (1.0 + draft_fraction) / usable
-
-        # --- decode regime ------------------------------------------------------------------
-        bw_eff = chip.memory_bandwidth_bytes_per_s * eff.memory_bandwidth_fraction
-        ridge = c.weight_bytes * c.peak_flop_per_s * eff.matmul_peak_fraction / (2.0 * bw_eff)
-        critical_tokens = relu(ridge - eff.matmul_half_dim, sm, scale=ridge)
-        critical_batch = critical_tokens * p / q
-        floors = part(pt.weight_read_s) + part(pt.kv_read_s)
-
-        # --- energy, cost, accuracy, divisibility ----------------------------------------------
-        energy = chips * chip.tdp_w / tokens_per_s
-        usd = chips * sys.price_usd_per_chip_hour / 3600.0 / tokens_per_s * 1e6
-        accuracy = (
-            mix(plan.weight_format, plan.accuracy_cost)
-            + mix(plan.compute_format, plan.accuracy_cost)
-            + mix(plan.kv_format, plan.accuracy_cost)
-        )
-        kv_split = smax(model.kv_heads / t, t / model.kv_heads, sm)
-        divis = (
-            divisibility_violation(model.heads / t, sm)
-            + divisibility_violation(model.ffn_hidden / t, sm)
-            + divisibility_violation(kv_split, sm)
-            + divisibility_violation(model.layers / p, sm)
-            + d * divisibility_violation(plan.prefill_chips / instance, sm)
-            + d * divisibility_violation(plan.decode_chips / instance, sm)
-        )
+        chip, n_out = sys.chip, plan.output_len
         return ServeBreakdown(
             ttft_s=ttft,
             tpot_s=tpot,
-            request_latency_s=latency,
+            request_latency_s=ttft + (n_out - 1.0) * tpot,
             output_tokens_per_s=tokens_per_s,
             output_tokens_per_s_per_user=1.0 / tpot,
             output_tokens_per_s_per_chip=tokens_per_s / chips,
             requests_per_s=tokens_per_s / n_out,
-            decode_step_s=draft_s + decode_round,
-            decode_draft_s=draft_s,
-            decode_gemm_s=part(pt.gemm_s),
-            decode_attention_s=part(pt.attention_s),
-            decode_memory_s=part(pt.memory_s),
-            decode_launch_s=part(pt.launch_s),
-            decode_tp_comm_s=part(pt.tp_comm_s),
-            decode_pp_comm_s=part(pt.p2p_s),
-            decode_pipeline_wait_s=part(pt.pipeline_wait_s),
-            decode_weight_read_s=part(pt.weight_read_s),
-            decode_kv_read_s=part(pt.kv_read_s),
-            decode_compute_s=part(pt.compute_s),
-            decode_memory_bound_fraction=floors / decode_round,
-            tokens_per_step=tau,
-            decode_batch=decode_batch,
-            critical_batch=critical_batch,
-            kv_transfer_s=d * kv_transfer,
+            **decode_split(plan, pt, both),
+            tokens_per_step=r.tokens_per_step,
+            decode_batch=both(plan.batch, r.batch_eff, plan.batch),
+            critical_batch=critical_batch(c, plan, r),
+            kv_transfer_s=plan.disaggregated * transfer,
             memory=mem,
-            capacity_bytes=capacity,
-            headroom_bytes=capacity - mem.total_bytes,
+            capacity_bytes=chip.memory_capacity_bytes,
+            headroom_bytes=chip.memory_capacity_bytes - mem.total_bytes,
             max_batch=max_batch,
             min_chips_for_weights=min_chips,
             chips=chips,
-            energy_per_token_j=energy,
-            cost_per_million_tokens_usd=usd,
-            accuracy_cost=accuracy,
-            divisibility_violation=divis,
+            energy_per_token_j=chips * chip.tdp_w / tokens_per_s,
+            cost_per_million_tokens_usd=chips
+            * sys.price_usd_per_chip_hour
+            / 3600.0
+            / tokens_per_s
+            * 1e6,
+            accuracy_cost=accuracy_cost(plan),
+            divisibility_violation=divisibility(model, plan, sm),
         )
 
     def at_slo(
@@ -394,4 +518,22 @@ def serve_problems(
     return problems
 
 
-__all__ = ["ServeBreakdown", "ServeCost", "SloResult", "default_batch_grid", "serve_problems"]
+__all__ = [
+    "ModeTimes",
+    "Regime",
+    "ServeBreakdown",
+    "ServeCost",
+    "SloResult",
+    "accuracy_cost",
+    "continuous_mode",
+    "critical_batch",
+    "default_batch_grid",
+    "disaggregated_mode",
+    "divisibility",
+    "kv_transfer_s",
+    "memory_and_limits",
+    "regime",
+    "serve_problems",
+    "serve_work",
+    "static_mode",
+]

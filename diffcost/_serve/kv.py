@@ -20,11 +20,13 @@ allocator fragmentation.
 """
 
 import equinox as eqx
+import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from .._core.smooth import Smoothing, ceil, is_one, smax
 from .._inputs.hardware import System
 from .._inputs.model import Model
+from .._terms.reserve import runtime_reserve_bytes
 
 
 class ServeMemory(eqx.Module):
@@ -120,10 +122,11 @@ def serve_memory(
     ``sequences`` live sequences of ``context`` tokens each keep paged KV; a draft model of
     ``draft_fraction`` of the target's size (0: none) adds that fraction of the weights and of
     the KV cache (a scaled-down copy of the target).  ``pass_tokens`` and ``logit_rows`` are the
-    tokens and fp32 logit rows of the largest forward pass on the chip (per micro-batch).
+    tokens and fp32 logit rows of the largest forward pass on the chip (per micro-batch).  The
+    runtime reserve is :func:`~diffcost._terms.reserve.runtime_reserve_bytes` (as in training).
     """
-    chip, eff = system.chip, system.efficiency
-    draft = 1.0 + draft_fraction
+    draft = 1.0 + jnp.asarray(draft_fraction)
+    sequences, pass_tokens = jnp.asarray(sequences), jnp.asarray(pass_tokens)
     weights = serve_params_per_chip(model, tp, pp, sm) * weight_bytes * draft
     per_token = kv_bytes_per_token(model, tp, pp, kv_element_bytes, sm) * draft
     slots = paged_tokens(context, kv_block, sm)
@@ -132,10 +135,7 @@ def serve_memory(
     activations = pass_tokens * activation_bytes_per_token(model, tp, sm) + logit_rows * 4.0 * (
         model.vocab / tp
     )
-    sram = chip.on_chip_sram
-    reserved = (1.0 - sram) * (
-        eff.memory_reserved_bytes + eff.memory_fragmentation_fraction * chip.memory_capacity_bytes
-    )
+    reserved = runtime_reserve_bytes(system)
     total = weights + kv + activations + reserved
     return ServeMemory(weights, kv, waste, activations, reserved, total)
 

@@ -16,13 +16,16 @@ flow through ``pp`` pipeline stages of ``layers / pp`` layers each.  Per layer a
 * memory-bound kernels: KV-cache write, norms, residuals, activation (16-bit), and for 8-bit
   GEMMs the quantization of each GEMM input (read 2 bytes, write 1; Transformer Engine /
   TensorRT-LLM FP8 recipes);
-* two kernel choices of the engine (:mod:`diffcost._serve_plan`): a GQA-unaware decode kernel
+* two kernel choices of the engine (:mod:`diffcost._serve.plan`): a GQA-unaware decode kernel
   re-reads a KV head's K/V for every query head of its group, each re-read costing
   ``kv_reread_fraction`` of a memory read (L2 hits; TensorRT-LLM masked MHA before the XQA
   kernels of its 0.10 release notes); a separate dequantization kernel writes and re-reads a
   16-bit copy of each weight-only matrix (DeepSpeed-Inference 2022 int8);
 * kernel launches and two tensor-parallel all-reduces (Shoeybi et al. 2019, §3) whose latency
   term dominates at small batch.
+
+Each of these is a term of :mod:`diffcost._terms` (``layer``, ``attention``, ``kernels``,
+``comm``) that the training step composes too; :func:`layer_time` sums them for one layer.
 
 The last stage also runs the output projection and writes fp32 logits.  A micro-batch's
 ``traversal`` is every layer in sequence plus ``pp - 1`` hand-offs, so pipelining never shortens
@@ -37,23 +40,25 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
-from .._core.smooth import Smoothing, is_one, mix, safe_div, smax
+from .._core.smooth import Smoothing, is_one, mix, smax
 from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System
 from .._inputs.model import Model
-from .._terms.comm import all_reduce_s, point_to_point_s
-from .._terms.gemm import matmul_efficiency, stream_time_s
-from .._train.cost import KERNELS_PER_LAYER_FORWARD
+from .._terms.attention import (
+    AttentionShape,
+    FusedAttention,
+    decode_attention,
+    prefill_attention,
+)
+from .._terms.comm import point_to_point_s, tp_all_reduce_s
+from .._terms.gemm import GemmFormat, gemm_time_s, stream_time_s
+from .._terms.kernels import GEMMS_PER_LAYER, elementwise_elements, launch_s, quantize_bytes
+from .._terms.layer import layer_gemm_s, logits_gemm
 from .kv import kv_heads_per_chip
 from .plan import ServePlan
 
 ELEMENT_BYTES = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 #: Compute formats whose GEMM inputs are quantized from the 16-bit residual stream.
 _NARROW = jnp.asarray([float(BYTES_PER_ELEMENT[f] < 2.0) for f in FORMATS])
-#: Elementwise bytes per token per layer are 2 bytes x (10 h + n_mat f / t) (see _train.py).
-_ELEMENTWISE_READS_WRITES_PER_HIDDEN = 10.0
-#: Weight GEMMs per layer (QKV, output projection, MLP in, MLP out): one (de)quantization
-#: kernel each when the engine quantizes activations or dequantizes weights separately.
-_GEMMS_PER_LAYER = 4.0
 
 
 class Consts(NamedTuple):
@@ -77,6 +82,21 @@ class Consts(NamedTuple):
         """Bytes moved per weight element a GEMM uses: ``w``, plus ``2 a`` (write the copy,
         read it back) when dequantizing separately."""
         return self.weight_bytes + self.separate_dequant * 2.0 * self.act_bytes
+
+    def gemm_format(self) -> GemmFormat:
+        """Format of the weight GEMMs: compute-format peak and activation bytes, weight bytes
+        :meth:`weight_element_bytes` (the ``k x n`` operand is the weight)."""
+        return GemmFormat(self.peak_flop_per_s, self.act_bytes, self.weight_element_bytes())
+
+    def attention_shape(self) -> AttentionShape:
+        """Heads of one layer on one chip: ``heads / tp`` query heads, the local KV heads."""
+        return AttentionShape(
+            self.model.heads / self.tp,
+            self.kv_heads_local,
+            self.model.head_dim,
+            self.kv_bytes,
+            self.act_bytes,
+        )
 
 
 def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Consts:
@@ -148,105 +168,101 @@ def gemm_s(m: ArrayLike, n: ArrayLike, k: ArrayLike, c: Consts) -> Array:
     """Seconds of an ``m x k x n`` GEMM whose ``k x n`` operand is a weight of ``c.weight_bytes``.
 
     ``max(2 m n k / (peak * eff(m, n, k)), (k n w' + (m k + m n) a) / bw_eff)`` (``w'``:
-    :meth:`Consts.weight_element_bytes`, ``w`` plus a separate dequantization): the roofline of
-    :func:`diffcost._compute.matmul_time_s` with separate weight and activation element sizes
-    (equal to it when ``w == a``), so weight-only formats move fewer bytes at the 16-bit peak.
+    :meth:`Consts.weight_element_bytes`, ``w`` plus a separate dequantization):
+    :func:`diffcost._terms.gemm.gemm_time_s` in :meth:`Consts.gemm_format`, so weight-only
+    formats move fewer bytes at the 16-bit peak.
     """
-    eff = matmul_efficiency(m, n, k, c.system.efficiency)
-    compute = 2.0 * m * n * k / (c.peak_flop_per_s * eff)
-    traffic = k * n * c.weight_element_bytes() + (m * k + m * n) * c.act_bytes
-    return smax(compute, stream_time_s(traffic, c.system), c.sm)
+    return gemm_time_s(m, n, k, c.gemm_format(), c.system, c.sm)
 
 
-def _attention_kernel_s(flop, traffic, eff, c: Consts) -> Array:
-    """Roofline of one fused attention kernel: ``max(flop / (peak * eff), bytes / bw_eff)``."""
-    compute = safe_div(flop, c.peak_flop_per_s * eff)
-    return smax(compute, stream_time_s(traffic, c.system), c.sm)
+class LayerTime(NamedTuple):
+    """Seconds of one layer for one micro-batch of a pass, by term, and its attention kernels."""
+
+    gemm_s: Array
+    attention_s: Array
+    memory_s: Array
+    launch_s: Array
+    tp_comm_s: Array
+    decode: FusedAttention
+    prefill: FusedAttention
+
+    def total_s(self) -> Array:
+        """``gemm + attention + memory + launch + tp_comm``."""
+        return self.gemm_s + self.attention_s + self.memory_s + self.launch_s + self.tp_comm_s
+
+
+def layer_time(c: Consts, w: Work) -> LayerTime:
+    """One layer of one micro-batch of the pass ``w`` on one chip (seconds by term).
+
+    The four weight GEMMs over the new tokens (:func:`~diffcost._terms.layer.layer_gemm_s`),
+    decode and prefill attention kernels (:mod:`diffcost._terms.attention`), memory-bound
+    kernels (KV-cache write, elementwise, input quantization for 8-bit GEMMs), launches (one
+    more per weight GEMM for separate dequantization or quantization) and two TP all-reduces.
+    """
+    model, system, sm, t = c.model, c.system, c.sm, c.tp
+    m = jnp.asarray(w.micro_batches)
+    dec, pre = w.decode_seqs / m, w.prefill_tokens / m
+    tokens = dec * w.query_tokens + pre  # new tokens of one micro-batch
+    shape = c.attention_shape()
+    peak = c.peak_flop_per_s
+    decode = decode_attention(
+        dec, w.query_tokens, w.decode_ctx, shape, c.gqa_unaware, peak, system, sm
+    )
+    prefill = prefill_attention(pre, w.prefill_piece, w.prefill_ctx, shape, peak, system, sm)
+    elementwise = 2.0 * elementwise_elements(tokens, model, t)
+    quant = quantize_bytes(tokens, model, t, c.quantized_acts, c.act_bytes)
+    kv_write = tokens * shape.kv_token_bytes()
+    extra_kernels = GEMMS_PER_LAYER * (c.separate_dequant + c.quantized_acts)
+    return LayerTime(
+        gemm_s=layer_gemm_s(tokens, model, t, c.gemm_format(), system, sm),
+        attention_s=decode.time_s + prefill.time_s,
+        memory_s=stream_time_s(kv_write + elementwise + quant, system),
+        launch_s=launch_s(extra_kernels, system),
+        tp_comm_s=2.0 * tp_all_reduce_s(tokens, model.hidden, t, system, sm),
+        decode=decode,
+        prefill=prefill,
+    )
 
 
 def pass_time(c: Consts, w: Work) -> PassTime:
     """Round time of a pass on one instance (see the module docstring for the formulas)."""
     model, system, sm = c.model, c.system, c.sm
-    t, p = c.tp, c.pp
-    h, a, e, f = model.hidden, model.heads, model.head_dim, model.ffn_hidden
-    n_mat, vocab = model.mlp_matrices, model.vocab
-    eff = system.efficiency
+    t, p, h, vocab = c.tp, c.pp, model.hidden, model.vocab
     m = jnp.asarray(w.micro_batches)
-    dec = w.decode_seqs / m
-    pre = w.prefill_tokens / m
-    done = w.prompts_done / m
-    q, dctx, piece, pctx = w.query_tokens, w.decode_ctx, w.prefill_piece, w.prefill_ctx
-    tokens = dec * q + pre  # new tokens of one micro-batch
-
-    # --- one layer ---------------------------------------------------------------------------
-    g = lambda n, k: gemm_s(tokens, n, k, c)
-    t_gemm = (
-        g(model.attention_width() / t, h)
-        + g(h, a * e / t)
-        + g((n_mat - 1.0) * f / t, h)
-        + g(h, f / t)
-    )
-    a_local, kv_local = a / t, c.kv_heads_local
-    group = a_local / kv_local  # query heads sharing one KV head on this chip
-    kv_token = 2.0 * kv_local * e * c.kv_bytes  # K and V of one token, one layer, this chip
-    qo_bytes = lambda n_tok: 2.0 * n_tok * a_local * e * c.act_bytes  # read Q, write O
-    dec_flop = 4.0 * dec * q * dctx * a_local * e
-    # GQA-unaware decode: the g - 1 re-reads of a KV head cost kv_reread_fraction each
-    kv_reads = 1.0 + c.gqa_unaware * (group - 1.0) * eff.kv_reread_fraction
-    dec_kv = dec * dctx * kv_token * kv_reads
-    prompts = pre / piece
-    pre_span = pctx + 0.5 * piece  # context at the end of a chunk, on average
-    pre_flop = 4.0 * pre * pctx * a_local * e
-    pre_kv = prompts * pre_span * kv_token
-    # Decode attention is a split-KV kernel (Flash-Decoding; TensorRT-LLM masked MHA/XQA) that
-    # fills the chip by splitting the context, not a GEMM with few rows: its compute runs at the
-    # large-GEMM achievable peak.  Prefill attention tiles like a GEMM (flash attention).
-    pre_eff = matmul_efficiency(group * piece, pre_span, e, eff)
-    t_attn = _attention_kernel_s(
-        dec_flop, dec_kv + qo_bytes(dec * q), eff.matmul_peak_fraction, c
-    ) + _attention_kernel_s(pre_flop, pre_kv + qo_bytes(pre), pre_eff, c)
-    elementwise = 2.0 * tokens * (_ELEMENTWISE_READS_WRITES_PER_HIDDEN * h + n_mat * f / t)
-    # 8-bit GEMMs (FP8, W8A8) quantize each 16-bit input first: read 2 bytes, write a, for the
-    # QKV and MLP-in inputs (h), the projection input (a e / t) and the MLP-out input (f / t),
-    # one kernel each (as Transformer Engine does in training, :mod:`diffcost._train`).
-    quant = c.quantized_acts * tokens * (2.0 + c.act_bytes) * (2.0 * h + (a * e + f) / t)
-    t_mem = stream_time_s(tokens * kv_token + elementwise + quant, system)
-    # one more kernel per weight GEMM when dequantizing separately, and when quantizing inputs
-    extra_kernels = _GEMMS_PER_LAYER * (c.separate_dequant + c.quantized_acts)
-    t_launch = (KERNELS_PER_LAYER_FORWARD + extra_kernels) * eff.kernel_launch_s
-    t_tp = 2.0 * all_reduce_s(2.0 * tokens * h, t, 1.0, system, sm)
-
-    # --- stages --------------------------------------------------------------------------------
+    tokens = w.decode_seqs / m * w.query_tokens + w.prefill_tokens / m
+    rows = w.decode_seqs / m * w.query_tokens + w.prompts_done / m  # logits rows
+    layer = layer_time(c, w)
+    layers_s = layer.total_s()
     per_stage = model.layers / p
-    rows = dec * q + done
-    t_logits_gemm = gemm_s(rows, vocab / t, h, c)
+    t_logits_gemm = logits_gemm(rows, model, t, c.gemm_format()).time_s(system, sm)
     t_logits_mem = stream_time_s(2.0 * 4.0 * rows * vocab / t, system)  # fp32 write + read
     p2p = point_to_point_s(2.0 * tokens * h, t, system, sm)
     has_pp = 1.0 - is_one(p, sm)
-    layers_s = t_gemm + t_attn + t_mem + t_launch + t_tp
     stage = per_stage * layers_s + t_logits_gemm + t_logits_mem + has_pp * p2p
     traversal = model.layers * layers_s + t_logits_gemm + t_logits_mem + (p - 1.0) * p2p
     round_s = smax(traversal, m * stage, sm)
-
-    # --- roofline floors of the bottleneck chip over the round ---------------------------------
+    # roofline floors of the bottleneck chip over the round
     matrices = model.layer_matrix_params() / t
     weight_bytes = (per_stage * matrices + vocab * h / t) * c.weight_element_bytes()
-    kv_bytes = per_stage * (dec_kv + pre_kv)
-    flop = per_stage * (2.0 * tokens * matrices + dec_flop + pre_flop) + 2.0 * rows * vocab * h / t
+    kv_bytes = per_stage * (layer.decode.kv_bytes + layer.prefill.kv_bytes)
+    flop = (
+        per_stage * (2.0 * tokens * matrices + layer.decode.flop + layer.prefill.flop)
+        + 2.0 * rows * vocab * h / t
+    )
     return PassTime(
         round_s=round_s,
         traversal_s=traversal,
         stage_s=stage,
-        gemm_s=m * (per_stage * t_gemm + t_logits_gemm),
-        attention_s=m * per_stage * t_attn,
-        memory_s=m * (per_stage * t_mem + t_logits_mem),
-        launch_s=m * per_stage * t_launch,
-        tp_comm_s=m * per_stage * t_tp,
+        gemm_s=m * (per_stage * layer.gemm_s + t_logits_gemm),
+        attention_s=m * per_stage * layer.attention_s,
+        memory_s=m * (per_stage * layer.memory_s + t_logits_mem),
+        launch_s=m * per_stage * layer.launch_s,
+        tp_comm_s=m * per_stage * layer.tp_comm_s,
         p2p_s=m * has_pp * p2p,
         pipeline_wait_s=round_s - m * stage,
         weight_read_s=m * stream_time_s(weight_bytes, system),
         kv_read_s=m * stream_time_s(kv_bytes, system),
-        compute_s=m * flop / (c.peak_flop_per_s * eff.matmul_peak_fraction),
+        compute_s=m * flop / (c.peak_flop_per_s * system.efficiency.matmul_peak_fraction),
     )
 
 
@@ -269,10 +285,12 @@ def expected_tokens_per_step(acceptance: ArrayLike, draft_len: ArrayLike) -> Arr
 
 __all__ = [
     "Consts",
+    "LayerTime",
     "PassTime",
     "Work",
     "consts",
     "expected_tokens_per_step",
     "gemm_s",
+    "layer_time",
     "pass_time",
 ]

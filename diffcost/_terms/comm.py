@@ -98,3 +98,14 @@ def point_to_point_s(
     up = b / (system.scale_up_bandwidth_bytes_per_s * frac) + system.scale_up_latency_s
     out = b / (system.scale_out_bandwidth_bytes_per_s * frac) + system.scale_out_latency_s
     return crosses * out + (1.0 - crosses) * up
+
+
+def tp_all_reduce_s(
+    tokens: ArrayLike, hidden: ArrayLike, tp: ArrayLike, system: System, sm: Smoothing
+) -> Array:
+    """One tensor-parallel all-reduce of the 16-bit activations of ``tokens`` tokens, seconds.
+
+    :func:`all_reduce_s` of ``2 tokens h`` bytes over the ``tp`` innermost ranks (stride 1);
+    a layer forward runs two, after attention and after the MLP (Shoeybi et al. 2019, §3).
+    """
+    return all_reduce_s(2.0 * jnp.asarray(tokens) * hidden, tp, 1.0, system, sm)

@@ -11,9 +11,15 @@ memory-bound elementwise kernels, kernel launches, and tensor-parallel all-reduc
 forward, 2 backward, 2 more when the forward is recomputed; Shoeybi et al. 2019, §3).  Backward
 GEMMs cost twice the forward ones (input and weight gradients).
 
+Each term is a named function (:func:`layer_forward`, :func:`stage_times`,
+:func:`data_parallel_s`, :func:`optimizer_s`, :func:`step_flop`) over the per-layer terms of
+:mod:`diffcost._terms` that the serving pass composes too.
+
 MFU counts model FLOP (no recomputation) and HFU hardware FLOP (with it), both against the dense
 bf16 peak, as in PaLM (Chowdhery et al. 2022, App. B) and Korthikanti et al. (2022, App. A).
 """
+
+from typing import NamedTuple
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -22,17 +28,239 @@ from jaxtyping import Array, Float
 from .._core.smooth import EXACT, Smoothing, divisibility_violation, is_one, smax
 from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System, format_index
 from .._inputs.model import Model
-from .._terms.comm import all_gather_s, all_reduce_s, exposed_s, point_to_point_s
-from .._terms.gemm import matmul_time_s, stream_time_s
+from .._terms.attention import attention_gemms, causal_skip, gemm_attention_s
+from .._terms.comm import (
+    all_gather_s,
+    all_reduce_s,
+    exposed_s,
+    point_to_point_s,
+    tp_all_reduce_s,
+)
+from .._terms.gemm import GemmFormat, stream_time_s
+from .._terms.kernels import (
+    KERNELS_PER_LAYER_FORWARD,
+    elementwise_elements,
+    launch_s,
+    quantize_bytes,
+)
+from .._terms.layer import GemmOp, layer_gemm_s, logits_gemm
 from .memory import TrainMemory, params_per_chip, train_memory
 from .plan import TrainPlan
 
 _ELEMENT_BYTES = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 _BF16 = format_index("bf16")
 _FP8 = format_index("fp8")
-#: Kernels launched per layer forward (2 norms, QKV, rotary/bias, attention, projection,
-#: 2 residual/dropout, MLP in, activation, MLP out, one collective): an op count, not a fit.
-KERNELS_PER_LAYER_FORWARD = 12.0
+_FP8_BYTES = BYTES_PER_ELEMENT["fp8"]
+
+
+class LayerForward(NamedTuple):
+    """Seconds of one layer's forward for one micro-batch on one chip, by term."""
+
+    gemm_s: Array  # the four weight GEMMs
+    attention_s: Array  # attention core (QK^T, AV)
+    memory_s: Array  # memory-bound kernels: elementwise, unfused softmax, fp8 casts
+    launch_s: Array  # kernel launches
+    score_elements: Array  # elements of the unfused score tensors (0 with flash attention)
+
+    def total_s(self) -> Array:
+        """``gemm + attention + memory + launch``."""
+        return self.gemm_s + self.attention_s + self.memory_s + self.launch_s
+
+
+class StageTimes(NamedTuple):
+    """Seconds per micro-batch on the worst pipeline stage, by term (see :func:`stage_times`)."""
+
+    forward_s: Array
+    backward_s: Array
+    recompute_s: Array
+    tp_comm_s: Array
+    cp_comm_s: Array
+    p2p_s: Array
+
+    def per_micro_s(self) -> Array:
+        """Their sum: one micro-batch through the stage."""
+        return (
+            self.forward_s
+            + self.backward_s
+            + self.recompute_s
+            + self.tp_comm_s
+            + self.cp_comm_s
+            + self.p2p_s
+        )
+
+
+def tokens_per_chip(plan: TrainPlan) -> Array:
+    """Tokens of one micro-batch on one chip: ``micro_batch * seq_len / cp``."""
+    return plan.micro_batch * plan.seq_len / plan.cp
+
+
+def replicated_fraction(plan: TrainPlan) -> Array:
+    """Fraction of the hidden state a TP rank holds: ``1 / t`` with sequence parallelism, else 1."""
+    return plan.sequence_parallel / plan.tp + (1.0 - plan.sequence_parallel)
+
+
+def gemm_format(system: System, plan: TrainPlan) -> GemmFormat:
+    """Format of the weight GEMMs: the peak FLOP/s and element bytes of the plan's precision
+    (a mixture when relaxed); every operand in that format."""
+    peak = jnp.sum(plan.precision * system.chip.peak_flop_per_s)
+    return GemmFormat(peak, jnp.sum(plan.precision * _ELEMENT_BYTES))
+
+
+def attention_ops(system: System, model: Model, plan: TrainPlan) -> tuple[GemmOp, GemmOp]:
+    """The attention GEMMs of one layer and micro-batch on one chip: ``QK^T`` and ``AV`` of
+    ``s / cp`` queries over ``s`` keys, per local head and sequence, in bf16 (2 bytes, bf16
+    peak; flash attention keeps 16-bit operands even in FP8 training)."""
+    fmt = GemmFormat(system.chip.peak_flop_per_s[_BF16], 2.0)
+    heads_local = model.heads / plan.tp * plan.micro_batch
+    return attention_gemms(plan.seq_len / plan.cp, plan.seq_len, model.head_dim, heads_local, fmt)
+
+
+def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> LayerForward:
+    """Forward of one layer, one micro-batch, one chip (seconds by term).
+
+    GEMMs: :func:`~diffcost._terms.layer.layer_gemm_s`; attention core:
+    :func:`~diffcost._terms.attention.gemm_attention_s`; memory-bound kernels stream
+    ``2 (elementwise + scores) + casts`` bytes: the elementwise kernels
+    (:func:`~diffcost._terms.kernels.elementwise_elements`), unfused softmax and dropout over
+    the score matrix (read + write, plus the mask: ``(1 - flash)(3 + 2 dropout) heads s_q s``)
+    and, for FP8 GEMMs, the bf16-to-fp8 casts of each GEMM input (read 2 bytes, write 1;
+    Transformer Engine; backward's gradient casts are in the 2x backward factor).
+    """
+    t = plan.tp
+    tokens = tokens_per_chip(plan)
+    t_gemm = layer_gemm_s(tokens, model, t, gemm_format(system, plan), system, sm)
+    t_attn = gemm_attention_s(
+        attention_ops(system, model, plan), causal_skip(model, plan.flash_attention), system, sm
+    )
+    heads_local = model.heads / t * plan.micro_batch
+    s_q, s = plan.seq_len / plan.cp, plan.seq_len
+    ew_elems = elementwise_elements(tokens, model, t, replicated_fraction(plan))
+    scores = (1.0 - plan.flash_attention) * (3.0 + 2.0 * model.dropout) * heads_local * s_q * s
+    cast_bytes = quantize_bytes(tokens, model, t, plan.precision[_FP8], _FP8_BYTES)
+    t_elem = stream_time_s(2.0 * (ew_elems + scores) + cast_bytes, system)
+    return LayerForward(t_gemm, t_attn, t_elem, launch_s(0.0, system), scores)
+
+
+def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> StageTimes:
+    """Per-micro-batch seconds on the worst stage: its ``L / p`` layers plus the output layer.
+
+    Forward ``(L/p) t_layer + t_logits + t_xent`` (fp32 logits written and read); backward
+    twice the forward (input and weight gradients); recomputation ``full * (t_layer + 2
+    t_allreduce) + selective * (t_attn + unfused scores)`` per layer; per layer ``4 + 2 full``
+    TP all-reduces (Shoeybi et al. 2019, §3) and three exposed CP K/V passes (forward gather,
+    backward gather + reduce-scatter, hidden under attention); ``2 v`` pipeline hand-offs
+    (Narayanan et al. SC'21).
+    """
+    t, p, c = plan.tp, plan.pp, plan.cp
+    layer = layer_forward(system, model, plan, sm)
+    tokens = tokens_per_chip(plan)
+    fmt = gemm_format(system, plan)
+    t_tp_ar = tp_all_reduce_s(tokens, model.hidden, t, system, sm)
+    # K and V (bf16) of the local KV heads; TP beyond kv_heads replicates heads (Megatron).
+    kv_bytes = 2.0 * 2.0 * tokens * model.head_dim * smax(model.kv_heads / t, 1.0, sm)
+    t_cp = all_gather_s(kv_bytes * c, c, t, system, sm)  # K,V ring pass
+    t_cp_exposed = exposed_s(t_cp, layer.attention_s, system, sm)
+    w_sel, w_full = plan.recompute[1], plan.recompute[2]
+    t_layer = layer.total_s()
+    t_recompute_layer = w_full * (t_layer + 2.0 * t_tp_ar) + w_sel * (
+        layer.attention_s + stream_time_s(2.0 * layer.score_elements, system)
+    )
+    layers_per_stage = model.layers / p
+    t_logits_fwd = logits_gemm(tokens, model, t, fmt).time_s(system, sm)
+    t_xent = stream_time_s(3.0 * 4.0 * tokens * model.vocab / t, system)  # fp32 logits r/w
+    t_fwd = layers_per_stage * t_layer + t_logits_fwd + t_xent
+    has_pp = 1.0 - is_one(p, sm)
+    p2p_bytes = 2.0 * tokens * model.hidden * replicated_fraction(plan)
+    t_p2p = (
+        has_pp
+        * 2.0
+        * plan.virtual_stages
+        * point_to_point_s(p2p_bytes, t * c * plan.dp, system, sm)
+    )
+    return StageTimes(
+        forward_s=t_fwd,
+        backward_s=2.0 * t_fwd,
+        recompute_s=layers_per_stage * t_recompute_layer,
+        tp_comm_s=layers_per_stage * ((4.0 + 2.0 * w_full) * t_tp_ar),
+        cp_comm_s=layers_per_stage * (3.0 * t_cp_exposed),
+        p2p_s=t_p2p,
+    )
+
+
+def data_parallel_s(
+    system: System, model: Model, plan: TrainPlan, stage: StageTimes, sm: Smoothing
+) -> Array:
+    """Exposed seconds per step of gradient reduction (ZeRO 0-2) or ZeRO-3 traffic.
+
+    Gradients are all-reduced over the ``dp * cp`` ranks holding the same weights (``t`` apart),
+    overlapped with backward and recomputation when ``overlap_grad_reduce``; ZeRO-3 gathers
+    weights for forward and backward and reduce-scatters gradients every micro-batch,
+    prefetched under it (Rajbhandari et al., SC'20, §5), so ``m * exposed(t_z3, per_micro)``.
+    """
+    params = params_per_chip(model, plan, sm)
+    grad_bytes = params * plan.grad_bytes_per_param
+    dpc, t = plan.dp * plan.cp, plan.tp
+    t_dp = all_reduce_s(grad_bytes, dpc, t, system, sm)  # = reduce-scatter + all-gather
+    overlap = plan.overlap_grad_reduce
+    t_dp_exposed = (1.0 - overlap) * t_dp + overlap * (
+        exposed_s(t_dp, stage.backward_s + stage.recompute_s, system, sm)
+    )
+    weight_bytes = params * plan.weight_bytes_per_param
+    t_z3 = 2.0 * all_gather_s(weight_bytes, dpc, t, system, sm) + all_gather_s(
+        grad_bytes, dpc, t, system, sm
+    )
+    t_z3_exposed = plan.num_micro_batches() * exposed_s(t_z3, stage.per_micro_s(), system, sm)
+    z3 = plan.zero[3]
+    return (1.0 - z3) * t_dp_exposed + z3 * t_z3_exposed
+
+
+def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Seconds of the optimizer update: a stream over the local shard of the model state.
+
+    ``params * shard * (2 w + g + 2 o)`` bytes (read and write weights and optimizer state,
+    read gradients; ``shard`` the ZeRO fraction held), plus for FP8 the per-step fp8 weight
+    copies (read 2 bytes, write 1 per weight; Transformer Engine caches them across
+    micro-batches).
+    """
+    params = params_per_chip(model, plan, sm)
+    z = plan.zero
+    shard = z[0] + (z[1] + z[2] + z[3]) / (plan.dp * plan.cp)
+    opt_bytes = (
+        params
+        * shard
+        * (
+            2.0 * plan.weight_bytes_per_param
+            + plan.grad_bytes_per_param
+            + 2.0 * plan.optimizer_bytes_per_param
+        )
+    )
+    opt_bytes += plan.precision[_FP8] * 3.0 * params
+    return stream_time_s(opt_bytes, system)
+
+
+def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
+    """``(model FLOP, hardware FLOP)`` of one step: ``3 * forward`` (PaLM App. B), plus the
+    recomputed layer forward (full) or attention core (selective) (Korthikanti et al. App. A)."""
+    gb, s = plan.global_batch, plan.seq_len
+    fwd = model.forward_flop(gb, s)
+    model_flop = 3.0 * fwd
+    attn_core = model.layers * model.layer_attention_flop(gb, s)
+    layer_fwd = fwd - model.logits_flop(gb * s)
+    w_sel, w_full = plan.recompute[1], plan.recompute[2]
+    return model_flop, model_flop + w_full * layer_fwd + w_sel * attn_core
+
+
+def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Sum of the relaxed divisibility violations of heads and ffn by ``tp``, layers by
+    ``pp * v``, the micro-batch count and ``seq_len`` by ``cp`` (0 at a valid exact plan)."""
+    t = plan.tp
+    return (
+        divisibility_violation(model.heads / t, sm)
+        + divisibility_violation(model.ffn_hidden / t, sm)
+        + divisibility_violation(model.layers / (plan.pp * plan.virtual_stages), sm)
+        + divisibility_violation(plan.num_micro_batches(), sm)
+        + divisibility_violation(plan.seq_len / plan.cp, sm)
+    )
 
 
 class TrainBreakdown(eqx.Module):
@@ -79,162 +307,55 @@ class TrainCost(eqx.Module):
 
     def __call__(self, plan: TrainPlan) -> TrainBreakdown:
         sys, model, sm = self.system, self.model, self.smoothing
-        chip, eff = sys.chip, sys.efficiency
-        t, p, d, c, v = plan.tp, plan.pp, plan.dp, plan.cp, plan.virtual_stages
+        chip = sys.chip
         m = plan.num_micro_batches()
-        b, s = plan.micro_batch, plan.seq_len
-        tokens = b * s / c  # tokens of one micro-batch on one chip
-        peak = jnp.sum(plan.precision * chip.peak_flop_per_s)
-        gemm_bytes = jnp.sum(plan.precision * _ELEMENT_BYTES)
-        bf16_peak = chip.peak_flop_per_s[_BF16]
-        h, a, e = model.hidden, model.heads, model.head_dim
-        f, n_mat = model.ffn_hidden, model.mlp_matrices
-        rep = plan.sequence_parallel / t + (1.0 - plan.sequence_parallel)
-
-        # --- one layer, one micro-batch, forward: GEMMs -------------------------------------
-        gemm = lambda n, k: matmul_time_s(tokens, n, k, peak, gemm_bytes, sys, sm)
-        t_gemm = (
-            gemm(model.attention_width() / t, h)  # QKV
-            + gemm(h, a * e / t)  # attention output projection
-            + gemm((n_mat - 1.0) * f / t, h)  # MLP in (gate and up for SwiGLU)
-            + gemm(h, f / t)  # MLP out
-        )
-        # attention core: QK^T and AV per head; a fused causal kernel skips the masked half.
-        causal_skip = 1.0 - 0.5 * model.causal * plan.flash_attention
-        heads_local = a / t * b
-        s_q = s / c
-        t_attn = causal_skip * (
-            matmul_time_s(s_q, s, e, bf16_peak, 2.0, sys, sm, heads_local)
-            + matmul_time_s(s_q, e, s, bf16_peak, 2.0, sys, sm, heads_local)
-        )
-        # memory-bound elementwise kernels: 2 norms (read+write h), 2 residual/dropout adds
-        # (read 2h, write h), the activation (read (n_mat-1) f, write f); unfused softmax and
-        # dropout over the score matrix (read+write, plus mask) when not flash attention.
-        ew_elems = tokens * (10.0 * h * rep + n_mat * f / t)
-        scores = (1.0 - plan.flash_attention) * (3.0 + 2.0 * model.dropout) * heads_local * s_q * s
-        # FP8 GEMMs (Transformer Engine) cast each bf16 input to fp8 first: read 2 bytes, write
-        # 1, for the QKV and MLP inputs (full h after the SP all-gather), the projection input
-        # and the MLP-out input; backward's gradient casts are in the 2x backward factor.
-        fp8 = plan.precision[_FP8]
-        cast_bytes = fp8 * 3.0 * tokens * (2.0 * h + (a * e + f) / t)
-        t_elem = stream_time_s(2.0 * (ew_elems + scores) + cast_bytes, sys)
-        t_launch = KERNELS_PER_LAYER_FORWARD * eff.kernel_launch_s
-        t_layer_fwd = t_gemm + t_attn + t_elem + t_launch
-
-        # --- tensor- and context-parallel communication per layer -----------------------------
-        act_bytes = 2.0 * tokens * h  # bf16 activations of one micro-batch
-        t_tp_ar = all_reduce_s(act_bytes, t, 1.0, sys, sm)
-        # K and V (bf16) of the local KV heads; TP beyond kv_heads replicates heads (Megatron).
-        kv_bytes = 2.0 * 2.0 * tokens * e * smax(model.kv_heads / t, 1.0, sm)
-        t_cp = all_gather_s(kv_bytes * c, c, t, sys, sm)  # K,V ring pass, hidden under attention
-        t_cp_exposed = exposed_s(t_cp, t_attn, sys, sm)
-
-        # --- recomputation -------------------------------------------------------------------
-        w_sel, w_full = plan.recompute[1], plan.recompute[2]
-        t_recompute_layer = w_full * (t_layer_fwd + 2.0 * t_tp_ar) + w_sel * (
-            t_attn + stream_time_s(2.0 * scores, sys)
-        )
-        tp_per_layer = (4.0 + 2.0 * w_full) * t_tp_ar
-        cp_per_layer = 3.0 * t_cp_exposed  # forward gather, backward gather + reduce-scatter
-
-        # --- the stage: its layers plus (worst stage) the output layer ------------------------
-        layers_per_stage = model.layers / p
-        t_logits_fwd = matmul_time_s(tokens, model.vocab / t, h, peak, gemm_bytes, sys, sm)
-        t_xent = stream_time_s(3.0 * 4.0 * tokens * model.vocab / t, sys)  # fp32 logits r/w
-        t_fwd = layers_per_stage * t_layer_fwd + t_logits_fwd + t_xent
-        t_bwd = 2.0 * t_fwd
-        t_rec = layers_per_stage * t_recompute_layer
-        t_tp = layers_per_stage * tp_per_layer
-        t_cpc = layers_per_stage * cp_per_layer
-        # pipeline hand-offs: v chunk boundaries each way per micro-batch (scatter/gather over TP)
-        has_pp = 1.0 - is_one(p, sm)
-        p2p_bytes = act_bytes * rep
-        t_p2p = has_pp * 2.0 * v * point_to_point_s(p2p_bytes, t * c * d, sys, sm)
-        per_micro = t_fwd + t_bwd + t_rec + t_tp + t_cpc + t_p2p
-        bubble = (p - 1.0) / v
-
-        # --- data parallelism, ZeRO, optimizer ----------------------------------------------
-        params = params_per_chip(model, plan, sm)
-        z = plan.zero
-        grad_bytes = params * plan.grad_bytes_per_param
-        # gradients are reduced (and ZeRO shards) over data x context parallel ranks: CP ranks
-        # hold the same weights.  Group of d*c members, t apart.
-        dpc = d * c
-        t_dp = all_reduce_s(grad_bytes, dpc, t, sys, sm)  # = reduce-scatter + all-gather
-        t_dp_exposed = (1.0 - plan.overlap_grad_reduce) * t_dp + plan.overlap_grad_reduce * (
-            exposed_s(t_dp, t_bwd + t_rec, sys, sm)
-        )
-        # ZeRO-3: gather weights for forward and backward, reduce-scatter grads, per micro-batch,
-        # prefetched under that micro-batch's compute.
-        weight_bytes = params * plan.weight_bytes_per_param
-        t_z3 = 2.0 * all_gather_s(weight_bytes, dpc, t, sys, sm) + all_gather_s(
-            grad_bytes, dpc, t, sys, sm
-        )
-        t_z3_exposed = m * exposed_s(t_z3, per_micro, sys, sm)
-        t_dp_total = (1.0 - z[3]) * t_dp_exposed + z[3] * t_z3_exposed
-        shard = z[0] + (z[1] + z[2] + z[3]) / dpc
-        opt_bytes = (
-            params
-            * shard
-            * (
-                2.0 * plan.weight_bytes_per_param
-                + plan.grad_bytes_per_param
-                + 2.0 * plan.optimizer_bytes_per_param
-            )
-        )
-        # FP8: fp8 weight copies are made once per step (read 2 bytes, write 1 per weight;
-        # Transformer Engine caches them across micro-batches).
-        opt_bytes += plan.precision[_FP8] * 3.0 * params
-        t_opt = stream_time_s(opt_bytes, sys)
-
+        stage = stage_times(sys, model, plan, sm)
+        per_micro = stage.per_micro_s()
+        bubble = (plan.pp - 1.0) / plan.virtual_stages
+        t_dp_total = data_parallel_s(sys, model, plan, stage, sm)
+        t_opt = optimizer_s(sys, model, plan, sm)
         step = (m + bubble) * per_micro + t_dp_total + t_opt
-
-        # --- FLOP, utilisation, memory, energy ----------------------------------------------
-        fwd = model.forward_flop(plan.global_batch, s)
-        model_flop = 3.0 * fwd
-        attn_core = model.layers * model.layer_attention_flop(plan.global_batch, s)
-        layer_fwd = fwd - model.logits_flop(plan.global_batch * s)
-        hardware_flop = model_flop + w_full * layer_fwd + w_sel * attn_core
+        model_flop, hardware_flop = step_flop(model, plan)
         chips = plan.num_chips()
-        mfu = model_flop / (step * chips * bf16_peak)
-        hfu = hardware_flop / (step * chips * bf16_peak)
-        mem = train_memory(
-            model,
-            plan,
-            chip.memory_capacity_bytes,
-            eff.memory_reserved_bytes * (1.0 - chip.on_chip_sram),
-            eff.memory_fragmentation_fraction,
-            sm,
-        )
-        divis = (
-            divisibility_violation(a / t, sm)
-            + divisibility_violation(f / t, sm)
-            + divisibility_violation(model.layers / (p * v), sm)
-            + divisibility_violation(m, sm)
-            + divisibility_violation(s / c, sm)
-        )
+        bf16_peak = chip.peak_flop_per_s[_BF16]
+        mem = train_memory(model, plan, sys, sm)
         return TrainBreakdown(
             step_time_s=step,
-            compute_time_s=m * (t_fwd + t_bwd),
-            recompute_time_s=m * t_rec,
-            tp_comm_time_s=m * t_tp,
-            cp_comm_time_s=m * t_cpc,
+            compute_time_s=m * (stage.forward_s + stage.backward_s),
+            recompute_time_s=m * stage.recompute_s,
+            tp_comm_time_s=m * stage.tp_comm_s,
+            cp_comm_time_s=m * stage.cp_comm_s,
             pp_bubble_time_s=bubble * per_micro,
-            pp_p2p_time_s=m * t_p2p,
+            pp_p2p_time_s=m * stage.p2p_s,
             dp_comm_time_s=t_dp_total,
             optimizer_time_s=t_opt,
-            tokens_per_s=plan.global_batch * s / step,
+            tokens_per_s=plan.global_batch * plan.seq_len / step,
             model_flop=model_flop,
             hardware_flop=hardware_flop,
             model_flop_per_s_per_chip=model_flop / (step * chips),
-            mfu=mfu,
-            hfu=hfu,
+            mfu=model_flop / (step * chips * bf16_peak),
+            hfu=hardware_flop / (step * chips * bf16_peak),
             memory=mem,
             capacity_bytes=chip.memory_capacity_bytes,
             headroom_bytes=chip.memory_capacity_bytes - mem.total_bytes,
             chips=chips,
             micro_batches=m,
-            divisibility_violation=divis,
+            divisibility_violation=divisibility(model, plan, sm),
             energy_j=chips * chip.tdp_w * step,
             cost_usd=chips * sys.price_usd_per_chip_hour * step / 3600.0,
         )
+
+
+__all__ = [
+    "KERNELS_PER_LAYER_FORWARD",
+    "LayerForward",
+    "StageTimes",
+    "TrainBreakdown",
+    "TrainCost",
+    "data_parallel_s",
+    "divisibility",
+    "layer_forward",
+    "optimizer_s",
+    "stage_times",
+    "step_flop",
+]

@@ -25,8 +25,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._core.smooth import Smoothing, is_one, smin
-from .._inputs.hardware import format_index
+from .._inputs.hardware import System, format_index
 from .._inputs.model import Model
+from .._terms.reserve import runtime_reserve_bytes
 from .plan import TrainPlan
 
 
@@ -136,15 +137,10 @@ def activation_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     return stored + embedding_dropout + working_set + output
 
 
-def train_memory(
-    model: Model,
-    plan: TrainPlan,
-    capacity_bytes: Array,
-    reserved_bytes: Array,
-    fragmentation: Array,
-    sm: Smoothing,
-) -> TrainMemory:
-    """Per-chip memory of a training step (bytes), ZeRO stages mixed by ``plan.zero``.
+def train_memory(model: Model, plan: TrainPlan, system: System, sm: Smoothing) -> TrainMemory:
+    """Per-chip memory of a training step on ``system`` (bytes), ZeRO stages mixed by
+    ``plan.zero``; the runtime reserve is :func:`~diffcost._terms.reserve.runtime_reserve_bytes`
+    (the same as serving's).
 
     ZeRO shards over the data-parallel group including context-parallel ranks (``dp * cp``):
     CP ranks hold the same weights and reduce their gradients together (Megatron-LM's
@@ -157,7 +153,7 @@ def train_memory(
     grads = params * plan.grad_bytes_per_param * (z[0] + z[1] + (z[2] + z[3]) * shard)
     optimizer = params * plan.optimizer_bytes_per_param * (z[0] + (z[1] + z[2] + z[3]) * shard)
     activations = activation_bytes(model, plan, sm)
-    reserved = reserved_bytes + fragmentation * capacity_bytes
+    reserved = runtime_reserve_bytes(system)
     total = weights + grads + optimizer + activations + reserved
     return TrainMemory(weights, grads, optimizer, activations, reserved, total)
 

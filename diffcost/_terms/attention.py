@@ -1,0 +1,171 @@
+"""The attention core of one layer: scores and weighted values per head, per phase.
+
+Training runs it as two batched GEMMs per local head, ``QK^T`` (``s_q x e @ e x s``) and ``AV``
+(``s_q x s @ s x e``) at the 16-bit peak; a fused causal kernel (flash attention, Dao et al.
+2022) skips the masked half (:func:`gemm_attention_s`).
+
+Serving runs one fused kernel per phase (:func:`fused_attention`), a roofline of its FLOP
+``4 q c heads e`` (two GEMMs of ``2 q c e`` per head) against the KV cache it reads plus Q and O
+(Pope et al., MLSys'23; Williams et al., "Roofline", CACM 2009):
+
+* decode is a split-KV kernel (Flash-Decoding; TensorRT-LLM masked MHA/XQA) that fills the chip
+  by splitting the context, so its compute runs at the large-GEMM achievable peak; it reads the
+  KV cache of every sequence, a GQA-unaware kernel re-reading a KV head for each query head of
+  its group at ``kv_reread_fraction`` of a read (:func:`decode_attention`);
+* flash-style prefill reads each chunk's context once, computes the causal half and tiles like
+  a GEMM with ``eff(m = group * chunk, n = context, k = head_dim)`` (:func:`prefill_attention`).
+"""
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike
+
+from .._core.smooth import Smoothing, safe_div, smax
+from .._inputs.hardware import System
+from .._inputs.model import Model
+from .gemm import GemmFormat, matmul_efficiency, stream_time_s
+from .layer import GemmOp
+
+#: Names of the two attention GEMMs of :func:`attention_gemms`, in order.
+ATTENTION_GEMMS = ("QK^T", "AV")
+
+
+# --- training: attention as batched GEMMs ---------------------------------------------------
+def causal_skip(model: Model, flash_attention: ArrayLike) -> Array:
+    """Fraction of the score matrix computed: ``1 - causal * flash / 2`` (a fused causal kernel
+    skips the masked half; an unfused one computes the whole matrix)."""
+    return 1.0 - 0.5 * model.causal * jnp.asarray(flash_attention)
+
+
+def attention_gemms(
+    q_len: ArrayLike, kv_len: ArrayLike, head_dim: ArrayLike, heads: ArrayLike, fmt: GemmFormat
+) -> tuple[GemmOp, GemmOp]:
+    """``QK^T`` (``q_len x head_dim @ head_dim x kv_len``) and ``AV`` (``q_len x kv_len @
+    kv_len x head_dim``), one of each per head of ``heads`` (local heads times sequences)."""
+    return (
+        GemmOp(q_len, kv_len, head_dim, fmt, heads),
+        GemmOp(q_len, head_dim, kv_len, fmt, heads),
+    )
+
+
+def gemm_attention_s(
+    ops: tuple[GemmOp, GemmOp], skip: Array, system: System, sm: Smoothing
+) -> Array:
+    """Seconds of the attention core run as GEMMs: ``skip * (t(QK^T) + t(AV))``.
+
+    ``skip`` from :func:`causal_skip`; each GEMM a roofline (:meth:`GemmOp.time_s`).
+    """
+    qk, av = ops
+    return skip * (qk.time_s(system, sm) + av.time_s(system, sm))
+
+
+# --- serving: one fused kernel per phase ------------------------------------------------------
+class FusedAttention(NamedTuple):
+    """One fused attention kernel on one chip, one layer: FLOP, KV-cache bytes read, seconds."""
+
+    flop: Array
+    kv_bytes: Array
+    time_s: Array
+
+
+def fused_attention_s(
+    flop: ArrayLike,
+    bytes_moved: ArrayLike,
+    efficiency: ArrayLike,
+    peak_flop_per_s: ArrayLike,
+    system: System,
+    sm: Smoothing,
+) -> Array:
+    """Roofline of one fused attention kernel, seconds: ``max(flop / (peak * eff), bytes /
+    bw_eff)`` (zero FLOP gives zero compute time)."""
+    compute = safe_div(flop, peak_flop_per_s * efficiency)
+    return smax(compute, stream_time_s(bytes_moved, system), sm)
+
+
+class AttentionShape(NamedTuple):
+    """Heads of one layer on one chip: query heads, KV heads, head dim, KV and Q/O element bytes."""
+
+    heads: Array  # query heads on the chip
+    kv_heads: Array  # KV heads on the chip (replicated beyond tp = kv_heads)
+    head_dim: Array
+    kv_bytes: Array  # per KV-cache element
+    act_bytes: Array  # per Q or O element
+
+    def kv_token_bytes(self) -> Array:
+        """K and V of one token: ``2 kv_heads e kv_bytes``."""
+        return 2.0 * self.kv_heads * self.head_dim * self.kv_bytes
+
+    def qo_bytes(self, tokens: ArrayLike) -> Array:
+        """Read Q and write O of ``tokens`` tokens: ``2 tokens heads e act_bytes``."""
+        return 2.0 * jnp.asarray(tokens) * self.heads * self.head_dim * self.act_bytes
+
+    def group(self) -> Array:
+        """Query heads sharing one KV head on the chip."""
+        return self.heads / self.kv_heads
+
+
+def decode_attention(
+    seqs: ArrayLike,
+    query_tokens: ArrayLike,
+    context: ArrayLike,
+    shape: AttentionShape,
+    gqa_unaware: ArrayLike,
+    peak_flop_per_s: ArrayLike,
+    system: System,
+    sm: Smoothing,
+) -> FusedAttention:
+    """Decode (or draft verification) attention of ``seqs`` sequences with ``query_tokens`` new
+    tokens each over ``context`` cached tokens.
+
+    FLOP ``4 seqs q c heads e``; KV bytes ``seqs c kv_token (1 + u (g - 1) r)`` (``u`` = 1 for a
+    GQA-unaware kernel, ``g`` the group, ``r = kv_reread_fraction``); compute at the large-GEMM
+    achievable peak (split-KV kernel).
+    """
+    eff = system.efficiency
+    seqs, query_tokens, context = (jnp.asarray(x) for x in (seqs, query_tokens, context))
+    flop = 4.0 * seqs * query_tokens * context * shape.heads * shape.head_dim
+    reads = 1.0 + jnp.asarray(gqa_unaware) * (shape.group() - 1.0) * eff.kv_reread_fraction
+    kv = seqs * context * shape.kv_token_bytes() * reads
+    traffic = kv + shape.qo_bytes(seqs * query_tokens)
+    time = fused_attention_s(flop, traffic, eff.matmul_peak_fraction, peak_flop_per_s, system, sm)
+    return FusedAttention(flop, kv, time)
+
+
+def prefill_attention(
+    tokens: ArrayLike,
+    piece: ArrayLike,
+    context: ArrayLike,
+    shape: AttentionShape,
+    peak_flop_per_s: ArrayLike,
+    system: System,
+    sm: Smoothing,
+) -> FusedAttention:
+    """Flash prefill attention of ``tokens`` prompt tokens in chunks of ``piece`` attending on
+    average ``context`` earlier tokens.
+
+    FLOP ``4 tokens c heads e``; each of the ``tokens / piece`` chunks reads the context at its
+    end, ``c + piece / 2`` on average, once; efficiency ``eff(group * piece, c + piece / 2, e)``.
+    """
+    tokens, piece, context = (jnp.asarray(x) for x in (tokens, piece, context))
+    flop = 4.0 * tokens * context * shape.heads * shape.head_dim
+    span = context + 0.5 * piece
+    kv = tokens / piece * span * shape.kv_token_bytes()
+    eff = matmul_efficiency(shape.group() * piece, span, shape.head_dim, system.efficiency)
+    traffic = kv + shape.qo_bytes(tokens)
+    return FusedAttention(
+        flop, kv, fused_attention_s(flop, traffic, eff, peak_flop_per_s, system, sm)
+    )
+
+
+__all__ = [
+    "ATTENTION_GEMMS",
+    "AttentionShape",
+    "FusedAttention",
+    "attention_gemms",
+    "causal_skip",
+    "decode_attention",
+    "fused_attention_s",
+    "gemm_attention_s",
+    "prefill_attention",
+]

@@ -1,0 +1,77 @@
+"""Memory-bound kernels of one layer and kernel launches: the terms besides GEMMs and attention.
+
+Per token and layer a transformer runs elementwise kernels that stream 16-bit tensors: two norms
+(read and write ``h``), two residual/dropout adds (read ``2 h``, write ``h``) and the MLP
+activation (read ``(n_mat - 1) f / t``, write ``f / t``), ``10 h + n_mat f / t`` elements read
+or written (Korthikanti et al. 2022, §4 counts the same tensors).  8-bit GEMMs quantize each
+16-bit input first (Transformer Engine / TensorRT-LLM FP8 recipes).  Every kernel pays a launch
+latency (``kernel_launch_s``), which dominates tiny decode steps.
+"""
+
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike
+
+from .._inputs.hardware import System
+from .._inputs.model import Model
+
+#: Kernels launched per layer forward (2 norms, QKV, rotary/bias, attention, projection,
+#: 2 residual/dropout, MLP in, activation, MLP out, one collective): an op count, not a fit.
+KERNELS_PER_LAYER_FORWARD = 12.0
+#: Weight GEMMs per layer (QKV, output projection, MLP in, MLP out): one (de)quantization
+#: kernel each when the engine quantizes activations or dequantizes weights separately.
+GEMMS_PER_LAYER = 4.0
+#: 16-bit elements read or written per token per layer by norms and residual adds, per ``h``.
+_ELEMENTWISE_PER_HIDDEN = 10.0
+
+
+def elementwise_elements(
+    tokens: ArrayLike, model: Model, tp: ArrayLike, replicated: ArrayLike = 1.0
+) -> Array:
+    """16-bit elements the elementwise kernels of one layer read or write, count.
+
+    ``tokens * (10 h r + n_mat f / t)``: norms and residual adds over the hidden state (``r``:
+    the fraction of it on this chip, ``1 / t`` with sequence parallelism, else 1) and the MLP
+    activation over the local ``f / t``.  Bytes are twice this (16-bit).
+    """
+    h, f = model.hidden, model.ffn_hidden
+    return jnp.asarray(tokens) * (
+        _ELEMENTWISE_PER_HIDDEN * h * replicated + model.mlp_matrices * f / tp
+    )
+
+
+def quantize_bytes(
+    tokens: ArrayLike,
+    model: Model,
+    tp: ArrayLike,
+    quantized: ArrayLike,
+    out_bytes: ArrayLike,
+) -> Array:
+    """Bytes the input-quantization kernels of one layer move before 8-bit GEMMs.
+
+    ``q (2 + a) tokens (2 h + (heads e + f) / t)``: read 2 bytes and write ``a`` per element of
+    the QKV and MLP-in inputs (``h`` each, after the sequence-parallel all-gather), the
+    projection input (``heads e / t``) and the MLP-out input (``f / t``); ``q`` is 1 when the
+    GEMMs run in an 8-bit or narrower format (Transformer Engine FP8 casts; Micikevicius et al.,
+    "FP8 Formats for Deep Learning", 2022).
+    """
+    h, a, e, f = model.hidden, model.heads, model.head_dim, model.ffn_hidden
+    return jnp.asarray(quantized) * (2.0 + out_bytes) * tokens * (2.0 * h + (a * e + f) / tp)
+
+
+def launch_s(extra_kernels: ArrayLike, system: System) -> Array:
+    """Launch latency of one layer's kernels, seconds.
+
+    ``(12 + extra) * kernel_launch_s``: :data:`KERNELS_PER_LAYER_FORWARD` plus ``extra``
+    (separate quantization or dequantization kernels).
+    """
+    kernels = jnp.asarray(KERNELS_PER_LAYER_FORWARD + extra_kernels)
+    return kernels * system.efficiency.kernel_launch_s
+
+
+__all__ = [
+    "GEMMS_PER_LAYER",
+    "KERNELS_PER_LAYER_FORWARD",
+    "elementwise_elements",
+    "launch_s",
+    "quantize_bytes",
+]

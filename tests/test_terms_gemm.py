@@ -1,0 +1,127 @@
+"""GEMM terms (diffcost._terms.gemm): FLOP, bytes, roofline time, efficiency, streaming."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffcost as dc
+from diffcost._core.smooth import EXACT, RELAXED
+from diffcost._terms.gemm import (
+    GemmFormat,
+    gemm_bytes,
+    gemm_flop,
+    gemm_time_s,
+    matmul_efficiency,
+    matmul_time_s,
+    stream_time_s,
+)
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return dc.load_system("dgx-h100")
+
+
+def _bw(system):
+    return float(system.chip.memory_bandwidth_bytes_per_s) * float(
+        system.efficiency.memory_bandwidth_fraction
+    )
+
+
+def test_flop_and_bytes_closed_forms():
+    assert float(gemm_flop(3.0, 5.0, 7.0)) == 2 * 3 * 5 * 7
+    assert float(gemm_flop(3.0, 5.0, 7.0, count=4.0)) == 4 * 2 * 3 * 5 * 7
+    uniform = GemmFormat(1e15, 2.0)
+    assert float(gemm_bytes(3.0, 5.0, 7.0, uniform)) == 2 * (3 * 7 + 7 * 5 + 3 * 5)
+    assert float(gemm_bytes(3.0, 5.0, 7.0, uniform, 4.0)) == 4 * 2 * (3 * 7 + 7 * 5 + 3 * 5)
+    # int8 weight (1 byte), 16-bit activations: the k x n operand is the weight
+    split = GemmFormat(1e15, 2.0, 1.0)
+    assert float(gemm_bytes(3.0, 5.0, 7.0, split)) == 7 * 5 * 1 + (3 * 7 + 3 * 5) * 2
+    same = GemmFormat(1e15, 2.0, 2.0)
+    assert float(gemm_bytes(3.0, 5.0, 7.0, same)) == float(gemm_bytes(3.0, 5.0, 7.0, uniform))
+
+
+def test_efficiency_closed_form(h100):
+    eff = h100.efficiency
+    d, f_max = float(eff.matmul_half_dim), float(eff.matmul_peak_fraction)
+    m, n, k = 64.0, 8192.0, 1024.0
+    expect = f_max * m / (m + d) * n / (n + d) * k / (k + d)
+    assert float(matmul_efficiency(m, n, k, eff)) == pytest.approx(expect, rel=1e-12)
+    assert (
+        0.0
+        < float(matmul_efficiency(1.0, 1.0, 1.0, eff))
+        < float(matmul_efficiency(8192.0, 8192.0, 8192.0, eff))
+        < f_max
+    )
+
+
+def test_roofline_compute_and_memory_sides(h100):
+    peak = float(h100.chip.peak_flop_per_s[dc.FORMATS.index("bf16")])
+    fmt = GemmFormat(peak, 2.0)
+    big = 16384.0
+    eff = float(matmul_efficiency(big, big, big, h100.efficiency))
+    compute = 2 * big**3 / (peak * eff)
+    assert float(gemm_time_s(big, big, big, fmt, h100, EXACT)) == pytest.approx(compute, 1e-12)
+    # one row: the weight read dominates
+    n = k = 8192.0
+    memory = (k * n + k + n) * 2.0 / _bw(h100)
+    assert float(gemm_time_s(1.0, n, k, fmt, h100, EXACT)) == pytest.approx(memory, rel=1e-12)
+    assert float(stream_time_s(1e9, h100)) == pytest.approx(1e9 / _bw(h100), rel=1e-12)
+
+
+def test_weight_only_format_moves_fewer_bytes_at_the_same_peak(h100):
+    """W8A16 at one row: half the weight bytes, the 16-bit peak: max(compute, bytes / bw)."""
+    peak = float(h100.chip.peak_flop_per_s[dc.FORMATS.index("bf16")])
+    n = k = 8192.0
+    eff = float(matmul_efficiency(1.0, n, k, h100.efficiency))
+    for weight_bytes in [2.0, 1.0, 0.5]:
+        got = float(gemm_time_s(1.0, n, k, GemmFormat(peak, 2.0, weight_bytes), h100, EXACT))
+        memory = (k * n * weight_bytes + (k + n) * 2.0) / _bw(h100)
+        assert got == pytest.approx(max(2 * n * k / (peak * eff), memory), rel=1e-12)
+
+
+def test_matmul_time_is_gemm_time_with_one_element_size(h100):
+    for m, n, k, count in [(1, 8192, 8192, 1), (512, 28672, 8192, 1), (4096, 4096, 128, 64)]:
+        got = matmul_time_s(m, n, k, 1e15, 2.0, h100, EXACT, count)
+        want = gemm_time_s(m, n, k, GemmFormat(1e15, 2.0), h100, EXACT, count)
+        assert float(got) == float(want)
+
+
+def test_jit_equals_eager_and_vmap_equals_loop(h100):
+    fmt = GemmFormat(jnp.asarray(1e15), jnp.asarray(2.0), jnp.asarray(1.0))
+    ms = jnp.asarray([1.0, 16.0, 256.0, 4096.0])
+    f = lambda m, fmt: gemm_time_s(m, 8192.0, 8192.0, fmt, h100, EXACT)
+    eager = np.asarray([float(f(m, fmt)) for m in ms])
+    np.testing.assert_allclose(np.asarray(jax.jit(f)(ms[2], fmt)), eager[2], rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(jax.vmap(f, in_axes=(0, None))(ms, fmt)), eager, 1e-14)
+
+
+def test_gradients_match_finite_differences(h100):
+    """d time / d m (relaxed) and d time / d bandwidth, in float64."""
+    fmt = GemmFormat(1e15, 2.0, 1.0)
+    t = lambda m: gemm_time_s(m, 8192.0, 8192.0, fmt, h100, RELAXED)
+    for m in [8.0, 300.0, 5000.0]:
+        g = float(jax.grad(t)(m))
+        fd = (float(t(m * (1 + 1e-6))) - float(t(m * (1 - 1e-6)))) / (2e-6 * m)
+        assert np.isfinite(g) and g == pytest.approx(fd, rel=1e-4, abs=1e-18)
+    bf16 = GemmFormat(1e15, 2.0)  # one row of a 16-bit weight: memory-bound
+    loss = lambda s: gemm_time_s(1.0, 8192.0, 8192.0, bf16, s, RELAXED)
+    g = eqx.filter_grad(loss)(h100)
+    bw = h100.chip.memory_bandwidth_bytes_per_s
+    elasticity = float(g.chip.memory_bandwidth_bytes_per_s * bw / loss(h100))
+    assert elasticity == pytest.approx(-1.0, abs=1e-6)  # memory-bound: time ~ 1 / bandwidth
+
+
+def test_more_bandwidth_is_never_slower(h100):
+    fmt = GemmFormat(1e15, 2.0, 1.0)
+    faster = eqx.tree_at(
+        lambda s: s.chip.memory_bandwidth_bytes_per_s,
+        h100,
+        h100.chip.memory_bandwidth_bytes_per_s * 2,
+    )
+    for m in [1.0, 64.0, 1024.0, 16384.0]:
+        slow = float(gemm_time_s(m, 8192.0, 8192.0, fmt, h100, EXACT))
+        fast = float(gemm_time_s(m, 8192.0, 8192.0, fmt, faster, EXACT))
+        assert fast <= slow
