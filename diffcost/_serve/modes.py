@@ -1,0 +1,153 @@
+"""The serving modes as named terms over the stacked passes of :mod:`diffcost._serve.passes`.
+
+Static batching, continuous batching with chunked prefill (Orca, OSDI'22; Sarathi-Serve,
+OSDI'24), speculative decoding (Leviathan et al., ICML 2023) and disaggregated prefill/decode
+pools (DistServe, OSDI'24; Splitwise, ISCA'24); the formulas are in
+:mod:`diffcost._serve.cost`'s docstring and in each function's.
+"""
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from .._core.smooth import Smoothing, ceil, smin
+from .._terms.comm import point_to_point_s
+from .kv import kv_bytes_per_token
+from .passes import Consts, PassTime, Work, expected_tokens_per_step
+from .plan import ServePlan
+
+# Indices of the passes evaluated together (one stacked Work).
+_PREFILL, _DECODE, _DRAFT, _ITER, _ITER_TTFT, _ITER_DRAFT, _ONE_PROMPT = range(7)
+
+
+class Regime(NamedTuple):
+    """Per-plan quantities the serving modes share (module docstring), all float arrays."""
+
+    tokens_per_step: Array  # tau: tokens a sequence gains per decode step
+    query_tokens: Array  # q = k + 1 tokens verified per sequence and step
+    context_avg: Array  # cached tokens a decode step attends on average: input + output / 2
+    piece: Array  # prompt tokens per prefill chunk: min(chunk, input)
+    batch_eff: Array  # running batch of continuous batching
+    prompt_rate: Array  # prompt tokens per continuous iteration
+    micro_static: Array  # micro-batches of static / disaggregated passes: min(pp, batch)
+    micro_cont: Array  # micro-batches of continuous iterations: min(pp, batch_eff)
+
+
+def regime(plan: ServePlan, sm: Smoothing) -> Regime:
+    """Speculative tokens per step, chunking and the continuous running batch of ``plan``.
+
+    ``tau`` from :func:`expected_tokens_per_step`; ``B_eff = min(B, chunk * output / (tau *
+    input))`` and ``P = B_eff tau input / output`` prompt tokens per iteration (Sarathi-Serve).
+    """
+    p, b = plan.pp, plan.batch
+    n_in, n_out, chunk = plan.input_len, plan.output_len, plan.prefill_chunk
+    tau = expected_tokens_per_step(plan.acceptance, plan.draft_len)
+    b_eff = smin(b, chunk * n_out / (tau * n_in), sm)
+    return Regime(
+        tokens_per_step=tau,
+        query_tokens=plan.draft_len + 1.0,
+        context_avg=n_in + 0.5 * n_out,
+        piece=smin(chunk, n_in, sm, integer=True),
+        batch_eff=b_eff,
+        prompt_rate=b_eff * tau * n_in / n_out,
+        micro_static=smin(p, b, sm, integer=True),
+        micro_cont=smin(p, b_eff, sm, integer=True),
+    )
+
+
+def serve_work(plan: ServePlan, r: Regime) -> Work:
+    """Every pass the modes need, stacked in the order ``_PREFILL ... _ONE_PROMPT``."""
+    b, n_in = plan.batch, plan.input_len
+    q, ctx, piece, rate = r.query_tokens, r.context_avg, r.piece, r.prompt_rate
+    m_b, m_eff, b_eff = r.micro_static, r.micro_cont, r.batch_eff
+    z = jnp.zeros(())
+    one = jnp.ones(())
+    rows = [  # micro, dec_seqs, q, dec_ctx, pre_tokens, piece, pre_ctx, prompts_done
+        (m_b, z, one, n_in, b * n_in, n_in, 0.5 * n_in, b),  # static prefill
+        (m_b, b, q, ctx, z, n_in, 0.5 * n_in, z),  # decode / verify
+        (m_b, b, one, ctx, z, n_in, 0.5 * n_in, z),  # draft-sized decode
+        (m_eff, b_eff, q, ctx, rate, piece, 0.5 * n_in, rate / n_in),  # continuous iteration
+        (m_eff, b_eff, q, ctx, piece, piece, 0.5 * n_in, piece / n_in),  # TTFT iteration
+        (m_eff, b_eff, one, ctx, z, n_in, 0.5 * n_in, z),  # continuous draft
+        (one, z, one, n_in, n_in, n_in, 0.5 * n_in, one),  # one prompt (disaggregated)
+    ]
+    return Work(*(jnp.stack([jnp.broadcast_to(row[i], ()) for row in rows]) for i in range(8)))
+
+
+class ModeTimes(NamedTuple):
+    """TTFT, TPOT and output tokens/s of one instance (a replica when disaggregated)."""
+
+    ttft_s: Array
+    tpot_s: Array
+    tokens_per_s: Array
+
+
+def draft_s(plan: ServePlan, pt: PassTime, index: int) -> Array:
+    """Seconds of the ``k`` draft passes of a step: ``k * draft_fraction * round(index)``."""
+    return plan.draft_len * plan.draft_params_fraction * pt.round_s[index]
+
+
+def static_mode(plan: ServePlan, r: Regime, pt: PassTime) -> ModeTimes:
+    """Static batching: prefill the batch (TTFT), then decode together.
+
+    ``latency = TTFT + (output - 1) TPOT``, throughput ``batch * output / latency``.
+    """
+    ttft = pt.traversal_s[_PREFILL] + (r.micro_static - 1.0) * pt.stage_s[_PREFILL]
+    step = pt.round_s[_DECODE] + draft_s(plan, pt, _DRAFT)
+    tpot = step / r.tokens_per_step
+    latency = ttft + (plan.output_len - 1.0) * tpot
+    return ModeTimes(ttft, tpot, plan.batch * plan.output_len / latency)
+
+
+def continuous_mode(plan: ServePlan, r: Regime, pt: PassTime, sm: Smoothing) -> ModeTimes:
+    """Continuous batching with chunked prefill in steady state (Orca, Sarathi-Serve).
+
+    TPOT is the iteration over ``tau``; TTFT ``ceil(input / piece)`` iterations with a full
+    chunk (written over ``piece = min(chunk, input)`` so that the relaxed ceil is exact at
+    integer plans where the chunk covers or divides the prompt); throughput ``B_eff tau / step``.
+    """
+    step = pt.round_s[_ITER] + draft_s(plan, pt, _ITER_DRAFT)
+    iterations = ceil(plan.input_len / r.piece, sm)
+    ttft = iterations * (pt.round_s[_ITER_TTFT] + draft_s(plan, pt, _ITER_DRAFT))
+    return ModeTimes(ttft, step / r.tokens_per_step, r.batch_eff * r.tokens_per_step / step)
+
+
+def kv_transfer_s(c: Consts, plan: ServePlan) -> Array:
+    """Seconds to send one prompt's KV cache from a prefill to a decode instance:
+    ``input * kv_bytes_per_token`` per chip over the link ``prefill_chips`` ranks away."""
+    kv = plan.input_len * kv_bytes_per_token(c.model, plan.tp, plan.pp, c.kv_bytes, c.sm)
+    return point_to_point_s(kv, plan.prefill_chips, c.system, c.sm)
+
+
+def disaggregated_mode(
+    c: Consts, plan: ServePlan, pt: PassTime, tpot: Array, transfer_s: Array
+) -> ModeTimes:
+    """Disaggregated pools (DistServe, Splitwise): prefill instances run one prompt at a time,
+    the KV cache crosses the network (added to TTFT), decode instances run ``batch``
+    sequences at ``tpot`` (static decode); a replica's rate is the smaller pool's."""
+    ttft = pt.traversal_s[_ONE_PROMPT] + transfer_s
+    instance = plan.tp * plan.pp
+    prefill_rate = plan.prefill_chips / instance / pt.stage_s[_ONE_PROMPT]
+    decode_rate = plan.decode_chips / instance * plan.batch / (plan.output_len * tpot)
+    return ModeTimes(ttft, tpot, smin(prefill_rate, decode_rate, c.sm) * plan.output_len)
+
+
+def mode_weights(plan: ServePlan) -> Array:
+    """Weights of (static, continuous, disaggregated): ``((1-d) w_s, (1-d) w_c, d)``."""
+    d = plan.disaggregated
+    return jnp.stack([(1.0 - d) * plan.mode[0], (1.0 - d) * plan.mode[1], d])
+
+
+__all__ = [
+    "ModeTimes",
+    "Regime",
+    "continuous_mode",
+    "disaggregated_mode",
+    "draft_s",
+    "kv_transfer_s",
+    "mode_weights",
+    "regime",
+    "serve_work",
+    "static_mode",
+]
