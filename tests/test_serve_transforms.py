@@ -1,5 +1,10 @@
 """The serving cost model under jit, vmap and grad; its relaxation; the whole catalogue."""
 
+import json
+import os
+import subprocess
+import sys
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -251,3 +256,43 @@ def test_mode_mixture_interpolates_one_hot_limits(h100, llama70):
     for field in ["ttft_s", "tpot_s", "output_tokens_per_s"]:
         expected = 0.5 * (float(getattr(static, field)) + float(getattr(cont, field)))
         assert float(getattr(mixed, field)) == pytest.approx(expected, rel=1e-12)
+
+
+_FLOAT32_SCRIPT = """
+import json, sys
+import jax, jax.numpy as jnp, jax.tree_util as jtu
+import diffcost as dc
+assert not jax.config.jax_enable_x64
+system, model = dc.load_system("dgx-h100", chips=8), dc.load_model("llama-3-70b")
+cost = dc.ServeCost(system, model, dc.RELAXED)
+def f(p):
+    out = cost(p)
+    return jnp.log(out.request_latency_s) - jnp.log(out.output_tokens_per_s_per_chip)
+bad = []
+for kwargs in json.loads(sys.argv[1]):
+    plan = dc.serve_plan(**kwargs)
+    assert cost(plan).tpot_s.dtype == jnp.float32
+    if not all(bool(jnp.all(jnp.isfinite(x))) for x in jtu.tree_leaves(jax.grad(f)(plan))):
+        bad.append(kwargs)
+print(json.dumps(bad))
+"""
+
+
+def test_relaxed_plan_gradients_finite_in_float32():
+    """The CLI and library run in float32 (x64 off, unlike this suite): the relaxed gradient
+    must be finite there too.  A decode-only pass has exactly zero prefill attention, whose
+    blend gave 0/0 in the float32 gradient before the blend width got a floor.  Run in a
+    subprocess because x64 is a process-wide setting."""
+    plans = PLANS + [
+        dict(tp=4, pp=2, batch=64, weight_format="int8", fused_dequant=False, mode="static")
+    ]
+    env = {**os.environ, "JAX_ENABLE_X64": "0", "JAX_PLATFORMS": "cpu"}
+    run = subprocess.run(
+        [sys.executable, "-c", _FLOAT32_SCRIPT, json.dumps(plans)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == []

@@ -86,3 +86,26 @@ def test_divisibility_violation_zero_iff_integer():
 def test_mix_is_exact_for_one_hot():
     values = jnp.asarray([1.0, 10.0, 100.0])
     assert float(sm_.mix(jnp.asarray([0.0, 1.0, 0.0]), values)) == 10.0
+
+
+def test_relaxed_blend_gradient_finite_at_zero_in_float32():
+    """smax/smin/relu of two exact zeros (e.g. the prefill attention of a decode-only pass):
+    the blend width's floor must survive squaring in float32, or the gradient is 0/0."""
+    zero = jnp.zeros((), jnp.float32)
+    for fn in (
+        lambda a, b: sm_.smax(a, b, sm_.RELAXED),
+        lambda a, b: sm_.smin(a, b, sm_.RELAXED),
+        lambda a, b: sm_.relu(a - b, sm_.RELAXED, scale=a + b),
+    ):
+        ga, gb = jax.grad(fn, argnums=(0, 1))(zero, zero)
+        assert ga.dtype == jnp.float32
+        assert bool(jnp.isfinite(ga)) and bool(jnp.isfinite(gb))
+
+
+def test_relaxed_blend_gradient_finite_far_outside_the_band_in_float32():
+    """Far outside a tiny band the unselected quartic would overflow (u**4 = inf); its zero
+    cotangent times inf must not reach the gradient."""
+    a = jnp.asarray(1e-12, jnp.float32)
+    b = jnp.zeros((), jnp.float32)
+    g = jax.grad(lambda x: sm_.smax(x, b, sm_.Smoothing(relaxed=True, rel_width=1e-30)))(a)
+    assert bool(jnp.isfinite(g))

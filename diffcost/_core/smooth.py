@@ -24,6 +24,10 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 _TINY = 1e-30
+#: Floor of a blend width.  The gradient of ``z / width`` divides by ``width**2``, which must
+#: not underflow in float32 (smallest normal 1.2e-38) when both arguments are exactly zero
+#: (e.g. the prefill attention of a decode-only pass).  Physical widths are >= ~1e-9.
+_WIDTH_FLOOR = 1e-18
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,11 @@ RELAXED = Smoothing(relaxed=True)
 def _quartic_abs(z: Array, width: ArrayLike) -> Array:
     """C1 absolute value: ``|z|`` for ``|z| >= width``, ``width * (1.5 u^2 - 0.5 u^4)`` inside."""
     u = z / width
-    inside = width * (1.5 * u**2 - 0.5 * u**4)
+    # The quartic is evaluated on u clipped to [-1, 1]: outside, where it is not selected, an
+    # unclipped u**4 can overflow (a tiny width in float32) and its zero cotangent times inf
+    # would put NaN into the gradient of the selected branch.
+    uc = jnp.clip(u, -1.0, 1.0)
+    inside = width * (1.5 * uc**2 - 0.5 * uc**4)
     return jnp.where(jnp.abs(u) >= 1.0, jnp.abs(z), inside)
 
 
@@ -60,7 +68,7 @@ def smax(a: ArrayLike, b: ArrayLike, sm: Smoothing, *, integer: bool = False) ->
     a, b = jnp.asarray(a), jnp.asarray(b)
     if not sm.relaxed:
         return jnp.maximum(a, b)
-    width = 1.0 if integer else sm.rel_width * (jnp.abs(a) + jnp.abs(b)) + _TINY
+    width = 1.0 if integer else sm.rel_width * (jnp.abs(a) + jnp.abs(b)) + _WIDTH_FLOOR
     return 0.5 * (a + b + _quartic_abs(a - b, width))
 
 
@@ -69,7 +77,7 @@ def smin(a: ArrayLike, b: ArrayLike, sm: Smoothing, *, integer: bool = False) ->
     a, b = jnp.asarray(a), jnp.asarray(b)
     if not sm.relaxed:
         return jnp.minimum(a, b)
-    width = 1.0 if integer else sm.rel_width * (jnp.abs(a) + jnp.abs(b)) + _TINY
+    width = 1.0 if integer else sm.rel_width * (jnp.abs(a) + jnp.abs(b)) + _WIDTH_FLOOR
     return 0.5 * (a + b - _quartic_abs(a - b, width))
 
 
@@ -81,7 +89,7 @@ def relu(z: ArrayLike, sm: Smoothing, *, scale: ArrayLike | None = None) -> Arra
     z = jnp.asarray(z)
     if not sm.relaxed:
         return jnp.maximum(z, 0.0)
-    width = 1.0 if scale is None else sm.rel_width * jnp.abs(jnp.asarray(scale)) + _TINY
+    width = 1.0 if scale is None else sm.rel_width * jnp.abs(jnp.asarray(scale)) + _WIDTH_FLOOR
     return 0.5 * (z + _quartic_abs(z, width))
 
 
