@@ -1,7 +1,6 @@
 """Calibration: gradients, the leave-one-source-out logic, the calibration file it writes."""
 
 import json
-import types
 from pathlib import Path
 
 import jax
@@ -52,7 +51,9 @@ def test_parametrisation_is_bounded_and_invertible():
 
 def test_loss_gradient_matches_finite_differences(small):
     data = C.fit_data(small)
-    _, weights = C.fold_weights(small)
+    _, weights = C.fold_weights(
+        [m.source for m in small.points], [m.unmodelled for m in small.points]
+    )
     theta = _theta()
     chosen = jnp.asarray(
         C._choose_all(jax.tree_util.tree_map(lambda x: x[None], theta), small, data)[0]
@@ -77,9 +78,8 @@ def test_loss_gradient_matches_finite_differences(small):
 
 
 def test_fold_weights_leave_each_source_out():
-    pts = [
-        types.SimpleNamespace(source=s, unmodelled=u)
-        for s, u in [
+    sources, unmodelled = zip(
+        *[
             ("a", None),
             ("a", None),
             ("b", None),
@@ -87,12 +87,12 @@ def test_fold_weights_leave_each_source_out():
             ("b", None),
             ("b", "effect"),
             ("c", "effect"),
-        ]
-    ]
-    # a stand-in with the one attribute fold_weights reads
-    folds, w = C.fold_weights(types.SimpleNamespace(points=pts))  # pyright: ignore[reportArgumentType]
+        ],
+        strict=True,
+    )
+    folds, w = C.fold_weights(list(sources), list(unmodelled))
     assert folds == ["all", "a", "b"]  # "c" has no fitted point: the fit never saw it anyway
-    src = np.asarray([p.source for p in pts])
+    src = np.asarray(sources)
     # each source weighs sqrt(n fitted), unmodelled points nothing, normalised to the sources
     assert w[0, src == "a"].sum() / w[0, src == "b"].sum() == pytest.approx(np.sqrt(2 / 3))
     assert w[0].sum() == pytest.approx(2.0)

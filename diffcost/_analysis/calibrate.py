@@ -33,6 +33,7 @@ once (``vmap`` over folds; one compilation).
 import datetime as _dt
 import math
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -203,16 +204,19 @@ def fit_data(prep: Prepared) -> FitData:
     )
 
 
-def fold_weights(prep: Prepared) -> tuple[list[str], np.ndarray]:
-    """Fold names (``"all"`` then each source held out) and point weights ``(folds, points)``.
+def fold_weights(
+    sources: Sequence[str], unmodelled: Sequence[str | None]
+) -> tuple[list[str], np.ndarray]:
+    """Fold names (``"all"`` then each source held out) and point weights ``(folds, points)``,
+    from each point's source and its known unmodelled effect (None when there is none).
 
     A source of ``n`` fitted points weighs ``sqrt(n)`` in total (between one vote per source
     and one per point), shared by its points without a known unmodelled effect (those weigh
     0); the held-out source weighs 0.  A source with no fitted point gets no fold
     of its own: the fit on all sources never saw it.
     """
-    src = np.asarray([m.source for m in prep.points])
-    fitted = np.asarray([m.unmodelled is None for m in prep.points])
+    src = np.asarray(list(sources))
+    fitted = np.asarray([u is None for u in unmodelled])
     sources = sorted({s for s, f in zip(src, fitted, strict=True) if f})
     base = np.asarray(
         [
@@ -344,7 +348,9 @@ def calibrate(
     """Fit fold 0 (all sources) and, with ``loso``, one fold per held-out source, every fold
     starting from the priors."""
     data = fit_data(prep)
-    folds, weights = fold_weights(prep)
+    folds, weights = fold_weights(
+        [m.source for m in prep.points], [m.unmodelled for m in prep.points]
+    )
     if not loso:
         folds, weights = folds[:1], weights[:1]
     n_folds = len(folds)
