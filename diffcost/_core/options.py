@@ -48,7 +48,7 @@ class TrainPrecision(enum.StrEnum):
 
 
 class Recompute(enum.StrEnum):
-    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention core), full."""
+    """Activation recomputation (Korthikanti et al. 2022): none, selective, full."""
 
     NONE = "none"
     SELECTIVE = "selective"
@@ -126,7 +126,9 @@ def coerce(kind: type[E], value: object, key: str, source: str = "<arguments>") 
     return member
 
 
-def coerce_all(kind: type[E], items: object, key: str, source: str = "<arguments>") -> tuple[E, ...]:
+def coerce_all(
+    kind: type[E], items: object, key: str, source: str = "<arguments>"
+) -> tuple[E, ...]:
     """A non-empty sequence of options, each coerced (the error lists every bad entry)."""
     seq = (items,) if isinstance(items, (str, int)) else tuple(items)  # type: ignore[arg-type]
     bad = [v for v in seq if _lookup(kind, v) is None]
@@ -139,7 +141,9 @@ def coerce_all(kind: type[E], items: object, key: str, source: str = "<arguments
 
 def choice_problem(kind: type[enum.Enum], value: object, key: str, source: str) -> Problem:
     """The problem of a value that is not one of ``kind``'s choices."""
-    return Problem(source, key, f"must be one of {', '.join(map(str, values(kind)))}; got {value!r}")
+    return Problem(
+        source, key, f"must be one of {', '.join(map(str, values(kind)))}; got {value!r}"
+    )
 
 
 # --- plan field tables ---------------------------------------------------------------------------

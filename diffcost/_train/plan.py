@@ -66,7 +66,11 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
     PlanField("seq_len", "count", 2048, "tokens per sequence"),
     PlanField("virtual_stages", "count", 1, "model chunks per pipeline rank (interleaved 1F1B)"),
     PlanField(
-        "sequence_parallel", "bool", None, "shard norm/dropout over TP (default tp > 1)", derived=True
+        "sequence_parallel",
+        "bool",
+        None,
+        "shard norm/dropout over TP (default tp > 1)",
+        derived=True,
     ),
     PlanField("flash_attention", "bool", True, "fused attention kernel (no s^2 scores)"),
     PlanField("overlap_grad_reduce", "bool", True, "overlap the DP gradient reduction"),
