@@ -35,7 +35,8 @@ def test_axis_rounds_to_the_two_nearest_allowed_values():
 
 def test_moves_change_at_most_two_coordinates():
     cur = {"a": 1, "b": 2, "c": 3}
-    cand = moves(cur, {"a": [1, 2], "b": [2, 4], "c": [3, 6]})
+    start = Candidates({k: np.asarray([v]) for k, v in cur.items()})
+    cand = moves(start, {"a": [1, 2], "b": [2, 4], "c": [3, 6]})
     diffs = [sum(cand.row(i)[k] != cur[k] for k in cur) for i in range(len(cand))]
     assert max(diffs) == 2 and diffs.count(0) == 1
     assert len(cand) == 1 + 3 + 3  # itself, three single moves, three pairs

@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
+from diffcost._search.core import Candidates
 from diffcost._search.serve import ServeProblem, serving_flags
 from diffcost.cli import app
 
@@ -120,9 +121,11 @@ def test_replicas_use_the_chip_budget():
         dc.load_model("llama-2-7b"),
         dc.ServeSearchSpace(input_len=128, output_len=128, chips=8),
     )
-    row = problem.plan_row(
-        {"tp": 2.0, "pp": 1.0, "batch": 8.0, "weight_format": "int4", "kv_format": "bf16"}
+    cand = Candidates.product(
+        problem.axes, problem.choices, {"tp": [2.0], "pp": [1.0], "batch": [8.0]}
     )
+    cand = cand.with_column("weight_format", ["int4"]).with_column("kv_format", ["bf16"])
+    row = problem.plan_row(cand, 0)
     assert row["replicas"] == 4 and row["compute_format"] == "bf16"
 
 

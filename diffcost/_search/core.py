@@ -11,12 +11,13 @@
    the ``--exhaustive`` option.
 """
 
+import abc
 import itertools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -48,26 +49,40 @@ class Choice:
     options: tuple[Any, ...]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Candidates:
-    """Discrete plans as columns (one numpy array per axis or choice)."""
+    """Discrete plans as named columns (one numpy array per axis or choice, equal lengths).
 
-    columns: dict[str, np.ndarray]
+    A single plan is a :class:`Candidates` of one row; :meth:`value` reads its coordinates.
+    """
+
+    columns: Mapping[str, np.ndarray]
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()))) if self.columns else 0
 
-    def take(self, index: np.ndarray) -> "Candidates":
+    def take(self, index: np.ndarray | Sequence[int]) -> "Candidates":
+        """The rows at ``index``, in that order."""
+        index = np.asarray(index, dtype=int)
         return Candidates({k: v[index] for k, v in self.columns.items()})
 
+    def value(self, name: str, i: int = 0) -> Any:
+        """Coordinate ``name`` of row ``i`` as a plain Python value."""
+        return self.columns[name][i].item()
+
     def row(self, i: int) -> dict[str, Any]:
-        return {k: v[i].item() for k, v in self.columns.items()}
+        """Row ``i`` as plain values (for callers outside the search, e.g. validation)."""
+        return {k: self.value(k, i) for k in self.columns}
+
+    def with_column(self, name: str, values: Sequence[Any] | np.ndarray) -> "Candidates":
+        """The same rows with column ``name`` replaced."""
+        return Candidates({**self.columns, name: np.asarray(values)})
 
     @staticmethod
     def product(
         axes: Sequence[Axis],
         choices: Sequence[Choice],
-        per_axis: dict[str, Sequence[Any]] | None = None,
+        per_axis: Mapping[str, Sequence[Any]] | None = None,
     ) -> "Candidates":
         """Cartesian product of every axis and choice (optionally restricted per name)."""
         names = [a.name for a in axes] + [c.name for c in choices]
@@ -89,6 +104,27 @@ class Candidates:
         return Candidates(
             {k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns}
         )
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Exact evaluation of stacked candidates: objective, feasibility (fits in memory and meets
+    every limit) and the stacked breakdowns (leading axis = rows)."""
+
+    objective: np.ndarray
+    feasible: np.ndarray
+    outputs: Any
+
+
+def layout(num_axes: int, choices: Sequence[tuple[str, int]]) -> dict[str, slice]:
+    """Where each part of a relaxed ``theta`` lives: ``x`` (one log2 value per axis), one logit
+    slice per choice, and ``size`` (an empty slice at the total length)."""
+    out, start = {"x": slice(0, num_axes)}, num_axes
+    for name, size in choices:
+        out[name] = slice(start, start + size)
+        start += size
+    out["size"] = slice(start, start)
+    return out
 
 
 @dataclass
@@ -168,19 +204,27 @@ def best_of(
     return order, obj[order]
 
 
+def _with_rows(current: Candidates, names: Sequence[str], combos: list[tuple]) -> Candidates:
+    """``current`` (one row) repeated, with columns ``names`` set to each combination."""
+    cols = {k: np.repeat(v, len(combos)) for k, v in current.columns.items()}
+    for j, name in enumerate(names):
+        cols[name] = np.asarray([c[j] for c in combos])
+    return Candidates(cols)
+
+
 def moves(
-    current: dict[str, Any], pools: dict[str, Sequence[Any]], max_changes: int = 2
+    current: Candidates, pools: Mapping[str, Sequence[Any]], max_changes: int = 2
 ) -> Candidates:
-    """Every plan that differs from ``current`` in at most ``max_changes`` coordinates."""
-    names = list(pools)
-    rows = [dict(current)]
+    """``current`` (one row) and every plan that differs from it in 1..``max_changes`` of the
+    coordinates named in ``pools``."""
+    parts = [current]
     for k in range(1, max_changes + 1):
-        for subset in itertools.combinations(names, k):
-            for values in itertools.product(*[pools[n] for n in subset]):
-                if any(current[n] == v for n, v in zip(subset, values, strict=True)):
-                    continue
-                rows.append({**current, **dict(zip(subset, values, strict=True))})
-    return Candidates({n: np.asarray([r[n] for r in rows]) for n in names})
+        for subset in itertools.combinations(list(pools), k):
+            others = [[v for v in pools[n] if v != current.value(n)] for n in subset]
+            combos = list(itertools.product(*others))
+            if combos:
+                parts.append(_with_rows(current, subset, combos))
+    return Candidates.concat(parts)
 
 
 def _window(pool: Sequence[Any], value: Any, full: int = 12, radius: int = 3) -> list[Any]:
@@ -195,53 +239,62 @@ def _window(pool: Sequence[Any], value: Any, full: int = 12, radius: int = 3) ->
 
 
 def scaled_moves(
-    current: dict[str, Any],
-    pools: dict[str, Sequence[Any]],
-    coupled: dict[str, Sequence[str]],
+    current: Candidates,
+    pools: Mapping[str, Sequence[Any]],
+    coupled: Mapping[str, Sequence[str]],
     flip: Sequence[str] = (),
-) -> list[dict[str, Any]]:
+) -> Candidates:
     """Moves that change a degree and rescale the axis that scales with it: doubling ``pp`` of a
     serving instance doubles the batch it holds (``coupled = {"batch": ("tp", "pp")}``); each
     may also change one of the categorical choices named in ``flip`` (a degree change can make a
     choice invalid, e.g. sequence parallelism at ``tp = 1``)."""
-    rows: list[dict[str, Any]] = []
+    parts: list[Candidates] = []
     for long_name, shorts in coupled.items():
         pool = np.asarray(pools[long_name], dtype=float)
         for short in shorts:
+            combos = []
             for value in pools[short]:
-                if value == current[short]:
+                if value == current.value(short):
                     continue
-                target = current[long_name] * value / current[short]
+                target = current.value(long_name) * value / current.value(short)
                 i = int(np.argmin(np.abs(np.log(pool) - np.log(target))))
-                for j in range(max(0, i - 1), min(len(pool), i + 2)):
-                    rows.append({**current, short: value, long_name: pools[long_name][j]})
-    flipped = [{**r, name: v} for r in rows for name in flip for v in pools[name] if v != r[name]]
-    return rows + flipped
+                near = range(max(0, i - 1), min(len(pool), i + 2))
+                combos += [(value, pools[long_name][j]) for j in near]
+            if combos:
+                parts.append(_with_rows(current, (short, long_name), combos))
+    scaled = Candidates.concat(parts)
+    flipped = []
+    for i in range(len(scaled)):
+        row = scaled.take([i])
+        for name in flip:
+            others = [(v,) for v in pools[name] if v != row.value(name)]
+            if others:
+                flipped.append(_with_rows(row, (name,), others))
+    return Candidates.concat([scaled, *flipped])
 
 
 def refine(
-    start: dict[str, Any],
-    pools: dict[str, Sequence[Any]],
+    start: Candidates,
+    pools: Mapping[str, Sequence[Any]],
     score: Callable[[Candidates], np.ndarray],
     max_rounds: int = 40,
-    coupled: dict[str, Sequence[str]] | None = None,
+    coupled: Mapping[str, Sequence[str]] | None = None,
     flip: Sequence[str] = (),
     repair: Callable[[Candidates], Candidates] | None = None,
-) -> tuple[dict[str, Any], float, int]:
-    """Exact discrete local search: move to the best plan within two coordinate changes until
-    none improves (a long axis moves locally or by coarse jumps, see :func:`_window`).
-    ``score`` returns the exact objective (inf where invalid or infeasible).
+) -> tuple[Candidates, float, int]:
+    """Exact discrete local search from ``start`` (one row): move to the best plan within two
+    coordinate changes until none improves (a long axis moves locally or by coarse jumps, see
+    :func:`_window`).  ``score`` returns the exact objective (inf where invalid or infeasible).
 
-    Returns the local optimum, its objective and the number of plans evaluated.
+    Returns the local optimum (one row), its objective and the number of plans evaluated.
     """
-    current, value, evaluated = dict(start), np.inf, 0
+    current, value, evaluated = start, np.inf, 0
     for _ in range(max_rounds):
-        cand = moves(current, {k: _window(v, current[k]) for k, v in pools.items()})
+        near = {k: _window(v, current.value(k)) for k, v in pools.items()}
+        cand = moves(current, near)
         extra = scaled_moves(current, pools, coupled or {}, flip)
-        if extra:
-            cand = Candidates.concat(
-                [cand, Candidates({k: np.asarray([r[k] for r in extra]) for k in cand.columns})]
-            )
+        if len(extra):
+            cand = Candidates.concat([cand, extra])
         if repair is not None:  # project moves that broke a validity rule back onto the space
             cand = unique(Candidates.concat([cand, repair(cand)]))
         obj = score(cand)
@@ -249,28 +302,61 @@ def refine(
         i = int(np.argmin(obj))
         if not obj[i] < value:
             break
-        current, value = cand.row(i), float(obj[i])
+        current, value = cand.take([i]), float(obj[i])
     return current, value, evaluated
 
 
 # --- the driver ----------------------------------------------------------------------------------
-class SearchProblem(Protocol):
+class SearchProblem(abc.ABC):
     """What a concrete search (training, serving) provides to :func:`search`.
 
     ``theta`` holds one relaxed log2 value per axis (``layout()["x"]``, in axis order) and one
-    logit vector per choice (``layout()[choice.name]``).
+    logit vector per choice (``layout()[choice.name]``).  Concrete problems are final.
     """
 
     objective: str
+    axes: tuple[Axis, ...]
+    choices: tuple[Choice, ...]
 
-    def axes(self) -> tuple[list[Axis], list[Choice]]: ...
-    def layout(self) -> dict[str, slice]: ...
-    def valid(self, c: Candidates) -> np.ndarray: ...
-    def evaluate(self, c: Candidates) -> tuple[np.ndarray, np.ndarray, Any]: ...
-    def solve(self, theta0: np.ndarray, steps: int, lr: float) -> tuple[np.ndarray, np.ndarray]: ...
-    def plan_row(self, row: dict[str, Any]) -> dict[str, Any]: ...
-    def binding(self, outs: Any, i: int) -> str: ...
-    def suggest(self) -> list[str]: ...
+    def pools(self) -> dict[str, tuple[Any, ...]]:
+        """Allowed values of every axis and choice."""
+        return {a.name: a.values for a in self.axes} | {c.name: c.options for c in self.choices}
+
+    @abc.abstractmethod
+    def layout(self) -> dict[str, slice]:
+        """Where each axis and choice lives in ``theta`` (see :func:`layout`)."""
+
+    @abc.abstractmethod
+    def valid(self, c: Candidates) -> np.ndarray:
+        """Which rows satisfy the exact validity rules (divisibility, ...)."""
+
+    @abc.abstractmethod
+    def evaluate(self, c: Candidates) -> Evaluation:
+        """The exact model on every row."""
+
+    @abc.abstractmethod
+    def solve(self, theta0: np.ndarray, steps: int, lr: float) -> tuple[np.ndarray, np.ndarray]:
+        """Relaxed optima from every start, and their losses."""
+
+    @abc.abstractmethod
+    def plan_row(self, c: Candidates, i: int) -> dict[str, Any]:
+        """Row ``i`` as a plain plan (the JSON row of a result)."""
+
+    @abc.abstractmethod
+    def binding(self, outputs: Any, i: int) -> str:
+        """Which constraint or cost term shapes row ``i``'s objective."""
+
+    @abc.abstractmethod
+    def suggest(self) -> list[str]:
+        """What would make an infeasible request feasible."""
+
+    def coupled(self) -> dict[str, tuple[str, ...]]:
+        """Axes that scale with degrees in refinement moves (see :func:`scaled_moves`)."""
+        return {}
+
+    def repair(self, c: Candidates) -> Candidates:
+        """The nearest valid plan of every row (identity: no repair rule)."""
+        return c
 
 
 def require_price(system: Any, objective: str) -> None:
@@ -291,30 +377,31 @@ def require_price(system: Any, objective: str) -> None:
 
 def enumerate_all(problem: SearchProblem) -> Candidates:
     """Every valid discrete plan: the exhaustive oracle's input."""
-    axes, choices = problem.axes()
-    cand = Candidates.product(axes, choices)
+    cand = Candidates.product(problem.axes, problem.choices)
     return cand.take(np.nonzero(problem.valid(cand))[0])
 
 
 def neighbourhood(problem: SearchProblem, theta: np.ndarray) -> Candidates:
     """The integer neighbourhood of a relaxed point: two nearest values per axis, two heaviest
     options per choice."""
-    axes, choices = problem.axes()
     lay = problem.layout()
     per: dict[str, list[Any]] = {}
-    for i, axis in enumerate(axes):
+    for i, axis in enumerate(problem.axes):
         per[axis.name] = axis.nearest_two(float(theta[lay["x"]][i]))
-    for choice in choices:
+    for choice in problem.choices:
         top = np.argsort(-theta[lay[choice.name]])[:2]
         per[choice.name] = [choice.options[j] for j in top]
-    return Candidates.product(axes, choices, per)
+    return Candidates.product(problem.axes, problem.choices, per)
+
+
+def _keys(c: Candidates) -> list[tuple]:
+    return list(zip(*[c.columns[k].tolist() for k in c.columns], strict=True))
 
 
 def unique(c: Candidates) -> Candidates:
     """Drop repeated rows (first occurrence kept, order preserved)."""
-    keys = list(zip(*[c.columns[k].tolist() for k in c.columns], strict=True))
     seen: dict[tuple, int] = {}
-    for i, k in enumerate(keys):
+    for i, k in enumerate(_keys(c)):
         seen.setdefault(k, i)
     return c.take(np.asarray(sorted(seen.values()), dtype=int))
 
@@ -324,8 +411,8 @@ def _score(problem: SearchProblem, cand: Candidates) -> np.ndarray:
     out = np.full(len(cand), np.inf)
     if ok.any():
         idx = np.nonzero(ok)[0]
-        obj, feasible, _ = problem.evaluate(cand.take(idx))
-        out[idx] = np.where(feasible, obj, np.inf)
+        ev = problem.evaluate(cand.take(idx))
+        out[idx] = np.where(ev.feasible, ev.objective, np.inf)
     return out
 
 
@@ -347,61 +434,81 @@ def _refine_best(
         mine = rows[np.isfinite(obj[rows])]
         if len(mine):
             seeds.append(int(mine[np.argmin(obj[mine])]))
-    seeds = sorted(set(seeds), key=lambda i: obj[i])
-    order = np.asarray(seeds[:top], dtype=int)
-    axes, choices = problem.axes()
-    pools = {a.name: a.values for a in axes} | {c.name: c.options for c in choices}
-    coupled = getattr(problem, "coupled", dict)()
-    flip = [c.name for c in choices]
-    fix = getattr(problem, "repair", None)
+    seeds = sorted(set(seeds), key=lambda i: obj[i])[:top]
+    flip = [c.name for c in problem.choices]
     found = [
-        refine(cand.row(int(i)), pools, score, coupled=coupled, flip=flip, repair=fix)[0]
-        for i in order
+        refine(
+            cand.take([i]),
+            problem.pools(),
+            score,
+            coupled=problem.coupled(),
+            flip=flip,
+            repair=problem.repair,
+        )[0]
+        for i in seeds
     ]
     if not found:
         return cand, evaluated
-    extra = Candidates({k: np.asarray([r[k] for r in found]) for k in cand.columns})
-    return unique(Candidates.concat([cand, extra])), evaluated
+    return unique(Candidates.concat([cand, *found])), evaluated
+
+
+def _empty(problem: SearchProblem, binding: str, evaluated: int, method: str) -> SearchResult:
+    return SearchResult(
+        None,
+        math.inf,
+        problem.objective,
+        binding,
+        [],
+        evaluated,
+        0,
+        method,
+        suggestions=problem.suggest(),
+    )
 
 
 def _result(problem: SearchProblem, cand: Candidates, method: str) -> SearchResult:
     if len(cand) == 0:
-        return SearchResult(
-            None,
-            math.inf,
-            problem.objective,
-            "divisibility: no valid degree combination in the space",
-            [],
-            0,
-            0,
-            method,
-            suggestions=problem.suggest(),
-        )
-    obj, feasible, outs = problem.evaluate(cand)
-    order, values = best_of(obj, feasible, k=6)
+        binding = "divisibility: no valid degree combination in the space"
+        return _empty(problem, binding, 0, method)
+    ev = problem.evaluate(cand)
+    order, values = best_of(ev.objective, ev.feasible, k=6)
     if len(order) == 0:
-        return SearchResult(
-            None,
-            math.inf,
-            problem.objective,
-            "no valid plan is feasible",
-            [],
-            len(cand),
-            0,
-            method,
-            suggestions=problem.suggest(),
-        )
-    rows = [problem.plan_row(cand.row(int(i))) for i in order]
+        return _empty(problem, "no valid plan is feasible", len(cand), method)
+    rows = [problem.plan_row(cand, int(i)) for i in order]
     return SearchResult(
         best=rows[0],
         best_objective=float(values[0]),
         objective_name=problem.objective,
-        binding=problem.binding(outs, int(order[0])),
+        binding=problem.binding(ev.outputs, int(order[0])),
         alternatives=list(zip(rows[1:], map(float, values[1:]), strict=True)),
         evaluated=len(cand),
-        feasible_count=int(np.sum(feasible)),
+        feasible_count=int(np.sum(ev.feasible)),
         method=method,
     )
+
+
+def _relaxed_candidates(
+    problem: SearchProblem, starts: int, steps: int, learning_rate: float, seed: int
+) -> tuple[Candidates, list[np.ndarray], np.ndarray]:
+    """Relaxed optima from ``starts`` random points, rounded: the distinct valid rows, the rows
+    each start proposed, and the relaxed losses."""
+    lo = np.asarray([math.log2(min(a.values)) for a in problem.axes])
+    hi = np.asarray([math.log2(max(a.values)) for a in problem.axes])
+    rng = np.random.default_rng(seed)
+    theta0 = rng.normal(0.0, 0.3, (starts, problem.layout()["size"].start))
+    theta0[:, problem.layout()["x"]] = rng.uniform(lo, hi, (starts, len(problem.axes)))
+    thetas, losses = problem.solve(theta0, steps, learning_rate)
+    parts = [neighbourhood(problem, th) for th in thetas]
+    every = Candidates.concat(parts)
+    owner = np.concatenate([np.full(len(p), i) for i, p in enumerate(parts)])
+    keep = np.nonzero(problem.valid(every))[0]
+    every, owner = every.take(keep), owner[keep]
+    # distinct rows, each remembering which starts proposed it (each is evaluated once)
+    index: dict[tuple, int] = {}
+    row_of = np.asarray([index.setdefault(k, len(index)) for k in _keys(every)], dtype=int)
+    cand = every.take(np.asarray(sorted(set(np.unique(row_of, return_index=True)[1])), dtype=int))
+    groups = [row_of[owner == s] for s in np.unique(owner)]
+    return cand, groups, losses
 
 
 def search(
@@ -424,24 +531,7 @@ def search(
         result = _result(problem, enumerate_all(problem), "exhaustive")
         result.wall_s = time.perf_counter() - t0
         return result
-    axes, _ = problem.axes()
-    lo = np.asarray([math.log2(min(a.values)) for a in axes])
-    hi = np.asarray([math.log2(max(a.values)) for a in axes])
-    rng = np.random.default_rng(seed)
-    theta0 = rng.normal(0.0, 0.3, (starts, problem.layout()["size"].start))
-    theta0[:, problem.layout()["x"]] = rng.uniform(lo, hi, (starts, len(axes)))
-    thetas, losses = problem.solve(theta0, steps, learning_rate)
-    parts = [neighbourhood(problem, th) for th in thetas]
-    every = Candidates.concat(parts)
-    owner = np.concatenate([np.full(len(p), i) for i, p in enumerate(parts)])
-    keep = np.nonzero(problem.valid(every))[0]
-    every, owner = every.take(keep), owner[keep]
-    # distinct rows, each remembering which starts proposed it (each is evaluated once)
-    index: dict[tuple, int] = {}
-    keys = list(zip(*[every.columns[k].tolist() for k in every.columns], strict=True))
-    row_of = np.asarray([index.setdefault(k, len(index)) for k in keys], dtype=int)
-    cand = every.take(np.asarray(sorted(set(np.unique(row_of, return_index=True)[1])), dtype=int))
-    groups = [row_of[owner == s] for s in np.unique(owner)]
+    cand, groups, losses = _relaxed_candidates(problem, starts, steps, learning_rate, seed)
     method = f"relaxed ({starts} starts x {steps} steps) + exact rounding"
     extra = 0
     if refine_top and len(cand):
