@@ -129,7 +129,14 @@ def layout(num_axes: int, choices: Sequence[tuple[str, int]]) -> dict[str, slice
 
 @dataclass
 class SearchResult:
-    """Best exact plan of a search, why it is best, and what came close."""
+    """Best exact plan of a search, why it is best, and what came close.
+
+    ``relaxed_objective`` is the best relaxed objective (``exp`` of the lowest relaxed loss,
+    penalties included).  Per relaxed start (``None`` for an exhaustive search):
+    ``relaxed_objectives`` holds the relaxed objective it reached and ``rounded_objectives`` the
+    best exact feasible objective of its rounded neighbourhood before refinement (``inf`` when
+    none is valid and feasible): what the gradient phase alone delivers.
+    """
 
     best: dict[str, Any] | None
     best_objective: float
@@ -142,6 +149,8 @@ class SearchResult:
     wall_s: float = 0.0
     relaxed_objective: float | None = None
     suggestions: list[str] = field(default_factory=list)
+    relaxed_objectives: np.ndarray | None = None
+    rounded_objectives: np.ndarray | None = None
 
 
 def evaluate_in_buckets(fn: Callable[[Candidates], Any], c: Candidates, chunk: int = 16384) -> Any:
@@ -416,11 +425,22 @@ def _score(problem: SearchProblem, cand: Candidates) -> np.ndarray:
     return out
 
 
+def _seeds(obj: np.ndarray, groups: list[np.ndarray]) -> list[int]:
+    """The best row of each relaxed start's own neighbourhood (starts with none are skipped)."""
+    seeds = []
+    for rows in groups:  # the rows one relaxed start proposed
+        mine = rows[np.isfinite(obj[rows])]
+        if len(mine):
+            seeds.append(int(mine[np.argmin(obj[mine])]))
+    return seeds
+
+
 def _refine_best(
-    problem: SearchProblem, cand: Candidates, top: int, groups: list[np.ndarray]
+    problem: SearchProblem, cand: Candidates, obj: np.ndarray, top: int, groups: list[np.ndarray]
 ) -> tuple[Candidates, int]:
     """Refine one seed per relaxed start (the best of its own neighbourhood, so the seeds come
-    from different basins), the ``top`` best of those, by exact local search."""
+    from different basins; ``obj``: the exact objectives of ``cand``), the ``top`` best of
+    those, by exact local search."""
     evaluated = 0
 
     def score(c: Candidates) -> np.ndarray:
@@ -428,13 +448,7 @@ def _refine_best(
         evaluated += int(problem.valid(c).sum())  # invalid moves are never evaluated
         return _score(problem, c)
 
-    obj = score(cand)
-    seeds = []
-    for rows in groups:  # the rows one relaxed start proposed
-        mine = rows[np.isfinite(obj[rows])]
-        if len(mine):
-            seeds.append(int(mine[np.argmin(obj[mine])]))
-    seeds = sorted(set(seeds), key=lambda i: obj[i])[:top]
+    seeds = sorted(set(_seeds(obj, groups)), key=lambda i: obj[i])[:top]
     flip = [c.name for c in problem.choices]
     found = [
         refine(
@@ -491,7 +505,7 @@ def _relaxed_candidates(
     problem: SearchProblem, starts: int, steps: int, learning_rate: float, seed: int
 ) -> tuple[Candidates, list[np.ndarray], np.ndarray]:
     """Relaxed optima from ``starts`` random points, rounded: the distinct valid rows, the rows
-    each start proposed, and the relaxed losses."""
+    each start proposed (one index array per start), and the relaxed losses."""
     lo = np.asarray([math.log2(min(a.values)) for a in problem.axes])
     hi = np.asarray([math.log2(max(a.values)) for a in problem.axes])
     rng = np.random.default_rng(seed)
@@ -507,7 +521,7 @@ def _relaxed_candidates(
     index: dict[tuple, int] = {}
     row_of = np.asarray([index.setdefault(k, len(index)) for k in _keys(every)], dtype=int)
     cand = every.take(np.asarray(sorted(set(np.unique(row_of, return_index=True)[1])), dtype=int))
-    groups = [row_of[owner == s] for s in np.unique(owner)]
+    groups = [row_of[owner == s] for s in range(starts)]  # empty for a start with no valid row
     return cand, groups, losses
 
 
@@ -533,9 +547,12 @@ def search(
         return result
     cand, groups, losses = _relaxed_candidates(problem, starts, steps, learning_rate, seed)
     method = f"relaxed ({starts} starts x {steps} steps) + exact rounding"
+    obj = _score(problem, cand) if len(cand) else np.zeros(0)
+    rounded = np.asarray([np.min(obj[rows], initial=np.inf) for rows in groups])
     extra = 0
     if refine_top and len(cand):
-        cand, extra = _refine_best(problem, cand, refine_top, groups)
+        cand, extra = _refine_best(problem, cand, obj, refine_top, groups)
+        extra += len(obj)  # the rounded rows, scored above
         method += f" + exact 2-move refinement from the best {refine_top} starts"
     result = _result(problem, cand, method)
     result.evaluated += extra
@@ -547,5 +564,7 @@ def search(
         result = full
     best_loss = float(np.nanmin(losses))
     result.relaxed_objective = math.exp(best_loss) if best_loss < 700.0 else math.inf
+    result.relaxed_objectives = np.exp(np.minimum(np.asarray(losses, dtype=float), 700.0))
+    result.rounded_objectives = rounded
     result.wall_s = time.perf_counter() - t0
     return result
