@@ -58,12 +58,26 @@ def test_enumeration_is_valid_and_complete():
 
 @pytest.mark.parametrize("name,system,chips,gb,seq", SMALL)
 def test_relaxed_search_matches_the_exhaustive_oracle(name, system, chips, gb, seq):
+    """The search finds the oracle's optimum, and its gradient phase does real work.
+
+    On these small spaces the exact rounding of 32 random starts plus refinement alone finds
+    the optimum, so agreement by itself cannot see the gradient phase.  The second assertion
+    can: the typical start's relaxed objective (median over starts, penalties included) must
+    end within 3x of the exact optimum.  Checked by hand: with ``learning_rate=0`` (the
+    default of :func:`diffcost._search.core.search` set to 0) every case fails it (medians
+    7.7x to 8e8x: random starts violate the chip-product and batch constraints), while the
+    default reaches 1.2x to 2.0x.  Rounding quality is not asserted here: per start it is no
+    better than rounding the random starts (medians 1.2x to 1.35x either way), an honest
+    limit of the training relaxation on these spaces.
+    """
     sys_ = dc.load_system(system, chips=chips)
     model = dc.load_model(name)
     space = TrainSearchSpace(global_batch=gb, seq_len=seq, chips=(chips,), max_cp=2)
     oracle = search_train(sys_, model, space, exhaustive=True)
     found = search_train(sys_, model, space)
     assert found.best_objective == pytest.approx(oracle.best_objective, rel=1e-9)
+    assert found.relaxed_objectives is not None
+    assert np.median(found.relaxed_objectives) <= 3.0 * oracle.best_objective
     # the answer is verified: re-evaluate it exactly and check it is feasible
     plan = dc.train_plan(**{k: v for k, v in found.best.items() if k != "chips"})
     out = dc.TrainCost(sys_, model)(plan)

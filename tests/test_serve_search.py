@@ -3,12 +3,17 @@
 import json
 import math
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
+from diffcost._core.smooth import RELAXED
 from diffcost._search.core import Candidates
-from diffcost._search.serve import ServeProblem, serving_flags
+from diffcost._search.serve import ServeProblem, relaxed_serve_plan, serve_objective, serving_flags
 from diffcost.cli import app
 
 CASES = [
@@ -21,6 +26,16 @@ CASES = [
 
 @pytest.mark.parametrize("name,system,chips,kw", CASES)
 def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
+    """The search finds the oracle's optimum, verified exactly, and its gradient phase does real
+    work, which agreement alone cannot see (rounding 32 random starts plus refinement already
+    finds the optimum on these spaces).
+
+    Per start: the relaxed objective it reaches (median within 3x of the exact optimum) and the
+    best exact plan of its rounded neighbourhood before refinement (median within 2x).  Checked
+    by running this test with ``learning_rate=0`` (the default of
+    :func:`diffcost._search.core.search` set to 0): every case fails (medians 11x to 1e10x
+    relaxed, 2.3x to 13.5x rounded), while the default gives 1.2x-1.9x and 1.0x-1.5x.
+    """
     sys_ = dc.load_system(system, chips=chips)
     model = dc.load_model(name)
     space = dc.ServeSearchSpace(
@@ -34,6 +49,11 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     oracle = dc.search_serve(sys_, model, space, exhaustive=True)
     found = dc.search_serve(sys_, model, space)
     assert found.best_objective == pytest.approx(oracle.best_objective, rel=1e-9)
+    # the gradient phase itself lands near the optimum (see the docstring)
+    best = oracle.best_objective
+    assert found.relaxed_objectives is not None and found.rounded_objectives is not None
+    assert np.median(found.relaxed_objectives) <= 3.0 * best
+    assert np.median(found.rounded_objectives) <= 2.0 * best
     # verified with the exact model: it fits and meets the limits
     best = found.best
     plan = dc.serve_plan(
@@ -49,6 +69,33 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     out = dc.ServeCost(sys_, model)(plan)
     assert dc.serve_problems(model, plan, out, chips) == []
     assert float(out.ttft_s) <= space.ttft_slo_s and float(out.tpot_s) <= space.tpot_slo_s
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="in float32 (the library's default precision; the tests run in float64) the "
+    "relaxed serving gradient is NaN, so the optimiser zeroes it and the gradient phase never "
+    "moves: smooth._quartic_abs differentiates z / width at width = _TINY = 1e-30 (width**2 "
+    "underflows) for passes with no work; needs a double-where fix in diffcost/_core/smooth.py",
+)
+def test_relaxed_serving_gradient_is_finite_in_float32():
+    sys_ = dc.load_system("dgx-a100", chips=8)
+    model = dc.load_model("llama-2-7b")
+    space = dc.ServeSearchSpace(input_len=1024, output_len=128, chips=8, objective="latency")
+    problem = ServeProblem(sys_, model, space)
+    theta = np.asarray([1.0, 0.5, 3.0, 0.1, -0.1])
+    with jax.enable_x64(False):
+        sys32, model32, template = jax.tree_util.tree_map(
+            lambda x: jnp.asarray(x, jnp.float32) if eqx.is_inexact_array(x) else x,
+            (sys_, model, problem.template()),
+        )
+
+        def loss(th):
+            plan = relaxed_serve_plan(th, 1.0, template, space, 8.0)
+            return jnp.log(serve_objective(dc.ServeCost(sys32, model32, RELAXED)(plan), "latency"))
+
+        grad = jax.grad(loss)(jnp.asarray(theta, jnp.float32))
+    assert np.all(np.isfinite(np.asarray(grad)))
 
 
 def test_latency_objective_prefers_batch_one_and_wide_tp():

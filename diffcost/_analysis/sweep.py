@@ -201,7 +201,9 @@ def _evaluate_chunk(structure: _Structure, tables, consts, indices):
 
 
 # --- running --------------------------------------------------------------------------------------
-def free_memory_bytes(device: jax.Device) -> float:
+# jax exports ``Device`` as a variable (an alias of the runtime device class), which pyright
+# rejects in annotations: the two ``jax.Device`` annotations below carry a targeted ignore.
+def free_memory_bytes(device: jax.Device) -> float:  # pyright: ignore[reportInvalidTypeForm]
     """Free memory of a device (accelerator statistics; the host's available RAM for a CPU)."""
     stats = device.memory_stats() if hasattr(device, "memory_stats") else None
     if stats and "bytes_limit" in stats:
@@ -325,7 +327,7 @@ def run_sweep(
     *,
     progress: bool = True,
     chunk: int | None = None,
-    devices: Sequence[jax.Device] | None = None,
+    devices: Sequence[jax.Device] | None = None,  # pyright: ignore[reportInvalidTypeForm]
     memory_fraction: float = 0.25,
     max_chunk_per_device: int = 1 << 18,
 ) -> SweepResult:
@@ -343,7 +345,7 @@ def run_sweep(
     replicated = NamedSharding(mesh, PartitionSpec())
     tables = jax.device_put(prep.tables, replicated)
     consts = jax.device_put(prep.consts, replicated)
-    index_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
+    index_dtype = np.int64 if jax.config.read("jax_enable_x64") else np.int32
     n = prep.n
     budget = memory_fraction * min(free_memory_bytes(d) for d in devices)
 

@@ -412,6 +412,7 @@ def load_sweep(path: str | Path) -> SweepFile:
             add(f"output.{key}", f"must be one of {sorted(_OUTPUT_KEYS)} with a path (string)")
     if problems:
         raise SpecError(problems)
+    assert isinstance(name, str)  # checked above: it equals the file name
     sweep = Sweep(
         job=data["job"],
         base=data["base"],
@@ -424,5 +425,5 @@ def load_sweep(path: str | Path) -> SweepFile:
     prepare(sweep)  # every remaining problem, now
     where = lambda k: Path(out[k]) if k in out else None  # relative to the working directory
     return SweepFile(
-        sweep, data.get("display_name", name), where("csv"), where("parquet"), where("plots")
+        sweep, str(data.get("display_name", name)), where("csv"), where("parquet"), where("plots")
     )

@@ -195,7 +195,8 @@ def optimise(
             g = jax.grad(loss)(th, tau)
             g = jnp.where(jnp.isfinite(g), g, 0.0)
             updates, state = opt.update(g, state, th)
-            return (optax.apply_updates(th, updates), state), None
+            new = optax.apply_updates(th, updates)
+            return (jnp.asarray(new), state), None
 
         (th, _), _ = jax.lax.scan(body, (theta, opt.init(theta)), jnp.arange(steps))
         return th, loss(th, anneal(jnp.asarray(steps - 1), steps))

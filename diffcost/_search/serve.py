@@ -182,6 +182,7 @@ class ServeProblem(SearchProblem):
         return _with_searched(base, searched)
 
     def evaluate(self, c: Candidates) -> Evaluation:
+        assert self.system is not None, "exact evaluation needs a system"
         cost = ServeCost(self.system, self.model)
         limits = jnp.asarray(
             [min(self.space.ttft_slo_s, _NO_LIMIT), min(self.space.tpot_slo_s, _NO_LIMIT)]

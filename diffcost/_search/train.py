@@ -396,7 +396,7 @@ def binding(out, i: int) -> str:
         "data-parallel communication": float(out.dp_comm_time_s[i]),
         "context-parallel communication": float(out.cp_comm_time_s[i]),
     }
-    top = max(terms, key=terms.get)
+    top = max(terms, key=lambda name: terms[name])
     mem = (
         f"memory capacity binds ({head:.0%} headroom)"
         if head < 0.10
