@@ -2,6 +2,7 @@
 
 import json
 import math
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -34,7 +35,8 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     best exact plan of its rounded neighbourhood before refinement (median within 2x).  Checked
     by running this test with ``learning_rate=0`` (the default of
     :func:`diffcost._search.core.search` set to 0): every case fails (medians 11x to 1e10x
-    relaxed, 2.3x to 13.5x rounded), while the default gives 1.2x-1.9x and 1.0x-1.5x.
+    relaxed, 2.3x to 13.5x rounded), while the default gives 1.25x-1.9x and 1.1x-1.4x
+    (float64, as the tests run; in float32 see the xfail test below).
     """
     sys_ = dc.load_system(system, chips=chips)
     model = dc.load_model(name)
@@ -56,6 +58,7 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     assert np.median(found.rounded_objectives) <= 2.0 * best
     # verified with the exact model: it fits and meets the limits
     best = found.best
+    assert best is not None
     plan = dc.serve_plan(
         tp=best["tp"],
         pp=best["pp"],
@@ -106,6 +109,7 @@ def test_latency_objective_prefers_batch_one_and_wide_tp():
         dc.ServeSearchSpace(input_len=512, output_len=64, chips=8, objective="latency"),
         exhaustive=True,
     )
+    assert res.best is not None
     assert res.best["batch"] == 1 and res.best["tp"] == 8 and res.best["pp"] == 1
 
 
@@ -131,11 +135,14 @@ def test_tighter_tpot_limit_never_raises_throughput():
 def test_accuracy_cost_keeps_the_optimizer_honest():
     sys_ = dc.load_system("dgx-h100", chips=8)
     model = dc.load_model("llama-2-70b")
-    base = dict(input_len=1024, output_len=128, chips=8, weight_formats=("bf16", "int4"))
+    base: dict[str, Any] = dict(
+        input_len=1024, output_len=128, chips=8, weight_formats=("bf16", "int4")
+    )
     free = dc.search_serve(sys_, model, dc.ServeSearchSpace(**base), exhaustive=True)
     priced = dc.search_serve(
         sys_, model, dc.ServeSearchSpace(**base, accuracy_cost=(("int4", 10.0),)), exhaustive=True
     )
+    assert free.best is not None and priced.best is not None
     assert free.best["weight_format"] == "int4"
     assert priced.best["weight_format"] == "bf16"
 

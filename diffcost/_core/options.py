@@ -126,11 +126,9 @@ def coerce(kind: type[E], value: object, key: str, source: str = "<arguments>") 
     return member
 
 
-def coerce_all(
-    kind: type[E], items: object, key: str, source: str = "<arguments>"
-) -> tuple[E, ...]:
+def coerce_all(kind: type[E], items: Any, key: str, source: str = "<arguments>") -> tuple[E, ...]:
     """A non-empty sequence of options, each coerced (the error lists every bad entry)."""
-    seq = (items,) if isinstance(items, (str, int)) else tuple(items)  # type: ignore[arg-type]
+    seq = (items,) if isinstance(items, (str, int)) else tuple(items)
     bad = [v for v in seq if _lookup(kind, v) is None]
     if bad or not seq:
         choices = ", ".join(map(str, values(kind)))
@@ -176,6 +174,11 @@ class PlanField:
     reason: str = ""
     derived: bool = False
 
+    def plain(self, value: object) -> Any:
+        """A categorical field's value (a member or its plain value) as the plain value."""
+        assert self.choices is not None, f"{self.name} is not categorical"
+        return self.choices(value).value
+
     def options(self) -> tuple[Any, ...]:
         """Plain values of a categorical field (empty otherwise)."""
         return values(self.choices) if self.choices is not None else ()
@@ -204,8 +207,9 @@ class PlanField:
             if listing == "tuple":
                 return f"must be one of {self.options()}, got {value!r}"
             return choice_problem(self.choices, value, self.name, "").reason
-        number = not isinstance(value, bool) and isinstance(value, (int, float))
-        if number and (self.check is None or self.check(float(value))):  # type: ignore[arg-type]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return self.reason.format(value=value)
+        if self.check is None or self.check(float(value)):
             return None
         return self.reason.format(value=value)
 

@@ -304,7 +304,7 @@ def _plain(name: str, value: Any) -> Any:
     """A plan value as JSON: integers where integer, a format's plain name."""
     f = _FIELD.get(name)
     if f is not None and f.kind == "categorical":
-        return f.choices(value).value  # type: ignore[misc]
+        return f.plain(value)
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 

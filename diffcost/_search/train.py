@@ -142,7 +142,7 @@ def _one_hots(name: str, chosen: Any, n: int) -> np.ndarray:
     """One-hot rows over a categorical field's choices (``chosen``: one value or one per row)."""
     options = _FIELD[name].options()
     picks = np.broadcast_to(np.asarray(chosen, dtype=object), (n,))
-    return np.eye(len(options))[[options.index(_FIELD[name].choices(v).value) for v in picks]]  # type: ignore[misc]
+    return np.eye(len(options))[[options.index(_FIELD[name].plain(v)) for v in picks]]
 
 
 def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
@@ -372,7 +372,7 @@ def _plain(name: str, value: Any) -> Any:
     if f is not None and f.kind == "bool":
         return bool(value)
     if f is not None and f.kind == "categorical":
-        return f.choices(value).value  # type: ignore[misc]
+        return f.plain(value)
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 

@@ -26,6 +26,7 @@ Two kernel choices of the serving engine change the bytes moved, so they are pla
 """
 
 from collections.abc import Mapping
+from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -273,7 +274,7 @@ def serve_plan(
     instance = tp * pp
     one = lambda names, value: jnp.zeros(len(names)).at[names.index(value)].set(1.0)  # noqa: E731
     encoded = {
-        k: one(_FIELD[k].options(), _FIELD[k].choices(v).value)  # type: ignore[misc]
+        k: one(_FIELD[k].options(), _FIELD[k].plain(v))
         if _FIELD[k].kind == "categorical"
         else jnp.asarray(float(instance if v is None else v))
         for k, v in given.items()
@@ -301,7 +302,7 @@ for _f in SERVE_FIELDS:
         )
 
 
-def plan_kwargs(values: dict[str, object]) -> dict[str, object]:
+def plan_kwargs(values: dict[str, Any]) -> dict[str, Any]:
     """Scenario ``[plan]`` values -> :func:`serve_plan` keyword arguments."""
     out = {k: v for k, v in values.items() if not k.startswith("accuracy_cost_")}
     costs = {

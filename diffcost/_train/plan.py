@@ -12,6 +12,7 @@ device) and the search (exact and relaxed).
 """
 
 from collections.abc import Mapping
+from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -193,8 +194,7 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
 def choice_weights(name: str, value: object) -> Float[Array, " k"]:
     """One-hot weights of a categorical field's value (a member or its plain value)."""
     f = _FIELD[name]
-    assert f.choices is not None
-    return one_hot(f.options().index(f.choices(value).value), len(f.options()))
+    return one_hot(f.options().index(f.plain(value)), len(f.options()))
 
 
 def train_plan(
@@ -235,9 +235,13 @@ def train_plan(
         global_batch = dp * micro_batch
     if sequence_parallel is None:
         sequence_parallel = tp > 1
-    values_ = {**given, "global_batch": global_batch, "sequence_parallel": sequence_parallel}
+    values_: dict[str, Any] = {
+        **given,
+        "global_batch": global_batch,
+        "sequence_parallel": sequence_parallel,
+    }
     encoded = {
-        k: choice_weights(k, v) if _FIELD[k].kind == "categorical" else jnp.asarray(float(v))  # type: ignore[arg-type]
+        k: choice_weights(k, v) if _FIELD[k].kind == "categorical" else jnp.asarray(float(v))
         for k, v in values_.items()
     }
     return encode_train(encoded)
