@@ -177,3 +177,12 @@ def test_train_field_table_is_the_scenario_schema():
     assert {k: v for k, v in TRAIN_PLAN.items() if k in S.TRAIN_PLAN} == S.TRAIN_PLAN
     assert set(TRAIN_PLAN) - set(S.TRAIN_PLAN) == {"grad_bytes_per_param"}
     assert [f.name for f in TRAIN_FIELDS] == list(PLAN_FIELDS["train"])
+
+
+def test_train_field_table_matches_the_constructor():
+    import inspect
+
+    params = inspect.signature(dc.train_plan).parameters
+    assert [f.name for f in TRAIN_FIELDS] == [k for k in params if k != "source"]
+    for f in TRAIN_FIELDS:
+        assert f.default == params[f.name].default, f.name
