@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._search.core import Axis, Candidates, moves
+from diffcost._search.discrete import Axis, Candidates, moves, refine, scaled_moves, unique
 from diffcost._search.train import (
     TrainSearchSpace,
     enumerate_space,
@@ -242,3 +242,36 @@ def test_bad_subset_is_a_clear_error():
 def test_candidates_product_restricted():
     c = Candidates.product([Axis("a", (1.0, 2.0))], [], {"a": [2.0]})
     assert len(c) == 1 and c.row(0) == {"a": 2.0}
+
+
+def _one(**values) -> Candidates:
+    return Candidates({k: np.asarray([v]) for k, v in values.items()})
+
+
+def test_scaled_moves_rescale_the_coupled_axis_and_flip_choices():
+    pools = {"tp": (1.0, 2.0, 4.0), "batch": (1.0, 2.0, 4.0, 8.0, 16.0), "fmt": ("a", "b")}
+    out = scaled_moves(_one(tp=2.0, batch=4.0, fmt="a"), pools, {"batch": ("tp",)}, flip=["fmt"])
+    rows = [out.row(i) for i in range(len(out))]
+    # tp 1 -> batch near 2 (1, 2, 4); tp 4 -> batch near 8 (4, 8, 16); each also with fmt "b"
+    scaled = [(r["tp"], r["batch"]) for r in rows if r["fmt"] == "a"]
+    assert scaled == [(1.0, 1.0), (1.0, 2.0), (1.0, 4.0), (4.0, 4.0), (4.0, 8.0), (4.0, 16.0)]
+    assert [(r["tp"], r["batch"]) for r in rows if r["fmt"] == "b"] == scaled
+
+
+def test_refine_reaches_the_minimum_of_a_separable_score():
+    pools = {"a": tuple(float(v) for v in range(10)), "b": ("x", "y", "z")}
+    target = {"x": 2.0, "y": 0.0, "z": 1.0}
+
+    def score(c: Candidates) -> np.ndarray:
+        a, b = c.columns["a"], c.columns["b"]
+        return (a - 7.0) ** 2 + np.asarray([target[v] for v in b])
+
+    best, value, evaluated = refine(_one(a=0.0, b="x"), pools, score)
+    assert best.row(0) == {"a": 7.0, "b": "y"} and value == 0.0 and evaluated > 0
+
+
+def test_unique_keeps_first_occurrences_in_order():
+    c = Candidates({"a": np.asarray([1, 2, 1, 3, 2]), "b": np.asarray(["x", "y", "x", "z", "w"])})
+    u = unique(c)
+    rows = [u.row(i) for i in range(len(u))]
+    assert rows == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}, {"a": 3, "b": "z"}, {"a": 2, "b": "w"}]
