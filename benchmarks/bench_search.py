@@ -300,7 +300,8 @@ SERVE = [
 
 def _rank(problem, plan: dict) -> str:
     cand = enumerate_all(problem)
-    obj, feasible, _ = problem.evaluate(cand)
+    ev = problem.evaluate(cand)
+    obj, feasible = ev.objective, ev.feasible
     match = np.ones(len(cand), bool)
     for k, v in plan.items():
         match &= cand.columns[k] == v
@@ -330,7 +331,8 @@ def measure(
     rnd = search(problem, refine_top=0)
     cand = enumerate_all(problem)
     idx = rng.choice(len(cand), size=min(rel.evaluated, len(cand)), replace=False)
-    obj, feasible, _ = problem.evaluate(cand.take(idx))
+    ev = problem.evaluate(cand.take(idx))
+    obj, feasible = ev.objective, ev.feasible
     rand_best = float(np.min(np.where(feasible, obj, np.inf)))
     opt = exh.best_objective
     row = dict(

@@ -1,13 +1,14 @@
 """Plan search: rounding, feasibility, agreement with the exhaustive oracle, clear failures."""
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._search.core import Axis, Candidates, moves
+from diffcost._search.discrete import Axis, Candidates, moves, refine, scaled_moves, unique
 from diffcost._search.train import (
     TrainSearchSpace,
     enumerate_space,
@@ -35,7 +36,8 @@ def test_axis_rounds_to_the_two_nearest_allowed_values():
 
 def test_moves_change_at_most_two_coordinates():
     cur = {"a": 1, "b": 2, "c": 3}
-    cand = moves(cur, {"a": [1, 2], "b": [2, 4], "c": [3, 6]})
+    start = Candidates({k: np.asarray([v]) for k, v in cur.items()})
+    cand = moves(start, {"a": [1, 2], "b": [2, 4], "c": [3, 6]})
     diffs = [sum(cand.row(i)[k] != cur[k] for k in cur) for i in range(len(cand))]
     assert max(diffs) == 2 and diffs.count(0) == 1
     assert len(cand) == 1 + 3 + 3  # itself, three single moves, three pairs
@@ -57,12 +59,29 @@ def test_enumeration_is_valid_and_complete():
 
 @pytest.mark.parametrize("name,system,chips,gb,seq", SMALL)
 def test_relaxed_search_matches_the_exhaustive_oracle(name, system, chips, gb, seq):
+    """The search finds the oracle's optimum, and its gradient phase does real work.
+
+    On these small spaces the exact rounding of 32 random starts plus refinement alone finds
+    the optimum, so agreement by itself cannot see the gradient phase.  The second assertion
+    can: the typical start's relaxed objective (median over starts, penalties included) must
+    end within 3x of the exact optimum.  Checked by running this test with
+    ``learning_rate=0`` (the default of :func:`diffcost._search.core.search` set to 0): every
+    case fails (medians 7.7x to 8e8x: random starts violate the chip-product and batch
+    constraints), while the default reaches 1.2x to 1.8x (float64, as the tests run).
+    Rounding quality is not asserted: per start it is no better than rounding the random
+    starts (medians 1.2x to 1.35x either way, and for llama-2-7b most rounded neighbourhoods
+    of the relaxed optima hold no feasible plan), a limit of the training relaxation that the
+    exact refinement covers.
+    """
     sys_ = dc.load_system(system, chips=chips)
     model = dc.load_model(name)
     space = TrainSearchSpace(global_batch=gb, seq_len=seq, chips=(chips,), max_cp=2)
     oracle = search_train(sys_, model, space, exhaustive=True)
     found = search_train(sys_, model, space)
+    assert found.best is not None
     assert found.best_objective == pytest.approx(oracle.best_objective, rel=1e-9)
+    assert found.relaxed_objectives is not None
+    assert np.median(found.relaxed_objectives) <= 3.0 * oracle.best_objective
     # the answer is verified: re-evaluate it exactly and check it is feasible
     plan = dc.train_plan(**{k: v for k, v in found.best.items() if k != "chips"})
     out = dc.TrainCost(sys_, model)(plan)
@@ -84,11 +103,12 @@ def test_runners_up_are_sorted_and_distinct():
 def test_cost_objective_with_chip_count_search_prefers_fewer_chips():
     sys_ = dc.load_system("dgx-h100", chips=64)
     model = dc.load_model("llama-2-7b")
-    base = dict(global_batch=64, seq_len=4096, chips=(8, 16, 32, 64))
+    base: dict[str, Any] = dict(global_batch=64, seq_len=4096, chips=(8, 16, 32, 64))
     fastest = search_train(sys_, model, TrainSearchSpace(**base, objective="time"), exhaustive=True)
     cheapest = search_train(
         sys_, model, TrainSearchSpace(**base, objective="cost"), exhaustive=True
     )
+    assert cheapest.best is not None and fastest.best is not None
     assert cheapest.best["chips"] <= fastest.best["chips"]
 
 
@@ -222,3 +242,36 @@ def test_bad_subset_is_a_clear_error():
 def test_candidates_product_restricted():
     c = Candidates.product([Axis("a", (1.0, 2.0))], [], {"a": [2.0]})
     assert len(c) == 1 and c.row(0) == {"a": 2.0}
+
+
+def _one(**values) -> Candidates:
+    return Candidates({k: np.asarray([v]) for k, v in values.items()})
+
+
+def test_scaled_moves_rescale_the_coupled_axis_and_flip_choices():
+    pools = {"tp": (1.0, 2.0, 4.0), "batch": (1.0, 2.0, 4.0, 8.0, 16.0), "fmt": ("a", "b")}
+    out = scaled_moves(_one(tp=2.0, batch=4.0, fmt="a"), pools, {"batch": ("tp",)}, flip=["fmt"])
+    rows = [out.row(i) for i in range(len(out))]
+    # tp 1 -> batch near 2 (1, 2, 4); tp 4 -> batch near 8 (4, 8, 16); each also with fmt "b"
+    scaled = [(r["tp"], r["batch"]) for r in rows if r["fmt"] == "a"]
+    assert scaled == [(1.0, 1.0), (1.0, 2.0), (1.0, 4.0), (4.0, 4.0), (4.0, 8.0), (4.0, 16.0)]
+    assert [(r["tp"], r["batch"]) for r in rows if r["fmt"] == "b"] == scaled
+
+
+def test_refine_reaches_the_minimum_of_a_separable_score():
+    pools = {"a": tuple(float(v) for v in range(10)), "b": ("x", "y", "z")}
+    target = {"x": 2.0, "y": 0.0, "z": 1.0}
+
+    def score(c: Candidates) -> np.ndarray:
+        a, b = c.columns["a"], c.columns["b"]
+        return (a - 7.0) ** 2 + np.asarray([target[v] for v in b])
+
+    best, value, evaluated = refine(_one(a=0.0, b="x"), pools, score)
+    assert best.row(0) == {"a": 7.0, "b": "y"} and value == 0.0 and evaluated > 0
+
+
+def test_unique_keeps_first_occurrences_in_order():
+    c = Candidates({"a": np.asarray([1, 2, 1, 3, 2]), "b": np.asarray(["x", "y", "x", "z", "w"])})
+    u = unique(c)
+    rows = [u.row(i) for i in range(len(u))]
+    assert rows == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}, {"a": 3, "b": "z"}, {"a": 2, "b": "w"}]

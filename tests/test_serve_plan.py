@@ -2,7 +2,9 @@
 
 import json
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -114,7 +116,7 @@ def test_builtin_serve_scenarios_load_and_fit(name):
     system = dc.load_system(sc.system, chips=sc.chips)
     out = dc.ServeCost(system, dc.load_model(sc.model))(plan)
     assert float(out.fits()) == 1.0
-    assert float(out.chips) <= sc.chips
+    assert sc.chips is not None and float(out.chips) <= sc.chips
 
 
 def test_serve_scenario_unknown_key_and_accuracy_costs(tmp_path):
@@ -284,3 +286,35 @@ def test_serve_bad_input_is_a_message_not_a_traceback():
     assert result.exit_code == 2 and "diffcost serve needs 'serve'" in text
     result = _run("serve", "--accuracy-cost", "int4")
     assert result.exit_code == 2 and "expected FORMAT=NUMBER" in result.output
+
+
+def test_serve_field_table_drives_constructor_schema_and_sweep():
+    """One table: its names and defaults are :func:`serve_plan`'s keywords, the scenario schema
+    and the sweep's fields are derived from it (``accuracy_cost`` is written per format)."""
+    import inspect
+
+    from diffcost._analysis.sweep_spec import PLAN_FIELDS
+    from diffcost._serve.plan import SERVE_FIELDS, SERVE_PLAN
+
+    params = inspect.signature(dc.serve_plan).parameters
+    per_format = [f"accuracy_cost_{fmt}" for fmt in dc.FORMATS]
+    assert [f.name for f in SERVE_FIELDS] == [
+        k for k in params if k not in ("accuracy_cost", "source")
+    ]
+    for f in SERVE_FIELDS:
+        assert f.default == params[f.name].default, f.name
+    assert set(SERVE_PLAN) == {f.name for f in SERVE_FIELDS} | set(per_format)
+    assert list(PLAN_FIELDS["serve"]) == list(SERVE_PLAN)
+    for f in SERVE_FIELDS:
+        if f.kind == "categorical":
+            assert SERVE_PLAN[f.name].choices == f.options() == PLAN_FIELDS["serve"][f.name]
+
+
+def test_serve_plan_accepts_typed_options():
+    from diffcost._core.options import Format, ServeMode
+
+    typed = dc.serve_plan(weight_format=Format.INT4, kv_format=Format.FP8, mode=ServeMode.STATIC)
+    plain = dc.serve_plan(weight_format="int4", kv_format="fp8", mode="static")
+    for a, b in zip(jax.tree.leaves(typed), jax.tree.leaves(plain), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert float(typed.compute_format[dc.FORMATS.index("bf16")]) == 1.0  # W4A16 default

@@ -2,12 +2,19 @@
 
 import json
 import math
+from typing import Any
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._search.serve import ServeProblem, serving_flags
+from diffcost._core.smooth import RELAXED
+from diffcost._search.core import Candidates
+from diffcost._search.serve import ServeProblem, relaxed_serve_plan, serve_objective, serving_flags
 from diffcost.cli import app
 
 CASES = [
@@ -20,6 +27,17 @@ CASES = [
 
 @pytest.mark.parametrize("name,system,chips,kw", CASES)
 def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
+    """The search finds the oracle's optimum, verified exactly, and its gradient phase does real
+    work, which agreement alone cannot see (rounding 32 random starts plus refinement already
+    finds the optimum on these spaces).
+
+    Per start: the relaxed objective it reaches (median within 3x of the exact optimum) and the
+    best exact plan of its rounded neighbourhood before refinement (median within 2x).  Checked
+    by running this test with ``learning_rate=0`` (the default of
+    :func:`diffcost._search.core.search` set to 0): every case fails (medians 11x to 1e10x
+    relaxed, 2.3x to 13.5x rounded), while the default gives 1.25x-1.9x and 1.1x-1.4x
+    (float64, as the tests run; in float32 see the xfail test below).
+    """
     sys_ = dc.load_system(system, chips=chips)
     model = dc.load_model(name)
     space = dc.ServeSearchSpace(
@@ -33,8 +51,14 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     oracle = dc.search_serve(sys_, model, space, exhaustive=True)
     found = dc.search_serve(sys_, model, space)
     assert found.best_objective == pytest.approx(oracle.best_objective, rel=1e-9)
+    # the gradient phase itself lands near the optimum (see the docstring)
+    best = oracle.best_objective
+    assert found.relaxed_objectives is not None and found.rounded_objectives is not None
+    assert np.median(found.relaxed_objectives) <= 3.0 * best
+    assert np.median(found.rounded_objectives) <= 2.0 * best
     # verified with the exact model: it fits and meets the limits
     best = found.best
+    assert best is not None
     plan = dc.serve_plan(
         tp=best["tp"],
         pp=best["pp"],
@@ -50,6 +74,33 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     assert float(out.ttft_s) <= space.ttft_slo_s and float(out.tpot_s) <= space.tpot_slo_s
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="in float32 (the library's default precision; the tests run in float64) the "
+    "relaxed serving gradient is NaN, so the optimiser zeroes it and the gradient phase never "
+    "moves: smooth._quartic_abs differentiates z / width at width = _TINY = 1e-30 (width**2 "
+    "underflows) for passes with no work; needs a double-where fix in diffcost/_core/smooth.py",
+)
+def test_relaxed_serving_gradient_is_finite_in_float32():
+    sys_ = dc.load_system("dgx-a100", chips=8)
+    model = dc.load_model("llama-2-7b")
+    space = dc.ServeSearchSpace(input_len=1024, output_len=128, chips=8, objective="latency")
+    problem = ServeProblem(sys_, model, space)
+    theta = np.asarray([1.0, 0.5, 3.0, 0.1, -0.1])
+    with jax.enable_x64(False):
+        sys32, model32, template = jax.tree_util.tree_map(
+            lambda x: jnp.asarray(x, jnp.float32) if eqx.is_inexact_array(x) else x,
+            (sys_, model, problem.template()),
+        )
+
+        def loss(th):
+            plan = relaxed_serve_plan(th, 1.0, template, space, 8.0)
+            return jnp.log(serve_objective(dc.ServeCost(sys32, model32, RELAXED)(plan), "latency"))
+
+        grad = jax.grad(loss)(jnp.asarray(theta, jnp.float32))
+    assert np.all(np.isfinite(np.asarray(grad)))
+
+
 def test_latency_objective_prefers_batch_one_and_wide_tp():
     sys_ = dc.load_system("dgx-h100", chips=8)
     res = dc.search_serve(
@@ -58,6 +109,7 @@ def test_latency_objective_prefers_batch_one_and_wide_tp():
         dc.ServeSearchSpace(input_len=512, output_len=64, chips=8, objective="latency"),
         exhaustive=True,
     )
+    assert res.best is not None
     assert res.best["batch"] == 1 and res.best["tp"] == 8 and res.best["pp"] == 1
 
 
@@ -83,11 +135,14 @@ def test_tighter_tpot_limit_never_raises_throughput():
 def test_accuracy_cost_keeps_the_optimizer_honest():
     sys_ = dc.load_system("dgx-h100", chips=8)
     model = dc.load_model("llama-2-70b")
-    base = dict(input_len=1024, output_len=128, chips=8, weight_formats=("bf16", "int4"))
+    base: dict[str, Any] = dict(
+        input_len=1024, output_len=128, chips=8, weight_formats=("bf16", "int4")
+    )
     free = dc.search_serve(sys_, model, dc.ServeSearchSpace(**base), exhaustive=True)
     priced = dc.search_serve(
         sys_, model, dc.ServeSearchSpace(**base, accuracy_cost=(("int4", 10.0),)), exhaustive=True
     )
+    assert free.best is not None and priced.best is not None
     assert free.best["weight_format"] == "int4"
     assert priced.best["weight_format"] == "bf16"
 
@@ -120,9 +175,11 @@ def test_replicas_use_the_chip_budget():
         dc.load_model("llama-2-7b"),
         dc.ServeSearchSpace(input_len=128, output_len=128, chips=8),
     )
-    row = problem.plan_row(
-        {"tp": 2.0, "pp": 1.0, "batch": 8.0, "weight_format": "int4", "kv_format": "bf16"}
+    cand = Candidates.product(
+        problem.axes, problem.choices, {"tp": [2.0], "pp": [1.0], "batch": [8.0]}
     )
+    cand = cand.with_column("weight_format", ["int4"]).with_column("kv_format", ["bf16"])
+    row = problem.plan_row(cand, 0)
     assert row["replicas"] == 4 and row["compute_format"] == "bf16"
 
 

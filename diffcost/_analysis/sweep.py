@@ -48,9 +48,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .._inputs.hardware import FORMATS
 from .._serve.cost import ServeCost
-from .._serve.plan import MODES, ServePlan
+from .._serve.plan import MODES, ServePlan, default_compute_format, encode_serve
 from .._train.cost import TrainCost
-from .._train.plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan
+from .._train.plan import TRAIN_FIELDS, TrainPlan, encode_train
 from .sweep_spec import (  # noqa: F401  (re-exported)
     JOBS,
     OUTPUTS,
@@ -82,43 +82,27 @@ def _one_hot(code, k):
     return jax.nn.one_hot(code.astype(jnp.int32), k, dtype=code.dtype)
 
 
-_WIDE = np.asarray([4.0 if f in ("fp32", "tf32") else 2.0 for f in FORMATS])
-_OPT = np.asarray(list(OPTIMIZER_BYTES.values()))
-_COMPUTE_DEFAULT = np.asarray(
-    [FORMATS.index({"int8": "bf16", "int4": "bf16"}.get(f, f)) for f in FORMATS], dtype=np.int32
-)
+_COMPUTE_DEFAULT = np.asarray([FORMATS.index(default_compute_format(f)) for f in FORMATS], np.int32)
+_TRAIN_CHOICES = {f.name: len(f.options()) for f in TRAIN_FIELDS if f.kind == "categorical"}
 
 
 def _train_plan(r) -> TrainPlan:
+    """The exact training plan of decoded point ``r`` (derived fields are NaN when not given:
+    ``dp = chips / (tp pp cp)``, ``global_batch = dp * micro_batch``, SP on when ``tp > 1``)."""
     tp, pp, cp, mb = r["tp"], r["pp"], r["cp"], r["micro_batch"]
     dp = jnp.where(jnp.isnan(r["dp"]), r["chips"] / (tp * pp * cp), r["dp"])
     gb = jnp.where(jnp.isnan(r["global_batch"]), dp * mb, r["global_batch"])
     sp = jnp.where(
         jnp.isnan(r["sequence_parallel"]), (tp > 1).astype(tp.dtype), r["sequence_parallel"]
     )
-    prec = r["precision"].astype(jnp.int32)
-    return TrainPlan(
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        micro_batch=mb,
-        global_batch=gb,
-        seq_len=r["seq_len"],
-        virtual_stages=r["virtual_stages"],
-        sequence_parallel=sp,
-        flash_attention=r["flash_attention"],
-        overlap_grad_reduce=r["overlap_grad_reduce"],
-        recompute=_one_hot(r["recompute"], len(RECOMPUTE)),
-        zero=_one_hot(r["zero"], len(ZERO_STAGES)),
-        precision=_one_hot(r["precision"], len(FORMATS)),
-        weight_bytes_per_param=jnp.asarray(_WIDE, tp.dtype)[prec],
-        grad_bytes_per_param=r["grad_bytes_per_param"],
-        optimizer_bytes_per_param=jnp.asarray(_OPT, tp.dtype)[r["optimizer"].astype(jnp.int32)],
-    )
+    fields = {f.name: r[f.name] for f in TRAIN_FIELDS}
+    fields |= {k: _one_hot(r[k], size) for k, size in _TRAIN_CHOICES.items()}
+    return encode_train(fields | {"dp": dp, "global_batch": gb, "sequence_parallel": sp})
 
 
 def _serve_plan(r) -> ServePlan:
+    """The exact serving plan of decoded point ``r`` (derived fields NaN or -1 when not given:
+    compute format from the weight format, pools of one instance, replicas filling the chips)."""
     tp, pp = r["tp"], r["pp"]
     inst = tp * pp
     wf = r["weight_format"].astype(jnp.int32)
@@ -136,28 +120,19 @@ def _serve_plan(r) -> ServePlan:
         jnp.maximum(1.0, jnp.floor(r["chips"] / per_replica)),
         r["replicas"],
     )
-    return ServePlan(
-        tp=tp,
-        pp=pp,
-        replicas=replicas,
-        batch=r["batch"],
-        input_len=r["input_len"],
-        output_len=r["output_len"],
-        weight_format=_one_hot(r["weight_format"], len(FORMATS)),
-        compute_format=_one_hot(cf, len(FORMATS)),
-        kv_format=_one_hot(r["kv_format"], len(FORMATS)),
-        mode=_one_hot(r["mode"], len(MODES)),
-        prefill_chunk=r["prefill_chunk"],
-        draft_len=r["draft_len"],
-        acceptance=r["acceptance"],
-        draft_params_fraction=r["draft_params_fraction"],
-        disaggregated=d,
-        prefill_chips=pre,
-        decode_chips=dec,
-        kv_block=r["kv_block"],
-        accuracy_cost=jnp.stack([r[f"accuracy_cost_{f}"] for f in FORMATS]),
-        gqa_decode_kernel=r["gqa_decode_kernel"],
-        fused_dequant=r["fused_dequant"],
+    fields = {k: r[k] for k in ServePlan.__dataclass_fields__ if k in r}
+    return encode_serve(
+        fields
+        | {
+            "replicas": replicas,
+            "weight_format": _one_hot(r["weight_format"], len(FORMATS)),
+            "compute_format": _one_hot(cf, len(FORMATS)),
+            "kv_format": _one_hot(r["kv_format"], len(FORMATS)),
+            "mode": _one_hot(r["mode"], len(MODES)),
+            "prefill_chips": pre,
+            "decode_chips": dec,
+            "accuracy_cost": jnp.stack([r[f"accuracy_cost_{f}"] for f in FORMATS]),
+        }
     )
 
 
@@ -226,7 +201,9 @@ def _evaluate_chunk(structure: _Structure, tables, consts, indices):
 
 
 # --- running --------------------------------------------------------------------------------------
-def free_memory_bytes(device: jax.Device) -> float:
+# jax exports ``Device`` as a variable (an alias of the runtime device class), which pyright
+# rejects in annotations: the two ``jax.Device`` annotations below carry a targeted ignore.
+def free_memory_bytes(device: jax.Device) -> float:  # pyright: ignore[reportInvalidTypeForm]
     """Free memory of a device (accelerator statistics; the host's available RAM for a CPU)."""
     stats = device.memory_stats() if hasattr(device, "memory_stats") else None
     if stats and "bytes_limit" in stats:
@@ -295,12 +272,62 @@ def _host_table(prep: _Prepared, outputs: dict[str, np.ndarray]) -> pd.DataFrame
     return pd.DataFrame(data)
 
 
+def _compile(prep: _Prepared, tables, consts, indices, nd: int, per_device: int, budget, fixed):
+    """Compile the chunk evaluation, halving the points per device until the compiled memory
+    fits ``budget`` per device (or ``fixed``: the caller chose the chunk).  Returns the compiled
+    function, the chunk size and its memory in bytes."""
+    while True:
+        size = per_device * nd
+        compiled = _evaluate_chunk.lower(prep.structure, tables, consts, indices(0, size)).compile()
+        mem = compiled.memory_analysis()
+        used = (
+            mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
+            if mem is not None
+            else 0
+        )
+        if fixed or used / nd <= budget or per_device <= 256:
+            return compiled, size, used
+        per_device //= 2
+
+
+def _run_chunks(compiled, tables, consts, indices, n: int, size: int, advance):
+    """Evaluate every chunk (each dispatched while the previous one is copied to the host).
+    Returns the host outputs and the ids of the devices that held the first chunk."""
+    host: dict[str, np.ndarray] = {}
+    placed: list[int] = []
+
+    def collect(out, start):
+        if not placed:
+            placed.extend(sorted(d.id for d in next(iter(out.values())).sharding.device_set))
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            out = multihost_utils.process_allgather(out, tiled=True)
+        k = min(size, n - start)
+        for name, arr in out.items():
+            a = np.asarray(arr)
+            if name not in host:
+                host[name] = np.empty(n, dtype=a.dtype)
+            host[name][start : start + k] = a[:k]
+        advance(k)
+
+    pending = None
+    for start in range(0, n, size):
+        out = compiled(tables, consts, indices(start, size))  # dispatched asynchronously
+        if pending is not None:  # copy the previous chunk while this one runs
+            collect(*pending)
+        pending = (out, start)
+    assert pending is not None
+    collect(*pending)
+    return host, tuple(placed)
+
+
 def run_sweep(
     sweep: Sweep,
     *,
     progress: bool = True,
     chunk: int | None = None,
-    devices: Sequence[jax.Device] | None = None,
+    devices: Sequence[jax.Device] | None = None,  # pyright: ignore[reportInvalidTypeForm]
     memory_fraction: float = 0.25,
     max_chunk_per_device: int = 1 << 18,
 ) -> SweepResult:
@@ -318,7 +345,7 @@ def run_sweep(
     replicated = NamedSharding(mesh, PartitionSpec())
     tables = jax.device_put(prep.tables, replicated)
     consts = jax.device_put(prep.consts, replicated)
-    index_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
+    index_dtype = np.int64 if jax.config.read("jax_enable_x64") else np.int32
     n = prep.n
     budget = memory_fraction * min(free_memory_bytes(d) for d in devices)
 
@@ -331,52 +358,17 @@ def run_sweep(
     if chunk is not None:
         per_device = max(1, -(-chunk // nd))
     t0 = time.perf_counter()
-    while True:
-        size = per_device * nd
-        compiled = _evaluate_chunk.lower(prep.structure, tables, consts, indices(0, size)).compile()
-        mem = compiled.memory_analysis()
-        used = (
-            mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
-            if mem is not None
-            else 0
-        )
-        if chunk is not None or used / nd <= budget or per_device <= 256:
-            break
-        per_device //= 2
+    compiled, size, used = _compile(
+        prep, tables, consts, indices, nd, per_device, budget, chunk is not None
+    )
     compile_s = time.perf_counter() - t0
-
-    starts = list(range(0, n, size))
-    host: dict[str, np.ndarray] = {}
-    placed: list[int] = []
-
-    def collect(out, start):
-        if not placed:
-            placed.extend(sorted(d.id for d in next(iter(out.values())).sharding.device_set))
-        if jax.process_count() > 1:
-            from jax.experimental import multihost_utils
-
-            out = multihost_utils.process_allgather(out, tiled=True)
-        k = min(size, n - start)
-        for name, arr in out.items():
-            a = np.asarray(arr)
-            if name not in host:
-                host[name] = np.empty(n, dtype=a.dtype)
-            host[name][start : start + k] = a[:k]
-
     t0 = time.perf_counter()
-    pending = None
     with _progress(progress, n, sweep.name, nd) as advance:
-        for start in starts:
-            out = compiled(tables, consts, indices(start, size))  # dispatched asynchronously
-            if pending is not None:  # copy the previous chunk while this one runs
-                collect(*pending)
-                advance(min(size, n - pending[1]))
-            pending = (out, start)
-        collect(*pending)
-        advance(min(size, n - pending[1]))
+        host, placed = _run_chunks(compiled, tables, consts, indices, n, size, advance)
     run_s = time.perf_counter() - t0
+    chunks = len(range(0, n, size))
     return SweepResult(
-        _host_table(prep, host), nd, size, len(starts), compile_s, run_s, int(used), tuple(placed)
+        _host_table(prep, host), nd, size, chunks, compile_s, run_s, int(used), placed
     )
 
 

@@ -2,7 +2,6 @@
 encoded for on-device decoding; the spec file loader.  Evaluation is in :mod:`diffcost._sweep`.
 """
 
-import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,69 +14,42 @@ import jax.tree_util as jtu
 import numpy as np
 
 from .._core.errors import Problem, SpecError
+from .._core.options import PlanField
 from .._inputs.hardware import FORMATS
 from .._inputs.loader import _read_toml, load_model, load_system
 from .._serve.cost import ServeBreakdown
-from .._serve.plan import MODES, plan_kwargs, serve_plan
+from .._serve.plan import SERVE_FIELDS, plan_kwargs, serve_plan
 from .._train.cost import TrainBreakdown
 from .._train.memory import TrainMemory
-from .._train.plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, train_plan
+from .._train.plan import TRAIN_FIELDS, train_plan
 
 JOBS = ("train", "serve")
 NUM, BOOL = "number", "bool"
-_TRAIN_FIELDS: dict[str, Any] = {
-    "tp": NUM,
-    "pp": NUM,
-    "dp": NUM,
-    "cp": NUM,
-    "micro_batch": NUM,
-    "global_batch": NUM,
-    "seq_len": NUM,
-    "virtual_stages": NUM,
-    "sequence_parallel": BOOL,
-    "flash_attention": BOOL,
-    "overlap_grad_reduce": BOOL,
-    "recompute": RECOMPUTE,
-    "zero": ZERO_STAGES,
-    "precision": FORMATS,
-    "optimizer": tuple(OPTIMIZER_BYTES),
-    "grad_bytes_per_param": NUM,
+
+
+def _sweep_kind(f: PlanField) -> Any:
+    """How the sweep encodes a field: a number, a bool, or the index into its choices."""
+    return f.options() if f.kind == "categorical" else BOOL if f.kind == "bool" else NUM
+
+
+def _sweep_fields(fields: tuple[PlanField, ...], per_format_after: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields:
+        out[f.name] = _sweep_kind(f)
+        if f.name == per_format_after:  # serving: accuracy_cost_<format>, one number each
+            out.update({f"accuracy_cost_{fmt}": NUM for fmt in FORMATS})
+    return out
+
+
+#: Sweepable plan fields of each job, derived from the job's field table.
+PLAN_FIELDS = {
+    "train": _sweep_fields(TRAIN_FIELDS),
+    "serve": _sweep_fields(SERVE_FIELDS, per_format_after="kv_block"),
 }
-_SERVE_FIELDS: dict[str, Any] = {
-    "tp": NUM,
-    "pp": NUM,
-    "replicas": NUM,
-    "batch": NUM,
-    "input_len": NUM,
-    "output_len": NUM,
-    "weight_format": FORMATS,
-    "compute_format": FORMATS,
-    "kv_format": FORMATS,
-    "mode": MODES,
-    "prefill_chunk": NUM,
-    "draft_len": NUM,
-    "acceptance": NUM,
-    "draft_params_fraction": NUM,
-    "disaggregated": BOOL,
-    "prefill_chips": NUM,
-    "decode_chips": NUM,
-    "kv_block": NUM,
-    **{f"accuracy_cost_{fmt}": NUM for fmt in FORMATS},
-    "gqa_decode_kernel": BOOL,
-    "fused_dequant": BOOL,
-}
-PLAN_FIELDS = {"train": _TRAIN_FIELDS, "serve": _SERVE_FIELDS}
+_TABLES_OF = {"train": TRAIN_FIELDS, "serve": SERVE_FIELDS}
 _BUILDERS = {"train": train_plan, "serve": serve_plan}
 #: Plan fields derived per point when not given (NaN / -1 on the device).
-_DERIVED = {
-    "dp",
-    "global_batch",
-    "sequence_parallel",
-    "replicas",
-    "compute_format",
-    "prefill_chips",
-    "decode_chips",
-}
+_DERIVED = {f.name for fields in _TABLES_OF.values() for f in fields if f.derived}
 _REFS = ("model", "system", "chip", "chips")
 
 
@@ -242,33 +214,27 @@ def _check_plans(sweep: Sweep, plan_base: dict, columns: dict[str, list], proble
             attempt({**plan_base, key: v}, "grid/zip " if key not in plan_base else "")
 
 
-def prepare(sweep: Sweep) -> _Prepared:
-    """Check a sweep (every problem at once) and encode it for the device."""
-    w = sweep.source
-    problems: list[Problem] = []
-    if sweep.job not in JOBS:
-        raise SpecError([Problem(w, "job", f"must be one of {', '.join(JOBS)}, got {sweep.job!r}")])
-    fields = PLAN_FIELDS[sweep.job]
+def _check_keys(sweep: Sweep, problems: list[Problem]) -> dict[str, str]:
+    """Every key known and given once, axes non-empty lists of equal zip length; returns the
+    table (base, grid or zip) that owns each key."""
+    w, fields = sweep.source, PLAN_FIELDS[sweep.job]
     tables = {"base": dict(sweep.base), "grid": dict(sweep.grid), "zip": dict(sweep.zip)}
     owner: dict[str, str] = {}
+    allowed = ", ".join([*_REFS, *fields])
     for tname, table in tables.items():
         for key, value in table.items():
             if key in owner:
                 problems.append(Problem(w, f"{tname}.{key}", f"also given in [{owner[key]}]"))
             owner[key] = tname
             if key not in fields and key not in _REFS and not _is_override(key):
-                problems.append(
-                    Problem(
-                        w,
-                        f"{tname}.{key}",
-                        f"unknown field for a {sweep.job} "
-                        f"sweep (allowed: {', '.join([*_REFS, *fields])}, "
-                        "system.<path>, model.<field>, scale.<...>)",
-                    )
+                reason = (
+                    f"unknown field for a {sweep.job} sweep (allowed: {allowed}, "
+                    "system.<path>, model.<field>, scale.<...>)"
                 )
+                problems.append(Problem(w, f"{tname}.{key}", reason))
             if tname != "base" and (not isinstance(value, (list, tuple)) or not value):
                 problems.append(Problem(w, f"{tname}.{key}", "must be a non-empty list"))
-    lengths = {len(v) for v in sweep.zip.values() if isinstance(v, (list, tuple))}
+    lengths = _zip_lengths(sweep)
     if len(lengths) > 1:
         problems.append(Problem(w, "zip", f"lists must have equal lengths, got {sorted(lengths)}"))
     if "model" not in owner:
@@ -277,25 +243,29 @@ def prepare(sweep: Sweep) -> _Prepared:
         problems.append(Problem(w, "system/chip", "give exactly one of system or chip"))
     for key in sweep.outputs or ():
         if key not in OUTPUTS[sweep.job]:
-            problems.append(
-                Problem(
-                    w,
-                    f"outputs.{key}",
-                    f"unknown output (allowed: {', '.join(OUTPUTS[sweep.job])})",
-                )
-            )
-    overrides = [o for k in owner if _is_override(k) and (o := _override(k, problems, w))]
+            reason = f"unknown output (allowed: {', '.join(OUTPUTS[sweep.job])})"
+            problems.append(Problem(w, f"outputs.{key}", reason))
+    return owner
 
-    # values: only the well-formed entries, so that every problem is reported in one go
-    listed = lambda v: isinstance(v, (list, tuple)) and len(v) > 0
+
+def _zip_lengths(sweep: Sweep) -> set[int]:
+    return {len(v) for v in sweep.zip.values() if isinstance(v, (list, tuple))}
+
+
+def _axis_columns(sweep: Sweep) -> list[dict[str, list[Any]]]:
+    """The well-formed axes (so that every problem is reported in one go): one per grid key,
+    one for all the zip keys."""
+    listed = lambda v: isinstance(v, (list, tuple)) and len(v) > 0  # noqa: E731
     axis_cols = [{k: list(v)} for k, v in sweep.grid.items() if listed(v)]
-    if sweep.zip and len(lengths) == 1:
+    if sweep.zip and len(_zip_lengths(sweep)) == 1:
         axis_cols.append({k: list(v) for k, v in sweep.zip.items() if listed(v)})
-    all_cols = {k: v for axis in axis_cols for k, v in axis.items()}
-    plan_base = {k: v for k, v in sweep.base.items() if k in fields}
-    _check_plans(sweep, plan_base, {k: v for k, v in all_cols.items() if k in fields}, problems)
+    return axis_cols
+
+
+def _load_refs(sweep: Sweep, owner: dict, all_cols: dict, problems: list[Problem]):
+    """The distinct hardware and models the sweep names, loaded."""
     hw_key = "system" if "system" in owner else "chip"
-    pick = lambda k: [sweep.base[k]] if k in sweep.base else all_cols.get(k, [])
+    pick = lambda k: [sweep.base[k]] if k in sweep.base else all_cols.get(k, [])  # noqa: E731
     hardware = list(dict.fromkeys((hw_key, n) for n in pick(hw_key)))
     models = list(dict.fromkeys(pick("model")))
     systems, loaded_models = [], []
@@ -309,6 +279,12 @@ def prepare(sweep: Sweep) -> _Prepared:
             loaded_models.append(load_model(name))
         except SpecError as err:
             problems += err.problems
+    return hardware, models, systems, loaded_models
+
+
+def _check_numbers(sweep: Sweep, all_cols: dict, problems: list[Problem]) -> None:
+    """Chip counts are positive integers, overrides non-negative numbers."""
+    w = sweep.source
     for key, values in [*((k, [v]) for k, v in sweep.base.items()), *all_cols.items()]:
         for v in values if key == "chips" or _is_override(key) else ():
             if key == "chips" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -317,39 +293,66 @@ def prepare(sweep: Sweep) -> _Prepared:
                 isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0
             ):
                 problems.append(Problem(w, key, f"must be a non-negative number, got {v!r}"))
+
+
+def _default(job: str, key: str) -> Any:
+    """The value of a plan field no table sets: its field-table default (``None`` when it is
+    derived per point; accuracy costs are 0)."""
+    if key in _DERIVED:
+        return None
+    if key.startswith("accuracy_cost_"):
+        return 0.0
+    return next(f.default for f in _TABLES_OF[job] if f.name == key)
+
+
+_INTERNAL = {"model": "_model", "system": "_hw", "chip": "_hw"}
+
+
+def _encode_axes(axis_cols: list[dict[str, list[Any]]], enc, dtype):
+    """Encoded columns of every axis and the (size, stride, names) of each (mixed radix, the
+    last axis fastest)."""
+    columns, axes, stride = {}, [], 1
+    for axis in reversed(axis_cols):
+        size = len(next(iter(axis.values())))
+        names = tuple(_INTERNAL.get(k, k) for k in axis)
+        for k, v in axis.items():
+            columns[_INTERNAL.get(k, k)] = jnp.asarray([enc(k, x) for x in v], dtype)
+        axes.append((size, stride, names))
+        stride *= size
+    axes.reverse()
+    return columns, tuple(axes), stride
+
+
+def prepare(sweep: Sweep) -> _Prepared:
+    """Check a sweep (every problem at once) and encode it for the device."""
+    w = sweep.source
+    problems: list[Problem] = []
+    if sweep.job not in JOBS:
+        raise SpecError([Problem(w, "job", f"must be one of {', '.join(JOBS)}, got {sweep.job!r}")])
+    fields = PLAN_FIELDS[sweep.job]
+    owner = _check_keys(sweep, problems)
+    overrides = [o for k in owner if _is_override(k) and (o := _override(k, problems, w))]
+    axis_cols = _axis_columns(sweep)
+    all_cols = {k: v for axis in axis_cols for k, v in axis.items()}
+    plan_base = {k: v for k, v in sweep.base.items() if k in fields}
+    _check_plans(sweep, plan_base, {k: v for k, v in all_cols.items() if k in fields}, problems)
+    hardware, models, systems, loaded_models = _load_refs(sweep, owner, all_cols, problems)
+    _check_numbers(sweep, all_cols, problems)
     if problems:
         raise SpecError(problems)
 
     dtype = jnp.result_type(float)
-    enc = lambda k, v: _encode(sweep.job, k, v, hardware, models)
+    enc = lambda k, v: _encode(sweep.job, k, v, hardware, models)  # noqa: E731
     consts = {k: enc(k, v) for k, v in sweep.base.items()}
-    defaults = inspect.signature(_BUILDERS[sweep.job]).parameters
-    for key in fields:
-        if key not in owner:
-            default = (
-                None
-                if key in _DERIVED
-                else (0.0 if key.startswith("accuracy_cost_") else defaults[key].default)
-            )
-            consts[key] = enc(key, default)
+    consts |= {k: enc(k, _default(sweep.job, k)) for k in fields if k not in owner}
     consts.setdefault("chips", math.nan)
-    internal = {"model": "_model", "system": "_hw", "chip": "_hw"}
-    consts = {internal.get(k, k): jnp.asarray(v, dtype) for k, v in consts.items()}
-    columns, axes, stride = {}, [], 1
-    for axis in reversed(axis_cols):
-        size = len(next(iter(axis.values())))
-        names = tuple(internal.get(k, k) for k in axis)
-        for k, v in axis.items():
-            columns[internal.get(k, k)] = jnp.asarray([enc(k, x) for x in v], dtype)
-        axes.append((size, stride, names))
-        stride *= size
-    axes.reverse()
-    stack = lambda trees: jtu.tree_map(lambda *x: jnp.stack(x), *trees)
-    structure = _Structure(
-        sweep.job, tuple(axes), tuple(overrides), tuple(sweep.outputs or OUTPUTS[sweep.job])
-    )
+    consts = {_INTERNAL.get(k, k): jnp.asarray(v, dtype) for k, v in consts.items()}
+    columns, axes, n = _encode_axes(axis_cols, enc, dtype)
+    stack = lambda trees: jtu.tree_map(lambda *x: jnp.stack(x), *trees)  # noqa: E731
+    outputs = tuple(sweep.outputs or OUTPUTS[sweep.job])
+    structure = _Structure(sweep.job, axes, tuple(overrides), outputs)
     tabs = {"systems": stack(systems), "models": stack(loaded_models), "columns": columns}
-    return _Prepared(sweep, structure, tabs, consts, axis_cols, stride)
+    return _Prepared(sweep, structure, tabs, consts, axis_cols, n)
 
 
 # --- one point (device) ---------------------------------------------------------------------------
@@ -409,6 +412,7 @@ def load_sweep(path: str | Path) -> SweepFile:
             add(f"output.{key}", f"must be one of {sorted(_OUTPUT_KEYS)} with a path (string)")
     if problems:
         raise SpecError(problems)
+    assert isinstance(name, str)  # checked above: it equals the file name
     sweep = Sweep(
         job=data["job"],
         base=data["base"],
@@ -421,5 +425,5 @@ def load_sweep(path: str | Path) -> SweepFile:
     prepare(sweep)  # every remaining problem, now
     where = lambda k: Path(out[k]) if k in out else None  # relative to the working directory
     return SweepFile(
-        sweep, data.get("display_name", name), where("csv"), where("parquet"), where("plots")
+        sweep, str(data.get("display_name", name)), where("csv"), where("parquet"), where("plots")
     )

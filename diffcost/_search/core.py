@@ -7,16 +7,18 @@
 2. Rounding: each relaxed optimum is rounded to its integer neighbourhood (the two nearest allowed
    values of every degree, the two heaviest choices of every category); the neighbourhood is
    evaluated with the *exact* model in one batched call and the best feasible plan is kept.
-3. Enumeration: the whole discrete space, evaluated exactly in chunks; the oracle for tests and
+3. Refinement: exact local search from the best rounded plans (:mod:`.discrete`, which also
+   holds the candidate table, :class:`Candidates`).
+4. Enumeration: the whole discrete space, evaluated exactly in chunks; the oracle for tests and
    the ``--exhaustive`` option.
 """
 
-import itertools
+import abc
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -24,76 +26,31 @@ import numpy as np
 import optax
 
 from .._core.errors import Problem, SpecError
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One searched integer degree: its allowed values (sorted, positive)."""
-
-    name: str
-    values: tuple[float, ...]
-
-    def nearest_two(self, log2_value: float) -> list[float]:
-        """The two allowed values nearest to ``2**log2_value`` in log space."""
-        logs = np.log2(np.asarray(self.values))
-        order = np.argsort(np.abs(logs - log2_value))
-        return [self.values[i] for i in order[: min(2, len(order))]]
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One searched categorical: the names of its allowed options."""
-
-    name: str
-    options: tuple[Any, ...]
-
-
-@dataclass
-class Candidates:
-    """Discrete plans as columns (one numpy array per axis or choice)."""
-
-    columns: dict[str, np.ndarray]
-
-    def __len__(self) -> int:
-        return len(next(iter(self.columns.values()))) if self.columns else 0
-
-    def take(self, index: np.ndarray) -> "Candidates":
-        return Candidates({k: v[index] for k, v in self.columns.items()})
-
-    def row(self, i: int) -> dict[str, Any]:
-        return {k: v[i].item() for k, v in self.columns.items()}
-
-    @staticmethod
-    def product(
-        axes: Sequence[Axis],
-        choices: Sequence[Choice],
-        per_axis: dict[str, Sequence[Any]] | None = None,
-    ) -> "Candidates":
-        """Cartesian product of every axis and choice (optionally restricted per name)."""
-        names = [a.name for a in axes] + [c.name for c in choices]
-        pools = [
-            list(per_axis[n])
-            if per_axis and n in per_axis
-            else list(a.values if isinstance(a, Axis) else a.options)
-            for n, a in zip(names, [*axes, *choices], strict=True)
-        ]
-        rows = list(itertools.product(*pools))
-        cols = {n: np.asarray([r[i] for r in rows]) for i, n in enumerate(names)}
-        return Candidates(cols)
-
-    @staticmethod
-    def concat(parts: Sequence["Candidates"]) -> "Candidates":
-        parts = [p for p in parts if len(p)]
-        if not parts:
-            return Candidates({})
-        return Candidates(
-            {k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns}
-        )
+from .discrete import (  # noqa: F401  (re-exported: the search's public vocabulary)
+    Axis,
+    Candidates,
+    Choice,
+    Evaluation,
+    best_of,
+    layout,
+    moves,
+    refine,
+    row_keys,
+    scaled_moves,
+    unique,
+)
 
 
 @dataclass
 class SearchResult:
-    """Best exact plan of a search, why it is best, and what came close."""
+    """Best exact plan of a search, why it is best, and what came close.
+
+    ``relaxed_objective`` is the best relaxed objective (``exp`` of the lowest relaxed loss,
+    penalties included).  Per relaxed start (``None`` for an exhaustive search):
+    ``relaxed_objectives`` holds the relaxed objective it reached and ``rounded_objectives`` the
+    best exact feasible objective of its rounded neighbourhood before refinement (``inf`` when
+    none is valid and feasible): what the gradient phase alone delivers.
+    """
 
     best: dict[str, Any] | None
     best_objective: float
@@ -106,6 +63,8 @@ class SearchResult:
     wall_s: float = 0.0
     relaxed_objective: float | None = None
     suggestions: list[str] = field(default_factory=list)
+    relaxed_objectives: np.ndarray | None = None
+    rounded_objectives: np.ndarray | None = None
 
 
 def evaluate_in_buckets(fn: Callable[[Candidates], Any], c: Candidates, chunk: int = 16384) -> Any:
@@ -150,7 +109,8 @@ def optimise(
             g = jax.grad(loss)(th, tau)
             g = jnp.where(jnp.isfinite(g), g, 0.0)
             updates, state = opt.update(g, state, th)
-            return (optax.apply_updates(th, updates), state), None
+            new = optax.apply_updates(th, updates)
+            return (jnp.asarray(new), state), None
 
         (th, _), _ = jax.lax.scan(body, (theta, opt.init(theta)), jnp.arange(steps))
         return th, loss(th, anneal(jnp.asarray(steps - 1), steps))
@@ -158,119 +118,57 @@ def optimise(
     return jax.vmap(run)(theta0)
 
 
-def best_of(
-    objective: np.ndarray, feasible: np.ndarray, k: int = 5
-) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the ``k`` best feasible entries (ascending objective) and their values."""
-    obj = np.where(feasible & np.isfinite(objective), objective, np.inf)
-    order = np.argsort(obj, kind="stable")[:k]
-    order = order[np.isfinite(obj[order])]
-    return order, obj[order]
-
-
-def moves(
-    current: dict[str, Any], pools: dict[str, Sequence[Any]], max_changes: int = 2
-) -> Candidates:
-    """Every plan that differs from ``current`` in at most ``max_changes`` coordinates."""
-    names = list(pools)
-    rows = [dict(current)]
-    for k in range(1, max_changes + 1):
-        for subset in itertools.combinations(names, k):
-            for values in itertools.product(*[pools[n] for n in subset]):
-                if any(current[n] == v for n, v in zip(subset, values, strict=True)):
-                    continue
-                rows.append({**current, **dict(zip(subset, values, strict=True))})
-    return Candidates({n: np.asarray([r[n] for r in rows]) for n in names})
-
-
-def _window(pool: Sequence[Any], value: Any, full: int = 12, radius: int = 3) -> list[Any]:
-    """A small pool whole; a large one (a fine batch grid) as ``radius`` steps around ``value``
-    plus every ``len / full``-th value, so a round can both fine-tune and jump."""
-    if len(pool) <= full:
-        return list(pool)
-    i = list(pool).index(value)
-    near = list(pool[max(0, i - radius) : i + radius + 1])
-    far = list(pool[:: max(1, len(pool) // full)])
-    return sorted(set(near) | set(far), key=list(pool).index)
-
-
-def scaled_moves(
-    current: dict[str, Any],
-    pools: dict[str, Sequence[Any]],
-    coupled: dict[str, Sequence[str]],
-    flip: Sequence[str] = (),
-) -> list[dict[str, Any]]:
-    """Moves that change a degree and rescale the axis that scales with it: doubling ``pp`` of a
-    serving instance doubles the batch it holds (``coupled = {"batch": ("tp", "pp")}``); each
-    may also change one of the categorical choices named in ``flip`` (a degree change can make a
-    choice invalid, e.g. sequence parallelism at ``tp = 1``)."""
-    rows: list[dict[str, Any]] = []
-    for long_name, shorts in coupled.items():
-        pool = np.asarray(pools[long_name], dtype=float)
-        for short in shorts:
-            for value in pools[short]:
-                if value == current[short]:
-                    continue
-                target = current[long_name] * value / current[short]
-                i = int(np.argmin(np.abs(np.log(pool) - np.log(target))))
-                for j in range(max(0, i - 1), min(len(pool), i + 2)):
-                    rows.append({**current, short: value, long_name: pools[long_name][j]})
-    flipped = [{**r, name: v} for r in rows for name in flip for v in pools[name] if v != r[name]]
-    return rows + flipped
-
-
-def refine(
-    start: dict[str, Any],
-    pools: dict[str, Sequence[Any]],
-    score: Callable[[Candidates], np.ndarray],
-    max_rounds: int = 40,
-    coupled: dict[str, Sequence[str]] | None = None,
-    flip: Sequence[str] = (),
-    repair: Callable[[Candidates], Candidates] | None = None,
-) -> tuple[dict[str, Any], float, int]:
-    """Exact discrete local search: move to the best plan within two coordinate changes until
-    none improves (a long axis moves locally or by coarse jumps, see :func:`_window`).
-    ``score`` returns the exact objective (inf where invalid or infeasible).
-
-    Returns the local optimum, its objective and the number of plans evaluated.
-    """
-    current, value, evaluated = dict(start), np.inf, 0
-    for _ in range(max_rounds):
-        cand = moves(current, {k: _window(v, current[k]) for k, v in pools.items()})
-        extra = scaled_moves(current, pools, coupled or {}, flip)
-        if extra:
-            cand = Candidates.concat(
-                [cand, Candidates({k: np.asarray([r[k] for r in extra]) for k in cand.columns})]
-            )
-        if repair is not None:  # project moves that broke a validity rule back onto the space
-            cand = unique(Candidates.concat([cand, repair(cand)]))
-        obj = score(cand)
-        evaluated += len(cand)
-        i = int(np.argmin(obj))
-        if not obj[i] < value:
-            break
-        current, value = cand.row(i), float(obj[i])
-    return current, value, evaluated
-
-
 # --- the driver ----------------------------------------------------------------------------------
-class SearchProblem(Protocol):
+class SearchProblem(abc.ABC):
     """What a concrete search (training, serving) provides to :func:`search`.
 
     ``theta`` holds one relaxed log2 value per axis (``layout()["x"]``, in axis order) and one
-    logit vector per choice (``layout()[choice.name]``).
+    logit vector per choice (``layout()[choice.name]``).  Concrete problems are final.
     """
 
     objective: str
+    axes: tuple[Axis, ...]
+    choices: tuple[Choice, ...]
 
-    def axes(self) -> tuple[list[Axis], list[Choice]]: ...
-    def layout(self) -> dict[str, slice]: ...
-    def valid(self, c: Candidates) -> np.ndarray: ...
-    def evaluate(self, c: Candidates) -> tuple[np.ndarray, np.ndarray, Any]: ...
-    def solve(self, theta0: np.ndarray, steps: int, lr: float) -> tuple[np.ndarray, np.ndarray]: ...
-    def plan_row(self, row: dict[str, Any]) -> dict[str, Any]: ...
-    def binding(self, outs: Any, i: int) -> str: ...
-    def suggest(self) -> list[str]: ...
+    def pools(self) -> dict[str, tuple[Any, ...]]:
+        """Allowed values of every axis and choice."""
+        return {a.name: a.values for a in self.axes} | {c.name: c.options for c in self.choices}
+
+    @abc.abstractmethod
+    def layout(self) -> dict[str, slice]:
+        """Where each axis and choice lives in ``theta`` (see :func:`layout`)."""
+
+    @abc.abstractmethod
+    def valid(self, c: Candidates) -> np.ndarray:
+        """Which rows satisfy the exact validity rules (divisibility, ...)."""
+
+    @abc.abstractmethod
+    def evaluate(self, c: Candidates) -> Evaluation:
+        """The exact model on every row."""
+
+    @abc.abstractmethod
+    def solve(self, theta0: np.ndarray, steps: int, lr: float) -> tuple[np.ndarray, np.ndarray]:
+        """Relaxed optima from every start, and their losses."""
+
+    @abc.abstractmethod
+    def plan_row(self, c: Candidates, i: int) -> dict[str, Any]:
+        """Row ``i`` as a plain plan (the JSON row of a result)."""
+
+    @abc.abstractmethod
+    def binding(self, outputs: Any, i: int) -> str:
+        """Which constraint or cost term shapes row ``i``'s objective."""
+
+    @abc.abstractmethod
+    def suggest(self) -> list[str]:
+        """What would make an infeasible request feasible."""
+
+    def coupled(self) -> dict[str, tuple[str, ...]]:
+        """Axes that scale with degrees in refinement moves (see :func:`scaled_moves`)."""
+        return {}
+
+    def repair(self, c: Candidates) -> Candidates:
+        """The nearest valid plan of every row (identity: no repair rule)."""
+        return c
 
 
 def require_price(system: Any, objective: str) -> None:
@@ -291,32 +189,21 @@ def require_price(system: Any, objective: str) -> None:
 
 def enumerate_all(problem: SearchProblem) -> Candidates:
     """Every valid discrete plan: the exhaustive oracle's input."""
-    axes, choices = problem.axes()
-    cand = Candidates.product(axes, choices)
+    cand = Candidates.product(problem.axes, problem.choices)
     return cand.take(np.nonzero(problem.valid(cand))[0])
 
 
 def neighbourhood(problem: SearchProblem, theta: np.ndarray) -> Candidates:
     """The integer neighbourhood of a relaxed point: two nearest values per axis, two heaviest
     options per choice."""
-    axes, choices = problem.axes()
     lay = problem.layout()
     per: dict[str, list[Any]] = {}
-    for i, axis in enumerate(axes):
+    for i, axis in enumerate(problem.axes):
         per[axis.name] = axis.nearest_two(float(theta[lay["x"]][i]))
-    for choice in choices:
+    for choice in problem.choices:
         top = np.argsort(-theta[lay[choice.name]])[:2]
         per[choice.name] = [choice.options[j] for j in top]
-    return Candidates.product(axes, choices, per)
-
-
-def unique(c: Candidates) -> Candidates:
-    """Drop repeated rows (first occurrence kept, order preserved)."""
-    keys = list(zip(*[c.columns[k].tolist() for k in c.columns], strict=True))
-    seen: dict[tuple, int] = {}
-    for i, k in enumerate(keys):
-        seen.setdefault(k, i)
-    return c.take(np.asarray(sorted(seen.values()), dtype=int))
+    return Candidates.product(problem.axes, problem.choices, per)
 
 
 def _score(problem: SearchProblem, cand: Candidates) -> np.ndarray:
@@ -324,16 +211,27 @@ def _score(problem: SearchProblem, cand: Candidates) -> np.ndarray:
     out = np.full(len(cand), np.inf)
     if ok.any():
         idx = np.nonzero(ok)[0]
-        obj, feasible, _ = problem.evaluate(cand.take(idx))
-        out[idx] = np.where(feasible, obj, np.inf)
+        ev = problem.evaluate(cand.take(idx))
+        out[idx] = np.where(ev.feasible, ev.objective, np.inf)
     return out
 
 
+def _seeds(obj: np.ndarray, groups: list[np.ndarray]) -> list[int]:
+    """The best row of each relaxed start's own neighbourhood (starts with none are skipped)."""
+    seeds = []
+    for rows in groups:  # the rows one relaxed start proposed
+        mine = rows[np.isfinite(obj[rows])]
+        if len(mine):
+            seeds.append(int(mine[np.argmin(obj[mine])]))
+    return seeds
+
+
 def _refine_best(
-    problem: SearchProblem, cand: Candidates, top: int, groups: list[np.ndarray]
+    problem: SearchProblem, cand: Candidates, obj: np.ndarray, top: int, groups: list[np.ndarray]
 ) -> tuple[Candidates, int]:
     """Refine one seed per relaxed start (the best of its own neighbourhood, so the seeds come
-    from different basins), the ``top`` best of those, by exact local search."""
+    from different basins; ``obj``: the exact objectives of ``cand``), the ``top`` best of
+    those, by exact local search."""
     evaluated = 0
 
     def score(c: Candidates) -> np.ndarray:
@@ -341,67 +239,81 @@ def _refine_best(
         evaluated += int(problem.valid(c).sum())  # invalid moves are never evaluated
         return _score(problem, c)
 
-    obj = score(cand)
-    seeds = []
-    for rows in groups:  # the rows one relaxed start proposed
-        mine = rows[np.isfinite(obj[rows])]
-        if len(mine):
-            seeds.append(int(mine[np.argmin(obj[mine])]))
-    seeds = sorted(set(seeds), key=lambda i: obj[i])
-    order = np.asarray(seeds[:top], dtype=int)
-    axes, choices = problem.axes()
-    pools = {a.name: a.values for a in axes} | {c.name: c.options for c in choices}
-    coupled = getattr(problem, "coupled", dict)()
-    flip = [c.name for c in choices]
-    fix = getattr(problem, "repair", None)
+    seeds = sorted(set(_seeds(obj, groups)), key=lambda i: obj[i])[:top]
+    flip = [c.name for c in problem.choices]
     found = [
-        refine(cand.row(int(i)), pools, score, coupled=coupled, flip=flip, repair=fix)[0]
-        for i in order
+        refine(
+            cand.take([i]),
+            problem.pools(),
+            score,
+            coupled=problem.coupled(),
+            flip=flip,
+            repair=problem.repair,
+        )[0]
+        for i in seeds
     ]
     if not found:
         return cand, evaluated
-    extra = Candidates({k: np.asarray([r[k] for r in found]) for k in cand.columns})
-    return unique(Candidates.concat([cand, extra])), evaluated
+    return unique(Candidates.concat([cand, *found])), evaluated
+
+
+def _empty(problem: SearchProblem, binding: str, evaluated: int, method: str) -> SearchResult:
+    return SearchResult(
+        None,
+        math.inf,
+        problem.objective,
+        binding,
+        [],
+        evaluated,
+        0,
+        method,
+        suggestions=problem.suggest(),
+    )
 
 
 def _result(problem: SearchProblem, cand: Candidates, method: str) -> SearchResult:
     if len(cand) == 0:
-        return SearchResult(
-            None,
-            math.inf,
-            problem.objective,
-            "divisibility: no valid degree combination in the space",
-            [],
-            0,
-            0,
-            method,
-            suggestions=problem.suggest(),
-        )
-    obj, feasible, outs = problem.evaluate(cand)
-    order, values = best_of(obj, feasible, k=6)
+        binding = "divisibility: no valid degree combination in the space"
+        return _empty(problem, binding, 0, method)
+    ev = problem.evaluate(cand)
+    order, values = best_of(ev.objective, ev.feasible, k=6)
     if len(order) == 0:
-        return SearchResult(
-            None,
-            math.inf,
-            problem.objective,
-            "no valid plan is feasible",
-            [],
-            len(cand),
-            0,
-            method,
-            suggestions=problem.suggest(),
-        )
-    rows = [problem.plan_row(cand.row(int(i))) for i in order]
+        return _empty(problem, "no valid plan is feasible", len(cand), method)
+    rows = [problem.plan_row(cand, int(i)) for i in order]
     return SearchResult(
         best=rows[0],
         best_objective=float(values[0]),
         objective_name=problem.objective,
-        binding=problem.binding(outs, int(order[0])),
+        binding=problem.binding(ev.outputs, int(order[0])),
         alternatives=list(zip(rows[1:], map(float, values[1:]), strict=True)),
         evaluated=len(cand),
-        feasible_count=int(np.sum(feasible)),
+        feasible_count=int(np.sum(ev.feasible)),
         method=method,
     )
+
+
+def _relaxed_candidates(
+    problem: SearchProblem, starts: int, steps: int, learning_rate: float, seed: int
+) -> tuple[Candidates, list[np.ndarray], np.ndarray]:
+    """Relaxed optima from ``starts`` random points, rounded: the distinct valid rows, the rows
+    each start proposed (one index array per start), and the relaxed losses."""
+    lo = np.asarray([math.log2(min(a.values)) for a in problem.axes])
+    hi = np.asarray([math.log2(max(a.values)) for a in problem.axes])
+    rng = np.random.default_rng(seed)
+    theta0 = rng.normal(0.0, 0.3, (starts, problem.layout()["size"].start))
+    theta0[:, problem.layout()["x"]] = rng.uniform(lo, hi, (starts, len(problem.axes)))
+    thetas, losses = problem.solve(theta0, steps, learning_rate)
+    parts = [neighbourhood(problem, th) for th in thetas]
+    every = Candidates.concat(parts)
+    owner = np.concatenate([np.full(len(p), i) for i, p in enumerate(parts)])
+    keep = np.nonzero(problem.valid(every))[0]
+    every, owner = every.take(keep), owner[keep]
+    # distinct rows, each remembering which starts proposed it (each is evaluated once)
+    index: dict[tuple, int] = {}
+    row_of = np.asarray([index.setdefault(k, len(index)) for k in row_keys(every)], dtype=int)
+    cand = every.take(np.asarray(sorted(set(np.unique(row_of, return_index=True)[1])), dtype=int))
+    groups = [row_of[owner == s] for s in range(starts)]  # empty for a start with no valid row
+    return cand, groups, losses
 
 
 def search(
@@ -424,28 +336,14 @@ def search(
         result = _result(problem, enumerate_all(problem), "exhaustive")
         result.wall_s = time.perf_counter() - t0
         return result
-    axes, _ = problem.axes()
-    lo = np.asarray([math.log2(min(a.values)) for a in axes])
-    hi = np.asarray([math.log2(max(a.values)) for a in axes])
-    rng = np.random.default_rng(seed)
-    theta0 = rng.normal(0.0, 0.3, (starts, problem.layout()["size"].start))
-    theta0[:, problem.layout()["x"]] = rng.uniform(lo, hi, (starts, len(axes)))
-    thetas, losses = problem.solve(theta0, steps, learning_rate)
-    parts = [neighbourhood(problem, th) for th in thetas]
-    every = Candidates.concat(parts)
-    owner = np.concatenate([np.full(len(p), i) for i, p in enumerate(parts)])
-    keep = np.nonzero(problem.valid(every))[0]
-    every, owner = every.take(keep), owner[keep]
-    # distinct rows, each remembering which starts proposed it (each is evaluated once)
-    index: dict[tuple, int] = {}
-    keys = list(zip(*[every.columns[k].tolist() for k in every.columns], strict=True))
-    row_of = np.asarray([index.setdefault(k, len(index)) for k in keys], dtype=int)
-    cand = every.take(np.asarray(sorted(set(np.unique(row_of, return_index=True)[1])), dtype=int))
-    groups = [row_of[owner == s] for s in np.unique(owner)]
+    cand, groups, losses = _relaxed_candidates(problem, starts, steps, learning_rate, seed)
     method = f"relaxed ({starts} starts x {steps} steps) + exact rounding"
+    obj = _score(problem, cand) if len(cand) else np.zeros(0)
+    rounded = np.asarray([np.min(obj[rows], initial=np.inf) for rows in groups])
     extra = 0
     if refine_top and len(cand):
-        cand, extra = _refine_best(problem, cand, refine_top, groups)
+        cand, extra = _refine_best(problem, cand, obj, refine_top, groups)
+        extra += len(obj)  # the rounded rows, scored above
         method += f" + exact 2-move refinement from the best {refine_top} starts"
     result = _result(problem, cand, method)
     result.evaluated += extra
@@ -457,5 +355,7 @@ def search(
         result = full
     best_loss = float(np.nanmin(losses))
     result.relaxed_objective = math.exp(best_loss) if best_loss < 700.0 else math.inf
+    result.relaxed_objectives = np.exp(np.minimum(np.asarray(losses, dtype=float), 700.0))
+    result.rounded_objectives = rounded
     result.wall_s = time.perf_counter() - t0
     return result

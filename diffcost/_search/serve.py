@@ -11,69 +11,99 @@ format logits, exact rounding, exact refinement, exhaustive confirmation of infe
 
 import math
 from dataclasses import dataclass
+from typing import Any, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.errors import Problem, SpecError
+from .._core.options import Format, ServeMode, ServeObjective, coerce, coerce_all, values
 from .._core.smooth import RELAXED
 from .._inputs.hardware import FORMATS, System, one_hot_format
 from .._inputs.model import Model
 from .._serve.cost import ServeBreakdown, ServeCost, default_batch_grid
-from .._serve.plan import _WEIGHT_ONLY_DEFAULT_COMPUTE, ServePlan, serve_plan
+from .._serve.plan import SERVE_FIELDS, ServePlan, default_compute_format, encode_serve, serve_plan
 from .core import (
     Axis,
     Candidates,
     Choice,
+    Evaluation,
+    SearchProblem,
     SearchResult,
     enumerate_all,
     evaluate_in_buckets,
+    layout,
     optimise,
     require_price,
     search,
 )
 
-SERVE_OBJECTIVES = ("throughput", "latency", "cost")
+SERVE_OBJECTIVES: tuple[str, ...] = values(ServeObjective)
 _CHUNK = 16384
 _NO_LIMIT = 1e9  # seconds: stands for "no latency limit" inside traced code
+_FIELD = {f.name: f for f in SERVE_FIELDS}
+
+
+def _accuracy_costs(items: Any) -> tuple[tuple[Format, float], ...]:
+    """``(format, cost)`` pairs (or a mapping), each format checked, each cost >= 0."""
+    pairs = tuple(items.items()) if isinstance(items, dict) else tuple(items)
+    problems = []
+    for name, cost in pairs:
+        ok_cost = not isinstance(cost, bool) and isinstance(cost, (int, float)) and cost >= 0
+        if name not in FORMATS or not ok_cost:
+            reason = f"expected FORMAT=non-negative number with FORMAT one of {', '.join(FORMATS)}"
+            problems.append(
+                Problem("<arguments>", "accuracy_cost", f"{reason}; got {name}={cost!r}")
+            )
+    if problems:
+        raise SpecError(problems)
+    return tuple((Format(name), float(cost)) for name, cost in pairs)
 
 
 @dataclass(frozen=True)
 class ServeSearchSpace:
-    """What may vary in a serving deployment of ``chips`` chips."""
+    """What may vary in a serving deployment of ``chips`` chips.
+
+    Options are typed (:mod:`diffcost._core.options`): each may be given as a member or its
+    plain value, and a value that is not one of the choices raises
+    :class:`~diffcost._core.errors.SpecError` naming the key and the choices.
+    """
 
     input_len: int
     output_len: int
     chips: int
-    objective: str = "throughput"
+    objective: ServeObjective | str = ServeObjective.THROUGHPUT
     ttft_slo_s: float = math.inf
     tpot_slo_s: float = math.inf
-    weight_formats: tuple[str, ...] = ("bf16",)
-    kv_formats: tuple[str, ...] = ("bf16",)
+    weight_formats: tuple[Format | str, ...] = (Format.BF16,)
+    kv_formats: tuple[Format | str, ...] = (Format.BF16,)
     max_batch: int = 1024
-    mode: str = "continuous"
-    accuracy_cost: tuple[tuple[str, float], ...] = ()
+    mode: ServeMode | str = ServeMode.CONTINUOUS
+    accuracy_cost: tuple[tuple[Format | str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        typed = {
+            "objective": coerce(ServeObjective, self.objective, "objective"),
+            "weight_formats": coerce_all(Format, self.weight_formats, "weight_formats"),
+            "kv_formats": coerce_all(Format, self.kv_formats, "kv_formats"),
+            "mode": coerce(ServeMode, self.mode, "mode"),
+            "accuracy_cost": _accuracy_costs(self.accuracy_cost),
+        }
+        for key, value in typed.items():
+            object.__setattr__(self, key, value)
 
 
-def _searched_fields(p: ServePlan) -> tuple:
-    """The plan fields a serving search sets (in the order its ``tree_at`` calls give them)."""
-    return (
-        p.tp,
-        p.pp,
-        p.replicas,
-        p.batch,
-        p.weight_format,
-        p.compute_format,
-        p.kv_format,
-        p.prefill_chips,
-        p.decode_chips,
-    )
+def _with_searched(template: ServePlan, searched: dict[str, Any]) -> ServePlan:
+    """``template``'s fields with the searched ones replaced (one encoder: :func:`encode_serve`)."""
+    fields = {k: getattr(template, k) for k in ServePlan.__dataclass_fields__}
+    return encode_serve(fields | searched)
 
 
 def compute_format_for(weight_format: str) -> str:
     """Weight-only int8/int4 run their GEMMs at bf16 (W8A16, W4A16); others in their format."""
-    return _WEIGHT_ONLY_DEFAULT_COMPUTE.get(weight_format, weight_format)
+    return default_compute_format(weight_format)
 
 
 def _tp_ok(tp: int, model: Model) -> bool:
@@ -82,8 +112,9 @@ def _tp_ok(tp: int, model: Model) -> bool:
     return heads % tp == 0 and ffn % tp == 0 and kv_ok
 
 
-class ServeProblem:
-    """The serving search as a :class:`diffcost._search.SearchProblem`."""
+@final
+class ServeProblem(SearchProblem):
+    """The serving search as a :class:`diffcost._search.core.SearchProblem`."""
 
     def __init__(self, system: System | None, model: Model, space: ServeSearchSpace):
         self.system, self.model, self.space = system, model, space
@@ -96,26 +127,18 @@ class ServeProblem:
         # every batch to 256, then ~6% steps, plus the powers of two engines are often set to
         grid = set(np.asarray(default_batch_grid()).tolist()) | {2.0**k for k in range(15)}
         batches = tuple(sorted(float(b) for b in grid if b <= space.max_batch))
-        self._axes = (
-            [Axis("tp", tps), Axis("pp", pps), Axis("batch", batches)],
-            [Choice("weight_format", space.weight_formats), Choice("kv_format", space.kv_formats)],
+        self.axes = (Axis("tp", tps), Axis("pp", pps), Axis("batch", batches))
+        self.choices = (
+            Choice("weight_format", tuple(space.weight_formats)),
+            Choice("kv_format", tuple(space.kv_formats)),
         )
-
-    def axes(self):
-        return self._axes
 
     def coupled(self) -> dict[str, tuple[str, ...]]:
         """The batch an instance holds scales with its size (tp * pp)."""
         return {"batch": ("tp", "pp")}
 
     def layout(self) -> dict[str, slice]:
-        nw, nk = len(self.space.weight_formats), len(self.space.kv_formats)
-        return {
-            "x": slice(0, 3),
-            "weight_format": slice(3, 3 + nw),
-            "kv_format": slice(3 + nw, 3 + nw + nk),
-            "size": slice(3 + nw + nk, 3 + nw + nk),
-        }
+        return _layout(self.space)
 
     def valid(self, c: Candidates) -> np.ndarray:
         col = c.columns
@@ -138,44 +161,42 @@ class ServeProblem:
         """Stack candidate rows into one exact :class:`ServePlan` pytree."""
         col = c.columns
         n = len(c)
-        f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64), dtype=jnp.result_type(float))
+        f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64), dtype=jnp.result_type(float))  # noqa: E731
         eye = np.eye(len(FORMATS))
-        onehots = lambda names: f(eye[[FORMATS.index(x) for x in names]])
+        onehots = lambda names: f(eye[[FORMATS.index(x) for x in names]])  # noqa: E731
         base = jax.tree_util.tree_map(
             lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), self.template()
         )
         inst = col["tp"] * col["pp"]
-        return eqx.tree_at(
-            _searched_fields,
-            base,
-            (
-                f(col["tp"]),
-                f(col["pp"]),
-                f(self.space.chips // inst),
-                f(col["batch"]),
-                onehots(col["weight_format"]),
-                onehots([compute_format_for(w) for w in col["weight_format"]]),
-                onehots(col["kv_format"]),
-                f(inst),
-                f(inst),
-            ),
-        )
+        searched = {
+            "tp": f(col["tp"]),
+            "pp": f(col["pp"]),
+            "replicas": f(self.space.chips // inst),
+            "batch": f(col["batch"]),
+            "weight_format": onehots(col["weight_format"]),
+            "compute_format": onehots([compute_format_for(w) for w in col["weight_format"]]),
+            "kv_format": onehots(col["kv_format"]),
+            "prefill_chips": f(inst),
+            "decode_chips": f(inst),
+        }
+        return _with_searched(base, searched)
 
-    def evaluate(self, c: Candidates):
+    def evaluate(self, c: Candidates) -> Evaluation:
+        assert self.system is not None, "exact evaluation needs a system"
         cost = ServeCost(self.system, self.model)
         limits = jnp.asarray(
             [min(self.space.ttft_slo_s, _NO_LIMIT), min(self.space.tpot_slo_s, _NO_LIMIT)]
         )
         objective = self.space.objective
-        return evaluate_in_buckets(
+        obj, ok, out = evaluate_in_buckets(
             lambda rows: _evaluate(cost, self.to_plans(rows), limits, objective), c, _CHUNK
         )
+        return Evaluation(obj, ok, out)
 
     # --- relaxed search -----------------------------------------------------------------------
-    def solve(self, theta0, steps, lr):
-        axes, _ = self._axes
-        lo = jnp.asarray([math.log2(min(a.values)) for a in axes])
-        hi = jnp.asarray([math.log2(max(a.values)) for a in axes])
+    def solve(self, theta0: np.ndarray, steps: int, lr: float) -> tuple[np.ndarray, np.ndarray]:
+        lo = jnp.asarray([math.log2(min(a.values)) for a in self.axes])
+        hi = jnp.asarray([math.log2(max(a.values)) for a in self.axes])
         sp = self.space
         sizes = jnp.asarray(
             [sp.chips, min(sp.ttft_slo_s, _NO_LIMIT), min(sp.tpot_slo_s, _NO_LIMIT)], dtype=float
@@ -197,15 +218,15 @@ class ServeProblem:
         )
         return np.asarray(th), np.asarray(loss)
 
-    def plan_row(self, row: dict) -> dict:
-        out = {
-            k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in row.items()
-        }
+    def plan_row(self, c: Candidates, i: int) -> dict[str, Any]:
+        """Row ``i`` as plain plan values: integers for degrees and counts, formats by name."""
+        out = {k: _plain(k, c.value(k, i)) for k in c.columns}
         out["replicas"] = self.space.chips // (out["tp"] * out["pp"])
         out["compute_format"] = compute_format_for(out["weight_format"])
         return out
 
-    def binding(self, out: ServeBreakdown, i: int) -> str:
+    def binding(self, outputs: Any, i: int) -> str:
+        out: ServeBreakdown = outputs
         g = lambda x: float(np.asarray(x)[i])
         parts = [f"memory headroom {g(out.headroom_bytes) / g(out.capacity_bytes):.0%}"]
         for name, value, limit in (
@@ -229,7 +250,8 @@ class ServeProblem:
         cand = enumerate_all(loose)
         if len(cand) == 0:
             return ["no valid tp/pp split of this chip count for the model's heads and layers"]
-        _, fits, out = loose.evaluate(cand)
+        ev = loose.evaluate(cand)
+        fits, out = ev.feasible, ev.outputs
         lines = []
         if not fits.any():
             need = float(np.min(out.min_chips_for_weights))
@@ -278,31 +300,42 @@ def _evaluate(cost: ServeCost, plans: ServePlan, limits, objective: str):
     return jax.vmap(one)(plans)
 
 
+def _plain(name: str, value: Any) -> Any:
+    """A plan value as JSON: integers where integer, a format's plain name."""
+    f = _FIELD.get(name)
+    if f is not None and f.kind == "categorical":
+        return f.plain(value)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _layout(space: ServeSearchSpace) -> dict[str, slice]:
+    return layout(
+        3, [("weight_format", len(space.weight_formats)), ("kv_format", len(space.kv_formats))]
+    )
+
+
 def relaxed_serve_plan(
     theta, tau, template: ServePlan, space: ServeSearchSpace, chips
 ) -> ServePlan:
     """The relaxed plan of ``theta`` (log2 tp, pp, batch; format logits) at temperature ``tau``."""
     tp, pp, batch = 2.0 ** theta[0], 2.0 ** theta[1], 2.0 ** theta[2]
-    nw = len(space.weight_formats)
-    w = jax.nn.softmax(theta[3 : 3 + nw] / tau)
-    k = jax.nn.softmax(theta[3 + nw :] / tau)
-    pick = lambda weights, names: sum(weights[i] * one_hot_format(n) for i, n in enumerate(names))
+    lay = _layout(space)
+    w = jax.nn.softmax(theta[lay["weight_format"]] / tau)
+    k = jax.nn.softmax(theta[lay["kv_format"]] / tau)
+    pick = lambda weights, names: sum(weights[i] * one_hot_format(n) for i, n in enumerate(names))  # noqa: E731
     compute = [compute_format_for(n) for n in space.weight_formats]
-    return eqx.tree_at(
-        _searched_fields,
-        template,
-        (
-            tp,
-            pp,
-            chips / (tp * pp),
-            batch,
-            pick(w, space.weight_formats),
-            pick(w, compute),
-            pick(k, space.kv_formats),
-            tp * pp,
-            tp * pp,
-        ),
-    )
+    searched = {
+        "tp": tp,
+        "pp": pp,
+        "replicas": chips / (tp * pp),
+        "batch": batch,
+        "weight_format": pick(w, space.weight_formats),
+        "compute_format": pick(w, compute),
+        "kv_format": pick(k, space.kv_formats),
+        "prefill_chips": tp * pp,
+        "decode_chips": tp * pp,
+    }
+    return _with_searched(template, searched)
 
 
 @eqx.filter_jit

@@ -11,50 +11,81 @@ when the relaxed optimum is rounded.
 
 import math
 from dataclasses import dataclass
+from typing import Any, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.options import (
+    Optimizer,
+    Recompute,
+    TrainObjective,
+    TrainPrecision,
+    ZeroStage,
+    coerce,
+    coerce_all,
+    values,
+)
 from .._core.smooth import RELAXED
-from .._inputs.hardware import FORMATS, System
+from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._train.cost import TrainBreakdown, TrainCost
-from .._train.plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan
+from .._train.plan import TRAIN_FIELDS, TrainPlan, encode_train
 from .core import (
     Axis,
     Candidates,
     Choice,
+    Evaluation,
+    SearchProblem,
     SearchResult,
     enumerate_all,
     evaluate_in_buckets,
+    layout,
     optimise,
     require_price,
     search,
 )
 
-OBJECTIVES = ("time", "cost", "energy")
+OBJECTIVES: tuple[str, ...] = values(TrainObjective)
 _CHUNK = 16384
+_FIELD = {f.name: f for f in TRAIN_FIELDS}
 
 
 @dataclass(frozen=True)
 class TrainSearchSpace:
-    """What may vary.  ``chips`` lists the chip counts to consider (default: the system's)."""
+    """What may vary.  ``chips`` lists the chip counts to consider (default: the system's).
+
+    Options are typed (:mod:`diffcost._core.options`): each may be given as a member or its
+    plain value, and a value that is not one of the choices raises
+    :class:`~diffcost._core.errors.SpecError` naming the key and the choices.
+    """
 
     global_batch: int
     seq_len: int
     chips: tuple[int, ...]
-    recompute: tuple[str, ...] = RECOMPUTE
-    zero: tuple[int, ...] = ZERO_STAGES
-    precision: tuple[str, ...] = ("bf16",)
+    recompute: tuple[Recompute | str, ...] = tuple(Recompute)
+    zero: tuple[ZeroStage | int, ...] = tuple(ZeroStage)
+    precision: tuple[TrainPrecision | str, ...] = (TrainPrecision.BF16,)
     sequence_parallel: tuple[bool, ...] = (False, True)
     max_cp: int = 1
     max_micro_batch: int = 16
     max_virtual_stages: int = 8
-    optimizer: str = "adam"
+    optimizer: Optimizer | str = Optimizer.ADAM
     flash_attention: bool = True
-    objective: str = "time"
+    objective: TrainObjective | str = TrainObjective.TIME
+
+    def __post_init__(self) -> None:
+        typed = {
+            "recompute": coerce_all(Recompute, self.recompute, "recompute"),
+            "zero": coerce_all(ZeroStage, self.zero, "zero"),
+            "precision": coerce_all(TrainPrecision, self.precision, "precision"),
+            "optimizer": coerce(Optimizer, self.optimizer, "optimizer"),
+            "objective": coerce(TrainObjective, self.objective, "objective"),
+        }
+        for key, value in typed.items():
+            object.__setattr__(self, key, value)
 
 
 def _divisors(n: int, limit: int) -> tuple[float, ...]:
@@ -107,44 +138,49 @@ def enumerate_space(model: Model, space: TrainSearchSpace) -> Candidates:
     return enumerate_all(TrainProblem(None, model, space))
 
 
+def _one_hots(name: str, chosen: Any, n: int) -> np.ndarray:
+    """One-hot rows over a categorical field's choices (``chosen``: one value or one per row)."""
+    options = _FIELD[name].options()
+    picks = np.broadcast_to(np.asarray(chosen, dtype=object), (n,))
+    return np.eye(len(options))[[options.index(_FIELD[name].plain(v)) for v in picks]]
+
+
 def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
     """Stack candidate rows into one exact :class:`TrainPlan` pytree (leading axis = rows)."""
     col = c.columns
     n = len(c)
     dtype = dtype or jnp.result_type(float)
-    f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64), dtype=dtype)
-    full = lambda v: f(np.full(n, v))
-    rec = np.eye(len(RECOMPUTE))[[RECOMPUTE.index(r) for r in col["recompute"]]]
-    zero = np.eye(len(ZERO_STAGES))[col["zero"].astype(int)]
-    prec = np.eye(len(FORMATS))[[FORMATS.index(p) for p in col["precision"]]]
-    wbytes = np.asarray([4.0 if p in ("fp32", "tf32") else 2.0 for p in col["precision"]])
-    return TrainPlan(
-        tp=f(col["tp"]),
-        pp=f(col["pp"]),
-        cp=f(col["cp"]),
-        dp=f(col["chips"] / (col["tp"] * col["pp"] * col["cp"])),
-        micro_batch=f(col["micro_batch"]),
-        global_batch=full(space.global_batch),
-        seq_len=full(space.seq_len),
-        virtual_stages=f(col["virtual_stages"]),
-        sequence_parallel=f(col["sequence_parallel"].astype(float)),
-        flash_attention=full(float(space.flash_attention)),
-        overlap_grad_reduce=full(1.0),
-        recompute=f(rec),
-        zero=f(zero),
-        precision=f(prec),
-        weight_bytes_per_param=f(wbytes),
-        grad_bytes_per_param=full(2.0),
-        optimizer_bytes_per_param=full(OPTIMIZER_BYTES[space.optimizer]),
+    f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64), dtype=dtype)  # noqa: E731
+    full = lambda v: f(np.full(n, v))  # noqa: E731
+    return encode_train(
+        {
+            "tp": f(col["tp"]),
+            "pp": f(col["pp"]),
+            "cp": f(col["cp"]),
+            "dp": f(col["chips"] / (col["tp"] * col["pp"] * col["cp"])),
+            "micro_batch": f(col["micro_batch"]),
+            "global_batch": full(space.global_batch),
+            "seq_len": full(space.seq_len),
+            "virtual_stages": f(col["virtual_stages"]),
+            "sequence_parallel": f(col["sequence_parallel"].astype(float)),
+            "flash_attention": full(float(space.flash_attention)),
+            "overlap_grad_reduce": full(1.0),
+            "recompute": f(_one_hots("recompute", col["recompute"], n)),
+            "zero": f(_one_hots("zero", col["zero"].astype(int), n)),
+            "precision": f(_one_hots("precision", col["precision"], n)),
+            "grad_bytes_per_param": full(2.0),
+            "optimizer": f(_one_hots("optimizer", space.optimizer, n)),
+        }
     )
 
 
-def objective_of(out: TrainBreakdown, objective: str) -> jax.Array:
+def objective_of(out: TrainBreakdown, objective: TrainObjective | str) -> jax.Array:
     """Seconds per step, USD per token, or joules per token."""
+    objective = coerce(TrainObjective, objective, "objective")
     tokens = out.tokens_per_s * out.step_time_s
-    if objective == "cost":
+    if objective is TrainObjective.COST:
         return out.cost_usd / tokens
-    if objective == "energy":
+    if objective is TrainObjective.ENERGY:
         return out.energy_j / tokens
     return out.step_time_s
 
@@ -169,19 +205,8 @@ def evaluate_exact(system: System, model: Model, c: Candidates, space: TrainSear
 
 # --- relaxed search ----------------------------------------------------------------------------
 def _layout(space: TrainSearchSpace) -> dict[str, slice]:
-    sizes = [
-        ("x", 6),
-        ("recompute", len(space.recompute)),
-        ("zero", len(space.zero)),
-        ("precision", len(space.precision)),
-        ("sequence_parallel", len(space.sequence_parallel)),
-    ]
-    out, start = {}, 0
-    for name, size in sizes:
-        out[name] = slice(start, start + size)
-        start += size
-    out["size"] = slice(start, start)
-    return out
+    names = ("recompute", "zero", "precision", "sequence_parallel")
+    return layout(6, [(name, len(getattr(space, name))) for name in names])
 
 
 def relaxed_plan(
@@ -190,39 +215,41 @@ def relaxed_plan(
     """The relaxed plan encoded by ``theta`` at softmax temperature ``tau``, and its chip count.
 
     ``sizes = [global_batch, seq_len, chips]`` is traced, so one compilation serves every
-    scenario with the same structure (:func:`_structure`).
+    scenario with the same structure (:func:`_structure`).  A choice's softmax weights are
+    placed on the field's full list of options (zero weight on options outside the space).
     """
     lay = _layout(space)
     x = theta[lay["x"]]
     tp, pp, cp, mb, v = (2.0 ** x[i] for i in range(5))
     chips = 2.0 ** x[5] if len(space.chips) > 1 else sizes[2]
 
-    def soft(name: str, full: tuple, options: tuple) -> jax.Array:
+    def soft(name: str) -> jax.Array:
         w = jax.nn.softmax(theta[lay[name]] / tau)
-        return jnp.zeros(len(full)).at[jnp.asarray([full.index(o) for o in options])].set(w)
+        full = _FIELD[name].options()
+        where = jnp.asarray([full.index(getattr(o, "value", o)) for o in getattr(space, name)])
+        return jnp.zeros(len(full)).at[where].set(w)
 
-    prec = soft("precision", FORMATS, space.precision)
     sp_w = jax.nn.softmax(theta[lay["sequence_parallel"]] / tau)
     sp = jnp.sum(sp_w * jnp.asarray([float(s) for s in space.sequence_parallel]))
-    width = jnp.asarray([4.0 if f in ("fp32", "tf32") else 2.0 for f in FORMATS])
-    plan = TrainPlan(
-        tp=tp,
-        pp=pp,
-        cp=cp,
-        dp=chips / (tp * pp * cp),
-        micro_batch=mb,
-        global_batch=sizes[0],
-        seq_len=sizes[1],
-        virtual_stages=v,
-        sequence_parallel=sp,
-        flash_attention=jnp.asarray(float(space.flash_attention)),
-        overlap_grad_reduce=jnp.asarray(1.0),
-        recompute=soft("recompute", RECOMPUTE, space.recompute),
-        zero=soft("zero", ZERO_STAGES, space.zero),
-        precision=prec,
-        weight_bytes_per_param=jnp.sum(prec * width),
-        grad_bytes_per_param=jnp.asarray(2.0),
-        optimizer_bytes_per_param=jnp.asarray(OPTIMIZER_BYTES[space.optimizer]),
+    plan = encode_train(
+        {
+            "tp": tp,
+            "pp": pp,
+            "cp": cp,
+            "dp": chips / (tp * pp * cp),
+            "micro_batch": mb,
+            "global_batch": sizes[0],
+            "seq_len": sizes[1],
+            "virtual_stages": v,
+            "sequence_parallel": sp,
+            "flash_attention": jnp.asarray(float(space.flash_attention)),
+            "overlap_grad_reduce": jnp.asarray(1.0),
+            "recompute": soft("recompute"),
+            "zero": soft("zero"),
+            "precision": soft("precision"),
+            "grad_bytes_per_param": jnp.asarray(2.0),
+            "optimizer": jnp.asarray(_one_hots("optimizer", space.optimizer, 1)[0]),
+        }
     )
     return plan, chips
 
@@ -233,7 +260,7 @@ def relaxed_loss(theta, tau, system: System, model: Model, space: TrainSearchSpa
     sys_ = eqx.tree_at(lambda s: s.num_chips, system, chips)
     out = TrainCost(sys_, model, RELAXED)(plan)
     x = theta[_layout(space)["x"]]
-    sq = lambda z: jnp.square(jax.nn.relu(z))
+    sq = lambda z: jnp.square(jax.nn.relu(z))  # noqa: E731
     over = jnp.log(out.memory.total_bytes / out.capacity_bytes)
     penalty = 20.0 * jax.nn.relu(over) + 200.0 * sq(over)
     penalty += 10.0 * jnp.sum(sq(lo - x) + sq(x - hi))
@@ -267,51 +294,50 @@ def _solve(
     return optimise(loss, theta0, steps, lr)
 
 
-class TrainProblem:
-    """The training search as a :class:`diffcost._search.SearchProblem`."""
+@final
+class TrainProblem(SearchProblem):
+    """The training search as a :class:`diffcost._search.core.SearchProblem`."""
 
     def __init__(self, system: System | None, model: Model, space: TrainSearchSpace):
         self.system, self.model, self.space = system, model, space
         self.objective = space.objective
         require_price(system, space.objective)
-        self._axes = axes_for(model, space)
-
-    def axes(self):
-        return self._axes
+        axes, choices = axes_for(model, space)
+        self.axes, self.choices = tuple(axes), tuple(choices)
 
     def repair(self, c: Candidates) -> Candidates:
         """Nearest valid plan of each row: the largest allowed ``virtual_stages`` that divides
         the layers per stage (1 without pipelining), no sequence parallelism at ``tp = 1``."""
-        col = dict(c.columns)
+        col = c.columns
         layers = int(self.model.layers)
         v = col["virtual_stages"].copy()
         for i in np.nonzero(layers % (col["pp"] * v) != 0)[0]:
             per_stage = layers / col["pp"][i]
             ok = [x for x in range(int(v[i]), 0, -1) if per_stage % x == 0]
             v[i] = float(ok[0]) if ok else 1.0
-        col["virtual_stages"] = np.where(col["pp"] == 1, 1.0, v)
-        col["sequence_parallel"] = np.where(col["tp"] == 1, False, col["sequence_parallel"])
-        return Candidates(col)
+        sp = np.where(col["tp"] == 1, False, col["sequence_parallel"])
+        c = c.with_column("virtual_stages", np.where(col["pp"] == 1, 1.0, v))
+        return c.with_column("sequence_parallel", sp)
 
     def coupled(self) -> dict[str, tuple[str, ...]]:
         """Fewer model-parallel ranks leave more data-parallel ranks: the micro-batch that keeps
         the micro-batch count scales with ``tp * pp * cp``."""
         return {"micro_batch": ("tp", "pp", "cp")}
 
-    def layout(self):
+    def layout(self) -> dict[str, slice]:
         return _layout(self.space)
 
     def valid(self, c: Candidates) -> np.ndarray:
         return valid(c, self.model, self.space)
 
-    def evaluate(self, c: Candidates):
+    def evaluate(self, c: Candidates) -> Evaluation:
+        assert self.system is not None
         obj, headroom, out = evaluate_exact(self.system, self.model, c, self.space)
-        return obj, headroom >= 0, out
+        return Evaluation(obj, headroom >= 0, out)
 
-    def solve(self, theta0, steps, lr):
-        axes, _ = self._axes
-        lo = jnp.asarray([math.log2(min(a.values)) for a in axes])
-        hi = jnp.asarray([math.log2(max(a.values)) for a in axes])
+    def solve(self, theta0: np.ndarray, steps: int, lr: float) -> tuple[np.ndarray, np.ndarray]:
+        lo = jnp.asarray([math.log2(min(a.values)) for a in self.axes])
+        hi = jnp.asarray([math.log2(max(a.values)) for a in self.axes])
         sp = self.space
         sizes = jnp.asarray([sp.global_batch, sp.seq_len, max(sp.chips)], dtype=float)
         th, loss = _solve(
@@ -319,13 +345,14 @@ class TrainProblem:
         )
         return np.asarray(th), np.asarray(loss)
 
-    def plan_row(self, row: dict) -> dict:
-        return plan_row(row, self.space)
+    def plan_row(self, c: Candidates, i: int) -> dict[str, Any]:
+        return plan_row(c.row(i), self.space)
 
-    def binding(self, out, i: int) -> str:
-        return binding(out, i)
+    def binding(self, outputs: Any, i: int) -> str:
+        return binding(outputs, i)
 
     def suggest(self) -> list[str]:
+        assert self.system is not None
         return suggest(self.system, self.model, self.space)
 
 
@@ -335,16 +362,25 @@ def search_train(
     space: TrainSearchSpace,
     **options,
 ) -> SearchResult:
-    """Best exact training plan (see :func:`diffcost._search.search` for ``options``)."""
+    """Best exact training plan (see :func:`diffcost._search.core.search` for ``options``)."""
     return search(TrainProblem(system, model, space), **options)
+
+
+def _plain(name: str, value: Any) -> Any:
+    """A plan value as JSON: integers for degrees and counts, bools, a choice's plain value."""
+    f = _FIELD.get(name)
+    if f is not None and f.kind == "bool":
+        return bool(value)
+    if f is not None and f.kind == "categorical":
+        return f.plain(value)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def plan_row(row: dict, space: TrainSearchSpace) -> dict:
     """A candidate row as plain plan values (ints where integer)."""
-    out = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in row.items()}
+    out = {k: _plain(k, v) for k, v in row.items()}
     out["dp"] = out["chips"] // (out["tp"] * out["pp"] * out["cp"])
     out["global_batch"], out["seq_len"] = space.global_batch, space.seq_len
-    out["sequence_parallel"] = bool(out["sequence_parallel"])
     return out
 
 
@@ -360,7 +396,7 @@ def binding(out, i: int) -> str:
         "data-parallel communication": float(out.dp_comm_time_s[i]),
         "context-parallel communication": float(out.cp_comm_time_s[i]),
     }
-    top = max(terms, key=terms.get)
+    top = max(terms, key=lambda name: terms[name])
     mem = (
         f"memory capacity binds ({head:.0%} headroom)"
         if head < 0.10
@@ -372,7 +408,12 @@ def binding(out, i: int) -> str:
 def suggest(system: System, model: Model, space: TrainSearchSpace) -> list[str]:
     """What would make an infeasible request feasible, with numbers."""
     loose = TrainSearchSpace(
-        **{**space.__dict__, "zero": (3,), "recompute": ("full",), "objective": "time"}
+        **{
+            **space.__dict__,
+            "zero": (ZeroStage.WEIGHTS,),
+            "recompute": (Recompute.FULL,),
+            "objective": TrainObjective.TIME,
+        }
     )
     cand = enumerate_space(model, loose)
     if len(cand) == 0:

@@ -25,16 +25,20 @@ Two kernel choices of the serving engine change the bytes moved, so they are pla
   writes a 16-bit copy of each weight matrix (DeepSpeed-Inference 2022 int8).
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from .._core.errors import Problem, SpecError
+from .._core.options import Format, PlanField, ServeMode, check_fields, values
 from .._inputs import schema as S
-from .._inputs.hardware import FORMATS, one_hot_format
+from .._inputs.hardware import FORMATS
 
 #: Serving modes, in the order of ``ServePlan.mode``.  Disaggregation is a separate flag.
-MODES: tuple[str, ...] = ("static", "continuous")
+MODES: tuple[str, ...] = values(ServeMode)
 
 #: Weight-only formats run their GEMMs at 16-bit when no compute format is given.
 _WEIGHT_ONLY_DEFAULT_COMPUTE = {"int8": "bf16", "int4": "bf16"}
@@ -110,6 +114,119 @@ def _is_number(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float))
 
 
+_fmt = lambda name, default, doc: PlanField(name, "categorical", default, doc, choices=Format)  # noqa: E731
+_flag = lambda name, doc: PlanField(name, "bool", True if name != "disaggregated" else False, doc)  # noqa: E731
+
+#: Every field of :func:`serve_plan`, in keyword order (``accuracy_cost`` is a per-format table,
+#: written ``accuracy_cost_<format>`` in scenario and sweep files, see :func:`plan_kwargs`).
+SERVE_FIELDS: tuple[PlanField, ...] = (
+    PlanField("tp", "degree", 1, "tensor-parallel degree of one instance"),
+    PlanField("pp", "degree", 1, "pipeline-parallel degree of one instance"),
+    PlanField("replicas", "count", 1, "copies of the deployment", derived=True),
+    PlanField("batch", "count", 1, "concurrent sequences per instance"),
+    PlanField("input_len", "count", 1024, "prompt tokens per request"),
+    PlanField("output_len", "count", 256, "generated tokens per request"),
+    _fmt("weight_format", "bf16", "format weights are stored and streamed in"),
+    PlanField(
+        "compute_format",
+        "categorical",
+        None,
+        "GEMM format (default: the weight format; bf16 for weight-only int8/int4)",
+        choices=Format,
+        derived=True,
+    ),
+    _fmt("kv_format", "bf16", "KV-cache element format"),
+    PlanField("mode", "categorical", "continuous", "batching mode", choices=ServeMode),
+    PlanField("prefill_chunk", "count", 2048, "prompt tokens per iteration (chunked prefill)"),
+    PlanField("draft_len", "count", 0, "draft tokens per verify step (0: none)", minimum=0),
+    PlanField(
+        "acceptance",
+        "number",
+        0.7,
+        "acceptance probability of a draft token",
+        check=lambda x: 0.0 <= x <= 1.0,
+        reason="must be a probability in [0, 1], got {value!r}",
+    ),
+    PlanField(
+        "draft_params_fraction",
+        "number",
+        0.0,
+        "draft model size / target size",
+        check=lambda x: 0.0 <= x < 1.0,
+        reason="must lie in [0, 1), got {value!r}",
+    ),
+    _flag("disaggregated", "separate prefill and decode pools"),
+    PlanField("prefill_chips", "count", None, "prefill pool chips (default tp*pp)", derived=True),
+    PlanField("decode_chips", "count", None, "decode pool chips (default tp*pp)", derived=True),
+    PlanField("kv_block", "count", 16, "tokens per paged-KV block (vLLM default 16)"),
+    _flag("gqa_decode_kernel", "decode reads each KV head once per group"),
+    _flag("fused_dequant", "weight-only formats dequantized inside the GEMM"),
+)
+_FIELD = {f.name: f for f in SERVE_FIELDS}
+
+
+def _cross_problems(v: dict, source: str) -> list[Problem]:
+    """Rules between fields: a draft model needs a size; pools hold whole instances."""
+    problems: list[Problem] = []
+    fraction, draft = v["draft_params_fraction"], v["draft_len"]
+    fraction_ok = _is_number(fraction) and 0.0 <= fraction < 1.0
+    if fraction_ok and _is_int(draft, 1) and fraction == 0.0:
+        reason = (
+            "must be > 0 when draft_len > 0 (the draft model's size "
+            "as a fraction of the target's parameters)"
+        )
+        problems.append(Problem(source, "draft_params_fraction", reason))
+    tp, pp = v["tp"], v["pp"]
+    instance = tp * pp if _is_int(tp, 1) and _is_int(pp, 1) else None
+    for key in ("prefill_chips", "decode_chips"):
+        value = v[key]
+        if instance is not None and _is_int(value, 1) and value % instance:
+            reason = f"must be a multiple of tp*pp = {instance} (whole instances), got {value}"
+            problems.append(Problem(source, key, reason))
+    return problems
+
+
+def _cost_problems(costs: dict, source: str) -> list[Problem]:
+    problems = []
+    for fmt, value in costs.items():
+        if fmt not in FORMATS:
+            reason = f"unknown format (allowed: {', '.join(FORMATS)})"
+            problems.append(Problem(source, f"accuracy_cost.{fmt}", reason))
+        elif not _is_number(value) or value < 0:
+            reason = f"must be a non-negative number, got {value!r}"
+            problems.append(Problem(source, f"accuracy_cost.{fmt}", reason))
+    return problems
+
+
+#: The order problems are reported in: integers, formats and mode, numbers, flags, pools.
+_REPORT_ORDER = (
+    *("tp", "pp", "replicas", "batch", "input_len", "output_len", "prefill_chunk", "kv_block"),
+    *("draft_len", "weight_format", "compute_format", "kv_format", "mode", "acceptance"),
+    *("draft_params_fraction", "disaggregated", "gqa_decode_kernel", "fused_dequant"),
+    *("prefill_chips", "decode_chips"),
+)
+
+
+def _order(problems: list[Problem]) -> list[Problem]:
+    """Problems in :data:`_REPORT_ORDER` (a cross-field rule is reported with its field)."""
+    return sorted(problems, key=lambda p: _REPORT_ORDER.index(p.key))
+
+
+def default_compute_format(weight_format: str) -> str:
+    """Weight-only int8/int4 run their GEMMs at bf16 (W8A16, W4A16); others in their format
+    (an unknown weight format, reported elsewhere, defaults to bf16)."""
+    if weight_format not in FORMATS:
+        return "bf16"
+    return _WEIGHT_ONLY_DEFAULT_COMPUTE.get(weight_format, weight_format)
+
+
+def encode_serve(v: Mapping[str, ArrayLike]) -> "ServePlan":
+    """The plan of field values ``v`` (numbers; ``weight_format``, ``compute_format``,
+    ``kv_format`` and ``accuracy_cost`` as vectors over :data:`FORMATS`, ``mode`` over
+    :data:`MODES`).  Works on scalars, stacked rows and traced values alike."""
+    return ServePlan(**{k: jnp.asarray(v[k]) for k in ServePlan.__dataclass_fields__})
+
+
 def serve_plan(
     *,
     tp: int = 1,
@@ -118,10 +235,10 @@ def serve_plan(
     batch: int = 1,
     input_len: int = 1024,
     output_len: int = 256,
-    weight_format: str = "bf16",
-    compute_format: str | None = None,
-    kv_format: str = "bf16",
-    mode: str = "continuous",
+    weight_format: Format | str = "bf16",
+    compute_format: Format | str | None = None,
+    kv_format: Format | str = "bf16",
+    mode: ServeMode | str = "continuous",
     prefill_chunk: int = 2048,
     draft_len: int = 0,
     acceptance: float = 0.7,
@@ -135,7 +252,8 @@ def serve_plan(
     fused_dequant: bool = True,
     source: str = "plan",
 ) -> ServePlan:
-    """Build an exact (integer, one-hot) serving plan, checking every field at once.
+    """Build an exact (integer, one-hot) serving plan, checking every field at once (the
+    checks of :data:`SERVE_FIELDS` and the rules between fields).
 
     ``compute_format`` defaults to the weight format, except bf16 for the weight-only int8 and
     int4 formats (W8A16, W4A16).  ``prefill_chips`` and ``decode_chips`` default to one
@@ -144,126 +262,47 @@ def serve_plan(
     Raises:
         SpecError: listing every invalid field, named as ``source: field``.
     """
-    problems: list[Problem] = []
-    add = lambda key, reason: problems.append(Problem(source, key, reason))
-    ints = dict(
-        tp=tp,
-        pp=pp,
-        replicas=replicas,
-        batch=batch,
-        input_len=input_len,
-        output_len=output_len,
-        prefill_chunk=prefill_chunk,
-        kv_block=kv_block,
-    )
-    for key, value in ints.items():
-        if not _is_int(value, 1):
-            add(key, f"must be a positive integer, got {value!r}")
-    if not _is_int(draft_len, 0):
-        add("draft_len", f"must be a non-negative integer, got {draft_len!r}")
+    args = dict(locals())
+    given = {k: v for k, v in args.items() if k in _FIELD}
     if compute_format is None:
-        known = weight_format in FORMATS
-        default = _WEIGHT_ONLY_DEFAULT_COMPUTE.get(weight_format, weight_format)
-        compute_format = default if known else "bf16"
-    for key, value in (
-        ("weight_format", weight_format),
-        ("compute_format", compute_format),
-        ("kv_format", kv_format),
-    ):
-        if value not in FORMATS:
-            add(key, f"must be one of {', '.join(FORMATS)}; got {value!r}")
-    if mode not in MODES:
-        add("mode", f"must be one of {', '.join(MODES)}; got {mode!r}")
-    if not (_is_number(acceptance) and 0.0 <= acceptance <= 1.0):
-        add("acceptance", f"must be a probability in [0, 1], got {acceptance!r}")
-    if not (_is_number(draft_params_fraction) and 0.0 <= draft_params_fraction < 1.0):
-        add("draft_params_fraction", f"must lie in [0, 1), got {draft_params_fraction!r}")
-    elif _is_int(draft_len, 1) and draft_params_fraction == 0.0:
-        add(
-            "draft_params_fraction",
-            "must be > 0 when draft_len > 0 (the draft model's size "
-            "as a fraction of the target's parameters)",
-        )
-    for key, value in (
-        ("disaggregated", disaggregated),
-        ("gqa_decode_kernel", gqa_decode_kernel),
-        ("fused_dequant", fused_dequant),
-    ):
-        if not isinstance(value, bool):
-            add(key, f"must be true or false, got {value!r}")
-    instance = tp * pp if _is_int(tp, 1) and _is_int(pp, 1) else None
-    pools = {"prefill_chips": prefill_chips, "decode_chips": decode_chips}
-    for key, value in pools.items():
-        if value is None:
-            continue
-        if not _is_int(value, 1):
-            add(key, f"must be a positive integer, got {value!r}")
-        elif instance is not None and value % instance:
-            add(key, f"must be a multiple of tp*pp = {instance} (whole instances), got {value}")
+        given["compute_format"] = default_compute_format(weight_format)
     costs = dict(accuracy_cost or {})
-    for fmt, value in costs.items():
-        if fmt not in FORMATS:
-            add(f"accuracy_cost.{fmt}", f"unknown format (allowed: {', '.join(FORMATS)})")
-        elif not _is_number(value) or value < 0:
-            add(f"accuracy_cost.{fmt}", f"must be a non-negative number, got {value!r}")
+    problems = check_fields(SERVE_FIELDS, given, source) + _cross_problems(given, source)
+    problems = _order(problems) + _cost_problems(costs, source)
     if problems:
         raise SpecError(problems)
+    instance = tp * pp
+    one = lambda names, value: jnp.zeros(len(names)).at[names.index(value)].set(1.0)  # noqa: E731
+    encoded = {
+        k: one(_FIELD[k].options(), _FIELD[k].plain(v))
+        if _FIELD[k].kind == "categorical"
+        else jnp.asarray(float(instance if v is None else v))
+        for k, v in given.items()
+    }
+    encoded["accuracy_cost"] = jnp.asarray([float(costs.get(fmt, 0.0)) for fmt in FORMATS])
+    return encode_serve(encoded)
 
-    f = lambda x: jnp.asarray(float(x))
-    cost_vector = jnp.asarray([float(costs.get(fmt, 0.0)) for fmt in FORMATS])
-    return ServePlan(
-        tp=f(tp),
-        pp=f(pp),
-        replicas=f(replicas),
-        batch=f(batch),
-        input_len=f(input_len),
-        output_len=f(output_len),
-        weight_format=one_hot_format(weight_format),
-        compute_format=one_hot_format(compute_format),  # type: ignore[arg-type]
-        kv_format=one_hot_format(kv_format),
-        mode=jnp.zeros(len(MODES)).at[MODES.index(mode)].set(1.0),
-        prefill_chunk=f(prefill_chunk),
-        draft_len=f(draft_len),
-        acceptance=f(acceptance),
-        draft_params_fraction=f(draft_params_fraction),
-        disaggregated=f(disaggregated),
-        prefill_chips=f(instance if prefill_chips is None else prefill_chips),
-        decode_chips=f(instance if decode_chips is None else decode_chips),
-        kv_block=f(kv_block),
-        accuracy_cost=cost_vector,
-        gqa_decode_kernel=f(gqa_decode_kernel),
-        fused_dequant=f(fused_dequant),
-    )
+
+def _schema_field(f: PlanField) -> S.Field:
+    if f.kind == "categorical":
+        return S.Field("enum", choices=f.options())
+    kind = {"degree": "count", "count": "count", "bool": "bool", "number": "number"}[f.kind]
+    positive = f.kind != "number" and f.minimum >= 1
+    return S.Field(kind, positive=positive) if not positive else S.Field(kind)
 
 
 #: ``[plan]`` table of a ``kind = "serve"`` scenario (keys of :func:`serve_plan`; the accuracy
 #: cost of a format is written ``accuracy_cost_<format>``).
-SERVE_PLAN: dict[str, S.Field] = {
-    "tp": S.Field("count"),
-    "pp": S.Field("count"),
-    "replicas": S.Field("count"),
-    "batch": S.Field("count"),
-    "input_len": S.Field("count"),
-    "output_len": S.Field("count"),
-    "weight_format": S.Field("enum", choices=FORMATS),
-    "compute_format": S.Field("enum", choices=FORMATS),
-    "kv_format": S.Field("enum", choices=FORMATS),
-    "mode": S.Field("enum", choices=MODES),
-    "prefill_chunk": S.Field("count"),
-    "draft_len": S.Field("count", positive=False),
-    "acceptance": S.Field("number", positive=False),
-    "draft_params_fraction": S.Field("number", positive=False),
-    "disaggregated": S.Field("bool"),
-    "prefill_chips": S.Field("count"),
-    "decode_chips": S.Field("count"),
-    "kv_block": S.Field("count"),
-    **{f"accuracy_cost_{fmt}": S.Field("number", positive=False) for fmt in FORMATS},
-    "gqa_decode_kernel": S.Field("bool"),
-    "fused_dequant": S.Field("bool"),
-}
+SERVE_PLAN: dict[str, S.Field] = {}
+for _f in SERVE_FIELDS:
+    SERVE_PLAN[_f.name] = _schema_field(_f)
+    if _f.name == "kv_block":
+        SERVE_PLAN.update(
+            {f"accuracy_cost_{fmt}": S.Field("number", positive=False) for fmt in FORMATS}
+        )
 
 
-def plan_kwargs(values: dict[str, object]) -> dict[str, object]:
+def plan_kwargs(values: dict[str, Any]) -> dict[str, Any]:
     """Scenario ``[plan]`` values -> :func:`serve_plan` keyword arguments."""
     out = {k: v for k, v in values.items() if not k.startswith("accuracy_cost_")}
     costs = {
@@ -276,4 +315,13 @@ def plan_kwargs(values: dict[str, object]) -> dict[str, object]:
     return out
 
 
-__all__ = ["MODES", "SERVE_PLAN", "ServePlan", "plan_kwargs", "serve_plan"]
+__all__ = [
+    "MODES",
+    "SERVE_FIELDS",
+    "SERVE_PLAN",
+    "ServePlan",
+    "default_compute_format",
+    "encode_serve",
+    "plan_kwargs",
+    "serve_plan",
+]

@@ -2,31 +2,107 @@
 
 Integer degrees are float leaves so a plan can be relaxed (continuous) for gradient search and
 stacked for ``vmap``; categorical choices are weight vectors whose one-hot limit is the exact
-choice (:func:`diffcost._smooth.mix`).  :func:`train_plan` builds an exact plan from plain
-Python values and validates it.
+choice (:func:`diffcost._core.smooth.mix`).
+
+One field table, :data:`TRAIN_FIELDS`, describes every field a user sets; the constructor's
+checks (:func:`train_plan`), the scenario schema (:data:`TRAIN_PLAN`), the sweep's encoding and
+the search's JSON rows derive from it, and one encoder (:func:`encode_train`) turns field values
+(numbers and choice weights) into a :class:`TrainPlan` for the constructor, the sweep (on the
+device) and the search (exact and relaxed).
 """
+
+from collections.abc import Mapping
+from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from .._core.errors import Problem, SpecError
-from .._inputs.hardware import FORMATS, one_hot_format
+from .._core.options import (
+    Optimizer,
+    PlanField,
+    Recompute,
+    TrainPrecision,
+    ZeroStage,
+    check_fields,
+    values,
+)
+from .._inputs import schema as S
+from .._inputs.hardware import FORMATS
 
-RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
-ZERO_STAGES: tuple[int, ...] = (0, 1, 2, 3)
+RECOMPUTE: tuple[str, ...] = values(Recompute)
+ZERO_STAGES: tuple[int, ...] = values(ZeroStage)
+#: GEMM formats training supports (:class:`diffcost._core.options.TrainPrecision`).
+TRAINING_PRECISIONS: tuple[str, ...] = values(TrainPrecision)
 
 #: Optimizer state bytes per parameter kept besides bf16 weights and gradients.
 #: Adam with fp32 master weights: master 4 + m 4 + v 4 = 12; without master: 8;
 #: SGD with momentum: master 4 + momentum 4 = 8; without master: 4.
 OPTIMIZER_BYTES: dict[str, float] = {
-    "adam": 12.0,
-    "adam_no_master": 8.0,
-    "sgd": 8.0,
-    "sgd_no_master": 4.0,
+    Optimizer.ADAM.value: 12.0,
+    Optimizer.ADAM_NO_MASTER.value: 8.0,
+    Optimizer.SGD.value: 8.0,
+    Optimizer.SGD_NO_MASTER.value: 4.0,
 }
 
-TRAINING_PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
+#: Bytes per stored weight by training precision: 4 for fp32/tf32 (the weights are fp32), 2 for
+#: 16-bit and fp8 mixed precision (bf16 weights; fp8 casts per GEMM, Transformer Engine).
+WEIGHT_BYTES: dict[str, float] = {
+    p.value: 4.0 if p in ("fp32", "tf32") else 2.0 for p in TrainPrecision
+}
+
+_positive = lambda x: x > 0  # noqa: E731
+
+#: Every field of :func:`train_plan`, in keyword order.
+TRAIN_FIELDS: tuple[PlanField, ...] = (
+    PlanField("tp", "degree", 1, "tensor-parallel degree"),
+    PlanField("pp", "degree", 1, "pipeline-parallel degree"),
+    PlanField("dp", "degree", 1, "data-parallel degree", derived=True),
+    PlanField("cp", "degree", 1, "context-parallel degree"),
+    PlanField("micro_batch", "count", 1, "sequences per micro-batch per data-parallel rank"),
+    PlanField(
+        "global_batch", "count", None, "sequences per step (default dp * micro_batch)", derived=True
+    ),
+    PlanField("seq_len", "count", 2048, "tokens per sequence"),
+    PlanField("virtual_stages", "count", 1, "model chunks per pipeline rank (interleaved 1F1B)"),
+    PlanField(
+        "sequence_parallel",
+        "bool",
+        None,
+        "shard norm/dropout over TP (default tp > 1)",
+        derived=True,
+    ),
+    PlanField("flash_attention", "bool", True, "fused attention kernel (no s^2 scores)"),
+    PlanField("overlap_grad_reduce", "bool", True, "overlap the DP gradient reduction"),
+    PlanField("recompute", "categorical", "selective", "recomputation", choices=Recompute),
+    PlanField("zero", "categorical", 1, "ZeRO stage", choices=ZeroStage),
+    PlanField("precision", "categorical", "bf16", "GEMM format", choices=TrainPrecision),
+    PlanField("optimizer", "categorical", "adam", "optimizer state", choices=Optimizer),
+    PlanField(
+        "grad_bytes_per_param",
+        "number",
+        2.0,
+        "gradient bytes per parameter",
+        check=_positive,
+        reason="must be a positive number",
+    ),
+)
+_FIELD = {f.name: f for f in TRAIN_FIELDS}
+
+_SCHEMA_KIND = {"degree": "count", "count": "count", "bool": "bool", "number": "number"}
+
+
+def _schema_field(f: PlanField) -> S.Field:
+    if f.kind == "categorical" and f.choices is ZeroStage:
+        return S.Field("count", positive=False)  # written 0..3 in scenario files
+    if f.kind == "categorical":
+        return S.Field("enum", choices=f.options())
+    return S.Field(_SCHEMA_KIND[f.kind])
+
+
+#: ``[plan]`` table of a ``kind = "train"`` scenario, derived from :data:`TRAIN_FIELDS`.
+TRAIN_PLAN: dict[str, S.Field] = {f.name: _schema_field(f) for f in TRAIN_FIELDS}
 
 
 def one_hot(index: int, size: int) -> Float[Array, " k"]:
@@ -79,6 +155,48 @@ class TrainPlan(eqx.Module):
         return self.tp * self.pp * self.dp * self.cp
 
 
+def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
+    """The plan of field values ``v`` (numbers; categoricals as weight vectors over their
+    choices, one-hot when exact).  Works on scalars, stacked rows and traced values alike.
+
+    Derived per-choice numbers are weighted sums, exact at one-hot weights: the stored weight
+    bytes of the precision (:data:`WEIGHT_BYTES`) and the optimizer state bytes
+    (:data:`OPTIMIZER_BYTES`).  The precision weights are placed on :data:`FORMATS` (the
+    training precisions are its first entries).
+    """
+    a = lambda k: jnp.asarray(v[k])  # noqa: E731
+    prec = a("precision")
+    pad = [(0, 0)] * (prec.ndim - 1) + [(0, len(FORMATS) - len(TRAINING_PRECISIONS))]
+    weights = jnp.asarray([WEIGHT_BYTES[p] for p in TrainPrecision], prec.dtype)
+    opt = a("optimizer")
+    opt_bytes = jnp.asarray([OPTIMIZER_BYTES[o] for o in Optimizer], opt.dtype)
+    return TrainPlan(
+        tp=a("tp"),
+        pp=a("pp"),
+        dp=a("dp"),
+        cp=a("cp"),
+        micro_batch=a("micro_batch"),
+        global_batch=a("global_batch"),
+        seq_len=a("seq_len"),
+        virtual_stages=a("virtual_stages"),
+        sequence_parallel=a("sequence_parallel"),
+        flash_attention=a("flash_attention"),
+        overlap_grad_reduce=a("overlap_grad_reduce"),
+        recompute=a("recompute"),
+        zero=a("zero"),
+        precision=jnp.pad(prec, pad),
+        weight_bytes_per_param=jnp.sum(prec * weights, axis=-1),
+        grad_bytes_per_param=a("grad_bytes_per_param"),
+        optimizer_bytes_per_param=jnp.sum(opt * opt_bytes, axis=-1),
+    )
+
+
+def choice_weights(name: str, value: object) -> Float[Array, " k"]:
+    """One-hot weights of a categorical field's value (a member or its plain value)."""
+    f = _FIELD[name]
+    return one_hot(f.options().index(f.plain(value)), len(f.options()))
+
+
 def train_plan(
     *,
     tp: int = 1,
@@ -92,14 +210,15 @@ def train_plan(
     sequence_parallel: bool | None = None,
     flash_attention: bool = True,
     overlap_grad_reduce: bool = True,
-    recompute: str = "selective",
-    zero: int = 1,
-    precision: str = "bf16",
-    optimizer: str = "adam",
+    recompute: Recompute | str = "selective",
+    zero: ZeroStage | int = 1,
+    precision: TrainPrecision | str = "bf16",
+    optimizer: Optimizer | str = "adam",
     grad_bytes_per_param: float = 2.0,
     source: str = "plan",
 ) -> TrainPlan:
-    """Build an exact (integer, one-hot) training plan, checking every field at once.
+    """Build an exact (integer, one-hot) training plan, checking every field at once
+    (the checks are those of :data:`TRAIN_FIELDS`).
 
     ``global_batch`` defaults to ``dp * micro_batch`` (no gradient accumulation);
     ``sequence_parallel`` defaults to on when ``tp > 1`` (Megatron-LM/NeMo default).
@@ -107,60 +226,37 @@ def train_plan(
     Raises:
         SpecError: listing every invalid field, named as ``source: field``.
     """
-    problems: list[Problem] = []
-    ints = dict(tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=micro_batch, seq_len=seq_len)
-    ints["virtual_stages"] = virtual_stages
-    if global_batch is not None:
-        ints["global_batch"] = global_batch
-    for key, value in ints.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems.append(Problem(source, key, f"must be a positive integer, got {value!r}"))
-    if recompute not in RECOMPUTE:
-        problems.append(
-            Problem(source, "recompute", f"must be one of {RECOMPUTE}, got {recompute!r}")
-        )
-    if zero not in ZERO_STAGES:
-        problems.append(Problem(source, "zero", f"must be one of {ZERO_STAGES}, got {zero!r}"))
-    if precision not in TRAINING_PRECISIONS:
-        problems.append(
-            Problem(source, "precision", f"must be one of {TRAINING_PRECISIONS}, got {precision!r}")
-        )
-    if optimizer not in OPTIMIZER_BYTES:
-        problems.append(
-            Problem(
-                source, "optimizer", f"must be one of {tuple(OPTIMIZER_BYTES)}, got {optimizer!r}"
-            )
-        )
-    if not (isinstance(grad_bytes_per_param, (int, float)) and grad_bytes_per_param > 0):
-        problems.append(Problem(source, "grad_bytes_per_param", "must be a positive number"))
+    args = dict(locals())
+    given = {k: v for k, v in args.items() if k in _FIELD}
+    problems: list[Problem] = check_fields(TRAIN_FIELDS, given, source, listing="tuple")
     if problems:
         raise SpecError(problems)
-
     if global_batch is None:
         global_batch = dp * micro_batch
     if sequence_parallel is None:
         sequence_parallel = tp > 1
-    f = lambda x: jnp.asarray(float(x))
-    weight_bytes = 4.0 if precision in ("fp32", "tf32") else 2.0
-    return TrainPlan(
-        tp=f(tp),
-        pp=f(pp),
-        dp=f(dp),
-        cp=f(cp),
-        micro_batch=f(micro_batch),
-        global_batch=f(global_batch),
-        seq_len=f(seq_len),
-        virtual_stages=f(virtual_stages),
-        sequence_parallel=f(sequence_parallel),
-        flash_attention=f(flash_attention),
-        overlap_grad_reduce=f(overlap_grad_reduce),
-        recompute=one_hot(RECOMPUTE.index(recompute), len(RECOMPUTE)),
-        zero=one_hot(zero, len(ZERO_STAGES)),
-        precision=one_hot_format(precision),
-        weight_bytes_per_param=f(weight_bytes),
-        grad_bytes_per_param=f(grad_bytes_per_param),
-        optimizer_bytes_per_param=f(OPTIMIZER_BYTES[optimizer]),
-    )
+    values_: dict[str, Any] = {
+        **given,
+        "global_batch": global_batch,
+        "sequence_parallel": sequence_parallel,
+    }
+    encoded = {
+        k: choice_weights(k, v) if _FIELD[k].kind == "categorical" else jnp.asarray(float(v))
+        for k, v in values_.items()
+    }
+    return encode_train(encoded)
 
 
-__all__ = ["FORMATS", "RECOMPUTE", "ZERO_STAGES", "OPTIMIZER_BYTES", "TrainPlan", "train_plan"]
+__all__ = [
+    "FORMATS",
+    "OPTIMIZER_BYTES",
+    "RECOMPUTE",
+    "TRAINING_PRECISIONS",
+    "TRAIN_FIELDS",
+    "TRAIN_PLAN",
+    "WEIGHT_BYTES",
+    "ZERO_STAGES",
+    "TrainPlan",
+    "encode_train",
+    "train_plan",
+]

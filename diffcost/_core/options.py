@@ -1,0 +1,248 @@
+"""Typed options and plan field tables.
+
+Options that used to travel as free strings (objective, recomputation policy, ZeRO stage,
+number format, serving mode, optimizer) are enumerations here.  A library entry point accepts
+the member or its plain value and converts it once, at the boundary, with :func:`coerce`; a bad
+value raises the same :class:`~diffcost._core.errors.SpecError` the CLI shows (file or
+``<arguments>``, key, reason with the valid choices).  ``StrEnum`` members are ``str``
+instances, so a coerced option compares, hashes and serialises (JSON) as its value.
+
+:class:`PlanField` describes one field of a plan (name, kind, default, doc); each job keeps one
+table of them (:data:`diffcost._train.plan.TRAIN_FIELDS`, :data:`diffcost._serve.plan.SERVE_FIELDS`)
+from which the constructor's checks, the scenario schema, the sweep encoding and the search's
+JSON rows are derived.
+"""
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from .errors import Problem, SpecError
+
+
+class Format(enum.StrEnum):
+    """Number formats, in the order of every per-format vector (``diffcost.FORMATS``)."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    FP4 = "fp4"
+    INT4 = "int4"
+
+
+class TrainPrecision(enum.StrEnum):
+    """GEMM formats training supports: fp32/tf32 (Ampere+ tensor cores), bf16/fp16 mixed
+    precision (Micikevicius et al. 2018), fp8 (Transformer Engine, Micikevicius et al. 2022).
+    Integer and 4-bit formats are inference formats; no framework the model is calibrated
+    against trains in them.  Positions equal those of :class:`Format`."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+
+
+class Recompute(enum.StrEnum):
+    """Activation recomputation (Korthikanti et al. 2022): none, selective, full."""
+
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+class ZeroStage(enum.IntEnum):
+    """ZeRO stage (Rajbhandari et al. 2020): 0 none, 1 optimizer, 2 +gradients, 3 +weights."""
+
+    NONE = 0
+    OPTIMIZER = 1
+    GRADIENTS = 2
+    WEIGHTS = 3
+
+
+class Optimizer(enum.StrEnum):
+    """Optimizer and whether it keeps fp32 master weights (sets its state bytes per param)."""
+
+    ADAM = "adam"
+    ADAM_NO_MASTER = "adam_no_master"
+    SGD = "sgd"
+    SGD_NO_MASTER = "sgd_no_master"
+
+
+class ServeMode(enum.StrEnum):
+    """Batching of a serving instance: static batches or continuous (in-flight) batching."""
+
+    STATIC = "static"
+    CONTINUOUS = "continuous"
+
+
+class TrainObjective(enum.StrEnum):
+    """What a training search minimises: seconds per step, USD per token, joules per token."""
+
+    TIME = "time"
+    COST = "cost"
+    ENERGY = "energy"
+
+
+class ServeObjective(enum.StrEnum):
+    """What a serving search minimises: chip-seconds per output token (throughput), request
+    latency, or USD per million tokens."""
+
+    THROUGHPUT = "throughput"
+    LATENCY = "latency"
+    COST = "cost"
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def values(kind: type[enum.Enum]) -> tuple[Any, ...]:
+    """The plain values of an option kind, in declaration order."""
+    return tuple(member.value for member in kind)
+
+
+def _lookup(kind: type[E], value: object) -> E | None:
+    if isinstance(value, bool):  # True == 1 would otherwise pass as ZeRO stage 1
+        return None
+    try:
+        return kind(value)
+    except (ValueError, TypeError):
+        return None
+
+
+def coerce(kind: type[E], value: object, key: str, source: str = "<arguments>") -> E:
+    """``value`` (a member or its plain value) as a member of ``kind``.
+
+    Raises:
+        SpecError: ``source: key: must be one of a, b, c; got 'x'``.
+    """
+    member = _lookup(kind, value)
+    if member is None:
+        raise SpecError([choice_problem(kind, value, key, source)])
+    return member
+
+
+def coerce_all(kind: type[E], items: Any, key: str, source: str = "<arguments>") -> tuple[E, ...]:
+    """A non-empty sequence of options, each coerced (the error lists every bad entry)."""
+    seq = (items,) if isinstance(items, (str, int)) else tuple(items)
+    bad = [v for v in seq if _lookup(kind, v) is None]
+    if bad or not seq:
+        choices = ", ".join(map(str, values(kind)))
+        got = ", ".join(map(repr, bad)) if bad else "nothing"
+        raise SpecError([Problem(source, key, f"each must be one of {choices}; got {got}")])
+    return tuple(kind(v) for v in seq)
+
+
+def choice_problem(kind: type[enum.Enum], value: object, key: str, source: str) -> Problem:
+    """The problem of a value that is not one of ``kind``'s choices."""
+    return Problem(
+        source, key, f"must be one of {', '.join(map(str, values(kind)))}; got {value!r}"
+    )
+
+
+# --- plan field tables ---------------------------------------------------------------------------
+Kind = Literal["degree", "count", "bool", "categorical", "number"]
+
+
+@dataclass(frozen=True)
+class PlanField:
+    """One field of a plan.
+
+    Attributes:
+        name: keyword of the plan constructor (and key of scenario, sweep and JSON rows).
+        kind: ``degree`` (parallel degree, positive integer), ``count`` (integer >= ``minimum``),
+            ``bool``, ``categorical`` (one of ``choices``, an enumeration) or ``number``.
+        default: the constructor's default (``None``: derived from other fields).
+        doc: meaning and unit.
+        choices: the option kind of a categorical field.
+        minimum: smallest allowed count.
+        check: a number field's range test; reason: its message (``{value!r}`` is filled in).
+        derived: the sweep derives this field per point when it is not given.
+    """
+
+    name: str
+    kind: Kind
+    default: Any
+    doc: str
+    choices: type[enum.Enum] | None = None
+    minimum: int = 1
+    check: Callable[[float], bool] | None = None
+    reason: str = ""
+    derived: bool = False
+
+    def plain(self, value: object) -> Any:
+        """A categorical field's value (a member or its plain value) as the plain value."""
+        assert self.choices is not None, f"{self.name} is not categorical"
+        return self.choices(value).value
+
+    def options(self) -> tuple[Any, ...]:
+        """Plain values of a categorical field (empty otherwise)."""
+        return values(self.choices) if self.choices is not None else ()
+
+    def problem(self, value: object, source: str, listing: str = "words") -> Problem | None:
+        """What is wrong with ``value`` for this field, or ``None``.
+
+        ``listing`` chooses how choices are written: ``words`` (``a, b; got 'x'``) or
+        ``tuple`` (``('a', 'b'), got 'x'``, the training plan's historical message).
+        """
+        reason = self._reason(value, listing)
+        return None if reason is None else Problem(source, self.name, reason)
+
+    def _reason(self, value: object, listing: str) -> str | None:
+        if self.kind in ("degree", "count"):
+            if not isinstance(value, bool) and isinstance(value, int) and value >= self.minimum:
+                return None
+            what = "positive" if self.minimum >= 1 else "non-negative"
+            return f"must be a {what} integer, got {value!r}"
+        if self.kind == "bool":
+            return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+        if self.kind == "categorical":
+            assert self.choices is not None
+            if _lookup(self.choices, value) is not None:
+                return None
+            if listing == "tuple":
+                return f"must be one of {self.options()}, got {value!r}"
+            return choice_problem(self.choices, value, self.name, "").reason
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return self.reason.format(value=value)
+        if self.check is None or self.check(float(value)):
+            return None
+        return self.reason.format(value=value)
+
+
+def check_fields(
+    fields: tuple[PlanField, ...],
+    given: dict[str, object],
+    source: str,
+    listing: str = "words",
+) -> list[Problem]:
+    """Problems of every given value (``None`` for a field whose default is ``None`` means
+    "derive it" and is not checked)."""
+    table = {f.name: f for f in fields}
+    found = [
+        table[k].problem(v, source, listing)
+        for k, v in given.items()
+        if v is not None or table[k].default is not None
+    ]
+    return [p for p in found if p is not None]
+
+
+__all__ = [
+    "Format",
+    "Optimizer",
+    "PlanField",
+    "Recompute",
+    "ServeMode",
+    "ServeObjective",
+    "TrainObjective",
+    "TrainPrecision",
+    "ZeroStage",
+    "check_fields",
+    "coerce",
+    "coerce_all",
+    "values",
+]
