@@ -36,7 +36,7 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     by running this test with ``learning_rate=0`` (the default of
     :func:`diffcost._search.core.search` set to 0): every case fails (medians 11x to 1e10x
     relaxed, 2.3x to 13.5x rounded), while the default gives 1.25x-1.9x and 1.1x-1.4x
-    (float64, as the tests run; in float32 see the xfail test below).
+    (float64, as the tests run; float32 gradients: the test below).
     """
     sys_ = dc.load_system(system, chips=chips)
     model = dc.load_model(name)
@@ -74,14 +74,10 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     assert float(out.ttft_s) <= space.ttft_slo_s and float(out.tpot_s) <= space.tpot_slo_s
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="in float32 (the library's default precision; the tests run in float64) the "
-    "relaxed serving gradient is NaN, so the optimiser zeroes it and the gradient phase never "
-    "moves: smooth._quartic_abs differentiates z / width at width = _TINY = 1e-30 (width**2 "
-    "underflows) for passes with no work; needs a double-where fix in diffcost/_core/smooth.py",
-)
 def test_relaxed_serving_gradient_is_finite_in_float32():
+    """In float32 (the library's default; the tests run in float64) the relaxed serving
+    gradient was NaN for passes with no work (the blend width squared underflowed), so the
+    optimiser zeroed it and the gradient phase never moved.  Fixed in ``_core/smooth.py``."""
     sys_ = dc.load_system("dgx-a100", chips=8)
     model = dc.load_model("llama-2-7b")
     space = dc.ServeSearchSpace(input_len=1024, output_len=128, chips=8, objective="latency")
