@@ -24,9 +24,10 @@ from diffcost._core.options import (
     coerce_all,
     values,
 )
-from diffcost._inputs import schema as S
 from diffcost._inputs.hardware import FORMATS
+from diffcost._inputs.scenario import PLAN_SCHEMAS
 from diffcost._search.train import TrainSearchSpace, objective_of
+from diffcost._serve.plan import SERVE_PLAN
 from diffcost._train.plan import TRAIN_FIELDS, TRAIN_PLAN, TRAINING_PRECISIONS
 from diffcost.cli import app
 
@@ -153,7 +154,7 @@ def test_training_precisions_agree_everywhere():
     allowed = values(TrainPrecision)
     assert allowed == TRAINING_PRECISIONS == ("fp32", "tf32", "bf16", "fp16", "fp8")
     assert TRAIN_PLAN["precision"].choices == allowed
-    assert S.TRAIN_PLAN["precision"].choices == allowed
+    assert PLAN_SCHEMAS["train"]["precision"].choices == allowed
     assert PLAN_FIELDS["train"]["precision"] == allowed
     for fmt in FORMATS:
         ok = fmt in allowed
@@ -172,10 +173,13 @@ def test_training_precisions_agree_everywhere():
 
 
 def test_train_field_table_is_the_scenario_schema():
-    """The loader's training ``[plan]`` schema equals the one derived from the field table
-    (``grad_bytes_per_param`` is a library-only field the loader does not take)."""
-    assert {k: v for k, v in TRAIN_PLAN.items() if k in S.TRAIN_PLAN} == S.TRAIN_PLAN
-    assert set(TRAIN_PLAN) - set(S.TRAIN_PLAN) == {"grad_bytes_per_param"}
+    """The loader's ``[plan]`` schemas are the ones derived from the field tables (one source:
+    :func:`diffcost._inputs.schema.plan_table`), with each field's doc."""
+    assert PLAN_SCHEMAS["train"] is TRAIN_PLAN and PLAN_SCHEMAS["serve"] is SERVE_PLAN
+    assert list(TRAIN_PLAN) == [f.name for f in TRAIN_FIELDS]
+    assert all(TRAIN_PLAN[f.name].doc == f.doc for f in TRAIN_FIELDS)
+    assert TRAIN_PLAN["zero"].kind == "count" and not TRAIN_PLAN["zero"].positive  # 0..3
+    assert TRAIN_PLAN["grad_bytes_per_param"].positive  # its check rejects 0
     assert [f.name for f in TRAIN_FIELDS] == list(PLAN_FIELDS["train"])
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from .._core.errors import Problem, SpecError
 from .._serve.plan import SERVE_PLAN, plan_kwargs, serve_plan
-from .._train.plan import train_plan
+from .._train.plan import TRAIN_PLAN, train_plan
 from . import schema as S
 from .checker import Checker, read_toml, specs_dir
 from .loader import load_spec, resolve
@@ -219,7 +219,7 @@ def _references(ck: Checker, path: Path, pre: str, v: dict[str, Any]) -> str | N
 
 def _plan(ck: Checker, pre: str, kind: str, raw: dict[str, Any]) -> dict[str, Any]:
     """The published plan: every key known, the keys every source must publish present."""
-    plan_schema = S.TRAIN_PLAN if kind == "train" else SERVE_PLAN
+    plan_schema = TRAIN_PLAN if kind == "train" else SERVE_PLAN
     plan = ck.table(raw.get("plan", {}), plan_schema, pre + "plan.")
     if "plan" not in raw:
         ck.add(pre + "plan", "missing [point.plan] table")

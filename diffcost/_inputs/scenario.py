@@ -6,12 +6,13 @@ from typing import Any
 
 from .._core.errors import Problem, SpecError
 from .._serve.plan import SERVE_PLAN
+from .._train.plan import TRAIN_PLAN
 from . import schema as S
 from .checker import Checker, read_toml
 from .loader import resolve
 
 #: Plan schema per scenario kind; the serving model registers "serve".
-PLAN_SCHEMAS: dict[str, dict[str, S.Field]] = {"train": S.TRAIN_PLAN, "serve": SERVE_PLAN}
+PLAN_SCHEMAS: dict[str, dict[str, S.Field]] = {"train": TRAIN_PLAN, "serve": SERVE_PLAN}
 
 
 @dataclass(frozen=True)

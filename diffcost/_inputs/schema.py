@@ -6,10 +6,11 @@ The loader (:mod:`diffcost._inputs.checker`), the reference section of ``specs/S
 ``[source]`` table is checked and the rules that relate several values.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._core.options import PlanField
 from .hardware import FORMATS
 
 
@@ -242,26 +243,31 @@ CALIBRATION_FIELDS = {
 }
 FRACTIONS = tuple(k for k, f in CALIBRATION_FIELDS.items() if f.kind == "fraction")
 
-# --- plans (training here; serving's in diffcost._serve.plan.SERVE_PLAN) ----------------------
-TRAIN_PLAN = {
-    "tp": Field("count", doc="tensor-parallel degree"),
-    "pp": Field("count", doc="pipeline-parallel degree"),
-    "dp": Field("count", doc="data-parallel degree"),
-    "cp": Field("count", doc="context-parallel degree"),
-    "micro_batch": Field("count", doc="sequences per micro-batch"),
-    "global_batch": Field("count", doc="sequences per step"),
-    "seq_len": Field("count", doc="tokens per sequence"),
-    "virtual_stages": Field("count", doc="interleaved pipeline stages per device"),
-    "sequence_parallel": Field("bool", doc="Megatron sequence parallelism"),
-    "flash_attention": Field("bool", doc="fused attention (no score matrix stored)"),
-    "overlap_grad_reduce": Field("bool", doc="gradient reduction overlapped with backward"),
-    "recompute": Field("enum", choices=("none", "selective", "full"), doc="activation recompute"),
-    "zero": Field("count", positive=False, doc="ZeRO stage 0..3"),
-    "precision": Field("enum", choices=("fp32", "tf32", "bf16", "fp16", "fp8"), doc="math"),
-    "optimizer": Field(
-        "enum", choices=("adam", "adam_no_master", "sgd", "sgd_no_master"), doc="optimizer"
-    ),
-}
+# --- plans ------------------------------------------------------------------------------------
+_PLAN_KIND = {"degree": "count", "count": "count", "bool": "bool", "number": "number"}
+
+
+def plan_table(fields: Iterable[PlanField]) -> dict[str, Field]:
+    """The ``[plan]`` table of a scenario or measurement, derived from a job's field table
+    (:data:`diffcost._train.plan.TRAIN_FIELDS`, :data:`diffcost._serve.plan.SERVE_FIELDS`).
+
+    A categorical field is an ``enum`` of its plain values, except an integer enumeration (the
+    ZeRO stage, written 0..3), which is a non-negative count; a degree or count is positive when
+    its minimum is at least 1; a number is positive when its own range check rejects 0.
+    """
+    table = {}
+    for f in fields:
+        if f.kind == "categorical" and f.choices is not None and issubclass(f.choices, int):
+            table[f.name] = Field("count", positive=False, doc=f.doc)
+        elif f.kind == "categorical":
+            table[f.name] = Field("enum", choices=f.options(), doc=f.doc)
+        elif f.kind == "number":
+            positive = f.check is not None and not f.check(0.0)
+            table[f.name] = Field("number", positive=positive, doc=f.doc)
+        else:
+            table[f.name] = Field(_PLAN_KIND[f.kind], positive=f.minimum >= 1, doc=f.doc)
+    return table
+
 
 # --- scenarios --------------------------------------------------------------------------------
 SCENARIO_TOP = {

@@ -11,6 +11,7 @@ the search's JSON rows derive from it, and one encoder (:func:`encode_train`) tu
 device) and the search (exact and relaxed).
 """
 
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,7 +77,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
     PlanField("flash_attention", "bool", True, "fused attention kernel (no s^2 scores)"),
     PlanField("overlap_grad_reduce", "bool", True, "overlap the DP gradient reduction"),
     PlanField("recompute", "categorical", "selective", "recomputation", choices=Recompute),
-    PlanField("zero", "categorical", 1, "ZeRO stage", choices=ZeroStage),
+    PlanField("zero", "categorical", 1, "ZeRO stage, 0..3", choices=ZeroStage),
     PlanField("precision", "categorical", "bf16", "GEMM format", choices=TrainPrecision),
     PlanField("optimizer", "categorical", "adam", "optimizer state", choices=Optimizer),
     PlanField(
@@ -90,19 +91,8 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
 )
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
 
-_SCHEMA_KIND = {"degree": "count", "count": "count", "bool": "bool", "number": "number"}
-
-
-def _schema_field(f: PlanField) -> S.Field:
-    if f.kind == "categorical" and f.choices is ZeroStage:
-        return S.Field("count", positive=False)  # written 0..3 in scenario files
-    if f.kind == "categorical":
-        return S.Field("enum", choices=f.options())
-    return S.Field(_SCHEMA_KIND[f.kind])
-
-
 #: ``[plan]`` table of a ``kind = "train"`` scenario, derived from :data:`TRAIN_FIELDS`.
-TRAIN_PLAN: dict[str, S.Field] = {f.name: _schema_field(f) for f in TRAIN_FIELDS}
+TRAIN_PLAN: dict[str, S.Field] = S.plan_table(TRAIN_FIELDS)
 
 
 def one_hot(index: int, size: int) -> Float[Array, " k"]:
@@ -126,25 +116,28 @@ class TrainPlan(eqx.Module):
         zero: weights over ZeRO stages 0..3 (sharding over data parallelism; stage 3 = FSDP).
         precision: weights over :data:`diffcost.FORMATS` for matrix multiplications.
         weight_bytes_per_param, grad_bytes_per_param, optimizer_bytes_per_param: bytes.
+
+    Every field may carry leading batch dimensions (``*batch``): stacked plans for ``vmap``
+    (sweeps, searches, validation) are built with the same constructor.
     """
 
-    tp: Float[Array, ""]
-    pp: Float[Array, ""]
-    dp: Float[Array, ""]
-    cp: Float[Array, ""]
-    micro_batch: Float[Array, ""]
-    global_batch: Float[Array, ""]
-    seq_len: Float[Array, ""]
-    virtual_stages: Float[Array, ""]
-    sequence_parallel: Float[Array, ""]
-    flash_attention: Float[Array, ""]
-    overlap_grad_reduce: Float[Array, ""]
-    recompute: Float[Array, "3"]
-    zero: Float[Array, "4"]
-    precision: Float[Array, "8"]
-    weight_bytes_per_param: Float[Array, ""]
-    grad_bytes_per_param: Float[Array, ""]
-    optimizer_bytes_per_param: Float[Array, ""]
+    tp: Float[Array, "*batch"]
+    pp: Float[Array, "*batch"]
+    dp: Float[Array, "*batch"]
+    cp: Float[Array, "*batch"]
+    micro_batch: Float[Array, "*batch"]
+    global_batch: Float[Array, "*batch"]
+    seq_len: Float[Array, "*batch"]
+    virtual_stages: Float[Array, "*batch"]
+    sequence_parallel: Float[Array, "*batch"]
+    flash_attention: Float[Array, "*batch"]
+    overlap_grad_reduce: Float[Array, "*batch"]
+    recompute: Float[Array, "*batch 3"]
+    zero: Float[Array, "*batch 4"]
+    precision: Float[Array, "*batch 8"]
+    weight_bytes_per_param: Float[Array, "*batch"]
+    grad_bytes_per_param: Float[Array, "*batch"]
+    optimizer_bytes_per_param: Float[Array, "*batch"]
 
     def num_micro_batches(self) -> Array:
         """Micro-batches per step per pipeline: ``global_batch / (dp * micro_batch)``."""
@@ -197,6 +190,10 @@ def choice_weights(name: str, value: object) -> Float[Array, " k"]:
     return one_hot(f.options().index(f.plain(value)), len(f.options()))
 
 
+# The validating boundary of the library: it reports every ill-typed or out-of-range value
+# as a SpecError (file, key, reason) itself, so the runtime type-check hook of the tests must not
+# pre-empt that message with its own.
+@typing.no_type_check
 def train_plan(
     *,
     tp: int = 1,
