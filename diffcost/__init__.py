@@ -12,6 +12,16 @@ from ._analysis.sensitivity import Sensitivity, sensitivity, serve_sensitivity, 
 from ._analysis.sweep import Sweep, SweepResult, load_sweep, run_sweep
 from ._analysis.validate import validate
 from ._core.errors import Infeasible, Problem, SpecError
+from ._core.options import (
+    Format,
+    Optimizer,
+    Recompute,
+    ServeMode,
+    ServeObjective,
+    TrainObjective,
+    TrainPrecision,
+    ZeroStage,
+)
 from ._core.smooth import EXACT, RELAXED, Smoothing
 from ._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, Chip, Efficiency, System
 from ._inputs.loader import (
@@ -40,6 +50,14 @@ from ._train.problems import train_problems
 __version__ = "0.1.0"
 
 __all__ = [
+    "Format",
+    "Optimizer",
+    "Recompute",
+    "ServeMode",
+    "ServeObjective",
+    "TrainObjective",
+    "TrainPrecision",
+    "ZeroStage",
     "builtin_names",
     "BYTES_PER_ELEMENT",
     "calibrate",

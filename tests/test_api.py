@@ -9,6 +9,9 @@ PUBLIC = {
     "load_spec", "load_system", "specs_dir", "Scenario", "load_scenario",
     # relaxation
     "EXACT", "RELAXED", "Smoothing",
+    # typed options (library entry points also take their plain values)
+    "Format", "Optimizer", "Recompute", "ServeMode", "ServeObjective", "TrainObjective",
+    "TrainPrecision", "ZeroStage",
     # training
     "OPTIMIZER_BYTES", "RECOMPUTE", "ZERO_STAGES", "TrainBreakdown", "TrainCost", "TrainMemory",
     "TrainPlan", "train_plan", "train_problems",

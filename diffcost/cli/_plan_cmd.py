@@ -7,10 +7,11 @@ import typer
 from rich.table import Table
 
 from .._core.errors import Problem, SpecError
+from .._core.options import ServeObjective, TrainObjective, coerce
 from .._inputs.loader import load_model, load_spec, load_system
 from .._search.core import SearchResult
-from .._search.train import OBJECTIVES, TrainSearchSpace, megatron_flags, search_train
-from .._train.plan import RECOMPUTE
+from .._search.train import TrainSearchSpace, megatron_flags, search_train
+from .._train.plan import RECOMPUTE, TRAINING_PRECISIONS, ZERO_STAGES
 from . import app
 from ._common import EXIT_INFEASIBLE, JsonFlag, console, friendly_errors, print_json
 
@@ -162,8 +163,7 @@ def plan_train(
     json_out: JsonFlag = False,
 ) -> None:
     """Find the fastest (or cheapest) training plan, checked with the exact model."""
-    if objective not in OBJECTIVES:
-        raise SpecError([Problem("<arguments>", "objective", f"must be one of {OBJECTIVES}")])
+    objective = coerce(TrainObjective, objective, "objective").value
     sys_, hw_name = _load_system(system, chip, chips)
     n = int(sys_.num_chips)
     counts = tuple(2**k for k in range(n.bit_length()) if 2**k <= n) if search_chips else (n,)
@@ -172,8 +172,8 @@ def plan_train(
         seq_len=seq_len,
         chips=counts,
         recompute=_csv(recompute, "recompute", RECOMPUTE),
-        zero=_csv(zero, "zero", (0, 1, 2, 3), int),
-        precision=_csv(precision, "precision", ("fp32", "tf32", "bf16", "fp16", "fp8")),
+        zero=_csv(zero, "zero", ZERO_STAGES, int),
+        precision=_csv(precision, "precision", TRAINING_PRECISIONS),
         max_cp=max_cp,
         objective=objective,
     )
@@ -249,10 +249,9 @@ def plan_serve(
 ) -> None:
     """Find the best serving plan under latency limits; every answer is checked exactly."""
     from .._inputs.hardware import FORMATS
-    from .._search.serve import SERVE_OBJECTIVES, ServeSearchSpace, search_serve, serving_flags
+    from .._search.serve import ServeSearchSpace, search_serve, serving_flags
 
-    if objective not in SERVE_OBJECTIVES:
-        raise SpecError([Problem("<arguments>", "objective", f"must be one of {SERVE_OBJECTIVES}")])
+    objective = coerce(ServeObjective, objective, "objective").value
     if max_batch < 1:
         raise SpecError([Problem("<arguments>", "max_batch", "must be a positive integer")])
     costs = _accuracy_costs(accuracy_cost)
