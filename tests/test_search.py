@@ -57,6 +57,7 @@ def test_enumeration_is_valid_and_complete():
     assert pairs == {(t, p) for t in (1, 2, 4, 8) for p in (1, 2, 4, 8) if t * p <= 8}
 
 
+@pytest.mark.slow  # about 15 s a case on 2 cores: run after the fast tests (.ci/run)
 @pytest.mark.parametrize("name,system,chips,gb,seq", SMALL)
 def test_relaxed_search_matches_the_exhaustive_oracle(name, system, chips, gb, seq):
     """The search finds the oracle's optimum, and its gradient phase does real work.

@@ -25,6 +25,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow  # about 15 s a case on 2 cores: run after the fast tests (.ci/run)
 @pytest.mark.parametrize("name,system,chips,kw", CASES)
 def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     """The search finds the oracle's optimum, verified exactly, and its gradient phase does real
