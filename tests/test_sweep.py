@@ -230,12 +230,13 @@ def test_sweep_files_load_and_bad_files_are_errors(tmp_path):
         load_sweep(bad)
     text = str(err.value)
     for msg in [
-        "schema_version: must be 1",
+        "schema_version: unsupported version 2 (expected 1)",
         "name: must equal the file name 'bad'",
         "job: must be one of train, serve",
         "extra: unknown key",
         "missing [source]",
-        "output.csv: must be one of",
+        "output.csv: must be a non-empty string, got 3",
+        "display_name: missing required key",
     ]:
         assert msg in text
 

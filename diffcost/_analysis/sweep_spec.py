@@ -15,8 +15,10 @@ import numpy as np
 
 from .._core.errors import Problem, SpecError
 from .._core.options import PlanField
+from .._inputs import schema as S
+from .._inputs.checker import Checker, read_toml
 from .._inputs.hardware import FORMATS
-from .._inputs.loader import _read_toml, load_model, load_system
+from .._inputs.loader import load_model, load_system
 from .._serve.cost import ServeBreakdown
 from .._serve.plan import SERVE_FIELDS, plan_kwargs, serve_plan
 from .._train.cost import TrainBreakdown
@@ -357,10 +359,6 @@ def prepare(sweep: Sweep) -> _Prepared:
 
 # --- one point (device) ---------------------------------------------------------------------------
 
-_TOP = {"schema_version", "kind", "name", "display_name", "job", "outputs"}
-_TABLES = {"base", "grid", "zip", "output", "source"}
-_OUTPUT_KEYS = {"csv", "parquet", "plots"}
-
 
 @dataclass(frozen=True)
 class SweepFile:
@@ -374,56 +372,27 @@ class SweepFile:
 
 
 def load_sweep(path: str | Path) -> SweepFile:
-    """Read and check a sweep file (``specs/SCHEMA.md``, "Sweep"); all problems at once."""
+    """Read and check a sweep file (``specs/SCHEMA.md``, "Sweep"): its keys by the one checker
+    of every spec kind (:data:`diffcost._inputs.schema.KINDS` ``["sweep"]``), then every plan,
+    hardware and model value of its axes (:func:`prepare`); all problems at once."""
     path = Path(path)
-    data = _read_toml(path)
-    w = str(path)
-    problems: list[Problem] = []
-    add = lambda key, reason: problems.append(Problem(w, key, reason))
-    for key, value in data.items():
-        allowed = _TABLES if isinstance(value, dict) else _TOP
-        if key not in allowed:
-            what = "table" if isinstance(value, dict) else "key"
-            add(key, f"unknown {what} (allowed: {', '.join(sorted(allowed))})")
-    if data.get("schema_version") != 1:
-        add("schema_version", f"must be 1, got {data.get('schema_version')!r}")
-    if data.get("kind") != "sweep":
-        add("kind", f"must be 'sweep', got {data.get('kind')!r}")
-    name = data.get("name")
-    if name != path.stem:
-        add("name", f"must equal the file name {path.stem!r}, got {name!r}")
-    if data.get("job") not in JOBS:
-        add("job", f"must be one of {', '.join(JOBS)}, got {data.get('job')!r}")
-    outputs = data.get("outputs")
-    if outputs is not None and not (
-        isinstance(outputs, list) and all(isinstance(o, str) for o in outputs)
-    ):
-        add("outputs", "must be a list of output names")
-    if not isinstance(data.get("base"), dict):
-        add("base", "missing [base] table")
-    source = data.get("source")
-    if not (
-        isinstance(source, dict) and any(isinstance(v, str) and v.strip() for v in source.values())
-    ):
-        add("source", "missing [source] table: say what the sweep is for")
-    out = data.get("output", {})
-    for key, value in out.items():
-        if key not in _OUTPUT_KEYS or not isinstance(value, str):
-            add(f"output.{key}", f"must be one of {sorted(_OUTPUT_KEYS)} with a path (string)")
-    if problems:
-        raise SpecError(problems)
-    assert isinstance(name, str)  # checked above: it equals the file name
-    sweep = Sweep(
-        job=data["job"],
+    ck = Checker(str(path))
+    data = read_toml(path)
+    values, _ = ck.document(data, S.KINDS["sweep"], stem=path.stem)
+    ck.raise_if_any()
+    name = values["name"]
+    sweep = Sweep(  # [base], [grid] and [zip] are the job's keys, checked by prepare()
+        job=values["job"],
         base=data["base"],
         grid=data.get("grid", {}),
         zip=data.get("zip", {}),
-        outputs=tuple(outputs) if outputs else None,
+        outputs=tuple(values["outputs"]) if values.get("outputs") else None,
         name=name,
-        source=w,
+        source=str(path),
     )
     prepare(sweep)  # every remaining problem, now
+    out = values.get("output", {})
     where = lambda k: Path(out[k]) if k in out else None  # relative to the working directory
     return SweepFile(
-        sweep, str(data.get("display_name", name)), where("csv"), where("parquet"), where("plots")
+        sweep, str(values["display_name"]), where("csv"), where("parquet"), where("plots")
     )

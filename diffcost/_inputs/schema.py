@@ -401,5 +401,27 @@ KINDS: dict[str, Kind] = {
         kind_values=("measurements",),
         doc="published measurements of one source, one [[point]] each",
     ),
+    "sweep": Kind(
+        "sweep",
+        "sweeps",
+        top={
+            "job": Field("enum", required=True, choices=("train", "serve"), doc="what is swept"),
+            "outputs": Field("list", doc="breakdown fields to keep (default: all)"),
+        },
+        # plan, hardware and model keys of the job: checked by diffcost._analysis.sweep_spec
+        tables={
+            "base": None,
+            "grid": None,
+            "zip": None,
+            "output": {
+                "csv": Field("str", doc="CSV table to write"),
+                "parquet": Field("str", doc="Parquet table to write"),
+                "plots": Field("str", doc="folder for the plots"),
+            },
+        },
+        required_tables=("base",),
+        source=Source("say what the sweep is for", nonempty=True),
+        doc="a batched sweep: [base] values, [grid] axes (product), [zip] axes (together)",
+    ),
 }
 KIND_DIRS = {name: kind.directory for name, kind in KINDS.items()}
