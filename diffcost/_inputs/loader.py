@@ -25,10 +25,6 @@ from .hf_config import hf_document
 from .model import Model
 from .schema import KIND_DIRS, KINDS, PARAMS_TOLERANCE
 
-#: Former private names, kept for modules that import them (:mod:`diffcost._analysis.sweep_spec`).
-_read_toml = read_toml
-_Checker = Checker
-
 
 @dataclass(frozen=True)
 class SpecInfo:
