@@ -9,10 +9,10 @@ from typer.testing import CliRunner
 
 import diffcost as dc
 from diffcost._search.discrete import Axis, Candidates, moves, refine, scaled_moves, unique
+from diffcost._search.launch import megatron_flags
 from diffcost._search.train import (
     TrainSearchSpace,
     enumerate_space,
-    megatron_flags,
     search_train,
     to_plans,
     valid,

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 import diffcost as dc
 from diffcost._core.smooth import RELAXED
 from diffcost._search.core import Candidates
-from diffcost._search.serve import ServeProblem, relaxed_serve_plan, serve_objective, serving_flags
+from diffcost._search.launch import serving_flags
+from diffcost._search.serve import ServeProblem, relaxed_serve_plan, serve_objective
 from diffcost.cli import app
 
 CASES = [

@@ -374,30 +374,3 @@ def _solve(
 def search_serve(system: System, model: Model, space: ServeSearchSpace, **options) -> SearchResult:
     """Best exact serving plan (see :func:`diffcost._search.search` for ``options``)."""
     return search(ServeProblem(system, model, space), **options)
-
-
-def serving_flags(best: dict, model_name: str, space: ServeSearchSpace) -> str:
-    """vLLM and TensorRT-LLM launch lines for a serving plan (one instance; run ``replicas``)."""
-    max_len = space.input_len + space.output_len
-    vllm = [
-        f"vllm serve {model_name}",
-        f"--tensor-parallel-size {best['tp']}",
-        f"--pipeline-parallel-size {best['pp']}",
-        f"--max-num-seqs {best['batch']}",
-        f"--max-model-len {max_len}",
-    ]
-    if best["weight_format"] == "fp8":
-        vllm.append("--quantization fp8")
-    elif best["weight_format"] in ("int8", "int4"):
-        vllm.append(
-            f"--quantization {'awq' if best['weight_format'] == 'int4' else 'compressed-tensors'}"
-        )
-    if best["kv_format"] == "fp8":
-        vllm.append("--kv-cache-dtype fp8")
-    trt = [
-        f"trtllm-build --tp_size {best['tp']} --pp_size {best['pp']}",
-        f"--max_batch_size {best['batch']}",
-        f"--max_input_len {space.input_len}",
-        f"--max_seq_len {max_len}",
-    ]
-    return " \\\n    ".join(vllm) + f"\n# x {best['replicas']} replicas\n" + " \\\n    ".join(trt)

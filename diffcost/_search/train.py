@@ -434,35 +434,3 @@ def suggest(system: System, model: Model, space: TrainSearchSpace) -> list[str]:
         f"use about {more} chips or more (model state shrinks with the chip count under ZeRO-3)",
         "or shorten the sequence / global batch, or use chips with more memory",
     ]
-
-
-def megatron_flags(best: dict) -> str:
-    """Megatron-LM launch flags for a training plan."""
-    flags = [
-        f"--tensor-model-parallel-size {best['tp']}",
-        f"--pipeline-model-parallel-size {best['pp']}",
-        f"--context-parallel-size {best['cp']}",
-        f"--micro-batch-size {best['micro_batch']}",
-        f"--global-batch-size {best['global_batch']}",
-        f"--seq-length {best['seq_len']}",
-    ]
-    if best["virtual_stages"] > 1:
-        flags.append(f"--num-virtual-stages-per-pipeline-rank {best['virtual_stages']}")
-    if best["sequence_parallel"]:
-        flags.append("--sequence-parallel")
-    if best["recompute"] == "full":
-        flags += [
-            "--recompute-granularity full",
-            "--recompute-method uniform",
-            "--recompute-num-layers 1",
-        ]
-    elif best["recompute"] == "selective":
-        flags.append("--recompute-granularity selective")
-    if best["zero"] in (1, 2):
-        flags.append("--use-distributed-optimizer")
-    elif best["zero"] == 3:
-        flags.append("--use-torch-fsdp2")
-    precision = best.get("precision", "bf16")
-    flags.append("--fp8-format hybrid --bf16" if precision == "fp8" else f"--{precision}")
-    flags.append("--use-flash-attn")
-    return " \\\n    ".join(flags)

@@ -10,7 +10,8 @@ from .._core.errors import Problem, SpecError
 from .._core.options import ServeObjective, TrainObjective, coerce
 from .._inputs.loader import load_model, load_spec, load_system
 from .._search.core import SearchResult
-from .._search.train import TrainSearchSpace, megatron_flags, search_train
+from .._search.launch import megatron_flags
+from .._search.train import TrainSearchSpace, search_train
 from .._train.plan import RECOMPUTE, TRAINING_PRECISIONS, ZERO_STAGES
 from . import app
 from ._common import EXIT_INFEASIBLE, JsonFlag, console, friendly_errors, print_json
@@ -249,7 +250,8 @@ def plan_serve(
 ) -> None:
     """Find the best serving plan under latency limits; every answer is checked exactly."""
     from .._inputs.hardware import FORMATS
-    from .._search.serve import ServeSearchSpace, search_serve, serving_flags
+    from .._search.launch import serving_flags
+    from .._search.serve import ServeSearchSpace, search_serve
 
     objective = coerce(ServeObjective, objective, "objective").value
     if max_batch < 1:

@@ -1,0 +1,71 @@
+"""Launch lines for a found plan: the target frameworks' flags (Megatron-LM for training; vLLM
+and TensorRT-LLM for serving), from a plan row of :class:`diffcost.SearchResult`.
+
+Each plan field maps to the framework flag of the same meaning.  These lines are not yet checked
+against the frameworks' own argument parsers and memory allocation (Megatron-LM
+``arguments.py``, ``vllm serve``, ``trtllm-build``): that is the open launch-flags issue.
+"""
+
+from .serve import ServeSearchSpace
+
+
+def megatron_flags(best: dict) -> str:
+    """Megatron-LM launch flags for a training plan."""
+    flags = [
+        f"--tensor-model-parallel-size {best['tp']}",
+        f"--pipeline-model-parallel-size {best['pp']}",
+        f"--context-parallel-size {best['cp']}",
+        f"--micro-batch-size {best['micro_batch']}",
+        f"--global-batch-size {best['global_batch']}",
+        f"--seq-length {best['seq_len']}",
+    ]
+    if best["virtual_stages"] > 1:
+        flags.append(f"--num-virtual-stages-per-pipeline-rank {best['virtual_stages']}")
+    if best["sequence_parallel"]:
+        flags.append("--sequence-parallel")
+    if best["recompute"] == "full":
+        flags += [
+            "--recompute-granularity full",
+            "--recompute-method uniform",
+            "--recompute-num-layers 1",
+        ]
+    elif best["recompute"] == "selective":
+        flags.append("--recompute-granularity selective")
+    if best["zero"] in (1, 2):
+        flags.append("--use-distributed-optimizer")
+    elif best["zero"] == 3:
+        flags.append("--use-torch-fsdp2")
+    precision = best.get("precision", "bf16")
+    flags.append("--fp8-format hybrid --bf16" if precision == "fp8" else f"--{precision}")
+    flags.append("--use-flash-attn")
+    return " \\\n    ".join(flags)
+
+
+def serving_flags(best: dict, model_name: str, space: ServeSearchSpace) -> str:
+    """vLLM and TensorRT-LLM launch lines for a serving plan (one instance; run ``replicas``)."""
+    max_len = space.input_len + space.output_len
+    vllm = [
+        f"vllm serve {model_name}",
+        f"--tensor-parallel-size {best['tp']}",
+        f"--pipeline-parallel-size {best['pp']}",
+        f"--max-num-seqs {best['batch']}",
+        f"--max-model-len {max_len}",
+    ]
+    if best["weight_format"] == "fp8":
+        vllm.append("--quantization fp8")
+    elif best["weight_format"] in ("int8", "int4"):
+        vllm.append(
+            f"--quantization {'awq' if best['weight_format'] == 'int4' else 'compressed-tensors'}"
+        )
+    if best["kv_format"] == "fp8":
+        vllm.append("--kv-cache-dtype fp8")
+    trt = [
+        f"trtllm-build --tp_size {best['tp']} --pp_size {best['pp']}",
+        f"--max_batch_size {best['batch']}",
+        f"--max_input_len {space.input_len}",
+        f"--max_seq_len {max_len}",
+    ]
+    return " \\\n    ".join(vllm) + f"\n# x {best['replicas']} replicas\n" + " \\\n    ".join(trt)
+
+
+__all__ = ["megatron_flags", "serving_flags"]
