@@ -181,3 +181,14 @@ def test_resolve_job_fills_the_defaults_from_the_system_and_model():
     assert job.values["replicas"] == 2  # 16 chips / (4 * 2) per replica
     flags = {"tp": 2, "disaggregated": True, "prefill_chips": 2, "decode_chips": 6}
     assert resolve_job("serve", None, refs, flags, "default").values["replicas"] == 2
+
+
+def test_bad_input_message_is_plain_text_on_one_line_per_problem():
+    """Bracketed names reach the user intact (no markup engine eats ``[/x]``) and no console
+    wraps a line inside a key name; exit status 2."""
+    name = "a[/x]-" + "y" * 150
+    result = runner.invoke(app, ["train", "--model", name])
+    assert result.exit_code == 2
+    lines = result.output.splitlines()
+    assert lines[0] == "error: invalid input:"
+    assert any(line.startswith(f"  - <arguments>: model: unknown model '{name}'") for line in lines)

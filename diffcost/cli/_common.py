@@ -16,7 +16,6 @@ from rich.table import Table
 from .._core.errors import SpecError
 
 console = Console(width=None if sys.stdout.isatty() else 140)
-err_console = Console(stderr=True)
 
 #: A flag without a shown default (``None``: not given, so a scenario's value stands).
 Opt = lambda help_: typer.Option(help=help_, show_default=False)  # noqa: E731
@@ -37,7 +36,9 @@ def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except SpecError as err:
-            err_console.print(f"[bold red]error:[/] {err}", highlight=False, markup=True)
+            # plain text: no markup engine may eat bracketed names ([/x]) and no console may
+            # wrap a line inside a key name
+            sys.stderr.write(f"error: {err}\n")
             raise typer.Exit(EXIT_BAD_INPUT) from None
 
     return wrapper
