@@ -184,3 +184,29 @@ def test_modules_from_values_match_the_loaders():
     assert float(model_module(model).num_params()) == float(
         dc.load_model("llama-2-7b").num_params()
     )
+
+
+@pytest.mark.parametrize(
+    "field,raw,reason",
+    [
+        (S.Field("number", positive=False), float("nan"), "must be a finite number, got nan"),
+        (S.Field("fraction", positive=False), float("nan"), "must be a finite number, got nan"),
+        (S.Q("flop_per_s"), float("inf"), "must be a finite number, got inf"),
+        (S.Field("number"), float("-inf"), "must be a finite number, got -inf"),
+    ],
+)
+def test_non_finite_values_are_refused(field, raw, reason):
+    """NaN passed every sign test of a non-negative field (``nan < 0`` is false) and infinity
+    every positivity test: both reached the model and came out as NaN answers."""
+    ck = Checker("f.toml")
+    assert ck.value("k", raw, field) is None
+    assert _problems(ck) == [f"k: {reason}"]
+
+
+def test_values_beyond_float32_physics_are_refused():
+    """1e300 TFLOP/s is finite in the file but overflows float32 in the model."""
+    ck = Checker("c.toml")
+    out = ck.table({"bf16_tflop_per_s": 1e300, "fp16_tflop_per_s": 1e9}, S.CHIP["compute"], "")
+    assert out == {"fp16_flop_per_s": 1e21}  # a zettaFLOP/s: the largest accepted
+    (problem,) = _problems(ck)
+    assert problem.startswith("bf16_tflop_per_s: 1e+300 is beyond any physical input")

@@ -10,6 +10,7 @@ quantities to SI (:mod:`diffcost._core.units`).  Loaders of files with their own
 
 import difflib
 import json
+import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -87,6 +88,12 @@ def _unknown_key(key: str, schema: Mapping[str, Field]) -> str:
     return f"unknown key{hint} (allowed: {', '.join(sorted(schema))})"
 
 
+#: Largest magnitude of any spec value in SI units (bytes, FLOP/s, seconds, counts ...): a
+#: zettabyte or a zettaFLOP/s is far beyond any chip or cluster, and products of inputs must
+#: stay inside float32 (3.4e38), in which the model computes by default.
+MAX_SI_VALUE = 1e21
+
+
 class Checker:
     """Collects the problems of one file; :meth:`raise_if_any` raises them together."""
 
@@ -132,6 +139,9 @@ class Checker:
         if spec.kind == "count" and not isinstance(raw, int):
             self.add(key, f"must be an integer, got {raw!r}")
             return None
+        if not math.isfinite(raw):
+            self.add(key, f"must be a finite number, got {raw!r}")
+            return None
         if spec.positive and not raw > 0:
             self.add(key, f"must be positive, got {raw!r}")
             return None
@@ -160,7 +170,14 @@ class Checker:
             base, spec, factor, si_key = got
             seen[base] = key
             value = self.value(prefix + key, raw, spec)
-            if value is not None:
+            numeric = spec.kind in ("count", "number", "quantity", "fraction")
+            if value is not None and numeric and abs(value * factor) > MAX_SI_VALUE:
+                self.add(
+                    prefix + key,
+                    f"{raw!r} is beyond any physical input (at most {MAX_SI_VALUE:.0e} in SI "
+                    "units; the model computes in float32)",
+                )
+            elif value is not None:
                 out[si_key] = value * factor if spec.kind == "quantity" else value
         for base, spec in schema.items():
             if spec.required and base not in seen:
