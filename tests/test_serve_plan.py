@@ -244,7 +244,16 @@ def test_serve_slo_flags():
     table = _run(
         "serve", "--model", "llama-2-70b", "--chips", "4", "--tp", "4", "--tpot-slo-ms", "0.01"
     )
-    assert table.exit_code == 0 and "no batch meets the SLO" in table.output
+    # an unmeetable limit makes the request infeasible (exit 1), with the floor it misses
+    assert table.exit_code == 1 and "no batch meets the SLO" in table.output
+    assert "no batch meets TPOT <= 0.01 ms (batch 1 gives" in table.output
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_serve_slo_limits_must_be_positive_and_finite(value):
+    result = _run("serve", "--tpot-slo-ms", value, "--ttft-slo-ms", "500")
+    assert result.exit_code == 2
+    assert "<arguments>: tpot_slo_ms: must be a positive number of milliseconds" in result.output
 
 
 def test_serve_infeasible_says_why():

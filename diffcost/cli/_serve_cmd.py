@@ -1,5 +1,6 @@
 """``diffcost serve``: predict serving latency, throughput, memory and cost."""
 
+import math
 from typing import Annotated, Any
 
 import equinox as eqx
@@ -128,6 +129,13 @@ def _at_slo_summary(
     """The best batch under the latency limits (``None`` when neither limit is given)."""
     if ttft_slo_ms is None and tpot_slo_ms is None:
         return None
+    bad = [
+        Problem("<arguments>", key, f"must be a positive number of milliseconds, got {value!r}")
+        for key, value in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms))
+        if value is not None and not (math.isfinite(value) and value > 0)
+    ]
+    if bad:
+        raise SpecError(bad)
     inf = float("inf")
     ttft = inf if ttft_slo_ms is None else ttft_slo_ms * 1e-3
     tpot = inf if tpot_slo_ms is None else tpot_slo_ms * 1e-3
@@ -182,8 +190,9 @@ def serve(
     assert isinstance(job.plan, ServePlan)
     cost = ServeCost(job.system, job.model)
     out = _predict(cost, job.plan)
-    problems = serve_problems(job.model, job.plan, out, float(job.system.num_chips))
     slo = _at_slo_summary(cost, job.plan, ttft_slo_ms, tpot_slo_ms)
+    problems = serve_problems(job.model, job.plan, out, float(job.system.num_chips))
+    problems += _slo_problems(slo)
     if json_out:
         extra_keys = {"slo": slo} if slo is not None else {}
         counts = {"system_chips": job.chips}
@@ -250,6 +259,20 @@ def _print_table(out: ServeBreakdown, names: tuple[str, str], n_chips: int, valu
     console.print(f"[bold]{model_name}[/] on [bold]{chips_used:.0f}[/] of {n_chips}x {hw_name}")
     console.print(f"plan: {plan_line(values)}", highlight=False)
     console.print(kv_table("serving", _rows(out)))
+
+
+def _slo_problems(slo: dict[str, Any] | None) -> list[str]:
+    """Why no batch meets the latency limits (the request is then infeasible): the latencies
+    at batch 1, the floor of TTFT and TPOT over batches, against the limits."""
+    if slo is None or slo["feasible"]:
+        return []
+    ms = lambda s: f"{s * 1e3:.4g} ms"  # noqa: E731
+    limits = [
+        f"{name} <= {ms(slo[key + '_slo_s'])} (batch 1 gives {ms(slo[key + '_s'])})"
+        for name, key in (("TTFT", "ttft"), ("TPOT", "tpot"))
+        if slo[key + "_slo_s"] is not None
+    ]
+    return [f"no batch meets {' and '.join(limits)} and fits in memory"]
 
 
 def _print_slo(slo: dict[str, Any] | None) -> None:
