@@ -214,7 +214,7 @@ def test_cli_train_json_ranks_and_names_the_most_elastic():
             "--chips",
             "64",
             "--tp",
-            "2",
+            "8",  # tp 2 needs 145 GB per chip: its elasticities were of a plan that cannot run
             "--pp",
             "4",
             "--global-batch",
@@ -225,6 +225,7 @@ def test_cli_train_json_ranks_and_names_the_most_elastic():
         ],
     )
     assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["feasible"] is True
     out = json.loads(result.stdout)
     assert out["ranked_by"] == "step_time_s"
     assert out["most_elastic_hardware"]["step_time_s"]["parameter"] == "chip.peak_flop_per_s[bf16]"
@@ -277,3 +278,16 @@ def test_cli_bad_metric_is_a_clear_error():
     result = runner.invoke(app, ["sensitivity", "train", "--metric", "ttft_s"])
     assert result.exit_code == 2
     assert "--metric: 'ttft_s' is not available here" in result.output
+
+
+def test_sensitivity_of_an_infeasible_plan_says_so_and_exits_1():
+    """Feasibility is never skipped: elasticities of a plan that needs more chips than the
+    system has are printed, then why it cannot run, with exit status 1 (and in --json)."""
+    args = ["sensitivity", "train", "--chips", "64", "--tp", "8", "--pp", "16", "--top", "3"]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 1, result.output
+    out = json.loads(result.stdout)
+    assert out["feasible"] is False
+    assert out["problems"] == ["tp*pp*dp*cp = 512 but the system has 64 chips"]
+    table = CliRunner().invoke(app, args)
+    assert table.exit_code == 1 and "infeasible:" in table.output

@@ -9,8 +9,14 @@ from rich.table import Table
 
 from .._analysis.sensitivity import HARDWARE_GROUPS, PRIMARY, Sensitivity, sensitivity
 from .._core.errors import Problem, SpecError
+from .._serve.cost import ServeCost, serve_problems
+from .._serve.plan import ServePlan
+from .._train.cost import TrainCost
+from .._train.plan import TrainPlan
+from .._train.problems import train_problems
 from . import app
 from ._common import (
+    EXIT_INFEASIBLE,
     CalibrationOpt,
     JsonFlag,
     Opt,
@@ -18,6 +24,7 @@ from ._common import (
     friendly_errors,
     plan_line,
     print_json,
+    print_problems,
     spec_infos,
 )
 from ._options import (
@@ -132,8 +139,21 @@ def _table(sens: Sensitivity, metric: str, ranked: Any, groups: tuple[str, ...] 
     return table
 
 
+def _problems(kind: str, job: Job) -> list[str]:
+    """Why the plan is infeasible (memory, degrees, chip count), by the exact model: the
+    elasticities of a plan that cannot run are reported, but never as a feasible answer."""
+    chips = float(job.system.num_chips)
+    if kind == "train":
+        assert isinstance(job.plan, TrainPlan)
+        out = TrainCost(job.system, job.model)(job.plan)
+        return train_problems(job.model, job.plan, out, chips)
+    assert isinstance(job.plan, ServePlan)
+    return serve_problems(job.model, job.plan, ServeCost(job.system, job.model)(job.plan), chips)
+
+
 def _report(kind: str, job: Job, report: Flags, json_out: bool) -> None:
-    """Rank, chart and print the elasticities of one job."""
+    """Rank, chart and print the elasticities of one job; exit 1 when its plan is infeasible."""
+    problems = _problems(kind, job)
     sens = sensitivity(kind, job.system, job.model, job.plan)
     metric = _check(sens, kind, report["metric"], report["group"])
     groups = GROUPS[report["group"]]
@@ -150,8 +170,25 @@ def _report(kind: str, job: Job, report: Flags, json_out: bool) -> None:
         save(tornado_chart(swings, metric, title=f"{names[0]} on {names[1]}: {metric}"), tornado)
     if json_out:
         obj = _report_json(kind, sens, metric, ranked, job, names)
+        obj |= {"feasible": not problems, "problems": problems}
         print_json({**obj, **({"tornado": str(tornado)} if tornado else {})})
-        return
+    else:
+        _print_report(sens, metric, ranked, groups, job, names, tornado)
+        print_problems(problems)
+    if problems:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _print_report(
+    sens: Sensitivity,
+    metric: str,
+    ranked: Any,
+    groups: tuple[str, ...] | None,
+    job: Job,
+    names: tuple[str, str],
+    tornado: Path | None,
+) -> None:
+    """The table and the most elastic hardware number of each metric."""
     console.print(f"[bold]{names[0]}[/] on {names[1]}")
     console.print(f"plan: {plan_line(job.values)}", highlight=False)
     console.print(_table(sens, metric, ranked, groups))
