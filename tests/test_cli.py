@@ -1,6 +1,7 @@
 """The command line: readable tables, one JSON object, clear errors and exit codes."""
 
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -192,3 +193,41 @@ def test_bad_input_message_is_plain_text_on_one_line_per_problem():
     lines = result.output.splitlines()
     assert lines[0] == "error: invalid input:"
     assert any(line.startswith(f"  - <arguments>: model: unknown model '{name}'") for line in lines)
+
+
+def test_output_paths_are_checked_before_any_work(tmp_path):
+    """A folder given for a file, a file given for (or inside) a folder, an unknown image type:
+    each named with its option, exit 2, nothing written (these were tracebacks)."""
+    from diffcost.cli._common import output_problems
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    reasons = [
+        f"{p.key}: {p.reason}"
+        for p in output_problems(
+            {
+                "csv": tmp_path,
+                "plots": afile,
+                "plot": afile / "x.png",
+                "tornado": tmp_path / "t.txt",
+                "parquet": tmp_path / "new" / "t.parquet",  # a new folder is fine
+            },
+            folders=("plots",),
+            plots=("plot", "tornado"),
+        )
+    ]
+    assert reasons == [
+        f"csv: {tmp_path} is a folder; give a file name",
+        f"plots: {afile} is a file, not a folder",
+        f"plot: {afile} is a file, not a folder",
+        f"tornado: {tmp_path / 't.txt'} must end in one of .png, .svg, .pdf",
+    ]
+    sweep = Path(__file__).resolve().parents[1] / "specs" / "sweeps" / "decode-what-if.toml"
+    for args in (
+        ["sweep", str(sweep), "--no-progress", "--csv", str(tmp_path)],
+        ["validate", "--plot", str(afile / "x.png")],
+        ["sensitivity", "train", "--tornado", str(tmp_path)],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert result.output.startswith("error: invalid input:"), result.output

@@ -4,6 +4,7 @@ import json
 import sys
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Annotated, Any
 
 import equinox as eqx
@@ -13,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._core.errors import SpecError
+from .._core.errors import Problem, SpecError
 
 console = Console(width=None if sys.stdout.isatty() else 140)
 
@@ -170,3 +171,44 @@ def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     for key, value in rows:
         table.add_row(key, value)
     return table
+
+
+#: File types a plot may be written as (matplotlib's Agg, SVG and PDF backends).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def output_problems(
+    paths: dict[str, Path | str | None], folders: tuple[str, ...] = (), plots: tuple[str, ...] = ()
+) -> list[Problem]:
+    """What stops each output path from being written, before any work is done.
+
+    ``paths``: option name -> path (``None``: not asked for); a name in ``folders`` is a folder
+    to create, any other a file to write (an existing file is overwritten); a name in
+    ``plots`` is an image whose suffix must be one of :data:`PLOT_SUFFIXES`.  Every existing
+    ancestor of a path must be a folder.
+    """
+    problems = []
+    for key, raw in paths.items():
+        if raw is None:
+            continue
+        path = Path(raw)
+        ancestor = next((a for a in path.parents if a.exists()), None)
+        if ancestor is not None and not ancestor.is_dir():
+            problems.append(Problem("<arguments>", key, f"{ancestor} is a file, not a folder"))
+        elif key in folders and path.exists() and not path.is_dir():
+            problems.append(Problem("<arguments>", key, f"{path} is a file, not a folder"))
+        elif key not in folders and path.is_dir():
+            problems.append(Problem("<arguments>", key, f"{path} is a folder; give a file name"))
+        elif key in plots and path.suffix.lower() not in PLOT_SUFFIXES:
+            reason = f"{path} must end in one of {', '.join(PLOT_SUFFIXES)}"
+            problems.append(Problem("<arguments>", key, reason))
+    return problems
+
+
+def check_outputs(
+    paths: dict[str, Path | str | None], folders: tuple[str, ...] = (), plots: tuple[str, ...] = ()
+) -> None:
+    """Raise every :func:`output_problems` at once (exit 2 through :func:`friendly_errors`)."""
+    problems = output_problems(paths, folders, plots)
+    if problems:
+        raise SpecError(problems)

@@ -20,6 +20,7 @@ from ._common import (
     CalibrationOpt,
     JsonFlag,
     Opt,
+    check_outputs,
     console,
     friendly_errors,
     plan_line,
@@ -153,6 +154,7 @@ def _problems(kind: str, job: Job) -> list[str]:
 
 def _report(kind: str, job: Job, report: Flags, json_out: bool) -> None:
     """Rank, chart and print the elasticities of one job; exit 1 when its plan is infeasible."""
+    check_outputs({"tornado": report["tornado"]}, plots=("tornado",))
     problems = _problems(kind, job)
     sens = sensitivity(kind, job.system, job.model, job.plan)
     metric = _check(sens, kind, report["metric"], report["group"])

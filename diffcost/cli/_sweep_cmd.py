@@ -8,7 +8,7 @@ from rich.table import Table
 
 from .._analysis.sweep import Sweep, SweepResult, load_sweep, run_sweep
 from . import app
-from ._common import console, friendly_errors, print_json
+from ._common import check_outputs, console, friendly_errors, print_json
 
 #: Column to rank by, and whether larger is better, per job.
 BEST = {"train": ("step_time_s", False), "serve": ("output_tokens_per_s_per_chip", True)}
@@ -75,8 +75,9 @@ def sweep(
     over all devices) and write a tidy table (CSV / Parquet) and plots."""
     spec = load_sweep(spec_file)
     sw = spec.sweep
-    result = run_sweep(sw, progress=progress and not json_out, chunk=chunk)
     csv, parquet, plots = csv or spec.csv, parquet or spec.parquet, plots or spec.plots
+    check_outputs({"csv": csv, "parquet": parquet, "plots": plots}, folders=("plots",))
+    result = run_sweep(sw, progress=progress and not json_out, chunk=chunk)
     for path, write in ((csv, result.to_csv), (parquet, result.to_parquet)):
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)

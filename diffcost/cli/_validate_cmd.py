@@ -11,7 +11,15 @@ from rich.table import Table
 from .._core.errors import Problem, SpecError
 from .._inputs.measurements import METRIC_LABELS, load_measurements
 from . import app
-from ._common import CalibrationOpt, JsonFlag, Opt, console, friendly_errors, print_json
+from ._common import (
+    CalibrationOpt,
+    JsonFlag,
+    Opt,
+    check_outputs,
+    console,
+    friendly_errors,
+    print_json,
+)
 
 
 def _points(measurements: list[str] | None, sources: list[str] | None):
@@ -169,6 +177,11 @@ def validate(
     from .._analysis.validate import scenario_toml
     from .._analysis.validate import validate as run
 
+    check_outputs(
+        {"plot": plot, "write_scenarios": write_scenarios},
+        folders=("write_scenarios",),
+        plots=("plot",),
+    )
     points = _points(measurements, source)
     if point is not None:
         if point not in {m.id for m in points}:
