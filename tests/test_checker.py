@@ -210,3 +210,12 @@ def test_values_beyond_float32_physics_are_refused():
     assert out == {"fp16_flop_per_s": 1e21}  # a zettaFLOP/s: the largest accepted
     (problem,) = _problems(ck)
     assert problem.startswith("bf16_tflop_per_s: 1e+300 is beyond any physical input")
+
+
+def test_values_below_float32_physics_are_refused():
+    """1e-300 GB/s is positive in the file but vanishes in float32: bytes / 0 = inf."""
+    ck = Checker("c.toml")
+    memory = {"capacity_gb": 80, "bandwidth_gb_per_s": 1e-300, "on_chip_sram": False}
+    ck.table(memory, S.CHIP["memory"], "memory.")
+    (problem,) = _problems(ck)
+    assert problem.startswith("memory.bandwidth_gb_per_s: 1e-300 is below any physical input")

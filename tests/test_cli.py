@@ -231,3 +231,25 @@ def test_output_paths_are_checked_before_any_work(tmp_path):
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
         assert result.output.startswith("error: invalid input:"), result.output
+
+
+def test_a_non_finite_prediction_is_never_printed_as_an_answer(monkeypatch):
+    """Defence in depth behind the loader's range checks: if the model still overflows, the
+    command names the outputs and exits 2 instead of printing NaN as a step time."""
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    import diffcost.cli._train_cmd as train_cmd
+
+    real = train_cmd._predict
+
+    def overflowing(cost, plan):
+        out = real(cost, plan)
+        return eqx.tree_at(lambda o: o.step_time_s, out, jnp.asarray(jnp.nan))
+
+    monkeypatch.setattr(train_cmd, "_predict", overflowing)
+    for extra in ([], ["--json"]):
+        result = runner.invoke(app, ["train", *extra])
+        assert result.exit_code == 2, result.output
+        assert "step_time_s = nan" in result.output
+        assert '"step_time_s"' not in result.output  # no JSON answer printed

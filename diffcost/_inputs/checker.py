@@ -92,6 +92,9 @@ def _unknown_key(key: str, schema: Mapping[str, Field]) -> str:
 #: zettabyte or a zettaFLOP/s is far beyond any chip or cluster, and products of inputs must
 #: stay inside float32 (3.4e38), in which the model computes by default.
 MAX_SI_VALUE = 1e21
+#: Smallest non-zero magnitude: a femtosecond or a femtobyte is below any physical input, and
+#: quotients by such values overflow float32.
+MIN_SI_VALUE = 1e-15
 
 
 class Checker:
@@ -171,7 +174,14 @@ class Checker:
             seen[base] = key
             value = self.value(prefix + key, raw, spec)
             numeric = spec.kind in ("count", "number", "quantity", "fraction")
-            if value is not None and numeric and abs(value * factor) > MAX_SI_VALUE:
+            si = abs(value * factor) if value is not None and numeric else 0.0
+            if value is not None and 0.0 < si < MIN_SI_VALUE:
+                self.add(
+                    prefix + key,
+                    f"{raw!r} is below any physical input (at least {MIN_SI_VALUE:.0e} in SI "
+                    "units, or 0 where allowed; smaller values vanish in float32)",
+                )
+            elif value is not None and numeric and si > MAX_SI_VALUE:
                 self.add(
                     prefix + key,
                     f"{raw!r} is beyond any physical input (at most {MAX_SI_VALUE:.0e} in SI "

@@ -212,3 +212,26 @@ def check_outputs(
     problems = output_problems(paths, folders, plots)
     if problems:
         raise SpecError(problems)
+
+
+def check_finite(out: Any, job: str) -> None:
+    """Refuse to print a prediction with a NaN or infinite value as an answer.
+
+    The loader keeps every input finite and within [1e-15, 1e21] in SI units, so a non-finite
+    output means the inputs combine beyond what the float32 model represents (an extreme model
+    shape against an extreme chip): raised as an input error naming every such output.
+    """
+    flat = to_python(out)
+    bad = {
+        f"{prefix}{key}": value
+        for prefix, table in (("", flat), ("memory.", flat.get("memory", {})))
+        for key, value in table.items()
+        if isinstance(value, float) and not np.isfinite(value)
+    }
+    if bad:
+        names = ", ".join(f"{k} = {v}" for k, v in bad.items())
+        reason = (
+            f"the {job} prediction is not finite ({names}): the model, chip and plan combine "
+            "beyond what the model represents in float32; check their magnitudes"
+        )
+        raise SpecError([Problem("<prediction>", "prediction", reason)])

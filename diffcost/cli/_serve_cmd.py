@@ -15,6 +15,7 @@ from ._common import (
     CalibrationOpt,
     JsonFlag,
     Opt,
+    check_finite,
     console,
     fmt_bytes,
     fmt_time,
@@ -190,6 +191,7 @@ def serve(
     assert isinstance(job.plan, ServePlan)
     cost = ServeCost(job.system, job.model)
     out = _predict(cost, job.plan)
+    check_finite(out, "serving")
     slo = _at_slo_summary(cost, job.plan, ttft_slo_ms, tpot_slo_ms)
     problems = serve_problems(job.model, job.plan, out, float(job.system.num_chips))
     problems += _slo_problems(slo)
