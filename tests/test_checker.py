@@ -2,6 +2,7 @@
 Hugging Face mapping into the model schema; values -> modules."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -219,3 +220,29 @@ def test_values_below_float32_physics_are_refused():
     ck.table(memory, S.CHIP["memory"], "memory.")
     (problem,) = _problems(ck)
     assert problem.startswith("memory.bandwidth_gb_per_s: 1e-300 is below any physical input")
+
+
+@pytest.mark.parametrize(
+    "key,value,reason",
+    [
+        ("attention_dropout", "0.1", "must be a number, got '0.1'"),
+        ("attention_dropout", [0.1], "must be a number, got [0.1]"),
+        ("attention_dropout", {"p": 0.1}, "must be a number, got {'p': 0.1}"),
+        ("attention_dropout", -0.1, "must not be negative, got -0.1"),
+        ("attention_dropout", float("nan"), "must be a finite number, got nan"),
+        ("attn_pdrop", 1.5, "is a fraction and must lie in [0, 1], got 1.5"),
+        ("tie_word_embeddings", "false", "must be true or false, got 'false'"),
+        ("attention_bias", 0, "must be true or false, got 0"),
+    ],
+)
+def test_hf_config_flags_and_dropout_are_typed(tmp_path, key, value, reason):
+    """A string "false" was read as true and a list dropout crashed the loader: the flag and
+    dropout keys of a config are checked like any spec value, named by their HF key."""
+    fixture = Path(__file__).parent / "fixtures" / "hf" / "llama-2-7b-config.json"
+    data = json.loads(fixture.read_text())
+    data[key] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(dc.SpecError) as err:
+        dc.load_model(path)
+    assert f"{path}: {key}: {reason}" in str(err.value)

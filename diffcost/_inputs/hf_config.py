@@ -31,8 +31,27 @@ _ENCODER_TYPES = ("bert", "roberta", "deberta", "electra")
 _LEARNED_TYPES = ("gpt2", "bert", "roberta", "opt", "gpt_bigcode", "electra")
 
 
-def _shape(path: Path, data: dict[str, Any]) -> dict[str, Any]:
-    ck = Checker(str(path))
+#: Hugging Face keys read as flags or fractions: a string "false" is not false, and a dropout
+#: must be a probability.
+HF_TYPED = {
+    "tie_word_embeddings": Field("bool"),
+    "bias": Field("bool"),
+    "attention_bias": Field("bool"),
+    "attention_dropout": Field("fraction", positive=False),
+    "attn_pdrop": Field("fraction", positive=False),
+}
+
+
+def _typed(ck: Checker, data: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`HF_TYPED` keys present (not null), each checked for its type and range."""
+    return {
+        key: ck.value(key, data[key], spec)
+        for key, spec in HF_TYPED.items()
+        if data.get(key) is not None
+    }
+
+
+def _shape(ck: Checker, data: dict[str, Any]) -> dict[str, Any]:
     v: dict[str, Any] = {}
     for field_name, keys in HF_KEYS.items():
         for key in keys:
@@ -42,7 +61,6 @@ def _shape(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     for required in HF_REQUIRED:
         if required not in v:
             ck.add(" or ".join(HF_KEYS[required]), "missing required key")
-    ck.raise_if_any()
     return v
 
 
@@ -51,7 +69,9 @@ def hf_document(path: Path) -> dict[str, Any]:
     data = read_json(path)
     if not isinstance(data, dict):
         raise SpecError([Problem(str(path), "", "must be a JSON object")])
-    v = _shape(path, data)
+    ck = Checker(str(path))
+    v, typed = _shape(ck, data), _typed(ck, data)
+    ck.raise_if_any()
     act = str(data.get("hidden_act", data.get("activation_function", "gelu"))).lower()
     model_type = str(data.get("model_type", "")).lower()
     swiglu = act in _SWIGLU_ACTS or model_type in _SWIGLU_TYPES
@@ -70,8 +90,8 @@ def hf_document(path: Path) -> dict[str, Any]:
         "mlp": "swiglu" if swiglu else ("relu" if act == "relu" else "gelu"),
         "norm": "rmsnorm" if rms else "layernorm",
         "position": "learned" if learned else ("alibi" if data.get("alibi") else "rope"),
-        "tied_embeddings": bool(data.get("tie_word_embeddings", not swiglu)),
-        "bias": bool(data.get("bias", data.get("attention_bias", not rms))),
-        "dropout": float(data.get("attention_dropout", data.get("attn_pdrop", 0.0)) or 0.0) > 0,
+        "tied_embeddings": typed.get("tie_word_embeddings", not swiglu),
+        "bias": typed.get("bias", typed.get("attention_bias", not rms)),
+        "dropout": typed.get("attention_dropout", typed.get("attn_pdrop", 0.0)) > 0,
         "source": {"shape": f"Hugging Face config {path}"},
     }
