@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from diffcost.cli import app
@@ -253,3 +254,21 @@ def test_a_non_finite_prediction_is_never_printed_as_an_answer(monkeypatch):
         assert result.exit_code == 2, result.output
         assert "step_time_s = nan" in result.output
         assert '"step_time_s"' not in result.output  # no JSON answer printed
+
+
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["sweep", "specs/sweeps/decode-what-if.toml", "--chunk", "0"], "--chunk"),
+        (["sweep", "specs/sweeps/decode-what-if.toml", "--top", "-1"], "--top"),
+        (["plan", "train", "--top", "-1"], "--top"),
+        (["plan", "serve", "--max-batch", "0"], "--max-batch"),
+        (["sensitivity", "train", "--top", "0"], "--top"),
+        (["calibrate", "--steps", "0"], "--steps"),
+    ],
+)
+def test_counts_on_the_command_line_are_range_checked(args, flag):
+    """Counts below their minimum were accepted (``--chunk 0`` or ``--top -1``)."""
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert f"Invalid value for '{flag}'" in result.output

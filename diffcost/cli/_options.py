@@ -55,7 +55,7 @@ Metric = Annotated[
     str | None, Opt("Metric to rank by (default: step_time_s for train, tpot_s for serve).")
 ]
 Group = Annotated[str, typer.Option(help="Parameters shown: hardware | model | efficiency | all.")]
-Top = Annotated[int, typer.Option(help="Rows to show.")]
+Top = Annotated[int, typer.Option(help="Rows to show.", min=1)]
 Tornado = Annotated[
     Path | None,
     Opt("Write a tornado chart (exact change for x0.5 and x2 of each parameter) to this PNG."),

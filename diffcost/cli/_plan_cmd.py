@@ -108,7 +108,7 @@ PlanModel = Annotated[str, typer.Option(help="Built-in model, model TOML or HF c
 PlanSystem = Annotated[str | None, typer.Option(help="Built-in system or system TOML.")]
 PlanChip = Annotated[str | None, typer.Option(help="Built-in chip or chip TOML.")]
 Exhaustive = Annotated[bool, typer.Option(help="Enumerate the whole discrete space instead.")]
-Runners = Annotated[int, typer.Option(help="Runners-up to show.")]
+Runners = Annotated[int, typer.Option(help="Runners-up to show.", min=0)]
 
 
 def _load_system(system: str | None, chip: str | None, chips: int | None) -> tuple[Any, str]:
@@ -147,8 +147,8 @@ def plan_train(
     chips: Annotated[
         int | None, typer.Option(help="Chip count (the system's default if omitted).")
     ] = None,
-    global_batch: Annotated[int, typer.Option(help="Sequences per step.")] = 512,
-    seq_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 4096,
+    global_batch: Annotated[int, typer.Option(help="Sequences per step.", min=1)] = 512,
+    seq_len: Annotated[int, typer.Option(help="Tokens per sequence.", min=1)] = 4096,
     objective: Annotated[str, typer.Option(help="time | cost | energy (per token).")] = "time",
     search_chips: Annotated[
         bool, typer.Option(help="Also search the chip count (powers of two up to --chips).")
@@ -158,7 +158,7 @@ def plan_train(
     ] = "none,selective,full",
     zero: Annotated[str, typer.Option(help="Allowed ZeRO stages.")] = "0,1,2,3",
     precision: Annotated[str, typer.Option(help="Allowed GEMM precisions.")] = "bf16",
-    max_cp: Annotated[int, typer.Option(help="Largest context-parallel degree.")] = 8,
+    max_cp: Annotated[int, typer.Option(help="Largest context-parallel degree.", min=1)] = 8,
     exhaustive: Exhaustive = False,
     top: Runners = 5,
     json_out: JsonFlag = False,
@@ -233,8 +233,8 @@ def plan_serve(
     chips: Annotated[
         int | None, typer.Option(help="Chips available (the system's default if omitted).")
     ] = None,
-    input_len: Annotated[int, typer.Option(help="Prompt tokens per request.")] = 2048,
-    output_len: Annotated[int, typer.Option(help="Generated tokens per request.")] = 256,
+    input_len: Annotated[int, typer.Option(help="Prompt tokens per request.", min=1)] = 2048,
+    output_len: Annotated[int, typer.Option(help="Generated tokens per request.", min=1)] = 256,
     objective: Annotated[
         str, typer.Option(help="throughput (per chip) | latency | cost (per Mtok).")
     ] = "throughput",
@@ -242,7 +242,9 @@ def plan_serve(
     tpot_slo_ms: TpotSlo = None,
     weight_formats: Annotated[str, typer.Option(help="Allowed weight formats.")] = "bf16,fp8",
     kv_formats: Annotated[str, typer.Option(help="Allowed KV-cache formats.")] = "bf16,fp8",
-    max_batch: Annotated[int, typer.Option(help="Largest concurrent batch per instance.")] = 1024,
+    max_batch: Annotated[
+        int, typer.Option(help="Largest concurrent batch per instance.", min=1)
+    ] = 1024,
     accuracy_cost: AccuracyCosts = "",
     exhaustive: Exhaustive = False,
     top: Runners = 5,

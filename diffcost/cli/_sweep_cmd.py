@@ -63,12 +63,14 @@ def sweep(
     ] = None,
     chunk: Annotated[
         int | None,
-        typer.Option(help="Points per chunk (default: sized to memory).", show_default=False),
+        typer.Option(
+            help="Points per chunk (default: sized to memory).", show_default=False, min=1
+        ),
     ] = None,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
     ] = True,
-    top: Annotated[int, typer.Option(help="Best feasible points to show.")] = 5,
+    top: Annotated[int, typer.Option(help="Best feasible points to show.", min=0)] = 5,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Evaluate every point of a sweep file with the exact model (vmapped, in chunks sharded

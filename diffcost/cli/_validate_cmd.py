@@ -246,8 +246,8 @@ def _print_point(result, m) -> None:
 @app.command()
 @friendly_errors
 def calibrate(
-    steps: Annotated[int, typer.Option(help="Adam steps per round.")] = 150,
-    rounds: Annotated[int, typer.Option(help="Rounds of (choose plans, fit).")] = 3,
+    steps: Annotated[int, typer.Option(help="Adam steps per round.", min=1)] = 150,
+    rounds: Annotated[int, typer.Option(help="Rounds of (choose plans, fit).", min=1)] = 3,
     loso: Annotated[
         bool, typer.Option("--loso/--no-loso", help="Also fit one fold per held-out source.")
     ] = True,
