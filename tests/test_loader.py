@@ -264,3 +264,16 @@ def test_scenario_without_kind_is_reported(tmp_path):
     )
     problems, _ = _messages(lambda: dc.load_scenario(path))
     assert problems == [f"{path}: kind: missing required key"]
+
+
+def test_scenario_name_must_equal_its_file_name(tmp_path):
+    """Like every spec file, a scenario is known by its file name: a different ``name`` inside
+    is an error, not a silent second identity."""
+    text = (dc.specs_dir() / "scenarios" / "default-train.toml").read_text()
+    path = tmp_path / "mine.toml"
+    path.write_text(text)
+    with pytest.raises(dc.SpecError) as err:
+        dc.load_scenario(path)
+    assert f"{path}: name: must equal the file name 'mine', got 'default-train'" in str(err.value)
+    path.write_text(text.replace('name = "default-train"', 'name = "mine"'))
+    assert dc.load_scenario(path).name == "mine"

@@ -37,7 +37,9 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     data = read_toml(path)
     ck = Checker(str(path))
     plan_schema = PLAN_SCHEMAS.get(data["kind"]) if isinstance(data.get("kind"), str) else None
-    top, source = ck.document(data, S.KINDS["scenario"], tables={"plan": plan_schema})
+    top, source = ck.document(
+        data, S.KINDS["scenario"], stem=path.stem, tables={"plan": plan_schema}
+    )
     if ("system" in top) == ("chip" in top):
         ck.add("system/chip", "give exactly one of system or chip")
     for ref_kind in ("model", "system", "chip"):

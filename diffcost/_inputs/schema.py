@@ -386,7 +386,6 @@ KINDS: dict[str, Kind] = {
         tables={"plan": None},  # its keys depend on the kind (train / serve): scenario.py
         source=Source("say where the scenario comes from", nonempty=True),
         kind_values=("train", "serve"),
-        name_is_stem=False,
         doc="a model, a system or chip, and a plan",
     ),
     "measurements": Kind(
