@@ -14,7 +14,7 @@ JSON rows are derived.
 """
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -212,6 +212,17 @@ class PlanField:
         if self.check is None or self.check(float(value)):
             return None
         return self.reason.format(value=value)
+
+
+def plain_value(fields: Mapping[str, PlanField], name: str, value: Any) -> Any:
+    """A plan value as JSON (search results, plan rows): a bool field as a bool, a categorical
+    one as its choice's plain value, any other number as an int where it is integral."""
+    f = fields.get(name)
+    if f is not None and f.kind == "bool":
+        return bool(value)
+    if f is not None and f.kind == "categorical":
+        return f.plain(value)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def check_fields(

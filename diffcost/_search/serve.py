@@ -19,7 +19,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.errors import Problem, SpecError
-from .._core.options import Format, ServeMode, ServeObjective, coerce, coerce_all, values
+from .._core.options import (
+    Format,
+    ServeMode,
+    ServeObjective,
+    coerce,
+    coerce_all,
+    plain_value,
+    values,
+)
 from .._core.smooth import RELAXED
 from .._inputs.hardware import FORMATS, System, one_hot_format
 from .._inputs.model import Model
@@ -220,7 +228,7 @@ class ServeProblem(SearchProblem):
 
     def plan_row(self, c: Candidates, i: int) -> dict[str, Any]:
         """Row ``i`` as plain plan values: integers for degrees and counts, formats by name."""
-        out = {k: _plain(k, c.value(k, i)) for k in c.columns}
+        out = {k: plain_value(_FIELD, k, c.value(k, i)) for k in c.columns}
         out["replicas"] = self.space.chips // (out["tp"] * out["pp"])
         out["compute_format"] = compute_format_for(out["weight_format"])
         return out
@@ -298,14 +306,6 @@ def _evaluate(cost: ServeCost, plans: ServePlan, limits, objective: str):
         return serve_objective(out, objective), ok, out
 
     return jax.vmap(one)(plans)
-
-
-def _plain(name: str, value: Any) -> Any:
-    """A plan value as JSON: integers where integer, a format's plain name."""
-    f = _FIELD.get(name)
-    if f is not None and f.kind == "categorical":
-        return f.plain(value)
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _layout(space: ServeSearchSpace) -> dict[str, slice]:

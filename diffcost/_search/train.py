@@ -26,6 +26,7 @@ from .._core.options import (
     ZeroStage,
     coerce,
     coerce_all,
+    plain_value,
     values,
 )
 from .._core.smooth import RELAXED
@@ -366,19 +367,9 @@ def search_train(
     return search(TrainProblem(system, model, space), **options)
 
 
-def _plain(name: str, value: Any) -> Any:
-    """A plan value as JSON: integers for degrees and counts, bools, a choice's plain value."""
-    f = _FIELD.get(name)
-    if f is not None and f.kind == "bool":
-        return bool(value)
-    if f is not None and f.kind == "categorical":
-        return f.plain(value)
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 def plan_row(row: dict, space: TrainSearchSpace) -> dict:
     """A candidate row as plain plan values (ints where integer)."""
-    out = {k: _plain(k, v) for k, v in row.items()}
+    out = {k: plain_value(_FIELD, k, v) for k, v in row.items()}
     out["dp"] = out["chips"] // (out["tp"] * out["pp"] * out["cp"])
     out["global_batch"], out["seq_len"] = space.global_batch, space.seq_len
     return out
