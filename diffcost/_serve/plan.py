@@ -294,9 +294,9 @@ def serve_plan(
 #: ``[plan]`` table of a ``kind = "serve"`` scenario (keys of :func:`serve_plan`; the accuracy
 #: cost of a format is written ``accuracy_cost_<format>``).
 SERVE_PLAN: dict[str, S.Field] = {}
-for _f in SERVE_FIELDS:
-    SERVE_PLAN[_f.name] = S.plan_table([_f])[_f.name]
-    if _f.name == "kv_block":
+for _name, _spec in S.plan_table(SERVE_FIELDS).items():
+    SERVE_PLAN[_name] = _spec
+    if _name == "kv_block":
         SERVE_PLAN.update(
             {f"accuracy_cost_{fmt}": S.Field("number", positive=False) for fmt in FORMATS}
         )
