@@ -31,7 +31,6 @@ once (``vmap`` over folds; one compilation).
 """
 
 import datetime as _dt
-import math
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -560,10 +559,6 @@ def write_calibration(text: str, path: str | Path) -> Path:
     target.write_text(text)
     clear_cache()
     return target
-
-
-def nan_safe(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else x
 
 
 __all__ = [
