@@ -149,7 +149,7 @@ def load_system(
         price = chip_spec.values.get("price", {})
         count = links["scale_up_domain_chips"] if chips is None else chips
     f = lambda x: jnp.asarray(float(x))
-    return System(
+    out = System(
         chip=chip_module(chip_spec.values),
         num_chips=f(count),
         scale_up_domain_chips=f(links["scale_up_domain_chips"]),
@@ -160,6 +160,30 @@ def load_system(
         price_usd_per_chip_hour=f(price.get("usd_per_hour", 0.0)),
         efficiency=efficiency_for(chip_spec.info.name, calibration),
     )
+    _check_reserve(out, chip_spec, calibration)
+    return out
+
+
+def _check_reserve(system: System, chip_spec: "Spec", calibration: str | Path) -> None:
+    """A chip whose whole memory goes to the runtime reserve (CUDA context, allocator
+    fragmentation: :func:`diffcost._terms.reserve.runtime_reserve_bytes`) cannot hold any job;
+    refused here, naming both inputs, rather than costed with negative usable memory."""
+    from .._terms.reserve import runtime_reserve_bytes
+
+    capacity = float(system.chip.memory_capacity_bytes)
+    reserve = float(runtime_reserve_bytes(system))
+    if reserve >= capacity:
+        raise SpecError(
+            [
+                Problem(
+                    chip_spec.info.path,
+                    "memory.capacity_<unit>",
+                    f"{capacity / 1e9:.3g} GB is not more than the runtime reserve of "
+                    f"{reserve / 1e9:.3g} GB (calibration {calibration!s}: "
+                    "memory_reserved_bytes + memory_fragmentation_fraction * capacity)",
+                )
+            ]
+        )
 
 
 def load_model(name_or_path: str | Path) -> Model:

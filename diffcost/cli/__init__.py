@@ -9,6 +9,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain-text usage errors and help: no markup engine may eat bracketed text and no box
+    # drawing in messages a script or a log reads
+    rich_markup_mode=None,
 )
 
 from . import (  # noqa: E402,F401  (register subcommands)

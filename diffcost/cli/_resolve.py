@@ -7,6 +7,7 @@ the same inputs the same way.
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .._core.errors import Problem, SpecError
 from .._inputs.hardware import System
 from .._inputs.loader import load_model, load_spec, load_system
 from .._inputs.model import Model
@@ -77,10 +78,23 @@ def resolve_job(
     )
     chips = int(system.num_chips)
     source = Path(scenario).name if scenario else "<flags>"
-    if kind == "train":
-        _train_defaults(values, chips, refs["model"])
-        plan = train_plan(**values, source=source)
-    else:
-        _serve_defaults(values, chips)
-        plan = serve_plan(**values, source=source)
+    try:
+        if kind == "train":
+            _train_defaults(values, chips, refs["model"])
+            plan = train_plan(**values, source=source)
+        else:
+            _serve_defaults(values, chips)
+            plan = serve_plan(**values, source=source)
+    except SpecError as err:
+        given = {k for k, v in flags.items() if v is not None}
+        raise SpecError([_name_flag(p, given) for p in err.problems]) from None
     return Job(system, load_model(refs["model"]), plan, values, refs)
+
+
+def _name_flag(problem: Problem, given: set[str]) -> Problem:
+    """A plan problem whose value came from a command-line flag names the flag, not the
+    scenario file the other values came from."""
+    key = problem.key.split(".")[0].split("[")[0]
+    if key not in given:
+        return problem
+    return Problem("command line", "--" + key.replace("_", "-"), problem.reason)
