@@ -1,5 +1,6 @@
 """Strict loading: every built-in spec loads; bad input gives one clear message per problem."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,40 @@ def test_broken_hugging_face_config():
     assert f"{path}: hidden_size: must be positive, got -1" in problems
     assert f"{path}: num_hidden_layers or n_layer or num_layers: missing required key" in problems
     assert f"{path}: vocab_size: missing required key" in problems
+
+
+def _hf(tmp_path, **changes):
+    data = json.loads((FIX / "hf" / "llama-2-7b-config.json").read_text())
+    folder = tmp_path / f"m{len(list(tmp_path.iterdir()))}"
+    folder.mkdir()
+    path = folder / "config.json"
+    path.write_text(json.dumps({**data, **changes}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "reason"),
+    [
+        ({"model_type": "mixtral", "num_local_experts": 8}, "num_local_experts", "mixture-of-"),
+        ({"model_type": "mamba"}, "model_type", "'mamba' is not a supported architecture"),
+        ({"model_type": None}, "model_type", "None is not a supported architecture"),
+        ({"sliding_window": 4096}, "sliding_window", "sliding-window attention is not modelled"),
+    ],
+)
+def test_hugging_face_feature_it_cannot_represent_is_refused(tmp_path, changes, key, reason):
+    """An architecture the dense model cannot represent is refused, never read as dense."""
+    path = _hf(tmp_path, **changes)
+    problems, _ = _messages(lambda: dc.load_model(path))
+    assert any(p.startswith(f"{path}: {key}: ") and reason in p for p in problems), problems
+
+
+def test_hugging_face_sliding_window_off_and_multi_query(tmp_path):
+    """Qwen2's ``use_sliding_window: false`` is full attention; ``multi_query`` (StarCoder)
+    means one K/V head."""
+    off = _hf(tmp_path, sliding_window=4096, use_sliding_window=False)
+    assert float(dc.load_model(off).kv_heads) == 32
+    mqa = _hf(tmp_path, model_type="gpt_bigcode", multi_query=True, num_key_value_heads=None)
+    assert float(dc.load_model(mqa).kv_heads) == 1
 
 
 def test_bad_plan_lists_every_field():

@@ -29,6 +29,12 @@ _SWIGLU_ACTS = ("silu", "swiglu", "swish")
 _SWIGLU_TYPES = ("llama", "mistral", "qwen2", "gemma")
 _ENCODER_TYPES = ("bert", "roberta", "deberta", "electra")
 _LEARNED_TYPES = ("gpt2", "bert", "roberta", "opt", "gpt_bigcode", "electra")
+#: Model types whose cost structure the inference below reads correctly (dense transformer,
+#: full attention; rotary GPT-J/NeoX use the defaults).  Any other type is refused: its norm,
+#: position or attention layout could be misread silently.
+KNOWN_TYPES = (*_SWIGLU_TYPES, *_ENCODER_TYPES, *_LEARNED_TYPES, "gptj", "gpt_neox")
+#: Keys that announce mixture-of-experts layers (Mixtral, Qwen-MoE, DeepSeek, DBRX, ...).
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 
 
 #: Hugging Face keys read as flags or fractions: a string "false" is not false, and a dropout
@@ -64,6 +70,29 @@ def _shape(ck: Checker, data: dict[str, Any]) -> dict[str, Any]:
     return v
 
 
+def _unsupported(ck: Checker, data: dict[str, Any]) -> None:
+    """Refuse what the dense-transformer model cannot represent instead of approximating it:
+    an unknown ``model_type``, mixture-of-experts layers, sliding-window attention."""
+    model_type = data.get("model_type")
+    if not isinstance(model_type, str) or model_type.lower() not in KNOWN_TYPES:
+        ck.add(
+            "model_type",
+            f"{model_type!r} is not a supported architecture (supported: "
+            f"{', '.join(sorted(set(KNOWN_TYPES)))}); its layers could be misread",
+        )
+    for key in MOE_KEYS:
+        experts = data.get(key)
+        if isinstance(experts, int) and not isinstance(experts, bool) and experts > 1:
+            ck.add(key, f"{experts} experts: mixture-of-experts layers are not modelled")
+    window = data.get("sliding_window")
+    if data.get("use_sliding_window", True) is not False and window is not None:
+        ck.add(
+            "sliding_window",
+            f"{window!r}: sliding-window attention is not modelled (its attention cost and "
+            "KV cache would be overstated); set it to null for full attention",
+        )
+
+
 def hf_document(path: Path) -> dict[str, Any]:
     """A Hugging Face config as a model document (top-level keys and ``[source]``)."""
     data = read_json(path)
@@ -71,11 +100,13 @@ def hf_document(path: Path) -> dict[str, Any]:
         raise SpecError([Problem(str(path), "", "must be a JSON object")])
     ck = Checker(str(path))
     v, typed = _shape(ck, data), _typed(ck, data)
+    _unsupported(ck, data)
     ck.raise_if_any()
     act = str(data.get("hidden_act", data.get("activation_function", "gelu"))).lower()
     model_type = str(data.get("model_type", "")).lower()
     swiglu = act in _SWIGLU_ACTS or model_type in _SWIGLU_TYPES
-    v.setdefault("kv_heads", v["heads"])
+    # multi-query attention (StarCoder / gpt_bigcode): one K/V head shared by all query heads
+    v.setdefault("kv_heads", 1 if data.get("multi_query") is True else v["heads"])
     v.setdefault("ffn_hidden", 4 * v["hidden"])
     v.setdefault("max_seq_len", 2048)
     rms = "rms_norm_eps" in data
