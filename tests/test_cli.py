@@ -228,6 +228,8 @@ def test_output_paths_are_checked_before_any_work(tmp_path):
         ["sweep", str(sweep), "--no-progress", "--csv", str(tmp_path)],
         ["validate", "--plot", str(afile / "x.png")],
         ["sensitivity", "train", "--tornado", str(tmp_path)],
+        ["calibrate", "--write", str(tmp_path)],
+        ["calibrate", "--write", str(afile / "mine.toml")],
     ):
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)

@@ -312,6 +312,7 @@ def _check_write_target(write: str) -> None:
             "to another path and use it with --calibration PATH"
         )
         raise SpecError([Problem("<flags>", "--write", reason)])
+    check_outputs({"--write": write})
 
 
 def _write_fit(fit, prep, summary, calibration: str, write: str, flags: dict[str, Any]) -> str:
