@@ -266,6 +266,14 @@ def test_a_folder_is_not_a_spec(tmp_path):
         read_toml(folder)
 
 
+def test_byte_order_mark_is_read_as_utf8(tmp_path):
+    """A UTF-8 byte-order mark (Windows editors) is not a TOML syntax error."""
+    text = (dc.specs_dir() / "chips" / "h100-sxm.toml").read_bytes()
+    path = tmp_path / "h100-sxm.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + text)
+    assert dc.load_spec("chip", path).info.name == "h100-sxm"
+
+
 def test_binary_hugging_face_config(tmp_path):
     path = tmp_path / "config.json"
     path.write_bytes(b"\xff\xfe{\x00}\x00")

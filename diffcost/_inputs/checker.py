@@ -37,7 +37,8 @@ def builtin_names(kind: str) -> list[str]:
 
 # --- reading -----------------------------------------------------------------------------------
 def read_text(path: Path, what: str = "TOML") -> str:
-    """A file's text (UTF-8), or a :class:`SpecError` saying why it cannot be read."""
+    """A file's text (UTF-8, with or without a byte-order mark), or a :class:`SpecError`
+    saying why it cannot be read."""
     fail = lambda reason: SpecError([Problem(str(path), "", reason)])  # noqa: E731
     try:
         raw = path.read_bytes()
@@ -50,7 +51,8 @@ def read_text(path: Path, what: str = "TOML") -> str:
     if b"\x00" in raw:
         raise fail(f"is a binary file, not {what} text")
     try:
-        return raw.decode("utf-8")
+        # "utf-8-sig": a byte-order mark, as some Windows editors write, is read as UTF-8
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         byte = raw[err.start]
         raise fail(

@@ -46,11 +46,19 @@ class Spec:
 
 
 # --- resolution of names and paths ---------------------------------------------------------
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, false for a name the OS cannot look up (too long, a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def resolve(kind: str, name_or_path: str | Path, where: str = "<arguments>") -> Path:
     """A built-in name or a path -> the file; unknown names list the built-in ones."""
     candidate = Path(name_or_path)
-    if candidate.suffix in (".toml", ".json") or candidate.is_file():
-        if not candidate.is_file():
+    if candidate.suffix in (".toml", ".json") or _is_file(candidate):
+        if not _is_file(candidate):
             raise SpecError([Problem(str(candidate), "", f"{kind} file not found")])
         return candidate
     names = builtin_names(kind)
@@ -93,9 +101,10 @@ def _load_spec_cached(kind: str, path: str) -> Spec:
     return check_document(p, kind, read_toml(p), p.stem if p.suffix == ".toml" else None)
 
 
-def load_spec(kind: str, name_or_path: str | Path) -> Spec:
-    """Validated spec of ``kind`` ("chip", "system", "model", "calibration") by name or path."""
-    return _load_spec_cached(kind, str(resolve(kind, name_or_path).resolve()))
+def load_spec(kind: str, name_or_path: str | Path, where: str = "<arguments>") -> Spec:
+    """Validated spec of ``kind`` ("chip", "system", "model", "calibration") by name or path;
+    ``where``: the file that names it, for the message when it is unknown."""
+    return _load_spec_cached(kind, str(resolve(kind, name_or_path, where).resolve()))
 
 
 def clear_cache() -> None:
@@ -138,7 +147,7 @@ def load_system(
         )
     if system is not None:
         sys_spec = load_spec("system", system)
-        chip_spec = load_spec("chip", sys_spec.values["chip"])
+        chip_spec = load_spec("chip", sys_spec.values["chip"], sys_spec.info.path)
         links = {**chip_spec.values["interconnect"], **sys_spec.values.get("interconnect", {})}
         price = {**chip_spec.values.get("price", {}), **sys_spec.values.get("price", {})}
         count = sys_spec.values["chips"] if chips is None else chips

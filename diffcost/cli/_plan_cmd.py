@@ -24,7 +24,10 @@ def _csv(
     text: str, where: str, allowed: tuple[Any, ...], cast: Callable[[str], Any] = str
 ) -> tuple[Any, ...]:
     """``"a, b"`` -> ``(cast("a"), cast("b"))``, every item in ``allowed`` (else an error)."""
-    items = tuple(cast(x.strip()) for x in text.split(",") if x.strip())
+    try:
+        items = tuple(cast(x.strip()) for x in text.split(",") if x.strip())
+    except ValueError:
+        items = ()
     bad = [x for x in items if x not in allowed]
     if bad or not items:
         raise SpecError(

@@ -7,7 +7,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .._analysis.sensitivity import HARDWARE_GROUPS, PRIMARY, Sensitivity, sensitivity
+from .._analysis.sensitivity import (
+    HARDWARE_GROUPS,
+    PRIMARY,
+    SERVE_METRICS,
+    TRAIN_METRICS,
+    Sensitivity,
+    sensitivity,
+)
 from .._core.errors import Problem, SpecError
 from .._serve.cost import ServeCost, serve_problems
 from .._serve.plan import ServePlan
@@ -70,15 +77,17 @@ GROUPS = {
 }
 
 
-def _check(sens: Sensitivity, kind: str, metric: str | None, group: str) -> str:
+def _check(metrics: tuple[str, ...] | dict[str, Any], kind: str, report: Flags) -> str:
     """The metric to rank by; a clear error for an unknown metric or group."""
+    group, metric = report["group"], report["metric"] or PRIMARY[kind]
+    problems = []
     if group not in GROUPS:
-        raise SpecError([Problem("<flags>", "--group", f"must be one of {', '.join(GROUPS)}")])
-    metric = metric or PRIMARY[kind]
-    if metric not in sens.metrics:
-        choices = ", ".join(sens.metrics)
-        reason = f"{metric!r} is not available here; choose from {choices}"
-        raise SpecError([Problem("<flags>", "--metric", reason)])
+        problems.append(Problem("<flags>", "--group", f"must be one of {', '.join(GROUPS)}"))
+    if metric not in metrics:
+        reason = f"{metric!r} is not available here; choose from {', '.join(metrics)}"
+        problems.append(Problem("<flags>", "--metric", reason))
+    if problems:
+        raise SpecError(problems)
     return metric
 
 
@@ -155,9 +164,10 @@ def _problems(kind: str, job: Job) -> list[str]:
 def _report(kind: str, job: Job, report: Flags, json_out: bool) -> None:
     """Rank, chart and print the elasticities of one job; exit 1 when its plan is infeasible."""
     check_outputs({"tornado": report["tornado"]}, plots=("tornado",))
+    _check(TRAIN_METRICS if kind == "train" else SERVE_METRICS, kind, report)
     problems = _problems(kind, job)
     sens = sensitivity(kind, job.system, job.model, job.plan)
-    metric = _check(sens, kind, report["metric"], report["group"])
+    metric = _check(sens.metrics, kind, report)
     groups = GROUPS[report["group"]]
     ranked = sens.ranked(metric, groups)
     ranked = ranked[ranked.elasticity != 0.0].head(report["top"])

@@ -1,0 +1,45 @@
+"""``python -m tests.fuzz [--every K] [--combinations N]``: run the fuzz suite, print the
+outcome counts per input group and the first defects; exit 1 if there is any defect."""
+
+import argparse
+import sys
+import time
+
+from hypothesis import HealthCheck, given, settings
+
+from .cases import all_cases, flag_combinations
+from .harness import BAD, Runner
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--every", type=int, default=1, help="run every K-th case (1: all)")
+    parser.add_argument("--combinations", type=int, default=1000, help="hypothesis examples")
+    args = parser.parse_args()
+    runner = Runner()
+    start = time.perf_counter()
+    for i, case in enumerate(all_cases()):
+        if i % args.every == 0:
+            runner.run(case)
+
+    @settings(
+        max_examples=args.combinations,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(flag_combinations())
+    def combinations(case):
+        runner.run(case)
+
+    if args.combinations:
+        combinations()
+    print(runner.tally.table())
+    print(f"\n{time.perf_counter() - start:.0f} s")
+    for outcome, case, detail in runner.tally.examples:
+        print(f"\n{outcome}: {case.label}\n  {detail}")
+    return 1 if any(runner.tally.total()[k] for k in BAD) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Run one fuzz case as a user would (the ``diffcost`` command, in process) and judge it.
+
+Every case ends in exactly one outcome:
+
+- ``answer``: exit 0 with a finite, physically possible prediction;
+- ``infeasible``: exit 1 with the reasons;
+- ``clear``: exit 2, a plain-text ``error:`` message on stderr that names the input
+  (the mutated file, or the flag);
+- ``traceback``: an exception escaped, or an exit status other than 0, 1, 2;
+- ``unclear``: an error whose message does not name the input, or a refusal without reasons;
+- ``nan_answer``: exit 0 with a NaN, infinite or negative time, rate, size or count;
+- ``false_feasible``: exit 0 and ``feasible`` while an independent check of the printed numbers
+  says otherwise (memory over capacity, degrees that do not multiply to the chips, MFU above 1,
+  a latency above the limit asked for).
+
+The first three are the good outcomes.  The independent checks read only the printed JSON, not
+the model's own feasibility code.
+"""
+
+import json
+import math
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+GOOD = ("answer", "infeasible", "clear")
+BAD = ("traceback", "unclear", "nan_answer", "false_feasible")
+
+#: Output keys that may be negative (a margin, a signed error, an elasticity).
+_SIGNED = re.compile(r"headroom|error|elastic|gradient|sensitiv|bias|log|delta|margin|slope")
+_NAN_TEXT = re.compile(r"(?<![\w.])-?(nan|inf)(?![\w])", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input a user could give: files to write and the command line that reads them.
+
+    ``argv`` may contain ``{dir}``, the folder the files are written to.  ``names``: the
+    strings of which an error message must contain at least one (the file or the flag).
+    """
+
+    group: str
+    label: str
+    argv: tuple[str, ...]
+    files: tuple[tuple[str, bytes], ...] = ()
+    names: tuple[str, ...] = ()
+    limits: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass
+class Tally:
+    """Outcome counts per group, and the first few examples of each bad outcome."""
+
+    counts: dict[str, Counter] = field(default_factory=dict)
+    examples: list[tuple[str, Case, str]] = field(default_factory=list)
+
+    def add(self, case: Case, outcome: str, detail: str) -> None:
+        self.counts.setdefault(case.group, Counter())[outcome] += 1
+        if outcome in BAD and len(self.examples) < 40:
+            self.examples.append((outcome, case, detail))
+
+    def total(self) -> Counter:
+        out: Counter = Counter()
+        for c in self.counts.values():
+            out.update(c)
+        return out
+
+    def table(self) -> str:
+        """Counts per group: tried / answer / infeasible / clear / bad outcomes."""
+        cols = ("tried", *GOOD, *BAD)
+        rows = [f"{'group':<22}" + "".join(f"{c:>15}" for c in cols)]
+        for group, c in [*sorted(self.counts.items()), ("TOTAL", self.total())]:
+            rows.append(
+                f"{group:<22}{sum(c.values()):>15}" + "".join(f"{c[k]:>15}" for k in cols[1:])
+            )
+        return "\n".join(rows)
+
+
+def _numbers(obj: Any, key: str = "") -> list[tuple[str, float]]:
+    if isinstance(obj, dict):
+        return [kv for k, v in obj.items() for kv in _numbers(v, f"{key}.{k}" if key else k)]
+    if isinstance(obj, list):
+        return [kv for i, v in enumerate(obj) for kv in _numbers(v, f"{key}[{i}]")]
+    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        return [(key, float(obj))]
+    return []
+
+
+def _plan_chips(plan: dict[str, Any], keys: tuple[str, ...]) -> float:
+    return math.prod(float(plan.get(k, 1)) for k in keys)
+
+
+def _false_feasible(out: dict[str, Any], case: Case) -> str | None:
+    """An independent reading of a feasible answer's own numbers."""
+    if not out.get("feasible"):
+        return None
+    mem = out.get("memory_bytes", {})
+    if "total_bytes" in mem and mem["total_bytes"] > out["capacity_bytes"] * (1 + 1e-6):
+        return f"feasible but memory {mem['total_bytes']:.4g} B > capacity"
+    plan = out.get("plan", {})
+    if "mfu" in out:
+        if out["mfu"] > 1.0:
+            return f"feasible at MFU {out['mfu']:.3g} > 1"
+        if _plan_chips(plan, ("tp", "pp", "dp", "cp")) != out["chips"]:
+            return "feasible but tp*pp*dp*cp != chips"
+    elif "system_chips" in out and not plan.get("disaggregated"):
+        if _plan_chips(plan, ("tp", "pp", "replicas")) > out["system_chips"]:
+            return "feasible but tp*pp*replicas > chips"
+    for key, limit in case.limits:
+        if key in out and out[key] > limit * (1 + 1e-6):
+            return f"feasible but {key} = {out[key]:.4g} > limit {limit:.4g}"
+    return None
+
+
+def judge_answer(stdout: str, case: Case) -> tuple[str, str]:
+    """Outcome of an exit-0 run from what it printed."""
+    text = stdout.strip()
+    if not text.startswith("{"):
+        bad = _NAN_TEXT.search(text)
+        return ("nan_answer", bad.group(0)) if bad else ("answer", "")
+    try:
+        out = json.loads(text)
+    except json.JSONDecodeError as err:
+        return "unclear", f"--json output is not one JSON object: {err}"
+    for key, value in _numbers(out):
+        if not math.isfinite(value):
+            return "nan_answer", f"{key} = {value}"
+        tail = key.rsplit(".", 1)[-1]
+        if value < 0 and not _SIGNED.search(tail) and not _SIGNED.search(key):
+            return "nan_answer", f"{key} = {value} < 0"
+    problem = _false_feasible(out, case)
+    return ("false_feasible", problem) if problem else ("answer", "")
+
+
+def _judge_refusal(stdout: str, stderr: str) -> tuple[str, str]:
+    """Exit 1 (infeasible) must say why: the ``problems`` of the JSON object, or the
+    ``infeasible:`` list of the text output."""
+    text = stdout.strip()
+    if text.startswith("{"):
+        try:
+            out = json.loads(text)
+        except json.JSONDecodeError as err:
+            return "unclear", f"--json output is not one JSON object: {err}"
+        reasons = out.get("problems") or out.get("binding") or out.get("reason")
+        if reasons and not out.get("feasible", False):
+            return "infeasible", ""
+    elif "infeasible" in stdout + stderr or "no feasible" in stdout + stderr:
+        return "infeasible", ""
+    return "unclear", f"exit 1 without reasons: {(stdout + stderr)[-300:]!r}"
+
+
+def judge(exit_code: int, exception: BaseException | None, stdout: str, stderr: str, case: Case):
+    """``(outcome, detail)`` of one finished run."""
+    if exception is not None and not isinstance(exception, SystemExit):
+        return "traceback", f"{type(exception).__name__}: {exception}"[:300]
+    if exit_code == 0:
+        return judge_answer(stdout, case)
+    if exit_code == 1:
+        return _judge_refusal(stdout, stderr)
+    if exit_code == 2:
+        first = stderr.lstrip().splitlines()[:1]
+        plain = bool(first) and (first[0].startswith("error:") or first[0].startswith("Usage:"))
+        named = not case.names or any(n in stderr for n in case.names)
+        if plain and named and "╭" not in stderr:
+            return "clear", ""
+        return "unclear", f"exit 2: {stderr[-300:]!r}"
+    return "traceback", f"exit {exit_code}: {(stdout + stderr)[-300:]!r}"
+
+
+class Runner:
+    """Runs cases in one process (compiled programs are reused across cases)."""
+
+    def __init__(self) -> None:
+        from diffcost.cli import app
+
+        self.app = app
+        self.cli = CliRunner()
+        self.tally = Tally()
+
+    def run(self, case: Case) -> tuple[str, str]:
+        with tempfile.TemporaryDirectory(prefix="diffcost-fuzz-") as tmp:
+            for rel, content in case.files:
+                path = Path(tmp) / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(content)
+            argv = [a.replace("{dir}", tmp) for a in case.argv]
+            names = tuple(n.replace("{dir}", tmp) for n in case.names)
+            case_here = Case(case.group, case.label, tuple(argv), (), names, case.limits)
+            from diffcost._inputs.loader import clear_cache
+
+            clear_cache()
+            result = self.cli.invoke(self.app, argv, catch_exceptions=True)
+            outcome = judge(
+                result.exit_code, result.exception, result.stdout, result.stderr, case_here
+            )
+        self.tally.add(case, *outcome)
+        return outcome
