@@ -45,9 +45,9 @@ def test_table_converts_units_and_collects_every_problem():
     ck.table({"size_gb": 1, "size_mb": 5, "m": 1, "sub": {}, "sise_gb": 1}, schema, "t.")
     assert _problems(ck) == [
         "t.size_mb: given twice (also as 'size_gb')",
-        "t.m: unknown key (allowed: n, size)",
+        "t.m: unknown key (allowed: n, size_<unit>)",
         "t.sub: unexpected table",
-        "t.sise_gb: unknown key; did you mean 'size_gb'? (allowed: n, size)",
+        "t.sise_gb: unknown key; did you mean 'size_gb'? (allowed: n, size_<unit>)",
         "t.n: missing required key",
     ]
     with pytest.raises(dc.SpecError) as err:

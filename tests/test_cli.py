@@ -193,7 +193,9 @@ def test_bad_input_message_is_plain_text_on_one_line_per_problem():
     assert result.exit_code == 2
     lines = result.output.splitlines()
     assert lines[0] == "error: invalid input:"
-    assert any(line.startswith(f"  - <arguments>: model: unknown model '{name}'") for line in lines)
+    assert any(
+        line.startswith(f"  - command line: --model: unknown model '{name}'") for line in lines
+    )
 
 
 def test_output_paths_are_checked_before_any_work(tmp_path):

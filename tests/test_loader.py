@@ -90,7 +90,7 @@ def test_bad_chip_reports_all_problems_at_once():
         f"{path}: memory.capacity_gb_per_s: unit of 'capacity_gb_per_s' is bytes_per_s, but "
         "capacity is in bytes (use one of _gb, _gib, _mb, _mib, _bytes)",
         f"{path}: memory.capacty_gb: unknown key; did you mean 'capacity_gb'? "
-        "(allowed: bandwidth, capacity, on_chip_sram)",
+        "(allowed: bandwidth_<unit>, capacity_<unit>, on_chip_sram)",
         f"{path}: memory.capacity: missing required key "
         "(with a unit: _gb, _gib, _mb, _mib, _bytes)",
     ]

@@ -253,7 +253,7 @@ def test_serve_slo_flags():
 def test_serve_slo_limits_must_be_positive_and_finite(value):
     result = _run("serve", "--tpot-slo-ms", value, "--ttft-slo-ms", "500")
     assert result.exit_code == 2
-    assert "<arguments>: tpot_slo_ms: must be a positive number of milliseconds" in result.output
+    assert "command line: --tpot-slo-ms: must be a positive number of milliseconds" in result.output
 
 
 def test_serve_infeasible_says_why():
@@ -289,7 +289,8 @@ def test_serve_infeasible_says_why():
 def test_serve_bad_input_is_a_message_not_a_traceback():
     result = _run("serve", "--model", "llama-2-7b", "--weight-format", "int3")
     assert result.exit_code == 2
-    assert "weight_format: must be one of" in result.output and "Traceback" not in result.output
+    assert "command line: --weight-format: must be one of" in result.output
+    assert "Traceback" not in result.output
     result = _run("serve", "--scenario", "default-train")
     text = " ".join(result.output.split())  # rich wraps long lines
     assert result.exit_code == 2 and "diffcost serve needs 'serve'" in text

@@ -87,7 +87,10 @@ def _unknown_key(key: str, schema: Mapping[str, Field]) -> str:
         names += [base + sfx for sfx in _suffixes(spec.dim)] if spec.kind == "quantity" else [base]
     close = difflib.get_close_matches(key, names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"unknown key{hint} (allowed: {', '.join(sorted(schema))})"
+    allowed = [
+        base + "_<unit>" if spec.kind == "quantity" else base for base, spec in schema.items()
+    ]
+    return f"unknown key{hint} (allowed: {', '.join(sorted(allowed))})"
 
 
 #: Largest magnitude of any spec value in SI units (bytes, FLOP/s, seconds, counts ...): a

@@ -39,10 +39,19 @@ def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except SpecError as err:
             # plain text: no markup engine may eat bracketed names ([/x]) and no console may
             # wrap a line inside a key name
-            sys.stderr.write(f"error: {err}\n")
+            sys.stderr.write(f"error: {SpecError([_as_flag(p) for p in err.problems])}\n")
             raise typer.Exit(EXIT_BAD_INPUT) from None
 
     return wrapper
+
+
+def _as_flag(problem: Problem) -> Problem:
+    """A problem with a function argument (``<arguments>: ttft_slo_ms``) as the command line
+    says it (``command line: --ttft-slo-ms``)."""
+    if problem.file not in ("<arguments>", "<flags>"):
+        return problem
+    flags = [k if k.startswith("-") else "--" + k.replace("_", "-") for k in problem.key.split("/")]
+    return Problem("command line", "/".join(flags), problem.reason)
 
 
 def to_python(tree: Any) -> Any:
