@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import diffcost as dc
 from diffcost.cli import app
 
 runner = CliRunner()
@@ -276,3 +277,24 @@ def test_counts_on_the_command_line_are_range_checked(args, flag):
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert f"Invalid value for '{flag}'" in result.output
+
+
+def test_a_non_finite_prediction_names_the_extreme_input():
+    """A NaN output is an input error naming the output and the input far outside the built-in
+    catalogue, never an answer."""
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    from diffcost.cli._common import check_finite
+
+    system, model = dc.load_system(chip="h100-sxm"), dc.load_model("llama-2-7b")
+    huge = eqx.tree_at(lambda m: m.hidden, model, jnp.asarray(4.0e9))
+    out = dc.TrainCost(system, huge)(dc.train_plan(seq_len=2048))
+    out = eqx.tree_at(lambda o: o.step_time_s, out, jnp.asarray(jnp.nan))
+    with pytest.raises(dc.SpecError) as err:
+        check_finite(out, "training", system, huge)
+    text = str(err.value)
+    assert "the training prediction is not finite (step_time_s = nan)" in text
+    assert "model.hidden = 4e+09 (built-in: 1.02e+03 to 2.56e+04)" in text
+    with pytest.raises(dc.SpecError, match="check the plan"):
+        check_finite(out, "training", system, model)

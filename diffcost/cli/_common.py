@@ -223,13 +223,17 @@ def check_outputs(
         raise SpecError(problems)
 
 
-def check_finite(out: Any, job: str) -> None:
+def check_finite(out: Any, job: str, system: Any, model: Any) -> None:
     """Refuse to print a prediction with a NaN or infinite value as an answer.
 
     The loader keeps every input finite and within [1e-15, 1e21] in SI units, so a non-finite
     output means the inputs combine beyond what the float32 model represents (an extreme model
-    shape against an extreme chip): raised as an input error naming every such output.
+    shape against an extreme chip): raised as an input error naming every such output and the
+    inputs that lie far outside the built-in catalogue
+    (:func:`diffcost._inputs.catalogue.outside_catalogue`).
     """
+    from .._inputs.catalogue import OUTSIDE_FACTOR, outside_catalogue
+
     flat = to_python(out)
     bad = {
         f"{prefix}{key}": value
@@ -239,8 +243,16 @@ def check_finite(out: Any, job: str) -> None:
     }
     if bad:
         names = ", ".join(f"{k} = {v}" for k, v in bad.items())
+        extreme = outside_catalogue(system, model)
+        cause = (
+            f"inputs more than {OUTSIDE_FACTOR:.0f}x outside the built-in range: "
+            + "; ".join(extreme)
+            if extreme
+            else "no chip or model number is far outside the built-in range: check the plan "
+            "(sequence length, batch)"
+        )
         reason = (
             f"the {job} prediction is not finite ({names}): the model, chip and plan combine "
-            "beyond what the model represents in float32; check their magnitudes"
+            f"beyond what the model represents in float32; {cause}"
         )
         raise SpecError([Problem("<prediction>", "prediction", reason)])

@@ -191,7 +191,7 @@ def serve(
     assert isinstance(job.plan, ServePlan)
     cost = ServeCost(job.system, job.model)
     out = _predict(cost, job.plan)
-    check_finite(out, "serving")
+    check_finite(out, "serving", job.system, job.model)
     slo = _at_slo_summary(cost, job.plan, ttft_slo_ms, tpot_slo_ms)
     problems = serve_problems(job.model, job.plan, out, float(job.system.num_chips))
     problems += _slo_problems(slo)

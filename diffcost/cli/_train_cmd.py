@@ -95,7 +95,7 @@ def train(
     job = resolve_job("train", scenario, refs_flags, flags, calibration)
     assert isinstance(job.plan, TrainPlan)
     out = _predict(TrainCost(job.system, job.model), job.plan)
-    check_finite(out, "training")
+    check_finite(out, "training", job.system, job.model)
     problems = train_problems(job.model, job.plan, out, float(job.system.num_chips))
     if json_out:
         print_json(prediction_json(out, job.refs, {"chips": job.chips}, job.values, problems))
