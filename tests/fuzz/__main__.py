@@ -2,6 +2,7 @@
 outcome counts per input group and the first defects; exit 1 if there is any defect."""
 
 import argparse
+import resource
 import sys
 import time
 
@@ -21,6 +22,11 @@ def main() -> int:
     for i, case in enumerate(all_cases()):
         if i % args.every == 0:
             runner.run(case)
+        if i % 2000 == 0:
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+            bad = sum(runner.tally.total()[k] for k in BAD)
+            print(f"case {i}: {time.perf_counter() - start:.0f} s, {rss:.1f} GB, {bad} defects")
+            sys.stdout.flush()
 
     @settings(
         max_examples=args.combinations,

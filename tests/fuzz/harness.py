@@ -191,9 +191,6 @@ class Runner:
             argv = [a.replace("{dir}", tmp) for a in case.argv]
             names = tuple(n.replace("{dir}", tmp) for n in case.names)
             case_here = Case(case.group, case.label, tuple(argv), (), names, case.limits)
-            from diffcost._inputs.loader import clear_cache
-
-            clear_cache()
             result = self.cli.invoke(self.app, argv, catch_exceptions=True)
             outcome = judge(
                 result.exit_code, result.exception, result.stdout, result.stderr, case_here
