@@ -77,7 +77,7 @@ def test_prefill_reads_each_chunks_context_once(h100):
     span = 1536 + 512
     assert float(out.kv_bytes) == pytest.approx(4 * span * 2 * 2 * 128 * 2, rel=1e-12)
     assert float(out.flop) == 4 * 4096 * 1536 * 8 * 128
-    eff = float(matmul_efficiency(4 * 1024.0, span, 128.0, h100.efficiency))
+    eff = float(matmul_efficiency(4 * 1024.0, span, 128.0, h100, EXACT))
     compute = float(out.flop) / (peak * eff)
     assert float(out.time_s) == pytest.approx(compute, rel=1e-12)  # long prompt: compute-bound
 

@@ -48,11 +48,11 @@ def test_efficiency_closed_form(h100):
     d, f_max = float(eff.matmul_half_dim), float(eff.matmul_peak_fraction)
     m, n, k = 64.0, 8192.0, 1024.0
     expect = f_max * m / (m + d) * n / (n + d) * k / (k + d)
-    assert float(matmul_efficiency(m, n, k, eff)) == pytest.approx(expect, rel=1e-12)
+    assert float(matmul_efficiency(m, n, k, h100, EXACT)) == pytest.approx(expect, rel=1e-12)
     assert (
         0.0
-        < float(matmul_efficiency(1.0, 1.0, 1.0, eff))
-        < float(matmul_efficiency(8192.0, 8192.0, 8192.0, eff))
+        < float(matmul_efficiency(1.0, 1.0, 1.0, h100, EXACT))
+        < float(matmul_efficiency(8192.0, 8192.0, 8192.0, h100, EXACT))
         < f_max
     )
 
@@ -61,7 +61,7 @@ def test_roofline_compute_and_memory_sides(h100):
     peak = float(h100.chip.peak_flop_per_s[dc.FORMATS.index("bf16")])
     fmt = GemmFormat(peak, 2.0)
     big = 16384.0
-    eff = float(matmul_efficiency(big, big, big, h100.efficiency))
+    eff = float(matmul_efficiency(big, big, big, h100, EXACT))
     compute = 2 * big**3 / (peak * eff)
     assert float(gemm_time_s(big, big, big, fmt, h100, EXACT)) == pytest.approx(compute, 1e-12)
     # one row: the weight read dominates
@@ -75,7 +75,7 @@ def test_weight_only_format_moves_fewer_bytes_at_the_same_peak(h100):
     """W8A16 at one row: half the weight bytes, the 16-bit peak: max(compute, bytes / bw)."""
     peak = float(h100.chip.peak_flop_per_s[dc.FORMATS.index("bf16")])
     n = k = 8192.0
-    eff = float(matmul_efficiency(1.0, n, k, h100.efficiency))
+    eff = float(matmul_efficiency(1.0, n, k, h100, EXACT))
     for weight_bytes in [2.0, 1.0, 0.5]:
         got = float(gemm_time_s(1.0, n, k, GemmFormat(peak, 2.0, weight_bytes), h100, EXACT))
         memory = (k * n * weight_bytes + (k + n) * 2.0) / _bw(h100)

@@ -45,7 +45,7 @@ import pandas as pd
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array
 
-from .._inputs.hardware import FORMATS, System
+from .._inputs.hardware import ARCHITECTURES, FORMATS, System
 from .._inputs.model import Model
 from .._serve.cost import ServeCost
 from .._serve.plan import ServePlan
@@ -81,7 +81,15 @@ SERVE_METRICS: tuple[str, ...] = (
 #: The metric a ranking or tornado chart shows by default.
 PRIMARY = {"train": "step_time_s", "serve": "tpot_s"}
 
-_FLAGS = {"on_chip_sram", "learned_positions", "tied_embeddings", "bias", "dropout", "causal"}
+_FLAGS = {
+    "on_chip_sram",
+    "array_dim",
+    "learned_positions",
+    "tied_embeddings",
+    "bias",
+    "dropout",
+    "causal",
+}
 _GROUP_OF = {
     "peak_flop_per_s": "compute",
     "memory_capacity_bytes": "memory",
@@ -184,6 +192,8 @@ def parameter_names(params: tuple[System, Model]) -> list[tuple[str, str]]:
         size = int(np.size(leaf))
         if size == len(FORMATS) and field_name == "peak_flop_per_s":
             out += [(f"{prefix}.{field_name}[{fmt}]", group) for fmt in FORMATS]
+        elif field_name == "architecture":  # one-hot execution class: flags
+            out += [(f"{prefix}.{field_name}[{a}]", "flag") for a in ARCHITECTURES]
         else:
             out.append((f"{prefix}.{field_name}", "flag" if field_name in _FLAGS else group))
     return out

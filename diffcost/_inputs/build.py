@@ -7,7 +7,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .hardware import FORMAT_FALLBACK, FORMATS, Chip, Efficiency
+from .hardware import FORMAT_FALLBACK, FORMATS, Chip, Efficiency, one_hot_architecture
 from .model import MLP_MATRICES, NORM_PARAMS, Model
 
 
@@ -16,7 +16,8 @@ def _f(x: Any) -> Any:
 
 
 def chip_module(values: dict[str, Any]) -> Chip:
-    """A chip; a format it lacks runs at the peak of the next wider one it has."""
+    """A chip; a format it lacks runs at the peak of the next wider one it has.  Without an
+    ``[execution]`` table it is a GPU (``array_dim`` 1, unused)."""
     compute = values["compute"]
     peaks = []
     for fmt in FORMATS:
@@ -27,12 +28,15 @@ def chip_module(values: dict[str, Any]) -> Chip:
             current = "bf16" if "bf16_flop_per_s" in compute else "fp16"
         peaks.append(float(compute[f"{current}_flop_per_s"]))
     mem = values["memory"]
+    execution = values.get("execution", {})
     return Chip(
         peak_flop_per_s=jnp.asarray(peaks),
         memory_capacity_bytes=_f(mem["capacity_bytes"]),
         memory_bandwidth_bytes_per_s=_f(mem["bandwidth_bytes_per_s"]),
         on_chip_sram=_f(mem["on_chip_sram"]),
         tdp_w=_f(values["power"]["tdp_w"]),
+        architecture=one_hot_architecture(execution.get("architecture", "gpu")),
+        array_dim=_f(execution.get("array_dim", 1)),
     )
 
 

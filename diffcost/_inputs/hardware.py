@@ -37,6 +37,17 @@ FORMAT_FALLBACK: dict[str, str | None] = {
 }
 
 
+#: Execution classes, in the order of ``Chip.architecture``: GPU kernels launched one by one
+#: (NVIDIA, AMD), systolic matrix arrays run by a whole-program compiler (TPU MXU, Gaudi MME),
+#: compiler-scheduled dataflow with weights in on-chip SRAM (Groq TSP, Cerebras WSE).
+ARCHITECTURES: tuple[str, ...] = ("gpu", "systolic", "dataflow")
+
+
+def one_hot_architecture(name: str) -> Float[Array, "3"]:
+    """One-hot weights of an execution class of :data:`ARCHITECTURES` (a chip's exact class)."""
+    return jnp.zeros(len(ARCHITECTURES)).at[ARCHITECTURES.index(name)].set(1.0)
+
+
 def format_index(name: str) -> int:
     """Position of a format in :data:`FORMATS`."""
     return FORMATS.index(name)
@@ -91,6 +102,13 @@ class Chip(eqx.Module):
         memory_bandwidth_bytes_per_s: its bandwidth, bytes/s.
         on_chip_sram: 1.0 if weights live in on-chip SRAM (Groq, Cerebras), else 0.0.
         tdp_w: thermal design power, W.
+        architecture: one-hot weights of the execution class, indexed by
+            :data:`ARCHITECTURES` (a flag, like ``on_chip_sram``: it selects which physics
+            applies; a non-one-hot mixture is only meaningful as a relaxation).
+        array_dim: side ``R`` of the chip's matrix array, elements (TPU v4/v5e/v5p MXU 128,
+            v6e 256, Gaudi 3 MME 256, Groq MXM 320): GEMM dimensions mapped onto it are
+            padded to multiples of ``R``.  1.0 for GPUs (unused: their small-matrix loss is
+            the fitted ``matmul_half_dim``).
     """
 
     peak_flop_per_s: Float[Array, "8"]
@@ -98,6 +116,12 @@ class Chip(eqx.Module):
     memory_bandwidth_bytes_per_s: Float[Array, ""]
     on_chip_sram: Float[Array, ""]
     tdp_w: Float[Array, ""]
+    architecture: Float[Array, "3"]
+    array_dim: Float[Array, ""]
+
+    def gpu_weight(self) -> Array:
+        """Weight of the GPU class in :attr:`architecture` (1 for a GPU, 0 otherwise)."""
+        return self.architecture[0]
 
 
 class System(eqx.Module):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core.options import PlanField
-from .hardware import FORMATS
+from .hardware import ARCHITECTURES, FORMATS
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,18 @@ CHIP = {
     "interconnect": _req(INTERCONNECT),
     "power": {"tdp": Q("w", True, "thermal design power")},
     "price": PRICE,
+    "execution": {
+        "architecture": Field(
+            "enum",
+            required=True,
+            choices=ARCHITECTURES,
+            doc="gpu (kernels launched one by one), systolic (TPU, Gaudi), dataflow (Groq, "
+            "Cerebras); without this table: gpu",
+        ),
+        "array_dim": Field(
+            "count", doc="side of the matrix array, elements (systolic and dataflow: required)"
+        ),
+    },
 }
 CHIP_REQUIRED_TABLES = ("compute", "memory", "interconnect", "power")
 
@@ -147,6 +159,13 @@ def _chip_has_16bit_peak(values: dict[str, Any], add: Callable[[str, str], None]
     compute = values.get("compute", {})
     if not any(f"{fmt}_flop_per_s" in compute for fmt in ("bf16", "fp16")):
         add("compute", "needs bf16_tflop_per_s or fp16_tflop_per_s")
+
+
+def _chip_array_dim(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    """A systolic or dataflow chip gives `array_dim` (its GEMM tiling has no default)."""
+    execution = values.get("execution", {})
+    if execution.get("architecture", "gpu") != "gpu" and "array_dim" not in execution:
+        add("execution.array_dim", f"required for a {execution['architecture']} chip")
 
 
 # --- models -----------------------------------------------------------------------------------
@@ -348,8 +367,8 @@ KINDS: dict[str, Kind] = {
         tables=CHIP,
         required_tables=CHIP_REQUIRED_TABLES,
         source=SPEC_SOURCE,
-        rules=(_chip_has_16bit_peak,),
-        doc="one accelerator: dense peaks, memory, interconnect, power, price",
+        rules=(_chip_has_16bit_peak, _chip_array_dim),
+        doc="one accelerator: dense peaks, memory, interconnect, power, price, execution class",
     ),
     "system": Kind(
         "system",

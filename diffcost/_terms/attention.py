@@ -151,7 +151,7 @@ def prefill_attention(
     flop = 4.0 * tokens * context * shape.heads * shape.head_dim
     span = context + 0.5 * piece
     kv = tokens / piece * span * shape.kv_token_bytes()
-    eff = matmul_efficiency(shape.group() * piece, span, shape.head_dim, system.efficiency)
+    eff = matmul_efficiency(shape.group() * piece, span, shape.head_dim, system, sm)
     traffic = kv + shape.qo_bytes(tokens)
     return FusedAttention(
         flop, kv, fused_attention_s(flop, traffic, eff, peak_flop_per_s, system, sm)

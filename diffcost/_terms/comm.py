@@ -15,7 +15,7 @@ that spills out of its node therefore pays scale-out bandwidth.
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
-from .._core.smooth import Smoothing, relu, smax, smin, step
+from .._core.smooth import Smoothing, is_one, relu, smax, smin, step
 from .._inputs.hardware import System
 
 
@@ -36,7 +36,10 @@ def all_reduce_s(
 
     ``2 (l-1)/l * B / beta_up + 2 (l-1) alpha_up + 2 (r-1)/r * (B/l) / beta_out + 2 (r-1)
     alpha_out`` with ``l`` local members and ``r = group / l`` domains; ``beta`` are achievable
-    bus bandwidths (link bandwidth times ``link_bandwidth_fraction``).  Zero for a group of one.
+    bus bandwidths (link bandwidth times ``link_bandwidth_fraction``).  Zero for a group of one,
+    with zero derivatives: the sum is multiplied by ``1 - is_one(group)`` (exactly 1 for every
+    larger integer group), because at ``group = 1`` the clip of ``l`` has equal bounds and its
+    subgradient would charge a one-rank "collective" for the scale-up domain size.
     """
     b = jnp.asarray(bytes_per_rank)
     g = jnp.asarray(group)
@@ -56,7 +59,7 @@ def all_reduce_s(
             + system.scale_out_latency_s
         )
     )
-    return intra + inter
+    return (intra + inter) * (1.0 - is_one(g, sm))
 
 
 def all_gather_s(

@@ -2,9 +2,26 @@
 
 A GEMM ``(m x k) @ (k x n)`` is a roofline of its FLOP at the achievable peak against its bytes
 at the achievable memory bandwidth (Williams, Waterman, Patterson, "Roofline", CACM 2009).  The
-achievable peak depends on the shape: each dimension ``d`` contributes ``d / (d + d_half)``, a
-smooth stand-in for tile and wave quantization (small or skinny GEMMs fill fewer tiles), so that
-efficiency has gradients instead of being a step table.
+achievable peak depends on the shape and on the chip's execution class (``Chip.architecture``):
+
+* gpu: each dimension ``d`` contributes ``d / (d + d_half)``, a smooth stand-in for tile and wave
+  quantization of CUDA/HIP kernels (small or skinny GEMMs fill fewer tiles), fitted through
+  ``matmul_half_dim``;
+* systolic (TPU MXU, Gaudi MME): a weight-stationary ``R x R`` array holds an ``R x R`` tile of
+  the ``k x n`` operand, so ``k`` and ``n`` are padded to multiples of ``R``; the ``m`` rows
+  stream through it, and each tile pass pays ``R`` cycles of pipeline fill and drain (Kung,
+  "Why systolic architectures?", IEEE Computer 1982: ``m`` inputs through an ``R``-stage array
+  take ``m + R - 1`` steps; Jouppi et al., "In-Datacenter Performance Analysis of a Tensor
+  Processing Unit", ISCA 2017, §2: weights stationary, activations streamed, and the next tile's
+  ``R``-cycle weight shift double-buffered under the current pass, so it adds nothing here);
+* dataflow (Groq TSP, Cerebras WSE): the compiler schedules every stream statically, weight
+  tiles are installed from on-chip SRAM at the SRAM bandwidth the memory roofline already
+  charges, and passes are software-pipelined (Abts et al., "Think Fast: A Tensor Streaming
+  Processor", ISCA 2020, §3-4), so only the padding of ``k`` and ``n`` to the array width
+  remains.
+
+The class weights are one-hot for every built-in chip, so a GPU's efficiency is exactly the
+GPU expression (the other classes are multiplied by 0).
 
 The number formats of a GEMM are a :class:`GemmFormat`: the peak FLOP/s of its compute format
 and the bytes per element it moves, either one size for every operand (training: all operands in
@@ -17,8 +34,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
-from .._core.smooth import Smoothing, smax
-from .._inputs.hardware import Efficiency, System
+from .._core.smooth import EXACT, Smoothing, ceil, clip01, smax
+from .._inputs.hardware import Chip, Efficiency, System
 
 
 class GemmFormat(NamedTuple):
@@ -37,15 +54,77 @@ class GemmFormat(NamedTuple):
     weight_bytes: ArrayLike | None = None
 
 
-def matmul_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficiency) -> Array:
-    """Achieved fraction of peak FLOP/s of an ``m x k x n`` GEMM (dimensionless, in (0, 1)).
+def gpu_matmul_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficiency) -> Array:
+    """Fraction of peak FLOP/s of an ``m x k x n`` GEMM on a GPU (dimensionless, in (0, 1)).
 
     ``f_max * m/(m + d) * n/(n + d) * k/(k + d)`` with ``f_max = eff.matmul_peak_fraction``,
-    ``d = eff.matmul_half_dim``.
+    ``d = eff.matmul_half_dim`` (tile and wave quantization, smoothed; module docstring).
     """
     d = eff.matmul_half_dim
     m, n, k = (jnp.asarray(x) for x in (m, n, k))
     return eff.matmul_peak_fraction * (m / (m + d)) * (n / (n + d)) * (k / (k + d))
+
+
+#: Relative tolerance below which a dimension counts as a multiple of the array side.  Model
+#: dimensions are integers computed as float32 ratios (``heads head_dim / tp``); a rounding
+#: error or the 1e-6 perturbation of a finite difference must not add a whole tile at an exact
+#: multiple.  Exact at every integer dimension up to ``1 / (tol R)`` tiles (1,500 at R = 320).
+ALIGN_TOL = 2e-6
+
+
+def array_tiles(dim: ArrayLike, array_dim: ArrayLike, sm: Smoothing) -> Array:
+    """Tiles of side ``R = array_dim`` a dimension of ``dim`` elements needs: ``ceil(dim / R)``.
+
+    Exact: ``ceil(dim / R * (1 - tol))`` (:data:`ALIGN_TOL`), flat at multiples of ``R``.
+    Relaxed: ``ceil(dim / R) - 1 + clip01(dim - R (ceil(dim / R) - 1))``, the smooth step
+    confined to ``(j R, j R + 1)``, so it equals the exact count at every integer ``dim`` (not
+    only at multiples of ``R``), is C1 in ``dim`` and has finite gradients.
+    """
+    dim, r = jnp.asarray(dim), jnp.asarray(array_dim)
+    if not sm.relaxed:
+        return ceil(dim / r * (1.0 - ALIGN_TOL), EXACT)
+    below = ceil(dim / r, EXACT) - 1.0
+    return below + clip01(dim - r * below, sm)
+
+
+def systolic_fill(m: ArrayLike, n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
+    """Fraction of an ``R x R`` weight-stationary array's cycles that do useful work.
+
+    ``k / (R ceil(k / R)) * n / (R ceil(n / R)) * m / (m + R)``: ``k`` and ``n`` padded to the
+    array, ``m`` streamed with ``R`` cycles of fill and drain per tile pass (Kung 1982; Jouppi et
+    al. ISCA 2017 §2).  One row (batch-1 decode) uses ``1 / (1 + R)`` of the array's cycles.
+    """
+    r = chip.array_dim
+    m, n, k = (jnp.asarray(x) for x in (m, n, k))
+    pad = (k / (r * array_tiles(k, r, sm))) * (n / (r * array_tiles(n, r, sm)))
+    return pad * m / (m + r)
+
+
+def dataflow_fill(n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
+    """Fraction of a dataflow chip's matrix array a ``k x n`` weight fills (dimensionless).
+
+    ``k / (R ceil(k / R)) * n / (R ceil(n / R))`` with ``R`` the array width (Groq MXM
+    320 x 320, Abts et al. ISCA 2020): no per-pass fill, the compiler pipelines the streams.
+    """
+    r = chip.array_dim
+    n, k = jnp.asarray(n), jnp.asarray(k)
+    return (k / (r * array_tiles(k, r, sm))) * (n / (r * array_tiles(n, r, sm)))
+
+
+def matmul_efficiency(
+    m: ArrayLike, n: ArrayLike, k: ArrayLike, system: System, sm: Smoothing
+) -> Array:
+    """Achieved fraction of peak FLOP/s of an ``m x k x n`` GEMM (dimensionless, in (0, 1)).
+
+    ``w_gpu eff_gpu + f_max (w_sys fill_sys + w_df fill_df)`` over the chip's class weights
+    ``(w_gpu, w_sys, w_df)``: :func:`gpu_matmul_efficiency`, :func:`systolic_fill` and
+    :func:`dataflow_fill` (module docstring), ``f_max = eff.matmul_peak_fraction``.
+    """
+    chip, eff = system.chip, system.efficiency
+    w_gpu, w_sys, w_df = chip.architecture[0], chip.architecture[1], chip.architecture[2]
+    gpu = gpu_matmul_efficiency(m, n, k, eff)
+    array = w_sys * systolic_fill(m, n, k, chip, sm) + w_df * dataflow_fill(n, k, chip, sm)
+    return w_gpu * gpu + eff.matmul_peak_fraction * array
 
 
 def gemm_flop(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike = 1.0) -> Array:
@@ -85,7 +164,7 @@ def gemm_time_s(
     :func:`gemm_bytes` and ``eff`` from :func:`matmul_efficiency` (Roofline, CACM 2009).
     """
     m, n, k = (jnp.asarray(x) for x in (m, n, k))
-    eff = matmul_efficiency(m, n, k, system.efficiency)
+    eff = matmul_efficiency(m, n, k, system, sm)
     compute_s = gemm_flop(m, n, k, count) / (fmt.peak_flop_per_s * eff)
     memory_s = stream_time_s(gemm_bytes(m, n, k, fmt, count), system)
     return smax(compute_s, memory_s, sm)

@@ -4,8 +4,14 @@ Per token and layer a transformer runs elementwise kernels that stream 16-bit te
 (read and write ``h``), two residual/dropout adds (read ``2 h``, write ``h``) and the MLP
 activation (read ``(n_mat - 1) f / t``, write ``f / t``), ``10 h + n_mat f / t`` elements read
 or written (Korthikanti et al. 2022, §4 counts the same tensors).  8-bit GEMMs quantize each
-16-bit input first (Transformer Engine / TensorRT-LLM FP8 recipes).  Every kernel pays a launch
-latency (``kernel_launch_s``), which dominates tiny decode steps.
+16-bit input first (Transformer Engine / TensorRT-LLM FP8 recipes).  On a GPU every kernel pays
+a launch latency (``kernel_launch_s``), which dominates tiny decode steps.  Systolic and dataflow
+chips run one compiled program per step: XLA compiles the whole jitted step into one TPU
+executable whose ops the TensorCore sequencer issues with no per-op host dispatch (JAX docs,
+"Asynchronous dispatch"; XLA "Operation semantics"/fusion; Gaudi's graph compiler likewise runs
+a compiled "recipe"), and the Groq TSP executes a statically scheduled instruction stream with
+no launches at all (Abts et al., ISCA 2020, §2).  Their per-kernel launch cost is 0; the one
+dispatch per step (tens of us) is not per layer and is left out.
 """
 
 import jax.numpy as jnp
@@ -61,11 +67,13 @@ def quantize_bytes(
 def launch_s(extra_kernels: ArrayLike, system: System) -> Array:
     """Launch latency of one layer's kernels, seconds.
 
-    ``(12 + extra) * kernel_launch_s``: :data:`KERNELS_PER_LAYER_FORWARD` plus ``extra``
-    (separate quantization or dequantization kernels).
+    ``(12 + extra) * kernel_launch_s * w_gpu``: :data:`KERNELS_PER_LAYER_FORWARD` plus
+    ``extra`` (separate quantization or dequantization kernels), paid only by GPUs (``w_gpu``,
+    the chip's GPU class weight; compiled systolic and dataflow programs launch no kernels,
+    module docstring).
     """
     kernels = jnp.asarray(KERNELS_PER_LAYER_FORWARD + extra_kernels)
-    return kernels * system.efficiency.kernel_launch_s
+    return kernels * system.efficiency.kernel_launch_s * system.chip.gpu_weight()
 
 
 __all__ = [

@@ -1,0 +1,214 @@
+"""Execution per architecture class (issue 17 item 3): GPU kernels, systolic arrays, dataflow.
+
+GPUs keep their fitted GEMM efficiency and kernel launches bit for bit; systolic arrays (TPU
+MXU, Gaudi MME) pad ``k`` and ``n`` to the array side and pay ``R`` fill/drain cycles per pass of
+``m`` rows; dataflow chips (Groq, Cerebras) launch no kernels and only pad to the array width.
+"""
+
+import tomllib
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffcost as dc
+from diffcost._core.smooth import EXACT, RELAXED
+from diffcost._inputs.checker import builtin_names, specs_dir
+from diffcost._inputs.hardware import ARCHITECTURES
+from diffcost._terms.gemm import (
+    array_tiles,
+    gpu_matmul_efficiency,
+    matmul_efficiency,
+)
+from diffcost._terms.kernels import KERNELS_PER_LAYER_FORWARD, launch_s
+
+#: Execution class and array side of every non-GPU built-in chip (the spec files' sources).
+NON_GPU = {
+    "tpu-v4": ("systolic", 128),
+    "tpu-v5e": ("systolic", 128),
+    "tpu-v5p": ("systolic", 128),
+    "tpu-v6e": ("systolic", 256),
+    "gaudi3": ("systolic", 256),
+    "groq-lpu": ("dataflow", 320),
+    "cerebras-wse3": ("dataflow", 8),
+}
+SHAPES = [
+    (1.0, 8192.0, 8192.0),
+    (7.0, 1280.0, 8192.0),
+    (300.0, 100.0, 3584.0),
+    (4096.0, 28672.0, 8192.0),
+]
+
+
+@pytest.fixture(scope="module")
+def systems():
+    names = ["dgx-h100", "tpu-v5e-pod", "tpu-v6e-pod", "gaudi3-hls", "groqrack"]
+    return {n: dc.load_system(n) for n in names}
+
+
+def test_every_builtin_chip_states_its_class_with_a_source():
+    for name in builtin_names("chip"):
+        raw = tomllib.loads((specs_dir() / "chips" / f"{name}.toml").read_text())
+        assert "execution" in raw and raw["source"]["execution"], name
+        arch, dim = NON_GPU.get(name, ("gpu", 1))
+        chip = dc.load_system(chip=name).chip
+        assert raw["execution"]["architecture"] == arch
+        np.testing.assert_array_equal(chip.architecture, np.eye(3)[ARCHITECTURES.index(arch)])
+        assert float(chip.array_dim) == dim
+
+
+def _chip_file(tmp_path, execution: str):
+    text = (specs_dir() / "chips" / "tpu-v5e.toml").read_text()
+    head, tail = text.split("[execution]\n", 1)
+    tail = tail.split("\n\n", 1)[1]  # drop the built-in [execution] table
+    path = tmp_path / "tpu-v5e.toml"
+    path.write_text(head + execution + tail)
+    return path
+
+
+def test_systolic_chip_without_array_dim_is_refused(tmp_path):
+    path = _chip_file(tmp_path, '[execution]\narchitecture = "systolic"\n\n')
+    with pytest.raises(dc.SpecError) as err:
+        dc.load_system(chip=path)
+    assert [str(p) for p in err.value.problems] == [
+        f"{path.resolve()}: execution.array_dim: required for a systolic chip"
+    ]
+    path = _chip_file(tmp_path, '[execution]\narchitecture = "asic"\narray_dim = 8\n\n')
+    with pytest.raises(dc.SpecError, match="must be one of gpu, systolic, dataflow; got 'asic'"):
+        dc.load_system(chip=path)
+
+
+def test_a_chip_without_execution_table_is_a_gpu(tmp_path):
+    path = _chip_file(tmp_path, "")
+    text = path.read_text()
+    path.write_text("\n".join(ln for ln in text.splitlines() if not ln.startswith("execution =")))
+    chip = dc.load_system(chip=path).chip
+    np.testing.assert_array_equal(chip.architecture, [1.0, 0.0, 0.0])
+    assert float(chip.array_dim) == 1.0
+
+
+@pytest.mark.parametrize("sm", [EXACT, RELAXED])
+def test_gpu_efficiency_and_launches_are_bit_identical(systems, sm):
+    h100 = systems["dgx-h100"]
+    for m, n, k in SHAPES:
+        got = matmul_efficiency(m, n, k, h100, sm)
+        assert float(got) == float(gpu_matmul_efficiency(m, n, k, h100.efficiency))
+    for extra in [0.0, 4.0]:
+        want = jnp.asarray(KERNELS_PER_LAYER_FORWARD + extra) * h100.efficiency.kernel_launch_s
+        assert float(launch_s(extra, h100)) == float(want)
+
+
+def test_systolic_closed_form(systems):
+    """``f_max * k/(R ceil(k/R)) * n/(R ceil(n/R)) * m/(m + R)`` (Kung 1982; Jouppi 2017)."""
+    for name, r in [("tpu-v5e-pod", 128), ("tpu-v6e-pod", 256), ("gaudi3-hls", 256)]:
+        s = systems[name]
+        f = float(s.efficiency.matmul_peak_fraction)
+        for m, n, k in SHAPES:
+            pad = k / (r * np.ceil(k / r)) * n / (r * np.ceil(n / r))
+            want = f * pad * m / (m + r)
+            assert float(matmul_efficiency(m, n, k, s, EXACT)) == pytest.approx(want, rel=1e-6)
+
+
+def test_dataflow_closed_form_has_no_row_penalty(systems):
+    """Groq MXM 320 wide: padding of k and n only; one row runs at the large-GEMM rate."""
+    s = systems["groqrack"]
+    f = float(s.efficiency.matmul_peak_fraction)
+    for m, n, k in SHAPES:
+        want = f * k / (320 * np.ceil(k / 320)) * n / (320 * np.ceil(n / 320))
+        assert float(matmul_efficiency(m, n, k, s, EXACT)) == pytest.approx(want, rel=1e-6)
+
+
+def test_systolic_small_batch_fills_one_row_of_the_array(systems):
+    """One row uses 1/(1 + R) of the array's large-GEMM efficiency, rising to it with m; with
+    R = 256 (v6e, Gaudi 3) every small batch is below the H100's, relative to peak."""
+    n = k = 8192.0
+    rel = lambda s, m: (
+        float(matmul_efficiency(m, n, k, s, EXACT)) / float(matmul_efficiency(1e6, n, k, s, EXACT))
+    )
+    ms = [1.0, 8.0, 32.0, 128.0, 512.0, 4096.0, 65536.0]
+    for name in ["tpu-v5e-pod", "tpu-v6e-pod", "gaudi3-hls"]:
+        s = systems[name]
+        r = float(s.chip.array_dim)
+        assert rel(s, 1.0) == pytest.approx(1.0 / (1.0 + r), rel=1e-3)
+        curve = [rel(s, m) for m in ms]
+        assert all(a < b for a, b in zip(curve[:-1], curve[1:], strict=True)) and curve[-1] > 0.99
+    h100 = systems["dgx-h100"]
+    for name in ["tpu-v6e-pod", "gaudi3-hls"]:
+        for m in [1.0, 8.0, 32.0, 128.0]:
+            assert rel(systems[name], m) < rel(h100, m)
+            absolute = float(matmul_efficiency(m, n, k, systems[name], EXACT))
+            assert absolute < float(matmul_efficiency(m, n, k, h100, EXACT))
+
+
+def test_no_kernel_launches_on_systolic_and_dataflow_chips(systems):
+    for name in ["tpu-v5e-pod", "gaudi3-hls", "groqrack"]:
+        assert float(launch_s(4.0, systems[name])) == 0.0
+
+
+def test_relaxed_tiles_equal_exact_at_every_integer_dim():
+    dims = jnp.arange(1.0, 1100.0)
+    for r in [8.0, 128.0, 320.0]:
+        exact = array_tiles(dims, r, EXACT)
+        np.testing.assert_array_equal(np.asarray(array_tiles(dims, r, RELAXED)), exact)
+        np.testing.assert_array_equal(np.asarray(exact), np.ceil(np.asarray(dims) / r))
+
+
+def test_relaxed_efficiency_equals_exact_at_integer_dims_and_has_finite_gradients(systems):
+    for s in systems.values():
+        for m, n, k in SHAPES:
+            exact = float(matmul_efficiency(m, n, k, s, EXACT))
+            assert float(matmul_efficiency(m, n, k, s, RELAXED)) == exact
+            grads = jax.grad(lambda x, s=s: matmul_efficiency(x[0], x[1], x[2], s, RELAXED))(
+                jnp.asarray([m + 0.3, n + 0.5, k + 0.7])
+            )
+            assert np.all(np.isfinite(np.asarray(grads)))
+        g = eqx.filter_grad(lambda sys: matmul_efficiency(7.0, 1280.0, 8192.0, sys, RELAXED))(s)
+        leaves = jax.tree_util.tree_leaves(g)
+        assert all(np.all(np.isfinite(np.asarray(x))) for x in leaves)
+
+
+def test_relaxed_tiles_gradient_matches_finite_differences():
+    f = lambda d: array_tiles(d, 128.0, RELAXED)
+    for d in [128.2, 128.5, 256.7]:
+        fd = (float(f(d + 1e-3)) - float(f(d - 1e-3))) / 2e-3
+        assert float(jax.grad(f)(d)) == pytest.approx(fd, rel=1e-3)
+    assert float(jax.grad(f)(200.0)) == 0.0  # between j R + 1 and (j + 1) R: flat
+
+
+def _tpot(system, chips, tp, pp):
+    plan = dc.serve_plan(
+        tp=tp,
+        pp=pp,
+        batch=1,
+        input_len=128,
+        output_len=128,
+        weight_format="int8" if pp > 1 else "bf16",
+        mode="static",
+    )
+    system = (
+        dc.load_system(system, chips=chips)
+        if system != "h100-sxm"
+        else dc.load_system(chip=system, chips=chips)
+    )
+    return float(dc.ServeCost(system, dc.load_model("llama-2-70b"))(plan).tpot_s)
+
+
+def test_groq_batch1_decode_of_70b_beats_four_h100s():
+    """Public demos: Groq ~240-300 tok/s/user on Llama-2-70B (Groq blog, ArtificialAnalysis
+    2024) against ~50 tok/s on 4 H100s; before this change Groq came out slower."""
+    groq = _tpot("groqrack", 640, 8, 80)
+    h100 = _tpot("h100-sxm", 4, 4, 1)
+    assert groq < h100 / 3.0
+    assert 1.0 / groq > 200.0  # tokens/s per user, the order of the public demos
+
+
+def test_exact_tiles_are_flat_at_multiples_of_the_array():
+    """A finite difference (1e-6) or a float32 rounding of an aligned dimension adds no tile:
+    Groq QKV of Llama 3 70B at tp 32 is exactly one 320-wide tile."""
+    for dim, r in [(320.0, 320.0), (8192.0, 128.0), (128256.0, 128.0)]:
+        for eps in [0.0, 1e-6, -1e-6]:
+            assert float(array_tiles(dim * (1 + eps), r, EXACT)) == round(dim / r)
+    assert float(array_tiles(321.0, 320.0, EXACT)) == 2.0
+    assert float(array_tiles(100_001.0, 128.0, EXACT)) == 782.0  # exact far past 1e5 elements
