@@ -34,6 +34,7 @@ from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._train.cost import TrainBreakdown, TrainCost
 from .._train.plan import TRAIN_FIELDS, TrainPlan, encode_train
+from .._train.rules import fp8_units
 from .core import (
     Axis,
     Candidates,
@@ -268,6 +269,7 @@ def relaxed_loss(theta, tau, system: System, model: Model, space: TrainSearchSpa
     penalty += 10.0 * sq(x[0] + x[1] + x[2] - jnp.log2(chips))
     penalty += 10.0 * sq(jnp.log2(plan.dp * plan.micro_batch / plan.global_batch))
     penalty += 0.05 * out.divisibility_violation
+    penalty += 10.0 * out.unsupported_format  # a refusal, not a cost: as strong as memory
     return jnp.log(objective_of(out, space.objective)) + penalty
 
 
@@ -334,7 +336,8 @@ class TrainProblem(SearchProblem):
     def evaluate(self, c: Candidates) -> Evaluation:
         assert self.system is not None
         obj, headroom, out = evaluate_exact(self.system, self.model, c, self.space)
-        return Evaluation(obj, headroom >= 0, out)
+        runs = np.asarray(out.unsupported_format) == 0  # no format the chip cannot train in
+        return Evaluation(obj, np.asarray(headroom >= 0) & runs, out)
 
     def solve(self, theta0: np.ndarray, steps: int, lr: float) -> tuple[np.ndarray, np.ndarray]:
         lo = jnp.asarray([math.log2(min(a.values)) for a in self.axes])
@@ -398,6 +401,8 @@ def binding(out, i: int) -> str:
 
 def suggest(system: System, model: Model, space: TrainSearchSpace) -> list[str]:
     """What would make an infeasible request feasible, with numbers."""
+    if float(fp8_units(system.chip)) == 0.0 and set(space.precision) <= {TrainPrecision.FP8}:
+        return ["this chip has no FP8 matrix units: allow bf16 (--precision bf16)"]
     loose = TrainSearchSpace(
         **{
             **space.__dict__,

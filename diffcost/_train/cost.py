@@ -46,6 +46,7 @@ from .._terms.kernels import (
 from .._terms.layer import GemmOp, layer_gemm_s, logits_gemm
 from .memory import TrainMemory, params_per_chip, train_memory
 from .plan import TrainPlan
+from .rules import unsupported_format
 
 _ELEMENT_BYTES = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 _BF16 = format_index("bf16")
@@ -287,6 +288,7 @@ class TrainBreakdown(eqx.Module):
     chips: Float[Array, ""]
     micro_batches: Float[Array, ""]
     divisibility_violation: Float[Array, ""]
+    unsupported_format: Float[Array, ""]  # precision weight on a format the chip cannot train in
     energy_j: Float[Array, ""]
     cost_usd: Float[Array, ""]
 
@@ -341,6 +343,7 @@ class TrainCost(eqx.Module):
             chips=chips,
             micro_batches=m,
             divisibility_violation=divisibility(model, plan, sm),
+            unsupported_format=unsupported_format(chip, plan),
             energy_j=chips * chip.tdp_w * step,
             cost_usd=chips * sys.price_usd_per_chip_hour * step / 3600.0,
         )

@@ -50,6 +50,11 @@ def train_problems(
             )
     if v > 1 and pp == 1:
         problems.append("virtual_stages > 1 needs pipeline parallelism (pp > 1)")
+    if g(out.unsupported_format) > 0:
+        problems.append(
+            "precision fp8 needs FP8 matrix units, which this chip does not have "
+            "(its FP8 peak is its BF16 peak): train in bf16"
+        )
     mem = memory_problem(g(out.memory.total_bytes), g(out.capacity_bytes))
     if mem:
         problems.append(mem)
