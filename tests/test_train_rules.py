@@ -1,14 +1,31 @@
 """Plans a framework or a chip refuses are infeasible, not costed (issue 17, items 7 and 8)."""
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._search.train import TrainProblem, TrainSearchSpace, enumerate_space, search_train
-from diffcost._train.rules import fp8_units
+from diffcost._search.discrete import Candidates
+from diffcost._search.train import (
+    TrainProblem,
+    TrainSearchSpace,
+    enumerate_space,
+    search_train,
+    valid,
+)
+from diffcost._train.problems import framework_problems
+from diffcost._train.rules import fp8_units, padded_vocab
 
 FP8_PLAN = dict(tp=4, pp=1, dp=2, global_batch=16, seq_len=2048, precision="fp8")
+
+
+def _rule_problems(system, model, **kwargs):
+    """Problems other than memory (the rules under test), and the breakdown."""
+    problems, out = _problems(system, model, **kwargs)
+    return [p for p in problems if "memory" not in p], out
 
 
 def _problems(system, model, **kwargs):
@@ -70,3 +87,107 @@ def test_relaxed_loss_penalises_fp8_weight_on_a100():
     mixed = jtu.tree_map(lambda a, b: (a + b) / 2, plan, half)
     out = dc.TrainCost(dc.load_system("dgx-a100", chips=8), model, dc.RELAXED)(mixed)
     np.testing.assert_allclose(float(out.unsupported_format), 0.5)
+
+
+# --- Megatron-LM's divisibility rules ----------------------------------------------------------
+def _gpt3_with(**shape):
+    model = dc.load_model("gpt3-175b")
+    names = list(shape)
+    return eqx.tree_at(
+        lambda m: [getattr(m, n) for n in names],
+        model,
+        [jnp.asarray(float(v)) for v in shape.values()],
+    )
+
+
+GPT3_PLAN = dict(tp=8, pp=8, dp=16, global_batch=1536, seq_len=2048)
+
+
+def test_kv_heads_neither_multiple_nor_divisor_of_tp_is_refused(a100_1024):
+    model = _gpt3_with(kv_heads=12)  # 96 query heads in 12 groups
+    problems, out = _rule_problems(a100_1024, model, **GPT3_PLAN)  # 12 groups over tp 8
+    assert any("kv_heads (12)" in p for p in problems), problems
+    assert float(out.divisibility_violation) > 0.0
+    for tp, dp in ((4, 32), (2, 64)):  # 12 % 4 == 0, 12 % 2 == 0
+        problems, out = _rule_problems(a100_1024, model, **{**GPT3_PLAN, "tp": tp, "dp": dp})
+        assert problems == [] and float(out.divisibility_violation) == 0.0
+    # tp a multiple of the groups replicates them (Megatron allows it)
+    problems, out = _rule_problems(a100_1024, _gpt3_with(kv_heads=4), **GPT3_PLAN)
+    assert problems == [] and float(out.divisibility_violation) == 0.0
+
+
+def test_interleaved_schedule_needs_micro_batches_a_multiple_of_pp(a100_1024, gpt3):
+    # m = 1536 / (16 * 16) = 6 micro-batches over pp = 8 stages
+    bad = {**GPT3_PLAN, "micro_batch": 16, "virtual_stages": 2}
+    problems, out = _rule_problems(a100_1024, gpt3, **bad)
+    assert any("interleaved schedule" in p for p in problems), problems
+    assert float(out.divisibility_violation) > 0.0
+    relaxed = dc.TrainCost(a100_1024, gpt3, dc.RELAXED)(dc.train_plan(**bad))
+    assert float(relaxed.divisibility_violation) > 0.0
+    for ok in ({**bad, "virtual_stages": 1}, {**bad, "micro_batch": 12}):  # v = 1; m = 8
+        problems, out = _rule_problems(a100_1024, gpt3, **ok)
+        assert problems == [] and float(out.divisibility_violation) == 0.0
+
+
+def test_search_validity_agrees_with_train_problems():
+    """``valid()`` keeps exactly the candidates with no framework problem."""
+    model = _gpt3_with(kv_heads=12, layers=24)
+    space = TrainSearchSpace(global_batch=48, seq_len=2048, chips=(64,), max_micro_batch=4)
+    problem = TrainProblem(None, model, space)
+    first = {c.name: [c.options[0]] for c in problem.choices}
+    every = Candidates.product(problem.axes, problem.choices, first)
+    ok = valid(every, model, space)
+    assert 0 < ok.sum() < len(every)
+    for i in range(len(every)):
+        row = every.row(i)
+        if row["tp"] * row["pp"] * row["cp"] > 64 or 64 % (row["tp"] * row["pp"] * row["cp"]):
+            continue
+        dp = 64 // int(row["tp"] * row["pp"] * row["cp"])
+        if space.global_batch % (dp * row["micro_batch"]) or 24 % (
+            row["pp"] * row["virtual_stages"]
+        ):
+            continue
+        if row["pp"] == 1 and row["virtual_stages"] > 1:
+            continue
+        plan = dc.train_plan(
+            tp=int(row["tp"]),
+            pp=int(row["pp"]),
+            cp=int(row["cp"]),
+            dp=dp,
+            micro_batch=int(row["micro_batch"]),
+            virtual_stages=int(row["virtual_stages"]),
+            global_batch=48,
+            seq_len=2048,
+        )
+        assert bool(ok[i]) == (framework_problems(model, plan) == []), row
+
+
+# --- vocabulary padding ------------------------------------------------------------------------
+def test_vocabulary_is_padded_to_128_tp_as_megatron_does(a100_1024):
+    """GPT-2's 50,257 tokens train as 51,200 at tp = 8 (Megatron-LM pads; the spec's 51,200 is
+    that padded size), so both cost the same; model FLOP count the real vocabulary."""
+    real = _gpt3_with(vocab=50257)
+    padded = _gpt3_with(vocab=51200)
+    assert float(padded_vocab(real, dc.train_plan(**GPT3_PLAN), dc.EXACT)) == 51200.0
+    a = dc.TrainCost(a100_1024, real)(dc.train_plan(**GPT3_PLAN))
+    b = dc.TrainCost(a100_1024, padded)(dc.train_plan(**GPT3_PLAN))
+    assert float(a.step_time_s) == float(b.step_time_s)
+    assert float(a.memory.total_bytes) == float(b.memory.total_bytes)
+    assert float(a.model_flop) < float(b.model_flop)
+
+
+def test_padded_vocab_relaxation_is_exact_at_integers_and_smooth_between():
+    model = dc.load_model("llama-2-70b")  # 32,000 tokens: 32,000 at tp <= 2, 32,256 at 4
+    plan = dc.train_plan(tp=4)
+
+    def pad(t, sm):
+        return padded_vocab(model, eqx.tree_at(lambda p: p.tp, plan, t), sm)
+
+    for t, want in ((1.0, 32000), (2.0, 32000), (4.0, 32256), (8.0, 32768), (3.0, 32256)):
+        assert (
+            float(pad(jnp.asarray(t), dc.RELAXED)) == want == float(pad(jnp.asarray(t), dc.EXACT))
+        )
+    ts = jnp.linspace(2.0, 4.0, 41)
+    values = jax.vmap(lambda t: pad(t, dc.RELAXED))(ts)
+    grads = jax.vmap(jax.grad(lambda t: pad(t, dc.RELAXED)))(ts)
+    assert bool(jnp.all(jnp.isfinite(grads))) and bool(jnp.all(jnp.diff(values) >= 0))

@@ -25,7 +25,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._core.smooth import EXACT, Smoothing, divisibility_violation, is_one, smax
+from .._core.smooth import EXACT, Smoothing, is_one, smax
 from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System, format_index
 from .._inputs.model import Model
 from .._terms.attention import attention_gemms, causal_skip, gemm_attention_s
@@ -46,7 +46,7 @@ from .._terms.kernels import (
 from .._terms.layer import GemmOp, layer_gemm_s, logits_gemm
 from .memory import TrainMemory, params_per_chip, train_memory
 from .plan import TrainPlan
-from .rules import unsupported_format
+from .rules import divisibility, unsupported_format, with_padded_vocab
 
 _ELEMENT_BYTES = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 _BF16 = format_index("bf16")
@@ -251,19 +251,6 @@ def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     return model_flop, model_flop + w_full * layer_fwd + w_sel * attn_core
 
 
-def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
-    """Sum of the relaxed divisibility violations of heads and ffn by ``tp``, layers by
-    ``pp * v``, the micro-batch count and ``seq_len`` by ``cp`` (0 at a valid exact plan)."""
-    t = plan.tp
-    return (
-        divisibility_violation(model.heads / t, sm)
-        + divisibility_violation(model.ffn_hidden / t, sm)
-        + divisibility_violation(model.layers / (plan.pp * plan.virtual_stages), sm)
-        + divisibility_violation(plan.num_micro_batches(), sm)
-        + divisibility_violation(plan.seq_len / plan.cp, sm)
-    )
-
-
 class TrainBreakdown(eqx.Module):
     """Prediction for one optimizer step (SI units; every field a float array)."""
 
@@ -301,6 +288,10 @@ class TrainCost(eqx.Module):
     """Training-step cost model of ``model`` on ``system``; call it on a :class:`TrainPlan`.
 
     ``smoothing`` (static) selects the exact model (default) or its smooth relaxation.
+
+    Times and memory are those of the model Megatron-LM builds, with the vocabulary padded to a
+    multiple of ``128 tp`` (:func:`~diffcost._train.rules.padded_vocab`); the model FLOP of MFU
+    count the real vocabulary (padding rows are work, not model).
     """
 
     system: System
@@ -309,18 +300,19 @@ class TrainCost(eqx.Module):
 
     def __call__(self, plan: TrainPlan) -> TrainBreakdown:
         sys, model, sm = self.system, self.model, self.smoothing
+        built = with_padded_vocab(model, plan, sm)
         chip = sys.chip
         m = plan.num_micro_batches()
-        stage = stage_times(sys, model, plan, sm)
+        stage = stage_times(sys, built, plan, sm)
         per_micro = stage.per_micro_s()
         bubble = (plan.pp - 1.0) / plan.virtual_stages
-        t_dp_total = data_parallel_s(sys, model, plan, stage, sm)
-        t_opt = optimizer_s(sys, model, plan, sm)
+        t_dp_total = data_parallel_s(sys, built, plan, stage, sm)
+        t_opt = optimizer_s(sys, built, plan, sm)
         step = (m + bubble) * per_micro + t_dp_total + t_opt
         model_flop, hardware_flop = step_flop(model, plan)
         chips = plan.num_chips()
         bf16_peak = chip.peak_flop_per_s[_BF16]
-        mem = train_memory(model, plan, sys, sm)
+        mem = train_memory(built, plan, sys, sm)
         return TrainBreakdown(
             step_time_s=step,
             compute_time_s=m * (stage.forward_s + stage.backward_s),
