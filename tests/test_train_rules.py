@@ -16,8 +16,9 @@ from diffcost._search.train import (
     search_train,
     valid,
 )
+from diffcost._train.cost import pipeline_bubble, stage_times
 from diffcost._train.problems import framework_problems
-from diffcost._train.rules import fp8_units, padded_vocab
+from diffcost._train.rules import fp8_units, padded_vocab, with_padded_vocab
 
 FP8_PLAN = dict(tp=4, pp=1, dp=2, global_batch=16, seq_len=2048, precision="fp8")
 
@@ -191,3 +192,39 @@ def test_padded_vocab_relaxation_is_exact_at_integers_and_smooth_between():
     values = jax.vmap(lambda t: pad(t, dc.RELAXED))(ts)
     grads = jax.vmap(jax.grad(lambda t: pad(t, dc.RELAXED)))(ts)
     assert bool(jnp.all(jnp.isfinite(grads))) and bool(jnp.all(jnp.diff(values) >= 0))
+
+
+# --- pipeline bubble ---------------------------------------------------------------------------
+def _bubble_in_micro_batches(system, model, **kwargs):
+    plan = dc.train_plan(**kwargs)
+    out = dc.TrainCost(system, model)(plan)
+    per_micro = stage_times(system, with_padded_vocab(model, plan, dc.EXACT), plan, dc.EXACT)
+    return float(out.pp_bubble_time_s / per_micro.per_micro_s())
+
+
+@pytest.mark.parametrize(
+    ("micro_batch", "v", "want"),
+    [
+        (24, 2, 8 + 3 / 2 - 4),  # m = 4 < p = 8: p + (m - 1)/v - m, more than a micro-batch
+        (24, 4, 8 + 3 / 4 - 4),
+        (12, 2, 7 / 2),  # m = 8 = p: the paper's (p - 1)/v
+        (6, 2, 7 / 2),  # m = 16
+        (24, 1, 7.0),  # v = 1: p - 1 for any m
+        (96, 1, 7.0),  # m = 1
+    ],
+)
+def test_interleaved_bubble_with_fewer_micro_batches_than_stages(
+    a100_1024, gpt3, micro_batch, v, want
+):
+    kwargs = {**GPT3_PLAN, "micro_batch": micro_batch, "virtual_stages": v}
+    assert _bubble_in_micro_batches(a100_1024, gpt3, **kwargs) == pytest.approx(want, rel=1e-12)
+
+
+def test_bubble_relaxation_exact_at_integers_and_finite_gradient():
+    plan = dc.train_plan(**{**GPT3_PLAN, "micro_batch": 24, "virtual_stages": 2})
+    assert float(pipeline_bubble(plan, dc.RELAXED)) == float(pipeline_bubble(plan, dc.EXACT))
+    g = jax.grad(
+        lambda mb: pipeline_bubble(eqx.tree_at(lambda p: p.micro_batch, plan, mb), dc.RELAXED)
+    )
+    for mb in (20.0, 21.5, 24.0, 30.0):
+        assert np.isfinite(float(g(jnp.asarray(mb))))

@@ -3,8 +3,11 @@
 ``TrainCost(system, model)(plan)`` is the single jittable entry point.  The step is the 1F1B
 pipeline schedule of Narayanan et al. (SC'21 §2.2):
 
-    step = (m + (p - 1)/v) * (t_fwd + t_bwd + t_recompute + t_p2p)   per micro-batch per stage
+    step = (m + bubble) * (t_fwd + t_bwd + t_recompute + t_p2p)   per micro-batch per stage
            + exposed data-parallel reduction + exposed ZeRO-3 gathers + optimizer update
+
+with ``bubble = (p - 1)/v`` once every stage has work (``m >= p``) and more when it has not
+(:func:`pipeline_bubble`);
 
 where each per-micro-batch stage time sums roofline GEMM times (shape-dependent efficiency),
 memory-bound elementwise kernels, kernel launches, and tensor-parallel all-reduces (2 per layer
@@ -25,7 +28,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._core.smooth import EXACT, Smoothing, is_one, smax
+from .._core.smooth import EXACT, Smoothing, is_one, relu, smax
 from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System, format_index
 from .._inputs.model import Model
 from .._terms.attention import attention_gemms, causal_skip, gemm_attention_s
@@ -239,6 +242,27 @@ def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     return stream_time_s(opt_bytes, system)
 
 
+def pipeline_bubble(plan: TrainPlan, sm: Smoothing) -> Array:
+    """Idle time of the pipeline per step, in units of one micro-batch's stage time.
+
+    Interleaved 1F1B (Narayanan et al. SC'21 §2.2.2) runs ``v p`` model chunks, each taking
+    ``1/v`` of a stage's micro-batch time.  Chunk ``k`` of micro-batch ``i`` can run on device
+    ``d`` no earlier than chunk-slot ``k p + d + i``; with ``m >= p`` (``m`` a multiple of ``p``)
+    the devices are busy from warm-up on and the schedule spans ``v m + p - 1`` chunk-slots,
+    the paper's bubble ``(p - 1)/v``.  With ``m < p`` a device has run its ``m`` micro-batches of
+    chunk ``k`` before the first returns for chunk ``k + 1`` (``p`` slots later), so every round
+    waits: the schedule spans ``v p + m - 1`` slots, i.e. ``p + (m - 1)/v`` micro-batch times,
+    a bubble of ``(p - m) + (m - 1)/v >= 1``.  Both in one formula, exact at every integer plan:
+
+        bubble = (p - 1)/v + (1 - 1/v) * max(p - m, 0)
+
+    (``v = 1``: ``p - 1``, the 1F1B/GPipe bubble for any ``m``; Huang et al. 2019).
+    """
+    p, v = plan.pp, plan.virtual_stages
+    starved = relu(p - plan.num_micro_batches(), sm)  # integer-valued at exact plans
+    return (p - 1.0) / v + (1.0 - 1.0 / v) * starved
+
+
 def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     """``(model FLOP, hardware FLOP)`` of one step: ``3 * forward`` (PaLM App. B), plus the
     recomputed layer forward (full) or attention core (selective) (Korthikanti et al. App. A)."""
@@ -305,7 +329,7 @@ class TrainCost(eqx.Module):
         m = plan.num_micro_batches()
         stage = stage_times(sys, built, plan, sm)
         per_micro = stage.per_micro_s()
-        bubble = (plan.pp - 1.0) / plan.virtual_stages
+        bubble = pipeline_bubble(plan, sm)
         t_dp_total = data_parallel_s(sys, built, plan, stage, sm)
         t_opt = optimizer_s(sys, built, plan, sm)
         step = (m + bubble) * per_micro + t_dp_total + t_opt
@@ -351,6 +375,7 @@ __all__ = [
     "divisibility",
     "layer_forward",
     "optimizer_s",
+    "pipeline_bubble",
     "stage_times",
     "step_flop",
 ]
