@@ -17,6 +17,7 @@ from diffcost._search.train import (
     valid,
 )
 from diffcost._train.cost import pipeline_bubble, stage_times
+from diffcost._train.memory import params_per_chip, zero3_gather_params
 from diffcost._train.problems import framework_problems
 from diffcost._train.rules import fp8_units, padded_vocab, with_padded_vocab
 
@@ -228,3 +229,32 @@ def test_bubble_relaxation_exact_at_integers_and_finite_gradient():
     )
     for mb in (20.0, 21.5, 24.0, 30.0):
         assert np.isfinite(float(g(jnp.asarray(mb))))
+
+
+# --- ZeRO-3 gather buffers ---------------------------------------------------------------------
+def _zero3_extra_bytes(system, model, **kwargs):
+    """ZeRO-3 weights + gradients beyond their shards: the gathered buffers."""
+    plan = dc.train_plan(**kwargs, zero=3)
+    mem = dc.TrainCost(system, model)(plan).memory
+    params = params_per_chip(with_padded_vocab(model, plan, dc.EXACT), plan, dc.EXACT)
+    shard = params / (plan.dp * plan.cp)
+    return float(mem.weights_bytes - 2.0 * shard), float(mem.gradients_bytes - 2.0 * shard)
+
+
+def test_zero3_holds_two_gathered_layers_and_one_gradient_layer(a100_1024, gpt3):
+    """GPT-3 at tp = 8: a layer is (12 h^2 + 13 h - 4 h)/8 + 4 h parameters per rank; ZeRO-3
+    keeps two gathered in bf16 (current + prefetched) and one unsharded bf16 gradient."""
+    h = 12288.0
+    layer = (12 * h**2 + 9 * h) / 8 + 4 * h
+    weights, grads = _zero3_extra_bytes(a100_1024, gpt3, **GPT3_PLAN)
+    assert weights == pytest.approx(2 * 2.0 * layer, rel=1e-9)
+    assert grads == pytest.approx(2.0 * layer, rel=1e-9)
+    assert float(zero3_gather_params(gpt3, dc.train_plan(**GPT3_PLAN), dc.EXACT)) == layer
+
+
+def test_zero3_gather_unit_is_the_embedding_when_larger():
+    """Llama 3 8B: the 128,256 x 4,096 embedding outweighs a 218M-parameter layer."""
+    model = dc.load_model("llama-3-8b")
+    weights, grads = _zero3_extra_bytes(dc.load_system("dgx-h100", chips=8), model, tp=2, dp=4)
+    assert weights == pytest.approx(2 * 2.0 * 128256 * 4096 / 2, rel=1e-9)
+    assert grads == pytest.approx(2.0 * 128256 * 4096 / 2, rel=1e-9)
