@@ -270,3 +270,19 @@ def test_zero2_launches_megatron_fsdp_with_sharded_gradients():
     assert "--use-distributed-optimizer" in z1 and "--use-megatron-fsdp" not in z1
     assert "--data-parallel-sharding-strategy optim_grads" in z2
     assert "--use-distributed-optimizer" not in z2
+
+
+def test_padded_vocab_has_unit_slope_in_the_vocabulary():
+    """The real vocabulary's sensitivity survives the padding (a ceil alone has slope 0), and a
+    vocabulary already on a multiple does not jump to the next one when perturbed."""
+    plan = dc.train_plan(tp=2)
+    for vocab in (128256.0, 32000.0, 50257.0):  # a multiple of 256, a multiple, not one
+        model = _gpt3_with(vocab=vocab)
+
+        def pad(v, model=model):
+            return padded_vocab(eqx.tree_at(lambda m: m.vocab, model, v), plan, dc.EXACT)
+
+        assert float(jax.grad(pad)(jnp.asarray(vocab))) == 1.0
+        h = vocab * 1e-6
+        fd = (pad(jnp.asarray(vocab + h)) - pad(jnp.asarray(vocab - h))) / (2 * h)
+        assert float(fd) == pytest.approx(1.0, rel=1e-6)

@@ -71,14 +71,20 @@ def padded_vocab(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     """Vocabulary rows Megatron-LM computes: ``ceil(V / (128 t)) * 128 t`` (``vocab_size_with_
     padding``; the padding rows are real GEMM columns, embedding rows and logits).
 
-    Relaxed in ``t``: the exact value at the integers either side, blended by the smoothstep
+    The vocabulary is an integer; as a differentiable spec value it enters with slope 1 (the
+    padding of its nearest integer held fixed).  Relaxed in ``t``: the exact value at the
+    integers either side, blended by the smoothstep
     :func:`~diffcost._core.smooth.clip01` of the fractional part, so it is exact at every
     integer ``t``, continuous and C1 in between.
     """
 
     def exact(t: Array) -> Array:
+        # The padding rows of the integer vocabulary, held fixed under a change of V, so that
+        # d padded / d V = 1 (the sensitivity of the cost to the real vocabulary) and a tiny
+        # perturbation of a V that is already a multiple does not jump to the next multiple.
+        v = jnp.round(model.vocab)
         multiple = VOCAB_MULTIPLE * t
-        return jnp.ceil(model.vocab / multiple) * multiple
+        return model.vocab + jax.lax.stop_gradient(jnp.ceil(v / multiple) * multiple - v)
 
     t = plan.tp
     if not sm.relaxed:
