@@ -110,7 +110,11 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
         Axis("pp", _divisors(layers, n_max)),
         Axis("cp", cps),
         Axis("micro_batch", _divisors(space.global_batch, space.max_micro_batch)),
-        Axis("virtual_stages", tuple(float(v) for v in range(1, space.max_virtual_stages + 1))),
+        # each model chunk holds at least one layer: more chunks than layers cannot exist
+        Axis(
+            "virtual_stages",
+            tuple(float(v) for v in range(1, min(space.max_virtual_stages, layers) + 1)),
+        ),
         Axis("chips", tuple(float(c) for c in sorted(space.chips))),
     ]
     choices = [
