@@ -298,3 +298,16 @@ def test_a_non_finite_prediction_names_the_extreme_input():
     assert "model.hidden = 4e+09 (built-in: 1.02e+03 to 2.56e+04)" in text
     with pytest.raises(dc.SpecError, match="check the plan"):
         check_finite(out, "training", system, model)
+
+
+def test_json_refusal_is_one_json_object_on_stdout():
+    """With --json a script reads the refusal as JSON on stdout; the text stays on stderr."""
+    result = runner.invoke(app, ["train", "--tp", "0", "--json"])
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {
+        "error": "invalid input",
+        "problems": [
+            {"file": "command line", "key": "--tp", "reason": "must be a positive integer, got 0"}
+        ],
+    }
+    assert result.stderr.startswith("error: invalid input:")

@@ -37,9 +37,13 @@ def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except SpecError as err:
+            problems = [_as_flag(p) for p in err.problems]
             # plain text: no markup engine may eat bracketed names ([/x]) and no console may
             # wrap a line inside a key name
-            sys.stderr.write(f"error: {SpecError([_as_flag(p) for p in err.problems])}\n")
+            sys.stderr.write(f"error: {SpecError(problems)}\n")
+            if kwargs.get("json_out"):
+                # --json: a script reads one JSON object on stdout, also for a refusal
+                print_json({"error": "invalid input", "problems": [vars(p) for p in problems]})
             raise typer.Exit(EXIT_BAD_INPUT) from None
 
     return wrapper
