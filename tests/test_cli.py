@@ -311,3 +311,15 @@ def test_json_refusal_is_one_json_object_on_stdout():
         ],
     }
     assert result.stderr.startswith("error: invalid input:")
+
+
+def test_names_with_brackets_print_as_written(tmp_path):
+    """A display name is user text: printed as written in every text report, never read as
+    markup (a '[/x]' was a MarkupError traceback in serve and train)."""
+    chip = (dc.specs_dir() / "chips" / "h100-sxm.toml").read_text()
+    path = tmp_path / "h100-sxm.toml"
+    path.write_text(chip.replace('"NVIDIA H100 SXM5 80GB"', '"[/x] H100 [bold]"'))
+    for command in (["train", "--chips", "8"], ["serve"], ["sensitivity", "serve"]):
+        result = runner.invoke(app, [*command, "--chip", str(path), "--model", "llama-2-7b"])
+        assert result.exit_code in (0, 1), result.output
+        assert "[/x] H100 [bold]" in result.stdout

@@ -393,7 +393,8 @@ def _progress(enabled: bool, total: int, name: str, devices: int):
             return Text(f"{task.speed or 0:,.0f} points/s", style="cyan")
 
     progress = Progress(
-        TextColumn("[bold]{task.description}"),
+        # the description holds the sweep's name (user text): never parsed as markup
+        TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         Rate(),

@@ -16,7 +16,9 @@ from rich.table import Table
 
 from .._core.errors import Problem, SpecError
 
-console = Console(width=None if sys.stdout.isatty() else 140)
+#: Plain output: ``markup=False``, so no text a user wrote (a name with ``[/x]``, a path)
+#: is ever read as rich markup; emphasis is a ``style=`` on a whole line.
+console = Console(width=None if sys.stdout.isatty() else 140, markup=False)
 
 #: A flag without a shown default (``None``: not given, so a scenario's value stands).
 Opt = lambda help_: typer.Option(help=help_, show_default=False)  # noqa: E731
@@ -170,11 +172,11 @@ def plan_line(values: dict[str, Any]) -> str:
 def print_problems(problems: list[str]) -> None:
     """Why a plan is infeasible, or that it is feasible."""
     if problems:
-        console.print("[bold red]infeasible:[/]")
+        console.print("infeasible:", style="bold red")
         for p in problems:
             console.print(f"  - {p}", highlight=False)
     else:
-        console.print("[green]feasible[/]: fits in memory, degrees divide.")
+        console.print("feasible: fits in memory, degrees divide.", style="green")
 
 
 def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
@@ -227,14 +229,14 @@ def check_outputs(
         raise SpecError(problems)
 
 
-def check_finite(out: Any, job: str, system: Any, model: Any) -> None:
+def check_finite(out: Any, job: str, system: Any, model: Any, inputs: str = "") -> None:
     """Refuse to print a prediction with a NaN or infinite value as an answer.
 
     The loader keeps every input finite and within [1e-15, 1e21] in SI units, so a non-finite
     output means the inputs combine beyond what the float32 model represents (an extreme model
     shape against an extreme chip): raised as an input error naming every such output and the
     inputs that lie far outside the built-in catalogue
-    (:func:`diffcost._inputs.catalogue.outside_catalogue`).
+    (:func:`diffcost._inputs.catalogue.outside_catalogue`); ``inputs`` names the files read.
     """
     from .._inputs.catalogue import OUTSIDE_FACTOR, outside_catalogue
 
@@ -258,5 +260,6 @@ def check_finite(out: Any, job: str, system: Any, model: Any) -> None:
         reason = (
             f"the {job} prediction is not finite ({names}): the model, chip and plan combine "
             f"beyond what the model represents in float32; {cause}"
+            + (f" (inputs: {inputs})" if inputs else "")
         )
         raise SpecError([Problem("<prediction>", "prediction", reason)])

@@ -58,12 +58,12 @@ SHORT = {
 def print_result(result: SearchResult, title: str, fmt_objective, launch: str | None) -> None:
     """Readable search report shared by training and serving."""
     console.print(
-        f"[bold]{title}[/]  ({result.method}; {result.evaluated:,} exact evaluations, "
+        f"{title}  ({result.method}; {result.evaluated:,} exact evaluations, "
         f"{result.feasible_count:,} feasible, {result.wall_s:.2f} s)",
         highlight=False,
     )
     if result.best is None:
-        console.print(f"[bold red]no feasible plan[/]: {result.binding}")
+        console.print(f"no feasible plan: {result.binding}", style="bold red")
         for s in result.suggestions:
             console.print(f"  - {s}", highlight=False)
         return

@@ -28,6 +28,14 @@ class Job(NamedTuple):
     values: dict[str, Any]
     #: ``model``, ``system``, ``chip``, ``chips`` as resolved from the scenario and flags.
     refs: dict[str, Any]
+    #: The scenario file the plan came from (``None``: flags only).
+    scenario: str | None = None
+
+    def inputs(self) -> str:
+        """The files and names this job read, for a message: ``scenario X, model Y, chip Z``."""
+        named = {"scenario": self.scenario, **self.refs}
+        keys = ("scenario", "model", "system", "chip")
+        return ", ".join(f"{k} {named[k]}" for k in keys if named.get(k))
 
     @property
     def chips(self) -> int:
@@ -88,7 +96,7 @@ def resolve_job(
     except SpecError as err:
         given = {k for k, v in flags.items() if v is not None}
         raise SpecError([_name_flag(p, given) for p in err.problems]) from None
-    return Job(system, load_model(refs["model"]), plan, values, refs)
+    return Job(system, load_model(refs["model"]), plan, values, refs, scenario)
 
 
 def _name_flag(problem: Problem, given: set[str]) -> Problem:

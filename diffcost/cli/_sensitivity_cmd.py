@@ -4,7 +4,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from .._analysis.sensitivity import (
@@ -140,12 +139,12 @@ def _table(sens: Sensitivity, metric: str, ranked: Any, groups: tuple[str, ...] 
     for r in ranked.itertuples():
         row = wide.loc[(r.parameter, r.group)]
         table.add_row(
-            escape(r.parameter),
+            r.parameter,
             r.group,
             f"{value_of[r.parameter]:.3g}",
             *[f"{row[m]:+.2f}" for m in cols],
         )
-    table.add_row("[dim]metric value[/]", "", "", *[f"{sens.metrics[m]:.3g}" for m in cols])
+    table.add_row("metric value", "", "", *[f"{sens.metrics[m]:.3g}" for m in cols])
     return table
 
 
@@ -201,14 +200,13 @@ def _print_report(
     tornado: Path | None,
 ) -> None:
     """The table and the most elastic hardware number of each metric."""
-    console.print(f"[bold]{names[0]}[/] on {names[1]}")
+    console.print(f"{names[0]} on {names[1]}", style="bold")
     console.print(f"plan: {plan_line(job.values)}", highlight=False)
     console.print(_table(sens, metric, ranked, groups))
     for m in sens.metrics:
         p = sens.most_elastic(m)
         console.print(
-            f"most elastic hardware number for {m}: [bold]{escape(p)}[/] "
-            f"({sens.elasticity(m, p):+.3f})",
+            f"most elastic hardware number for {m}: {p} ({sens.elasticity(m, p):+.3f})",
             highlight=False,
         )
     if tornado is not None:

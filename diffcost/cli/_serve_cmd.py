@@ -191,7 +191,7 @@ def serve(
     assert isinstance(job.plan, ServePlan)
     cost = ServeCost(job.system, job.model)
     out = _predict(cost, job.plan)
-    check_finite(out, "serving", job.system, job.model)
+    check_finite(out, "serving", job.system, job.model, job.inputs())
     slo = _at_slo_summary(cost, job.plan, ttft_slo_ms, tpot_slo_ms)
     problems = serve_problems(job.model, job.plan, out, float(job.system.num_chips))
     problems += _slo_problems(slo)
@@ -258,7 +258,7 @@ def _print_table(out: ServeBreakdown, names: tuple[str, str], n_chips: int, valu
     """Identities, plan and the serving table."""
     model_name, hw_name = names
     chips_used = float(out.chips)
-    console.print(f"[bold]{model_name}[/] on [bold]{chips_used:.0f}[/] of {n_chips}x {hw_name}")
+    console.print(f"{model_name} on {chips_used:.0f} of {n_chips}x {hw_name}", style="bold")
     console.print(f"plan: {plan_line(values)}", highlight=False)
     console.print(kv_table("serving", _rows(out)))
 
@@ -289,4 +289,4 @@ def _print_slo(slo: dict[str, Any] | None) -> None:
             highlight=False,
         )
     else:
-        console.print("[bold red]no batch meets the SLO[/] (and fits in memory)")
+        console.print("no batch meets the SLO (and fits in memory)", style="bold red")

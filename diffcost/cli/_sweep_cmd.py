@@ -126,7 +126,7 @@ def _print_summary(title: str, job: str, result: SweepResult, best: Any, show: l
     row read whole, so integer columns stay integers)."""
     feasible = int(result.table.feasible.sum())
     console.print(
-        f"[bold]{title}[/]: {len(result.table):,} points, {feasible:,} "
+        f"{title}: {len(result.table):,} points, {feasible:,} "
         f"feasible; {result.devices} device(s), {result.chunks} chunk(s) of "
         f"{result.chunk:,}; compile {result.compile_s:.2f} s, evaluate "
         f"{result.run_s:.3f} s ({result.points_per_s:,.0f} points/s)",

@@ -95,7 +95,7 @@ def train(
     job = resolve_job("train", scenario, refs_flags, flags, calibration)
     assert isinstance(job.plan, TrainPlan)
     out = _predict(TrainCost(job.system, job.model), job.plan)
-    check_finite(out, "training", job.system, job.model)
+    check_finite(out, "training", job.system, job.model, job.inputs())
     problems = train_problems(job.model, job.plan, out, float(job.system.num_chips))
     if json_out:
         print_json(prediction_json(out, job.refs, {"chips": job.chips}, job.values, problems))
@@ -145,7 +145,7 @@ def _print_table(
         ("energy / step", f"{g(out.energy_j) / 3.6e6:.2f} kWh (at TDP)"),
         ("cost / step", f"${g(out.cost_usd):.2f}" if g(out.cost_usd) > 0 else "n/a (no price)"),
     ]
-    console.print(f"[bold]{model_name}[/] on [bold]{n_chips}x[/] {hw_name}")
+    console.print(f"{model_name} on {n_chips}x {hw_name}", style="bold")
     console.print(f"plan: {plan_line(values)}", highlight=False)
     console.print(kv_table("training step", rows))
     print_problems(problems)

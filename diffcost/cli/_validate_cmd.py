@@ -222,11 +222,11 @@ def _print_point(result, m) -> None:
     from .._analysis.validate import scenario_toml
 
     if not result.rows:
-        console.print(f"[bold]{m.id}[/] is not predicted: {m.excluded}", highlight=False)
+        console.print(f"{m.id} is not predicted: {m.excluded}", highlight=False)
         return
     r = result.rows[0]
     lines = [
-        f"[bold]{m.id}[/] ({m.source}, {m.path})",
+        f"{m.id} ({m.source}, {m.path})",
         f"as published: {r['as_published']}",
         f"{r['metric']}: measured {_fmt(r['metric'], r['measured'])}, predicted "
         f"{_fmt(r['metric'], r['predicted'])}, error {r['error']:+.1%}",
