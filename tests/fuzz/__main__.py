@@ -30,17 +30,18 @@ def main() -> int:
             print(f"case {i}: {time.perf_counter() - start:.0f} s, {rss:.1f} GB, {bad} defects")
             sys.stdout.flush()
 
-    @settings(
-        max_examples=args.combinations,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(flag_combinations())
-    def combinations(case):
-        runner.run(case)
-
     if args.combinations:
+
+        @settings(
+            max_examples=args.combinations,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(flag_combinations())
+        def combinations(case):
+            runner.run(case)
+
         combinations()
     print(runner.tally.table())
     print(f"\n{time.perf_counter() - start:.0f} s")

@@ -76,7 +76,7 @@ class Tally:
 
     def add(self, case: Case, outcome: str, detail: str) -> None:
         self.counts.setdefault(case.group, Counter())[outcome] += 1
-        if outcome in BAD and len(self.examples) < 40:
+        if outcome in BAD and len(self.examples) < 400:
             self.examples.append((outcome, case, detail))
 
     def total(self) -> Counter:
