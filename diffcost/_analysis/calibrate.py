@@ -31,6 +31,7 @@ once (``vmap`` over folds; one compilation).
 """
 
 import datetime as _dt
+import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -472,8 +473,41 @@ def calibration_toml(
             lines.append(f"[overrides.{chip}]  # {fam}")
             lines += [f"{p.toml_key} = {_fmt(p, c[fam][p.name])}" for p in PARAMS]
             lines.append("")
+    written = {chip for fam, members in FAMILIES.items() if used & set(members) for chip in members}
+    prior_lines, prior_sources = prior_overrides(spec.values, spec.info.source, written)
+    lines += prior_lines
     lines += ["[source]", 'efficiency = """', _provenance(fit, prep, summary, command, date), '"""']
+    lines += prior_sources
     return "\n".join(lines) + "\n"
+
+
+#: Calibration keys (SI name -> file key and scale) of every constant a prior may set.
+_TOML_KEYS = {
+    **{p.name: (p.toml_key, p.toml_scale) for p in PARAMS},
+    "memory_reserved_bytes": ("memory_reserved_gb", 1e-9),
+    "memory_fragmentation_fraction": ("memory_fragmentation_fraction", 1.0),
+}
+
+
+def prior_overrides(
+    values: dict[str, Any], source: dict[str, str], fitted: set[str]
+) -> tuple[list[str], list[str]]:
+    """The per-chip priors of a calibration file, to carry into a refitted one unchanged:
+    every ``[overrides.<chip>]`` with its own ``source.<chip>`` (a chip with no measurement,
+    whose constants come from public microbenchmarks, not from the fit), except chips of a
+    family the fit wrote (``fitted``).  Returns the override lines and the source lines."""
+    lines: list[str] = []
+    sources: list[str] = []
+    overrides = values.get("overrides", {})
+    for chip in sorted(c for c in overrides if c in source and c not in fitted):
+        lines.append(f"[overrides.{chip}]  # prior (not fitted): see source.{chip}")
+        for name, value in overrides[chip].items():
+            key, scale = _TOML_KEYS[name]
+            v = value * scale
+            lines.append(f"{key} = {round(v) if key == 'matmul_half_dim' else float(f'{v:.4g}')}")
+        lines.append("")
+        sources.append(f"{chip} = {json.dumps(source[chip])}")
+    return lines, sources
 
 
 def _provenance(fit: Fit, prep: Prepared, summary: dict[str, Any], command: str, date: str) -> str:
@@ -572,6 +606,7 @@ __all__ = [
     "fit_data",
     "fold_weights",
     "initial_theta",
+    "prior_overrides",
     "log_predictions",
     "loss",
     "report",
