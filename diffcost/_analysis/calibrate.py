@@ -417,6 +417,20 @@ def _fmt(p: Param, value: float) -> str:
     return f"{float(f'{v:.4g}')}"
 
 
+#: Keys of ``[efficiency]`` in the order the file lists them.
+_ORDER = (
+    "matmul_peak_fraction",
+    "matmul_half_dim",
+    "memory_bandwidth_fraction",
+    "link_bandwidth_fraction",
+    "kernel_launch_us",
+    "memory_reserved_gb",
+    "memory_fragmentation_fraction",
+    "overlap_contention",
+    "kv_reread_fraction",
+)
+
+
 def calibration_toml(
     fit: Fit,
     prep: Prepared,
@@ -428,8 +442,9 @@ def calibration_toml(
 ) -> str:
     """The calibration file with the fitted constants (fold 0) and the fit's provenance.
 
-    ``calibration``: the file whose unfitted (memory) constants are kept; ``name``: the new
-    file's name, which must be its file name without ``.toml``."""
+    ``calibration``: the file whose unfitted (memory) constants and per-chip priors
+    (:func:`prior_overrides`) are kept; ``name``: the new file's name, which must be its file
+    name without ``.toml``."""
     spec = load_spec("calibration", calibration)
     eff = spec.values["efficiency"]
     c = fit.constants(0)
@@ -439,17 +454,6 @@ def calibration_toml(
         "memory_reserved_gb": f"{eff['memory_reserved_bytes'] / 1e9:g}",
         "memory_fragmentation_fraction": f"{eff['memory_fragmentation_fraction']:g}",
     }
-    order = [
-        "matmul_peak_fraction",
-        "matmul_half_dim",
-        "memory_bandwidth_fraction",
-        "link_bandwidth_fraction",
-        "kernel_launch_us",
-        "memory_reserved_gb",
-        "memory_fragmentation_fraction",
-        "overlap_contention",
-        "kv_reread_fraction",
-    ]
     values = {**fitted, **fixed}
     lines = [
         "schema_version = 1",
@@ -462,7 +466,7 @@ def calibration_toml(
         "# family).  memory_* are not fitted (they only decide what fits).",
         "",
         "[efficiency]",
-        *[f"{k} = {values[k]}" for k in order],
+        *[f"{k} = {values[k]}" for k in _ORDER],
         "",
     ]
     used = {prep.chips[i] for i in range(len(prep.points))}
@@ -473,11 +477,10 @@ def calibration_toml(
             lines.append(f"[overrides.{chip}]  # {fam}")
             lines += [f"{p.toml_key} = {_fmt(p, c[fam][p.name])}" for p in PARAMS]
             lines.append("")
-    written = {chip for fam, members in FAMILIES.items() if used & set(members) for chip in members}
-    prior_lines, prior_sources = prior_overrides(spec.values, spec.info.source, written)
-    lines += prior_lines
-    lines += ["[source]", 'efficiency = """', _provenance(fit, prep, summary, command, date), '"""']
-    lines += prior_sources
+    written = {chip for members in FAMILIES.values() if used & set(members) for chip in members}
+    priors, prior_sources = prior_overrides(spec.values, spec.info.source, written)
+    provenance = _provenance(fit, prep, summary, command, date)
+    lines += [*priors, "[source]", 'efficiency = """', provenance, '"""', *prior_sources]
     return "\n".join(lines) + "\n"
 
 
