@@ -213,4 +213,4 @@ def test_serving_flags_and_cli():
     out = json.loads(result.stdout)
     assert out["feasible"] and "vllm serve" in out["launch_flags"]
     bad = CliRunner().invoke(app, ["plan", "serve", "--accuracy-cost", "int4=x"])
-    assert bad.exit_code == 2 and "accuracy_cost" in bad.output
+    assert bad.exit_code == 2 and "--accuracy-cost" in bad.output

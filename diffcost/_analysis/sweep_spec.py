@@ -265,23 +265,42 @@ def _axis_columns(sweep: Sweep) -> list[dict[str, list[Any]]]:
 
 
 def _load_refs(sweep: Sweep, owner: dict, all_cols: dict, problems: list[Problem]):
-    """The distinct hardware and models the sweep names, loaded."""
+    """The distinct hardware and models the sweep names, loaded; a bad reference is a problem
+    of the sweep file (its key named), not of the command line."""
     hw_key = "system" if "system" in owner else "chip"
     pick = lambda k: [sweep.base[k]] if k in sweep.base else all_cols.get(k, [])  # noqa: E731
-    hardware = list(dict.fromkeys((hw_key, n) for n in pick(hw_key)))
-    models = list(dict.fromkeys(pick("model")))
+    hardware = list(
+        dict.fromkeys((hw_key, n) for n in pick(hw_key) if _ref_ok(sweep, hw_key, n, problems))
+    )
+    models = list(dict.fromkeys(n for n in pick("model") if _ref_ok(sweep, "model", n, problems)))
     systems, loaded_models = [], []
     for kind, name in hardware:
         try:
             systems.append(load_system(**{kind: name}))
         except SpecError as err:
-            problems += err.problems
+            problems += [_in_sweep(sweep, p) for p in err.problems]
     for name in models:
         try:
             loaded_models.append(load_model(name))
         except SpecError as err:
-            problems += err.problems
+            problems += [_in_sweep(sweep, p) for p in err.problems]
     return hardware, models, systems, loaded_models
+
+
+def _ref_ok(sweep: Sweep, key: str, name: Any, problems: list[Problem]) -> bool:
+    """A model, system or chip reference must be a name or a path (a non-empty string)."""
+    if isinstance(name, str) and name:
+        return True
+    reason = f"must be a built-in name or a file path, got {name!r}"
+    problems.append(Problem(sweep.source, key, reason))
+    return False
+
+
+def _in_sweep(sweep: Sweep, problem: Problem) -> Problem:
+    """A reference problem raised as an argument problem, named in the sweep file."""
+    if problem.file in ("<arguments>", "<flags>"):
+        return Problem(sweep.source, problem.key, problem.reason)
+    return problem
 
 
 def _check_numbers(sweep: Sweep, all_cols: dict, problems: list[Problem]) -> None:

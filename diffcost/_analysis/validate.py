@@ -19,6 +19,7 @@ interpolation, ``numpy.percentile``) of the absolute error, per source and overa
 """
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -333,8 +334,26 @@ def validate(
             rows.append(
                 _row(m, serve_metric(m, out, j), dict(m.plan), bool(out.headroom_bytes[j] >= 0))
             )
+    _check_finite(rows, prep.points)
     excluded = [{"id": m.id, "source": m.source, "reason": m.excluded or ""} for m in prep.excluded]
     return Validation(rows, excluded, summarise(rows))
+
+
+def _check_finite(rows: list[dict[str, Any]], points: list[Measurement]) -> None:
+    """A point whose prediction is NaN or infinite is an input problem of its measurement
+    file (its plan values combine beyond what the float32 model represents), never a row."""
+    problems = [
+        Problem(
+            str(m.path),
+            f"point[{m.id}]",
+            f"the prediction is not finite ({row['predicted']}): check its plan values "
+            "(sequence length, batch) against the model",
+        )
+        for row, m in zip(rows, points, strict=True)
+        if not math.isfinite(row["predicted"])
+    ]
+    if problems:
+        raise SpecError(problems)
 
 
 def _row(

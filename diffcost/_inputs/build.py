@@ -17,7 +17,7 @@ def _f(x: Any) -> Any:
 
 def chip_module(values: dict[str, Any]) -> Chip:
     """A chip; a format it lacks runs at the peak of the next wider one it has.  Without an
-    ``[execution]`` table it is a GPU (``array_dim`` 1, unused)."""
+    ``[execution]`` table it is a GPU (``array_dim`` 1 and ``op_latency_s`` 0, both unused)."""
     compute = values["compute"]
     peaks = []
     for fmt in FORMATS:
@@ -37,6 +37,7 @@ def chip_module(values: dict[str, Any]) -> Chip:
         tdp_w=_f(values["power"]["tdp_w"]),
         architecture=one_hot_architecture(execution.get("architecture", "gpu")),
         array_dim=_f(execution.get("array_dim", 1)),
+        op_latency_s=_f(execution.get("op_latency_s", 0.0)),
     )
 
 

@@ -109,6 +109,12 @@ class Chip(eqx.Module):
             v6e 256, Gaudi 3 MME 256, Groq MXM 320): GEMM dimensions mapped onto it are
             padded to multiples of ``R``.  1.0 for GPUs (unused: their small-matrix loss is
             the fitted ``matmul_half_dim``).
+        op_latency_s: latency floor of one dependent operation of a compiled systolic or
+            dataflow program, seconds: the time from an operation's first input to its last
+            output when it moves almost no data (array pipeline fill and drain, on-chip
+            operand transport, partial-sum reduction across the fabric).  Paid per operation
+            instead of the GPU's ``kernel_launch_s`` (:func:`diffcost._terms.kernels.launch_s`).
+            0.0 for GPUs (unused).
     """
 
     peak_flop_per_s: Float[Array, "8"]
@@ -118,6 +124,7 @@ class Chip(eqx.Module):
     tdp_w: Float[Array, ""]
     architecture: Float[Array, "3"]
     array_dim: Float[Array, ""]
+    op_latency_s: Float[Array, ""]
 
     def gpu_weight(self) -> Array:
         """Weight of the GPU class in :attr:`architecture` (1 for a GPU, 0 otherwise)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core.options import PlanField
+from .._core.units import accepted_suffixes
 from .hardware import ARCHITECTURES, FORMATS
 
 
@@ -143,6 +144,11 @@ CHIP = {
         "array_dim": Field(
             "count", doc="side of the matrix array, elements (systolic and dataflow: required)"
         ),
+        "op_latency": Q(
+            "s",
+            doc="latency floor of one operation of the compiled program: array fill/drain and "
+            "on-chip transport (systolic and dataflow: required; GPUs pay kernel_launch instead)",
+        ),
     },
 }
 CHIP_REQUIRED_TABLES = ("compute", "memory", "interconnect", "power")
@@ -162,10 +168,20 @@ def _chip_has_16bit_peak(values: dict[str, Any], add: Callable[[str, str], None]
 
 
 def _chip_array_dim(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
-    """A systolic or dataflow chip gives `array_dim` (its GEMM tiling has no default)."""
+    """A systolic or dataflow chip gives `array_dim` (its GEMM tiling has no default) and
+    `op_latency_*` (its per-operation latency floor: no physical chip runs an operation in
+    zero time)."""
     execution = values.get("execution", {})
-    if execution.get("architecture", "gpu") != "gpu" and "array_dim" not in execution:
-        add("execution.array_dim", f"required for a {execution['architecture']} chip")
+    arch = execution.get("architecture", "gpu")
+    if arch == "gpu":
+        return
+    if "array_dim" not in execution:
+        add("execution.array_dim", f"required for a {arch} chip")
+    if "op_latency_s" not in execution:
+        add(
+            "execution.op_latency_us",
+            f"required for a {arch} chip (any time unit: {accepted_suffixes('s')})",
+        )
 
 
 # --- models -----------------------------------------------------------------------------------

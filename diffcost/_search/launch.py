@@ -31,8 +31,13 @@ def megatron_flags(best: dict) -> str:
         ]
     elif best["recompute"] == "selective":
         flags.append("--recompute-granularity selective")
-    if best["zero"] in (1, 2):
+    if best["zero"] == 1:
         flags.append("--use-distributed-optimizer")
+    elif best["zero"] == 2:
+        # The distributed optimizer keeps full gradients and reduces once per step (ZeRO-1);
+        # sharded gradients, reduced every micro-batch, are Megatron-FSDP's "optim_grads"
+        # (Megatron-LM docs/user-guide/features/megatron_fsdp.md; arguments.py).
+        flags.append("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads")
     elif best["zero"] == 3:
         flags.append("--use-torch-fsdp2")
     precision = best.get("precision", "bf16")

@@ -4,9 +4,11 @@ Search variables (Narayanan et al. SC'21 §3 for the space): tensor, pipeline an
 parallel degrees, micro-batch, virtual pipeline stages, recomputation, ZeRO stage, sequence
 parallelism and (optionally) precision and chip count; the data-parallel degree closes the
 product ``tp * pp * cp * dp = chips``, so the relaxed degrees live on a simplex of log2 values.
-Constraints: memory <= capacity (a hinge on ``log(used / capacity)``) and divisibility (heads and
-ffn by tp, layers by pp * v, global batch by dp * micro-batch, sequence by cp), enforced exactly
-when the relaxed optimum is rounded.
+Constraints: memory <= capacity (a hinge on ``log(used / capacity)``), divisibility (heads and
+ffn by tp, KV heads a multiple or divisor of tp, layers by pp * v, global batch by dp *
+micro-batch, micro-batch count by pp when interleaved, sequence by cp) and a precision the chip
+has units for (:mod:`diffcost._train.rules`), enforced exactly when the relaxed optimum is
+rounded.
 """
 
 import math
@@ -34,6 +36,7 @@ from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._train.cost import TrainBreakdown, TrainCost
 from .._train.plan import TRAIN_FIELDS, TrainPlan, encode_train
+from .._train.rules import fp8_units
 from .core import (
     Axis,
     Candidates,
@@ -107,7 +110,11 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
         Axis("pp", _divisors(layers, n_max)),
         Axis("cp", cps),
         Axis("micro_batch", _divisors(space.global_batch, space.max_micro_batch)),
-        Axis("virtual_stages", tuple(float(v) for v in range(1, space.max_virtual_stages + 1))),
+        # each model chunk holds at least one layer: more chunks than layers cannot exist
+        Axis(
+            "virtual_stages",
+            tuple(float(v) for v in range(1, min(space.max_virtual_stages, layers) + 1)),
+        ),
         Axis("chips", tuple(float(c) for c in sorted(space.chips))),
     ]
     choices = [
@@ -120,16 +127,20 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
 
 
 def valid(c: Candidates, model: Model, space: TrainSearchSpace) -> np.ndarray:
-    """Joint validity: integer dp, divisibility, interleaving only with pp > 1, SP only with
-    tp > 1."""
+    """Joint validity, the rules of :func:`diffcost.train_problems`: integer dp, divisibility,
+    KV heads a multiple or divisor of tp, interleaving only with pp > 1 and a micro-batch count
+    that pp divides (Megatron-LM, :mod:`diffcost._train.rules`), SP only with tp > 1."""
     col = c.columns
     dp = col["chips"] / (col["tp"] * col["pp"] * col["cp"])
-    layers = int(model.layers)
+    layers, kv = int(model.layers), int(model.kv_heads)
     ok = (dp >= 1) & (np.abs(dp - np.round(dp)) < 1e-9)
     dpi = np.maximum(np.round(dp), 1)
     ok &= space.global_batch % (dpi * col["micro_batch"]) == 0
     ok &= layers % (col["pp"] * col["virtual_stages"]) == 0
     ok &= (col["pp"] > 1) | (col["virtual_stages"] == 1)
+    micro_batches = space.global_batch // (dpi * col["micro_batch"])
+    ok &= (col["virtual_stages"] == 1) | (micro_batches % col["pp"] == 0)
+    ok &= (kv % col["tp"] == 0) | (col["tp"] % kv == 0)
     ok &= (col["tp"] > 1) | (~col["sequence_parallel"].astype(bool))
     return ok
 
@@ -268,6 +279,7 @@ def relaxed_loss(theta, tau, system: System, model: Model, space: TrainSearchSpa
     penalty += 10.0 * sq(x[0] + x[1] + x[2] - jnp.log2(chips))
     penalty += 10.0 * sq(jnp.log2(plan.dp * plan.micro_batch / plan.global_batch))
     penalty += 0.05 * out.divisibility_violation
+    penalty += 10.0 * out.unsupported_format  # a refusal, not a cost: as strong as memory
     return jnp.log(objective_of(out, space.objective)) + penalty
 
 
@@ -308,7 +320,8 @@ class TrainProblem(SearchProblem):
 
     def repair(self, c: Candidates) -> Candidates:
         """Nearest valid plan of each row: the largest allowed ``virtual_stages`` that divides
-        the layers per stage (1 without pipelining), no sequence parallelism at ``tp = 1``."""
+        the layers per stage (1 without pipelining or when ``pp`` does not divide the
+        micro-batch count), no sequence parallelism at ``tp = 1``."""
         col = c.columns
         layers = int(self.model.layers)
         v = col["virtual_stages"].copy()
@@ -317,7 +330,11 @@ class TrainProblem(SearchProblem):
             ok = [x for x in range(int(v[i]), 0, -1) if per_stage % x == 0]
             v[i] = float(ok[0]) if ok else 1.0
         sp = np.where(col["tp"] == 1, False, col["sequence_parallel"])
-        c = c.with_column("virtual_stages", np.where(col["pp"] == 1, 1.0, v))
+        # Megatron-LM interleaves only when pp divides the micro-batch count: else plain 1F1B.
+        dp = np.maximum(np.round(col["chips"] / (col["tp"] * col["pp"] * col["cp"])), 1.0)
+        m = self.space.global_batch / (dp * col["micro_batch"])
+        v = np.where((col["pp"] == 1) | (m % col["pp"] != 0), 1.0, v)
+        c = c.with_column("virtual_stages", v)
         return c.with_column("sequence_parallel", sp)
 
     def coupled(self) -> dict[str, tuple[str, ...]]:
@@ -334,7 +351,8 @@ class TrainProblem(SearchProblem):
     def evaluate(self, c: Candidates) -> Evaluation:
         assert self.system is not None
         obj, headroom, out = evaluate_exact(self.system, self.model, c, self.space)
-        return Evaluation(obj, headroom >= 0, out)
+        runs = np.asarray(out.unsupported_format) == 0  # no format the chip cannot train in
+        return Evaluation(obj, np.asarray(headroom >= 0) & runs, out)
 
     def solve(self, theta0: np.ndarray, steps: int, lr: float) -> tuple[np.ndarray, np.ndarray]:
         lo = jnp.asarray([math.log2(min(a.values)) for a in self.axes])
@@ -398,6 +416,8 @@ def binding(out, i: int) -> str:
 
 def suggest(system: System, model: Model, space: TrainSearchSpace) -> list[str]:
     """What would make an infeasible request feasible, with numbers."""
+    if float(fp8_units(system.chip)) == 0.0 and set(space.precision) <= {TrainPrecision.FP8}:
+        return ["this chip has no FP8 matrix units: allow bf16 (--precision bf16)"]
     loose = TrainSearchSpace(
         **{
             **space.__dict__,

@@ -10,8 +10,15 @@ chips run one compiled program per step: XLA compiles the whole jitted step into
 executable whose ops the TensorCore sequencer issues with no per-op host dispatch (JAX docs,
 "Asynchronous dispatch"; XLA "Operation semantics"/fusion; Gaudi's graph compiler likewise runs
 a compiled "recipe"), and the Groq TSP executes a statically scheduled instruction stream with
-no launches at all (Abts et al., ISCA 2020, §2).  Their per-kernel launch cost is 0; the one
-dispatch per step (tens of us) is not per layer and is left out.
+no launches at all (Abts et al., ISCA 2020, §2).  They launch no kernels, but no operation
+takes zero time: each dependent operation still waits for its operands to cross the chip and
+for the array pipeline to fill and drain, the chip's ``op_latency_s`` (spec key
+``[execution] op_latency_us``, derived per chip in its ``[source]``: Cerebras WSE, partial sums
+crossing a layer's region of the 2D core mesh at one hop per cycle, Lie, "Cerebras
+Architecture Deep Dive", Hot Chips 34, 2022; Groq TSP, a stream crossing the functional slices
+of a superlane at one slice per cycle, Abts et al. ISCA 2020, §2-3; TPU and Gaudi, the array's
+fill/drain plus the first operand tile's on-chip transfer, Kung 1982, Jouppi et al. ISCA 2017).
+The one host dispatch per step (tens of us) is not per layer and is left out.
 """
 
 import jax.numpy as jnp
@@ -65,15 +72,20 @@ def quantize_bytes(
 
 
 def launch_s(extra_kernels: ArrayLike, system: System) -> Array:
-    """Launch latency of one layer's kernels, seconds.
+    """Launch latency of one layer's kernels (or latency floor of its operations), seconds.
 
-    ``(12 + extra) * kernel_launch_s * w_gpu``: :data:`KERNELS_PER_LAYER_FORWARD` plus
-    ``extra`` (separate quantization or dequantization kernels), paid only by GPUs (``w_gpu``,
-    the chip's GPU class weight; compiled systolic and dataflow programs launch no kernels,
-    module docstring).
+    ``(12 + extra) * (w_gpu * kernel_launch_s + (1 - w_gpu) * op_latency_s)``:
+    :data:`KERNELS_PER_LAYER_FORWARD` plus ``extra`` (separate quantization or dequantization
+    kernels), each paying the GPU launch latency ``kernel_launch_s`` on a GPU (``w_gpu`` = 1,
+    the chip's GPU class weight) and the per-operation latency floor ``op_latency_s`` of a
+    compiled systolic or dataflow program otherwise (module docstring).  On a GPU the second
+    term is ``0 * 0`` and the result is bit for bit ``kernels * kernel_launch_s``.
     """
+    chip = system.chip
     kernels = jnp.asarray(KERNELS_PER_LAYER_FORWARD + extra_kernels)
-    return kernels * system.efficiency.kernel_launch_s * system.chip.gpu_weight()
+    w_gpu = chip.gpu_weight()
+    gpu = kernels * system.efficiency.kernel_launch_s * w_gpu
+    return gpu + kernels * (1.0 - w_gpu) * chip.op_latency_s
 
 
 __all__ = [

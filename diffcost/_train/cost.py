@@ -3,8 +3,11 @@
 ``TrainCost(system, model)(plan)`` is the single jittable entry point.  The step is the 1F1B
 pipeline schedule of Narayanan et al. (SC'21 §2.2):
 
-    step = (m + (p - 1)/v) * (t_fwd + t_bwd + t_recompute + t_p2p)   per micro-batch per stage
+    step = (m + bubble) * (t_fwd + t_bwd + t_recompute + t_p2p)   per micro-batch per stage
            + exposed data-parallel reduction + exposed ZeRO-3 gathers + optimizer update
+
+with ``bubble = (p - 1)/v`` once every stage has work (``m >= p``) and more when it has not
+(:func:`pipeline_bubble`);
 
 where each per-micro-batch stage time sums roofline GEMM times (shape-dependent efficiency),
 memory-bound elementwise kernels, kernel launches, and tensor-parallel all-reduces (2 per layer
@@ -25,7 +28,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._core.smooth import EXACT, Smoothing, divisibility_violation, is_one, smax
+from .._core.smooth import EXACT, Smoothing, is_one, relu, smax
 from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System, format_index
 from .._inputs.model import Model
 from .._terms.attention import attention_gemms, causal_skip, gemm_attention_s
@@ -46,6 +49,7 @@ from .._terms.kernels import (
 from .._terms.layer import GemmOp, layer_gemm_s, logits_gemm
 from .memory import TrainMemory, params_per_chip, train_memory
 from .plan import TrainPlan
+from .rules import divisibility, unsupported_format, with_padded_vocab
 
 _ELEMENT_BYTES = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 _BF16 = format_index("bf16")
@@ -238,6 +242,27 @@ def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     return stream_time_s(opt_bytes, system)
 
 
+def pipeline_bubble(plan: TrainPlan, sm: Smoothing) -> Array:
+    """Idle time of the pipeline per step, in units of one micro-batch's stage time.
+
+    Interleaved 1F1B (Narayanan et al. SC'21 §2.2.2) runs ``v p`` model chunks, each taking
+    ``1/v`` of a stage's micro-batch time.  Chunk ``k`` of micro-batch ``i`` can run on device
+    ``d`` no earlier than chunk-slot ``k p + d + i``; with ``m >= p`` (``m`` a multiple of ``p``)
+    the devices are busy from warm-up on and the schedule spans ``v m + p - 1`` chunk-slots,
+    the paper's bubble ``(p - 1)/v``.  With ``m < p`` a device has run its ``m`` micro-batches of
+    chunk ``k`` before the first returns for chunk ``k + 1`` (``p`` slots later), so every round
+    waits: the schedule spans ``v p + m - 1`` slots, i.e. ``p + (m - 1)/v`` micro-batch times,
+    a bubble of ``(p - m) + (m - 1)/v >= 1``.  Both in one formula, exact at every integer plan:
+
+        bubble = (p - 1)/v + (1 - 1/v) * max(p - m, 0)
+
+    (``v = 1``: ``p - 1``, the 1F1B/GPipe bubble for any ``m``; Huang et al. 2019).
+    """
+    p, v = plan.pp, plan.virtual_stages
+    starved = relu(p - plan.num_micro_batches(), sm)  # integer-valued at exact plans
+    return (p - 1.0) / v + (1.0 - 1.0 / v) * starved
+
+
 def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     """``(model FLOP, hardware FLOP)`` of one step: ``3 * forward`` (PaLM App. B), plus the
     recomputed layer forward (full) or attention core (selective) (Korthikanti et al. App. A)."""
@@ -248,19 +273,6 @@ def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     layer_fwd = fwd - model.logits_flop(gb * s)
     w_sel, w_full = plan.recompute[1], plan.recompute[2]
     return model_flop, model_flop + w_full * layer_fwd + w_sel * attn_core
-
-
-def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
-    """Sum of the relaxed divisibility violations of heads and ffn by ``tp``, layers by
-    ``pp * v``, the micro-batch count and ``seq_len`` by ``cp`` (0 at a valid exact plan)."""
-    t = plan.tp
-    return (
-        divisibility_violation(model.heads / t, sm)
-        + divisibility_violation(model.ffn_hidden / t, sm)
-        + divisibility_violation(model.layers / (plan.pp * plan.virtual_stages), sm)
-        + divisibility_violation(plan.num_micro_batches(), sm)
-        + divisibility_violation(plan.seq_len / plan.cp, sm)
-    )
 
 
 class TrainBreakdown(eqx.Module):
@@ -287,6 +299,7 @@ class TrainBreakdown(eqx.Module):
     chips: Float[Array, ""]
     micro_batches: Float[Array, ""]
     divisibility_violation: Float[Array, ""]
+    unsupported_format: Float[Array, ""]  # precision weight on a format the chip cannot train in
     energy_j: Float[Array, ""]
     cost_usd: Float[Array, ""]
 
@@ -299,6 +312,10 @@ class TrainCost(eqx.Module):
     """Training-step cost model of ``model`` on ``system``; call it on a :class:`TrainPlan`.
 
     ``smoothing`` (static) selects the exact model (default) or its smooth relaxation.
+
+    Times and memory are those of the model Megatron-LM builds, with the vocabulary padded to a
+    multiple of ``128 tp`` (:func:`~diffcost._train.rules.padded_vocab`); the model FLOP of MFU
+    count the real vocabulary (padding rows are work, not model).
     """
 
     system: System
@@ -307,18 +324,19 @@ class TrainCost(eqx.Module):
 
     def __call__(self, plan: TrainPlan) -> TrainBreakdown:
         sys, model, sm = self.system, self.model, self.smoothing
+        built = with_padded_vocab(model, plan, sm)
         chip = sys.chip
         m = plan.num_micro_batches()
-        stage = stage_times(sys, model, plan, sm)
+        stage = stage_times(sys, built, plan, sm)
         per_micro = stage.per_micro_s()
-        bubble = (plan.pp - 1.0) / plan.virtual_stages
-        t_dp_total = data_parallel_s(sys, model, plan, stage, sm)
-        t_opt = optimizer_s(sys, model, plan, sm)
+        bubble = pipeline_bubble(plan, sm)
+        t_dp_total = data_parallel_s(sys, built, plan, stage, sm)
+        t_opt = optimizer_s(sys, built, plan, sm)
         step = (m + bubble) * per_micro + t_dp_total + t_opt
         model_flop, hardware_flop = step_flop(model, plan)
         chips = plan.num_chips()
         bf16_peak = chip.peak_flop_per_s[_BF16]
-        mem = train_memory(model, plan, sys, sm)
+        mem = train_memory(built, plan, sys, sm)
         return TrainBreakdown(
             step_time_s=step,
             compute_time_s=m * (stage.forward_s + stage.backward_s),
@@ -341,6 +359,7 @@ class TrainCost(eqx.Module):
             chips=chips,
             micro_batches=m,
             divisibility_violation=divisibility(model, plan, sm),
+            unsupported_format=unsupported_format(chip, plan),
             energy_j=chips * chip.tdp_w * step,
             cost_usd=chips * sys.price_usd_per_chip_hour * step / 3600.0,
         )
@@ -356,6 +375,7 @@ __all__ = [
     "divisibility",
     "layer_forward",
     "optimizer_s",
+    "pipeline_bubble",
     "stage_times",
     "step_flop",
 ]

@@ -3,6 +3,11 @@
 Model state follows ZeRO (Rajbhandari et al., SC'20, §5): stage 1 shards the optimizer state over
 the data-parallel group, stage 2 also the gradients, stage 3 (FSDP) also the weights.
 
+ZeRO-3 (FSDP) also holds, besides its shard, the full weights it has gathered for the unit it
+computes and the unit it prefetches, and the full gradient of the unit whose backward just ran
+until that gradient is reduce-scattered (:func:`zero3_gather_params`); they are counted in the
+weights and gradients.
+
 Activations follow Korthikanti et al. (arXiv:2205.05198) §4, Table 2, generalised from GPT's
 ``h, 4h, MHA`` to grouped-query attention, any MLP width and matrix count, no dropout and fused
 (flash) attention.  Per layer and micro-batch, with ``T`` tokens on the chip:
@@ -24,7 +29,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._core.smooth import Smoothing, is_one, smin
+from .._core.smooth import Smoothing, is_one, smax, smin
 from .._inputs.hardware import System, format_index
 from .._inputs.model import Model
 from .._terms.reserve import runtime_reserve_bytes
@@ -59,6 +64,25 @@ def params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
         (1.0 - model.tied_embeddings) * word + model.norm_params * model.hidden
     )
     return layers + word + positions + output
+
+
+def zero3_gather_params(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Parameters per chip in one ZeRO-3 / FSDP gather unit (this TP rank's part).
+
+    ZeRO-3 holds, beyond its shard, the full weights of the unit being computed and of the one
+    prefetched, and the full gradient of the unit just differentiated, alive until its
+    reduce-scatter: ``2 unit`` weights and ``unit`` gradients at peak (backward), charged in
+    :func:`train_memory`.  A unit is one transformer layer (the auto-wrap policy of FSDP and
+    Megatron-FSDP), or the word embedding when that is larger:
+    ``unit = max(layer / t + norms, V h / t)``.  Zhao et al., "PyTorch FSDP", VLDB 2023,
+    §3.3.1-3.3.2 and §4.3: backward and forward prefetch issue the next unit's all-gather while
+    the current one computes, and the rate limiter (``limit_all_gathers``) keeps at most two
+    units gathered; DeepSpeed bounds the same buffers by ``stage3_max_live_parameters`` (1e9
+    parameters) and ``stage3_prefetch_bucket_size`` (DeepSpeed ZeRO config docs).
+    """
+    sharded = model.layer_matrix_params() + model.layer_bias_params()
+    layer = sharded / plan.tp + model.layer_norm_params()
+    return smax(layer, model.vocab * model.hidden / plan.tp, sm)
 
 
 def layer_activation_bytes(model: Model, plan: TrainPlan) -> Array:
@@ -144,13 +168,17 @@ def train_memory(model: Model, plan: TrainPlan, system: System, sm: Smoothing) -
 
     ZeRO shards over the data-parallel group including context-parallel ranks (``dp * cp``):
     CP ranks hold the same weights and reduce their gradients together (Megatron-LM's
-    distributed optimizer uses the same ``dp x cp`` group).
+    distributed optimizer uses the same ``dp x cp`` group).  ZeRO-3's weights and gradients
+    include its gathered buffers (:func:`zero3_gather_params`).
     """
     params = params_per_chip(model, plan, sm)
     z = plan.zero
     shard = 1.0 / (plan.dp * plan.cp)
+    unit = z[3] * zero3_gather_params(model, plan, sm)  # ZeRO-3: gathered, unsharded buffers
     weights = params * plan.weight_bytes_per_param * (z[0] + z[1] + z[2] + z[3] * shard)
+    weights += 2.0 * unit * plan.weight_bytes_per_param
     grads = params * plan.grad_bytes_per_param * (z[0] + z[1] + (z[2] + z[3]) * shard)
+    grads += unit * plan.grad_bytes_per_param
     optimizer = params * plan.optimizer_bytes_per_param * (z[0] + (z[1] + z[2] + z[3]) * shard)
     activations = activation_bytes(model, plan, sm)
     reserved = runtime_reserve_bytes(system)
@@ -158,4 +186,4 @@ def train_memory(model: Model, plan: TrainPlan, system: System, sm: Smoothing) -
     return TrainMemory(weights, grads, optimizer, activations, reserved, total)
 
 
-__all__ = ["TrainMemory", "train_memory", "params_per_chip"]
+__all__ = ["TrainMemory", "params_per_chip", "train_memory", "zero3_gather_params"]

@@ -20,6 +20,27 @@ def memory_problem(total_bytes: float, capacity_bytes: float, what: str = "per c
     )
 
 
+def framework_problems(model: Model, plan: TrainPlan) -> list[str]:
+    """Megatron-LM's refusals beyond plain divisibility (:mod:`diffcost._train.rules`): KV heads
+    neither a multiple nor a divisor of ``tp``; an interleaved schedule whose micro-batch count
+    is not a multiple of ``pp``."""
+    g = lambda x: float(x)
+    kv, tp, pp, v = g(model.kv_heads), g(plan.tp), g(plan.pp), g(plan.virtual_stages)
+    m = g(plan.num_micro_batches())
+    problems = []
+    if kv % tp and tp % kv:
+        problems.append(
+            f"kv_heads ({kv:.0f}) is neither a multiple nor a divisor of tp ({tp:.0f}): "
+            "Megatron-LM refuses the query-group split"
+        )
+    if v > 1 and m % pp:
+        problems.append(
+            f"the interleaved schedule (virtual_stages {v:.0f}) needs the micro-batch count "
+            f"({m:g}) to be a multiple of pp ({pp:.0f}): Megatron-LM refuses it"
+        )
+    return problems
+
+
 def train_problems(
     model: Model, plan: TrainPlan, out: TrainBreakdown, system_chips: float
 ) -> list[str]:
@@ -50,6 +71,12 @@ def train_problems(
             )
     if v > 1 and pp == 1:
         problems.append("virtual_stages > 1 needs pipeline parallelism (pp > 1)")
+    problems += framework_problems(model, plan)
+    if g(out.unsupported_format) > 0:
+        problems.append(
+            "precision fp8 needs FP8 matrix units, which this chip does not have "
+            "(its FP8 peak is its BF16 peak): train in bf16"
+        )
     mem = memory_problem(g(out.memory.total_bytes), g(out.capacity_bytes))
     if mem:
         problems.append(mem)

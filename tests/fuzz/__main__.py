@@ -15,12 +15,14 @@ from .harness import BAD, Runner
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--every", type=int, default=1, help="run every K-th case (1: all)")
+    parser.add_argument("--start", type=int, default=0, help="skip the cases before this one")
+    parser.add_argument("--group", default="", help="only the groups starting with this")
     parser.add_argument("--combinations", type=int, default=1000, help="hypothesis examples")
     args = parser.parse_args()
     runner = Runner()
     start = time.perf_counter()
     for i, case in enumerate(all_cases()):
-        if i % args.every == 0:
+        if i >= args.start and i % args.every == 0 and case.group.startswith(args.group):
             runner.run(case)
         if i % 2000 == 0:
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6

@@ -11,7 +11,8 @@ Every case ends in exactly one outcome:
 - ``nan_answer``: exit 0 with a NaN, infinite or negative time, rate, size or count;
 - ``false_feasible``: exit 0 and ``feasible`` while an independent check of the printed numbers
   says otherwise (memory over capacity, degrees that do not multiply to the chips, MFU above 1,
-  a latency above the limit asked for).
+  a latency above the limit asked for);
+- ``hang``: no answer within :data:`CASE_TIMEOUT_S`.
 
 The first three are the good outcomes.  The independent checks read only the printed JSON, not
 the model's own feasibility code.
@@ -19,7 +20,9 @@ the model's own feasibility code.
 
 import json
 import math
+import os
 import re
+import signal
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,7 +32,19 @@ from typing import Any
 from typer.testing import CliRunner
 
 GOOD = ("answer", "infeasible", "clear")
-BAD = ("traceback", "unclear", "nan_answer", "false_feasible")
+BAD = ("traceback", "unclear", "nan_answer", "false_feasible", "hang")
+#: A case that runs longer than this is a defect (``hang``): no input should make a single
+#: prediction, validation or sweep of a built-in size take minutes.
+CASE_TIMEOUT_S = 120
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise _Hang(f"no answer after {CASE_TIMEOUT_S} s")
+
 
 #: Output keys that may be negative (a margin, a signed error, an elasticity).
 _SIGNED = re.compile(r"headroom|error|elastic|gradient|sensitiv|bias|log|delta|margin|slope")
@@ -156,6 +171,8 @@ def _judge_refusal(stdout: str, stderr: str) -> tuple[str, str]:
 
 def judge(exit_code: int, exception: BaseException | None, stdout: str, stderr: str, case: Case):
     """``(outcome, detail)`` of one finished run."""
+    if isinstance(exception, _Hang):
+        return "hang", str(exception)
     if exception is not None and not isinstance(exception, SystemExit):
         return "traceback", f"{type(exception).__name__}: {exception}"[:300]
     if exit_code == 0:
@@ -191,7 +208,16 @@ class Runner:
             argv = [a.replace("{dir}", tmp) for a in case.argv]
             names = tuple(n.replace("{dir}", tmp) for n in case.names)
             case_here = Case(case.group, case.label, tuple(argv), (), names, case.limits)
-            result = self.cli.invoke(self.app, argv, catch_exceptions=True)
+            previous = signal.signal(signal.SIGALRM, _alarm)
+            signal.alarm(CASE_TIMEOUT_S)
+            here = os.getcwd()
+            os.chdir(tmp)  # relative output paths of a mutated file land in the case's folder
+            try:
+                result = self.cli.invoke(self.app, argv, catch_exceptions=True)
+            finally:
+                os.chdir(here)
+                signal.alarm(0)
+                signal.signal(signal.SIGALRM, previous)
             outcome = judge(
                 result.exit_code, result.exception, result.stdout, result.stderr, case_here
             )

@@ -1,0 +1,141 @@
+"""What a framework or a chip refuses: the validity rules of a training plan, as feasibility.
+
+A plan the framework refuses to launch is not a slow plan, it is no plan.  Each rule here has an
+exact form (an indicator, for :func:`diffcost._train.problems.train_problems` and the exact
+search) and a relaxed form (a violation that is zero exactly at a valid integer plan, for the
+relaxed search's penalty), both built on :mod:`diffcost._core.smooth`.
+
+Megatron-LM (NVIDIA/Megatron-LM at commit d98e8a64ddf3, 2026-08-22) refuses:
+
+* ``num_attention_heads % tensor_model_parallel_size != 0`` and ``num_query_groups`` (KV heads)
+  neither a multiple nor a divisor of the TP size (``TransformerConfig.__post_init__``,
+  ``megatron/core/transformer/transformer_config.py``; TP beyond the KV heads replicates them);
+* a number of layers not divisible by the pipeline size, or per stage not divisible by the
+  layers per virtual stage (``validate_args``, ``megatron/training/arguments.py``);
+* with the interleaved schedule (``virtual_stages > 1``), a micro-batch count that is not a
+  multiple of the pipeline size: ``forward_backward_pipelining_with_interleaving`` in
+  ``megatron/core/pipeline_parallel/schedules.py`` requires the group of contiguous
+  micro-batches per virtual stage (default: the pipeline size ``p``) to lie in ``[p, m]`` and the
+  remainder ``m mod p`` to be 0 or at least ``p``, i.e. ``m % p == 0`` (older releases raised
+  "number of microbatches is not divisible by pipeline-model-parallel-size when using
+  interleaved schedule" directly).
+
+It does not refuse a vocabulary that TP does not divide: it pads it to a multiple of
+``make_vocab_size_divisible_by * tp`` (default 128; ``vocab_size_with_padding``,
+``megatron/core/tokenizers/utils/build_tokenizer.py``), and the padded rows are computed and
+stored like real ones (:func:`padded_vocab`).
+
+FP8 GEMMs need FP8 matrix units (Hopper, Ada, Blackwell, MI300, Gaudi 3); Transformer Engine
+refuses FP8 execution below compute capability 8.9 (``check_fp8_support``,
+``transformer_engine/pytorch/fp8.py``), so FP8 training on an A100 does not run (:func:`fp8_units`).
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._core.smooth import Smoothing, clip01, divisibility_violation, is_one
+from .._inputs.hardware import Chip, format_index
+from .._inputs.model import Model
+from .plan import TrainPlan
+
+#: Megatron-LM ``--make-vocab-size-divisible-by`` default (``arguments.py``): the vocabulary is
+#: padded to a multiple of this times the TP size.
+VOCAB_MULTIPLE = 128.0
+
+_BF16 = format_index("bf16")
+_FP8 = format_index("fp8")
+
+
+def fp8_units(chip: Chip) -> Array:
+    """1.0 if the chip has FP8 matrix units, else 0.0.
+
+    The loader gives a format a chip lacks the peak of its fallback (FP8 -> BF16,
+    :data:`diffcost._inputs.hardware.FORMAT_FALLBACK`), so a chip whose FP8 peak is not above
+    its BF16 peak has no FP8 speed-up to offer, and on every chip of the catalogue but Gaudi 3
+    (FP8 = BF16 = 1835 TFLOP/s, Intel Gaudi 3 white paper) this means it has no FP8 units.
+    A property of the chip, constant under the search, so a hard comparison (no plan gradient).
+    """
+    peaks = chip.peak_flop_per_s
+    return jnp.where(peaks[..., _FP8] > peaks[..., _BF16], 1.0, 0.0)
+
+
+def unsupported_format(chip: Chip, plan: TrainPlan) -> Array:
+    """Weight of the plan's precision on formats the chip cannot train in (0 or 1 exact):
+    ``w_fp8 * (1 - fp8_units)``."""
+    return plan.precision[..., _FP8] * (1.0 - fp8_units(chip))
+
+
+def padded_vocab(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Vocabulary rows Megatron-LM computes: ``ceil(V / (128 t)) * 128 t`` (``vocab_size_with_
+    padding``; the padding rows are real GEMM columns, embedding rows and logits).
+
+    The vocabulary is an integer; as a differentiable spec value it enters with slope 1 (the
+    padding of its nearest integer held fixed).  Relaxed in ``t``: the exact value at the
+    integers either side, blended by the smoothstep
+    :func:`~diffcost._core.smooth.clip01` of the fractional part, so it is exact at every
+    integer ``t``, continuous and C1 in between.
+    """
+
+    def exact(t: Array) -> Array:
+        # The padding rows of the integer vocabulary, held fixed under a change of V, so that
+        # d padded / d V = 1 (the sensitivity of the cost to the real vocabulary) and a tiny
+        # perturbation of a V that is already a multiple does not jump to the next multiple.
+        v = jnp.round(model.vocab)
+        multiple = VOCAB_MULTIPLE * t
+        return model.vocab + jax.lax.stop_gradient(jnp.ceil(v / multiple) * multiple - v)
+
+    t = plan.tp
+    if not sm.relaxed:
+        return exact(t)
+    below = jax.lax.stop_gradient(jnp.floor(t))
+    w = clip01(t - below, sm)
+    return (1.0 - w) * exact(below) + w * exact(below + 1.0)
+
+
+def with_padded_vocab(model: Model, plan: TrainPlan, sm: Smoothing) -> Model:
+    """``model`` with its vocabulary padded as Megatron-LM pads it (:func:`padded_vocab`)."""
+    return eqx.tree_at(lambda m: m.vocab, model, padded_vocab(model, plan, sm))
+
+
+def kv_split_violation(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """0 when the KV heads are a multiple or a divisor of ``tp`` (Megatron-LM), else positive:
+    ``div(k / t) * div(t / k)`` (either one integer makes the product 0)."""
+    k, t = model.kv_heads, plan.tp
+    return divisibility_violation(k / t, sm) * divisibility_violation(t / k, sm)
+
+
+def interleave_violation(plan: TrainPlan, sm: Smoothing) -> Array:
+    """0 when the interleaved schedule may run (``v = 1``, or ``m`` a multiple of ``p``), else
+    positive: ``[v > 1] div(m / p)``."""
+    interleaved = 1.0 - is_one(plan.virtual_stages, sm)
+    return interleaved * divisibility_violation(plan.num_micro_batches() / plan.pp, sm)
+
+
+def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, ""]:
+    """Sum of the relaxed divisibility violations (0 at a valid exact plan): heads and ffn by
+    ``tp``, KV heads a multiple or divisor of ``tp``, layers by ``pp * v``, the micro-batch count
+    an integer and, when interleaved, a multiple of ``pp``, ``seq_len`` by ``cp``."""
+    t = plan.tp
+    return (
+        divisibility_violation(model.heads / t, sm)
+        + divisibility_violation(model.ffn_hidden / t, sm)
+        + kv_split_violation(model, plan, sm)
+        + divisibility_violation(model.layers / (plan.pp * plan.virtual_stages), sm)
+        + divisibility_violation(plan.num_micro_batches(), sm)
+        + interleave_violation(plan, sm)
+        + divisibility_violation(plan.seq_len / plan.cp, sm)
+    )
+
+
+__all__ = [
+    "VOCAB_MULTIPLE",
+    "divisibility",
+    "fp8_units",
+    "interleave_violation",
+    "kv_split_violation",
+    "padded_vocab",
+    "unsupported_format",
+    "with_padded_vocab",
+]
