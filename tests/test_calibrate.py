@@ -256,7 +256,7 @@ def test_write_calibration_refuses_the_builtin_specs(serving, fit, tmp_path):
     [
         ("mi300x", 0.45, 0.81, "arXiv:2510.27583"),
         ("b200", 0.43, 0.75, "arXiv:2512.02189"),
-        ("tpu-v5p", 0.654, 0.8483, "MaxText"),
+        ("tpu-v5p", 0.654, 0.8474, "MaxText"),  # worst family bw (ada); 0.8483 before the refit
     ],
 )
 def test_unmeasured_chips_use_their_own_priors_with_sources(chip, matmul, memory, cited):
