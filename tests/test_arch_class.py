@@ -1,9 +1,10 @@
 """Execution per architecture class (issue 17 item 3): GPU kernels, systolic arrays, dataflow.
 
-GPUs keep their fitted GEMM efficiency and kernel launches bit for bit; systolic arrays (TPU
-MXU, Gaudi MME) pad ``k`` and ``n`` to the array side and pay ``R`` fill/drain cycles per pass of
-``m`` rows; dataflow chips (Groq, Cerebras) only pad to the array width.  Systolic and dataflow
-chips launch no kernels but pay a per-operation latency floor (``op_latency_us``) instead.
+GPUs keep their GEMM efficiency (``gpu_matmul_efficiency``) and kernel launches bit for bit;
+systolic arrays (TPU MXU, Gaudi MME) pad ``k`` and ``n`` to the array side and pay ``R``
+fill/drain cycles per pass of ``m`` rows (at the full clock, like a GPU's idle rows); dataflow
+chips (Groq, Cerebras) only pad to the array width.  Systolic and dataflow chips launch no
+kernels but pay a per-operation latency floor (``op_latency_us``) instead.
 """
 
 import tomllib
