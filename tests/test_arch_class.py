@@ -1,9 +1,10 @@
 """Execution per architecture class (issue 17 item 3): GPU kernels, systolic arrays, dataflow.
 
-GPUs keep their fitted GEMM efficiency and kernel launches bit for bit; systolic arrays (TPU
-MXU, Gaudi MME) pad ``k`` and ``n`` to the array side and pay ``R`` fill/drain cycles per pass of
-``m`` rows; dataflow chips (Groq, Cerebras) only pad to the array width.  Systolic and dataflow
-chips launch no kernels but pay a per-operation latency floor (``op_latency_us``) instead.
+GPUs keep their GEMM efficiency (``gpu_matmul_efficiency``) and kernel launches bit for bit;
+systolic arrays (TPU MXU, Gaudi MME) pad ``k`` and ``n`` to the array side and pay ``R``
+fill/drain cycles per pass of ``m`` rows (at the full clock, like a GPU's idle rows); dataflow
+chips (Groq, Cerebras) only pad to the array width.  Systolic and dataflow chips launch no
+kernels but pay a per-operation latency floor (``op_latency_us``) instead.
 """
 
 import tomllib
@@ -120,14 +121,20 @@ def test_gpu_efficiency_and_launches_are_bit_identical(systems, sm):
         assert float(launch_s(extra, h100)) == float(want)
 
 
+def _sustained(f, fill):
+    """``1 / (1/f + 1/u - 1)``: useful rows at the sustained rate, idle ones at the full rate."""
+    return 1.0 / (1.0 / f + 1.0 / fill - 1.0)
+
+
 def test_systolic_closed_form(systems):
-    """``f_max * k/(R ceil(k/R)) * n/(R ceil(n/R)) * m/(m + R)`` (Kung 1982; Jouppi 2017)."""
+    """``k/(R ceil(k/R)) * n/(R ceil(n/R)) * e(m/(m + R))`` (Kung 1982; Jouppi 2017) with the
+    row fill at the full clock: ``e(u) = 1 / (1/f_max + 1/u - 1)`` (diffcost._terms.gemm)."""
     for name, r in [("tpu-v5e-pod", 128), ("tpu-v6e-pod", 256), ("gaudi3-hls", 256)]:
         s = systems[name]
         f = float(s.efficiency.matmul_peak_fraction)
         for m, n, k in SHAPES:
             pad = k / (r * np.ceil(k / r)) * n / (r * np.ceil(n / r))
-            want = f * pad * m / (m + r)
+            want = pad * _sustained(f, m / (m + r))
             assert float(matmul_efficiency(m, n, k, s, EXACT)) == pytest.approx(want, rel=1e-6)
 
 
@@ -141,8 +148,9 @@ def test_dataflow_closed_form_has_no_row_penalty(systems):
 
 
 def test_systolic_small_batch_fills_one_row_of_the_array(systems):
-    """One row uses 1/(1 + R) of the array's large-GEMM efficiency, rising to it with m; with
-    R = 256 (v6e, Gaudi 3) every small batch is below the H100's, relative to peak."""
+    """One row reaches ``1 / (1/f + R)`` of peak, ``1 / (1 + R f)`` of the large-GEMM rate ``f``
+    (its ``R`` idle rows run at the full clock), rising to it with m; with R = 256 (v6e, Gaudi 3)
+    every small batch is below the H100's, relative to peak."""
     n = k = 8192.0
     rel = lambda s, m: (
         float(matmul_efficiency(m, n, k, s, EXACT)) / float(matmul_efficiency(1e6, n, k, s, EXACT))
@@ -151,7 +159,8 @@ def test_systolic_small_batch_fills_one_row_of_the_array(systems):
     for name in ["tpu-v5e-pod", "tpu-v6e-pod", "gaudi3-hls"]:
         s = systems[name]
         r = float(s.chip.array_dim)
-        assert rel(s, 1.0) == pytest.approx(1.0 / (1.0 + r), rel=1e-3)
+        f = float(s.efficiency.matmul_peak_fraction)
+        assert rel(s, 1.0) == pytest.approx(1.0 / (1.0 + r * f), rel=1e-3)
         curve = [rel(s, m) for m in ms]
         assert all(a < b for a, b in zip(curve[:-1], curve[1:], strict=True)) and curve[-1] > 0.99
     h100 = systems["dgx-h100"]
@@ -270,9 +279,10 @@ def _critical_batch(system, chips, model="llama-3-8b", **plan):
 
 
 def test_critical_batch_follows_the_chip_class():
-    """``relu(ridge - d) * pp``, ``ridge = w peak f / (2 bw f_bw)``: ``d`` = the fitted
-    ``matmul_half_dim`` on a GPU (bit for bit the old expression), the array side ``R`` on a
-    systolic chip (one pass of ``m`` rows costs ``m + R`` cycles), 0 on a dataflow chip."""
+    """``relu(ridge - f d) * pp``, ``ridge = w peak f / (2 bw f_bw)``: ``d`` = the fitted
+    ``matmul_half_dim`` on a GPU, the array side ``R`` on a systolic chip (one pass of ``m``
+    rows costs ``m + R`` cycles), 0 on a dataflow chip; the ``d`` idle rows run at the full
+    clock, so they cost ``f d`` sustained rows (diffcost._terms.gemm)."""
     cases = [("dgx-h100", 1, 1), ("tpu-v6e-pod", 1, 1), ("tpu-v5e-pod", 1, 1), ("groqrack", 8, 8)]
     for name, chips, pp in cases:
         s, got = _critical_batch(name, chips, pp=pp)
@@ -286,9 +296,10 @@ def test_critical_batch_follows_the_chip_class():
         d = {"gpu": eff.matmul_half_dim, "systolic": chip.array_dim, "dataflow": 0.0}[
             ARCHITECTURES[int(np.argmax(chip.architecture))]
         ]
-        want = max(float(ridge - d), 0.0) * pp
-        if name == "dgx-h100":  # the GPU expression, unchanged
-            assert float(got) == float(jnp.maximum(ridge - eff.matmul_half_dim, 0.0) * pp)
+        f = eff.matmul_peak_fraction
+        want = max(float(ridge - f * d), 0.0) * pp
+        if name == "dgx-h100":  # the GPU expression
+            assert float(got) == float(jnp.maximum(ridge - f * eff.matmul_half_dim, 0.0) * pp)
         assert float(got) == pytest.approx(want, rel=1e-5) and want > 0.0
 
 

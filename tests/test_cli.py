@@ -323,3 +323,48 @@ def test_names_with_brackets_print_as_written(tmp_path):
         result = runner.invoke(app, [*command, "--chip", str(path), "--model", "llama-2-7b"])
         assert result.exit_code in (0, 1), result.output
         assert "[/x] H100 [bold]" in result.stdout
+
+
+# --- coverage: which measurements stand behind a prediction (issue 17 item 2) ----------------
+def test_serve_json_says_b200_fp4_has_no_measurement():
+    result = _run(
+        *("serve", "--model", "llama-2-70b", "--chip", "b200", "--chips", "1", "--tp", "1"),
+        *("--batch", "8", "--weight-format", "fp4", "--kv-format", "fp8", "--json"),
+    )
+    assert result.exit_code == 0, result.output
+    cov = json.loads(result.output)["coverage"]
+    assert cov["chip"] == "b200" and not cov["chip_measured"]
+    assert cov["formats_unmeasured"] == ["fp4", "fp8"]
+    assert cov["efficiency"] == "prior"
+
+
+def test_train_text_prints_coverage_under_the_table():
+    result = _run("train")
+    assert result.exit_code == 0, result.output
+    assert "coverage: " in result.output and "published train measurements on h100-sxm" in (
+        result.output
+    )
+    assert "MFU check: predicted MFU" in result.output
+
+
+_GPT3_A100 = (
+    *("train", "--model", "gpt3-175b", "--system", "dgx-a100", "--chips", "1024", "--tp", "8"),
+    *("--micro-batch", "1", "--global-batch", "1536", "--seq-len", "2048", "--precision", "fp16"),
+)
+
+
+@pytest.mark.parametrize(
+    "plan,flagged",
+    [
+        (("--pp", "8", "--recompute", "none", "--zero", "1"), True),  # the search's kind of plan
+        (("--pp", "16", "--recompute", "full"), False),  # Megatron SC'21's published plan
+    ],
+)
+def test_train_json_flags_mfu_above_the_best_published(plan, flagged):
+    result = _run(*_GPT3_A100, *plan, "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    check = out["coverage"]["mfu"]
+    assert check["above_best_published"] is flagged
+    assert check["best_published_point"] == "korthikanti_1T_selective_sp"
+    assert (out["mfu"] > check["best_published_mfu"]) is flagged

@@ -287,7 +287,9 @@ def test_calibration_file_is_checked_like_every_spec(tmp_path):
     path = tmp_path / "mine.toml"
     path.write_text(
         default.replace('kind = "calibration"', 'kind = "chip"')
-        .replace("matmul_peak_fraction = 0.7856", "matmul_peak_fraction = 1.2")
+        .replace(
+            "[efficiency]\nmatmul_peak_fraction = ", "[efficiency]\nmatmul_peak_fraction = 1.2 #"
+        )
         .replace("[overrides.l4]", "[overrides.l5]")
     )
     problems, _ = _messages(lambda: dc.load_spec("calibration", path))

@@ -118,7 +118,8 @@ def test_expected_tokens_per_step_closed_form():
 
 
 def test_critical_batch_closed_form(h100, llama70):
-    """Weight-read time = GEMM time: b + d_half = w * peak * f_peak / (2 * bw * f_bw)."""
+    """Weight-read time = GEMM time: b + f_peak d_half = w * peak * f_peak / (2 * bw * f_bw)
+    (the d_half idle rows of a skinny GEMM run at the full clock: diffcost._terms.gemm)."""
     out = run(h100, llama70, tp=4, weight_format="fp8")
     eff = h100.efficiency
     ridge = (
@@ -127,7 +128,8 @@ def test_critical_batch_closed_form(h100, llama70):
         * f(eff.matmul_peak_fraction)
         / (2 * 3350e9 * f(eff.memory_bandwidth_fraction))
     )
-    assert f(out.critical_batch) == pytest.approx(ridge - f(eff.matmul_half_dim), rel=1e-9)
+    f_peak, d = f(eff.matmul_peak_fraction), f(eff.matmul_half_dim)
+    assert f(out.critical_batch) == pytest.approx(ridge - f_peak * d, rel=1e-9)
     # the roofline: decode GEMM time is flat well below it and linear well above it
     gemm = lambda b: f(
         run(
@@ -143,9 +145,9 @@ def test_critical_batch_closed_form(h100, llama70):
     )
     crit = f(out.critical_batch)
     assert gemm(int(crit / 8)) == pytest.approx(gemm(1), rel=0.05)
-    # compute-bound: time ~ 2 m n k / eff(m) grows as m + d_half (m = batch tokens)
-    d, lo, hi = f(eff.matmul_half_dim), int(4 * crit), int(8 * crit)
-    assert gemm(hi) / gemm(lo) == pytest.approx((hi + d) / (lo + d), rel=0.02)
+    # compute-bound: time ~ 2 m n k / eff(m) grows as m / f_peak + d_half (m = batch tokens)
+    lo, hi = int(4 * crit), int(8 * crit)
+    assert gemm(hi) / gemm(lo) == pytest.approx((hi + f_peak * d) / (lo + f_peak * d), rel=0.02)
 
 
 def test_decode_step_breakdown_sums(h100, llama70):

@@ -13,9 +13,11 @@ from diffcost._terms.gemm import (
     gemm_bytes,
     gemm_flop,
     gemm_time_s,
+    gpu_fill,
     matmul_efficiency,
     matmul_time_s,
     stream_time_s,
+    sustained_efficiency,
 )
 
 
@@ -47,7 +49,9 @@ def test_efficiency_closed_form(h100):
     eff = h100.efficiency
     d, f_max = float(eff.matmul_half_dim), float(eff.matmul_peak_fraction)
     m, n, k = 64.0, 8192.0, 1024.0
-    expect = f_max * m / (m + d) * n / (n + d) * k / (k + d)
+    rows = 1.0 / (1.0 / f_max + (m + d) / m - 1.0)  # idle rows at the full clock
+    expect = n / (n + d) * k / (k + d) * rows
+    assert expect == pytest.approx(f_max * n / (n + d) * k / (k + d) * m / (m + f_max * d))
     assert float(matmul_efficiency(m, n, k, h100, EXACT)) == pytest.approx(expect, rel=1e-12)
     assert (
         0.0
@@ -55,6 +59,50 @@ def test_efficiency_closed_form(h100):
         < float(matmul_efficiency(8192.0, 8192.0, 8192.0, h100, EXACT))
         < f_max
     )
+
+
+def _with_peak_fraction(system, f_max):
+    return eqx.tree_at(lambda s: s.efficiency.matmul_peak_fraction, system, jnp.asarray(f_max))
+
+
+def test_sustained_efficiency_limits_and_monotonicity():
+    """``1 / (1/f + 1/u - 1)``: ``f`` at a full fill, ``u`` without a sustained-load loss,
+    ``-> u`` for a skinny GEMM, increasing in both (Choi et al., IPDPS 2013)."""
+    fs = jnp.asarray([0.43, 0.45, 0.625, 0.8, 1.0])
+    us = jnp.asarray([1e-3, 1.0 / 129.0, 0.1, 0.5, 0.9, 1.0])
+    e = np.asarray(sustained_efficiency(us[None, :], fs[:, None]))
+    np.testing.assert_allclose(e[:, -1], np.asarray(fs), rtol=1e-6)
+    np.testing.assert_allclose(e[-1, :], np.asarray(us), rtol=1e-6)
+    assert np.all(e <= np.minimum(np.asarray(fs)[:, None], np.asarray(us)[None, :]) * (1 + 1e-6))
+    assert np.all(np.diff(e, axis=0) > 0) and np.all(np.diff(e, axis=1) > 0)
+    assert np.all(e[:, 0] > 0.99 * 1e-3)  # a GEMV runs its few rows at the full clock
+
+
+def test_skinny_gemm_loses_its_fill_not_the_sustained_fraction_too(h100):
+    """A one-row GEMM's efficiency is its fill, whatever the large-GEMM fraction: a chip whose
+    sustained fraction is 0.45 (MI300X, arXiv:2510.27583) loses under 1% at one row, where the
+    product ``f * u`` lost 55%."""
+    n = k = 8192.0
+    d = float(h100.efficiency.matmul_half_dim)
+    fill = 1.0 / (1.0 + d) * n / (n + d) * k / (k + d)
+    assert fill == pytest.approx(float(gpu_fill(1.0, n, k, h100.efficiency)), rel=1e-6)
+    for f_max in [0.45, 0.625, 0.8]:
+        eff = float(matmul_efficiency(1.0, n, k, _with_peak_fraction(h100, f_max), EXACT))
+        assert 0.99 * fill < eff <= fill
+
+
+def test_small_batch_w8a16_decode_sits_at_the_weight_read_floor_at_a_low_peak_fraction(h100):
+    """Item 4 of issue 17: batch-1..4 decode GEMMs are bound by the weight read (TensorRT-LLM
+    weightOnlyBatchedGemv; Marlin, arXiv:2408.11743), also on a chip with a low sustained
+    fraction; an int8 weight at the 16-bit peak halves the GEMM time."""
+    peak = float(h100.chip.peak_flop_per_s[dc.FORMATS.index("bf16")])
+    slow = _with_peak_fraction(h100, 0.45)
+    n = k = 8192.0
+    for m in [1.0, 2.0, 4.0]:
+        for weight_bytes in [2.0, 1.0]:
+            got = float(gemm_time_s(m, n, k, GemmFormat(peak, 2.0, weight_bytes), slow, EXACT))
+            floor = (k * n * weight_bytes + m * (k + n) * 2.0) / _bw(slow)
+            assert got == pytest.approx(floor, rel=1e-12)
 
 
 def test_roofline_compute_and_memory_sides(h100):

@@ -31,6 +31,7 @@ once (``vmap`` over folds; one compilation).
 """
 
 import datetime as _dt
+import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -416,6 +417,20 @@ def _fmt(p: Param, value: float) -> str:
     return f"{float(f'{v:.4g}')}"
 
 
+#: Keys of ``[efficiency]`` in the order the file lists them.
+_ORDER = (
+    "matmul_peak_fraction",
+    "matmul_half_dim",
+    "memory_bandwidth_fraction",
+    "link_bandwidth_fraction",
+    "kernel_launch_us",
+    "memory_reserved_gb",
+    "memory_fragmentation_fraction",
+    "overlap_contention",
+    "kv_reread_fraction",
+)
+
+
 def calibration_toml(
     fit: Fit,
     prep: Prepared,
@@ -427,8 +442,9 @@ def calibration_toml(
 ) -> str:
     """The calibration file with the fitted constants (fold 0) and the fit's provenance.
 
-    ``calibration``: the file whose unfitted (memory) constants are kept; ``name``: the new
-    file's name, which must be its file name without ``.toml``."""
+    ``calibration``: the file whose unfitted (memory) constants and per-chip priors
+    (:func:`prior_overrides`) are kept; ``name``: the new file's name, which must be its file
+    name without ``.toml``."""
     spec = load_spec("calibration", calibration)
     eff = spec.values["efficiency"]
     c = fit.constants(0)
@@ -438,17 +454,6 @@ def calibration_toml(
         "memory_reserved_gb": f"{eff['memory_reserved_bytes'] / 1e9:g}",
         "memory_fragmentation_fraction": f"{eff['memory_fragmentation_fraction']:g}",
     }
-    order = [
-        "matmul_peak_fraction",
-        "matmul_half_dim",
-        "memory_bandwidth_fraction",
-        "link_bandwidth_fraction",
-        "kernel_launch_us",
-        "memory_reserved_gb",
-        "memory_fragmentation_fraction",
-        "overlap_contention",
-        "kv_reread_fraction",
-    ]
     values = {**fitted, **fixed}
     lines = [
         "schema_version = 1",
@@ -461,7 +466,7 @@ def calibration_toml(
         "# family).  memory_* are not fitted (they only decide what fits).",
         "",
         "[efficiency]",
-        *[f"{k} = {values[k]}" for k in order],
+        *[f"{k} = {values[k]}" for k in _ORDER],
         "",
     ]
     used = {prep.chips[i] for i in range(len(prep.points))}
@@ -472,8 +477,40 @@ def calibration_toml(
             lines.append(f"[overrides.{chip}]  # {fam}")
             lines += [f"{p.toml_key} = {_fmt(p, c[fam][p.name])}" for p in PARAMS]
             lines.append("")
-    lines += ["[source]", 'efficiency = """', _provenance(fit, prep, summary, command, date), '"""']
+    written = {chip for members in FAMILIES.values() if used & set(members) for chip in members}
+    priors, prior_sources = prior_overrides(spec.values, spec.info.source, written)
+    provenance = _provenance(fit, prep, summary, command, date)
+    lines += [*priors, "[source]", 'efficiency = """', provenance, '"""', *prior_sources]
     return "\n".join(lines) + "\n"
+
+
+#: Calibration keys (SI name -> file key and scale) of every constant a prior may set.
+_TOML_KEYS = {
+    **{p.name: (p.toml_key, p.toml_scale) for p in PARAMS},
+    "memory_reserved_bytes": ("memory_reserved_gb", 1e-9),
+    "memory_fragmentation_fraction": ("memory_fragmentation_fraction", 1.0),
+}
+
+
+def prior_overrides(
+    values: dict[str, Any], source: dict[str, str], fitted: set[str]
+) -> tuple[list[str], list[str]]:
+    """The per-chip priors of a calibration file, to carry into a refitted one unchanged:
+    every ``[overrides.<chip>]`` with its own ``source.<chip>`` (a chip with no measurement,
+    whose constants come from public microbenchmarks, not from the fit), except chips of a
+    family the fit wrote (``fitted``).  Returns the override lines and the source lines."""
+    lines: list[str] = []
+    sources: list[str] = []
+    overrides = values.get("overrides", {})
+    for chip in sorted(c for c in overrides if c in source and c not in fitted):
+        lines.append(f"[overrides.{chip}]  # prior (not fitted): see source.{chip}")
+        for name, value in overrides[chip].items():
+            key, scale = _TOML_KEYS[name]
+            v = value * scale
+            lines.append(f"{key} = {round(v) if key == 'matmul_half_dim' else float(f'{v:.4g}')}")
+        lines.append("")
+        sources.append(f"{chip} = {json.dumps(source[chip])}")
+    return lines, sources
 
 
 def _provenance(fit: Fit, prep: Prepared, summary: dict[str, Any], command: str, date: str) -> str:
@@ -572,6 +609,7 @@ __all__ = [
     "fit_data",
     "fold_weights",
     "initial_theta",
+    "prior_overrides",
     "log_predictions",
     "loss",
     "report",

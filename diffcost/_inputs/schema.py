@@ -412,7 +412,9 @@ KINDS: dict[str, Kind] = {
             "say where the efficiency constants come from",
             per_table="say where the {} constants come from",
         ),
-        doc="efficiency constants (global, and per-chip overrides of any subset)",
+        doc="efficiency constants (global, and per-chip overrides of any subset; an override "
+        "that is a prior, not a fit, for a chip with no measurement cites its numbers in its own "
+        "`source.<chip>` key, which a refit carries unchanged)",
     ),
     "scenario": Kind(
         "scenario",

@@ -202,21 +202,23 @@ def memory_and_limits(c: Consts, plan: ServePlan, r: Regime) -> tuple[ServeMemor
 def critical_batch(c: Consts, plan: ServePlan, r: Regime) -> Array:
     """Decode batch above which the weight GEMMs turn compute-bound, sequences.
 
-    The ridge ``w * peak * f_peak / (2 bw_eff)`` tokens (Williams et al. 2009), less the rows
-    the chip's class wastes on a skinny GEMM, ``d = w_gpu * d_half + w_sys * R``, times
-    ``pp / q`` (micro-batches and verified tokens per sequence).  With the efficiency of
-    :func:`~diffcost._terms.gemm.matmul_efficiency` at large ``k, n``, ``m`` rows take
-    ``2 m k n (m + d) / (m peak f_peak)`` against ``w k n / bw_eff`` to read the weight, equal at
-    ``m = ridge - d``: ``d`` is the GPU's fitted half-dimension ``matmul_half_dim``, a systolic
-    array's ``R`` fill/drain rows per pass (Kung 1982), and 0 on a dataflow chip (no row
-    penalty).  The class weights are one-hot, so a GPU's value is bit for bit the GPU formula.
+    The ridge ``w * peak * f_peak / (2 bw_eff)`` tokens (Williams et al. 2009), less
+    ``f_peak * d`` for the rows the chip's class wastes on a skinny GEMM,
+    ``d = w_gpu * d_half + w_sys * R``, times ``pp / q`` (micro-batches and verified tokens per
+    sequence).  With :func:`~diffcost._terms.gemm.matmul_efficiency` at large ``k, n`` (fill
+    ``m / (m + d)``, ``1 / eff = 1 / f_peak + d / m``), ``m`` rows take
+    ``2 k n (m / f_peak + d) / peak`` against ``w k n / bw_eff`` to read the weight, equal at
+    ``m = f_peak (w peak / (2 bw_eff) - d) = ridge - f_peak d``: ``d`` is the GPU's fitted
+    half-dimension ``matmul_half_dim``, a systolic array's ``R`` fill/drain rows per pass
+    (Kung 1982), and 0 on a dataflow chip (no row penalty).  The idle rows run at the full
+    clock, so they cost ``f_peak d``, not ``d`` (module docstring of diffcost._terms.gemm).
     """
     chip, eff = c.system.chip, c.system.efficiency
     bw_eff = chip.memory_bandwidth_bytes_per_s * eff.memory_bandwidth_fraction
     ridge = c.weight_bytes * c.peak_flop_per_s * eff.matmul_peak_fraction / (2.0 * bw_eff)
     arch = chip.architecture
     wasted_rows = arch[0] * eff.matmul_half_dim + arch[1] * chip.array_dim
-    critical_tokens = relu(ridge - wasted_rows, c.sm, scale=ridge)
+    critical_tokens = relu(ridge - eff.matmul_peak_fraction * wasted_rows, c.sm, scale=ridge)
     return critical_tokens * plan.pp / r.query_tokens
 
 

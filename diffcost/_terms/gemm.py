@@ -20,6 +20,26 @@ achievable peak depends on the shape and on the chip's execution class (``Chip.a
   Processor", ISCA 2020, §3-4), so only the padding of ``k`` and ``n`` to the array width
   remains.
 
+A GEMM's shape leaves part of the matrix units' issue slots idle in two ways.  Padding of ``n``
+and ``k`` to tiles (and a GPU's last partial wave) happens inside a compute-bound kernel that
+runs at the sustained fraction ``f = matmul_peak_fraction`` of peak a large GEMM reaches (clock
+under sustained matrix power, scheduling), so it scales that rate.  Missing *rows* (``m`` below
+a tile's height, or a systolic pass's ``R`` fill/drain rows) starve the units: a skinny GEMM is
+a memory-streaming kernel whose matrix units idle, draw little power and do not pull the clock
+down, so its row fill ``u`` costs time at the full rate (:func:`sustained_efficiency`):
+``1 / e = 1 / f + 1 / u - 1``, the useful slots at ``f * peak``, the ``1/u - 1`` idle slots per
+useful one at ``peak`` (time, energy and power caps on a roofline: Choi, Bedard, Fowler, Vuduc,
+"A roofline model of energy", IPDPS 2013, and its report GT-CSE-2012-01 §5.2; sustained vs
+boost clock under matrix load: AMD ROCm blog "Measuring Max-Achievable FLOPs - Part 2", 2025).
+``e = f`` for a large GEMM (the old product ``f * u``) and ``e -> u`` for a skinny one, so
+small-batch decode sits at the weight-read floor on a chip with a low ``f`` too, as current
+GEMV / small-``m`` kernels do (TensorRT-LLM ``weightOnlyBatchedGemv`` kernels for ``m <= 4``,
+cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv/; Frantar et al., "MARLIN: Mixed-Precision
+Auto-Regressive Parallel Inference on Large Language Models", PPoPP 2025, arXiv:2408.11743:
+int4 weights give close to the ideal 4x speed-up up to batch 16-32, so small-batch GEMMs are
+bound by the weight read).  The product ``f * u`` charged the sustained-load loss to the idle
+rows too, and turned batch-1 decode compute-bound on chips with a low ``f`` (MI300X at 0.45).
+
 The class weights are one-hot for every built-in chip, so a GPU's efficiency is exactly the
 GPU expression (the other classes are multiplied by 0).
 
@@ -54,15 +74,37 @@ class GemmFormat(NamedTuple):
     weight_bytes: ArrayLike | None = None
 
 
-def gpu_matmul_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficiency) -> Array:
-    """Fraction of peak FLOP/s of an ``m x k x n`` GEMM on a GPU (dimensionless, in (0, 1)).
+def sustained_efficiency(fill: ArrayLike, peak_fraction: ArrayLike) -> Array:
+    """Fraction of peak FLOP/s of a GEMM whose rows fill ``fill`` of the matrix issue slots.
 
-    ``f_max * m/(m + d) * n/(n + d) * k/(k + d)`` with ``f_max = eff.matmul_peak_fraction``,
-    ``d = eff.matmul_half_dim`` (tile and wave quantization, smoothed; module docstring).
+    ``1 / (1 / f + 1 / u - 1)`` with ``u = fill`` and ``f = peak_fraction`` (dimensionless): the
+    useful slots at the sustained rate ``f``, the idle ones at the full rate (module docstring;
+    Choi et al., IPDPS 2013).  Equals ``f`` at ``u = 1``, ``u`` at ``f = 1``, tends to ``u`` as
+    ``u -> 0``, increasing in both; smooth, so the relaxed and exact models share it.
+    """
+    return 1.0 / (1.0 / jnp.asarray(peak_fraction) + 1.0 / jnp.asarray(fill) - 1.0)
+
+
+def gpu_fill(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficiency) -> Array:
+    """Fill of an ``m x k x n`` GEMM on a GPU: ``m/(m + d) * n/(n + d) * k/(k + d)``.
+
+    ``d = eff.matmul_half_dim``: tile and wave quantization, smoothed (module docstring).
     """
     d = eff.matmul_half_dim
     m, n, k = (jnp.asarray(x) for x in (m, n, k))
-    return eff.matmul_peak_fraction * (m / (m + d)) * (n / (n + d)) * (k / (k + d))
+    return (m / (m + d)) * (n / (n + d)) * (k / (k + d))
+
+
+def gpu_matmul_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficiency) -> Array:
+    """Fraction of peak FLOP/s of an ``m x k x n`` GEMM on a GPU (dimensionless, in (0, 1)).
+
+    ``n/(n + d) * k/(k + d) * e(m/(m + d))`` with ``e`` = :func:`sustained_efficiency` at
+    ``f = eff.matmul_peak_fraction`` and ``d = eff.matmul_half_dim`` (module docstring):
+    ``f * n/(n + d) * k/(k + d) * m / (m + f d)``.
+    """
+    d, f = eff.matmul_half_dim, eff.matmul_peak_fraction
+    m, n, k = (jnp.asarray(x) for x in (m, n, k))
+    return (n / (n + d)) * (k / (k + d)) * sustained_efficiency(m / (m + d), f)
 
 
 #: Relative tolerance below which a dimension counts as a multiple of the array side.  Model
@@ -87,28 +129,36 @@ def array_tiles(dim: ArrayLike, array_dim: ArrayLike, sm: Smoothing) -> Array:
     return below + clip01(dim - r * below, sm)
 
 
+def array_pad(n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
+    """Fraction of an ``R x R`` array a ``k x n`` weight fills: ``k/(R ceil(k/R)) n/(R ceil(n/R))``.
+
+    ``k`` and ``n`` padded to the array side ``R = chip.array_dim`` (systolic: Jouppi et al.
+    ISCA 2017 §2; dataflow: the Groq MXM is 320 wide, Abts et al. ISCA 2020).
+    """
+    r = chip.array_dim
+    n, k = jnp.asarray(n), jnp.asarray(k)
+    return (k / (r * array_tiles(k, r, sm))) * (n / (r * array_tiles(n, r, sm)))
+
+
 def systolic_fill(m: ArrayLike, n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
     """Fraction of an ``R x R`` weight-stationary array's cycles that do useful work.
 
     ``k / (R ceil(k / R)) * n / (R ceil(n / R)) * m / (m + R)``: ``k`` and ``n`` padded to the
-    array, ``m`` streamed with ``R`` cycles of fill and drain per tile pass (Kung 1982; Jouppi et
-    al. ISCA 2017 §2).  One row (batch-1 decode) uses ``1 / (1 + R)`` of the array's cycles.
+    array (:func:`array_pad`), ``m`` streamed with ``R`` cycles of fill and drain per tile pass
+    (Kung 1982; Jouppi et al. ISCA 2017 §2).  One row (batch-1 decode) uses ``1 / (1 + R)`` of
+    the array's cycles.
     """
-    r = chip.array_dim
-    m, n, k = (jnp.asarray(x) for x in (m, n, k))
-    pad = (k / (r * array_tiles(k, r, sm))) * (n / (r * array_tiles(n, r, sm)))
-    return pad * m / (m + r)
+    m = jnp.asarray(m)
+    return array_pad(n, k, chip, sm) * m / (m + chip.array_dim)
 
 
 def dataflow_fill(n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
     """Fraction of a dataflow chip's matrix array a ``k x n`` weight fills (dimensionless).
 
-    ``k / (R ceil(k / R)) * n / (R ceil(n / R))`` with ``R`` the array width (Groq MXM
-    320 x 320, Abts et al. ISCA 2020): no per-pass fill, the compiler pipelines the streams.
+    :func:`array_pad` with ``R`` the array width (Groq MXM 320 x 320, Abts et al. ISCA 2020):
+    no per-pass fill, the compiler pipelines the streams.
     """
-    r = chip.array_dim
-    n, k = jnp.asarray(n), jnp.asarray(k)
-    return (k / (r * array_tiles(k, r, sm))) * (n / (r * array_tiles(n, r, sm)))
+    return array_pad(n, k, chip, sm)
 
 
 def matmul_efficiency(
@@ -116,15 +166,20 @@ def matmul_efficiency(
 ) -> Array:
     """Achieved fraction of peak FLOP/s of an ``m x k x n`` GEMM (dimensionless, in (0, 1)).
 
-    ``w_gpu eff_gpu + f_max (w_sys fill_sys + w_df fill_df)`` over the chip's class weights
-    ``(w_gpu, w_sys, w_df)``: :func:`gpu_matmul_efficiency`, :func:`systolic_fill` and
-    :func:`dataflow_fill` (module docstring), ``f_max = eff.matmul_peak_fraction``.
+    ``w_gpu eff_gpu + pad (w_sys e(m / (m + R)) + w_df f)`` over the chip's class weights
+    ``(w_gpu, w_sys, w_df)``: :func:`gpu_matmul_efficiency`, :func:`array_pad` and ``e`` =
+    :func:`sustained_efficiency` at ``f = eff.matmul_peak_fraction`` (module docstring): the
+    systolic row fill (:func:`systolic_fill`) at the full clock, the padding at the sustained
+    rate; a dataflow chip (:func:`dataflow_fill`) has no row penalty.
     """
     chip, eff = system.chip, system.efficiency
     w_gpu, w_sys, w_df = chip.architecture[0], chip.architecture[1], chip.architecture[2]
+    f = eff.matmul_peak_fraction
+    m = jnp.asarray(m)
     gpu = gpu_matmul_efficiency(m, n, k, eff)
-    array = w_sys * systolic_fill(m, n, k, chip, sm) + w_df * dataflow_fill(n, k, chip, sm)
-    return w_gpu * gpu + eff.matmul_peak_fraction * array
+    rows = sustained_efficiency(m / (m + chip.array_dim), f)
+    array = array_pad(n, k, chip, sm) * (w_sys * rows + w_df * f)
+    return w_gpu * gpu + array
 
 
 def gemm_flop(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike = 1.0) -> Array:

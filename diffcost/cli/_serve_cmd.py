@@ -6,6 +6,7 @@ from typing import Annotated, Any
 import equinox as eqx
 import typer
 
+from .._analysis.coverage import coverage_lines, job_coverage
 from .._core.errors import Problem, SpecError
 from .._serve.cost import ServeBreakdown, ServeCost, serve_problems
 from .._serve.plan import ServePlan
@@ -195,14 +196,18 @@ def serve(
     slo = _at_slo_summary(cost, job.plan, ttft_slo_ms, tpot_slo_ms)
     problems = serve_problems(job.model, job.plan, out, float(job.system.num_chips))
     problems += _slo_problems(slo)
+    cov = job_coverage("serve", job.refs, job.plan, calibration)
     if json_out:
         extra_keys = {"slo": slo} if slo is not None else {}
+        extra_keys["coverage"] = cov
         counts = {"system_chips": job.chips}
         print_json(prediction_json(out, job.refs, counts, job.values, problems, **extra_keys))
     else:
         model_info, hw_info = spec_infos(job.refs)
         names = (model_info.display_name, hw_info.display_name)
         _print_table(out, names, job.chips, job.values)
+        for line in coverage_lines(cov):
+            console.print(line, highlight=False, markup=False)
         _print_slo(slo)
         print_problems(problems)
     if problems:

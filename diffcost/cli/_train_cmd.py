@@ -5,6 +5,7 @@ from typing import Annotated, Any
 import equinox as eqx
 import typer
 
+from .._analysis.coverage import coverage_lines, job_coverage
 from .._train.cost import TrainBreakdown, TrainCost
 from .._train.plan import TrainPlan
 from .._train.problems import train_problems
@@ -97,12 +98,14 @@ def train(
     out = _predict(TrainCost(job.system, job.model), job.plan)
     check_finite(out, "training", job.system, job.model, job.inputs())
     problems = train_problems(job.model, job.plan, out, float(job.system.num_chips))
+    cov = job_coverage("train", job.refs, job.plan, calibration, float(out.mfu))
     if json_out:
-        print_json(prediction_json(out, job.refs, {"chips": job.chips}, job.values, problems))
+        counts = {"chips": job.chips}
+        print_json(prediction_json(out, job.refs, counts, job.values, problems, coverage=cov))
     else:
         model_info, hw_info = spec_infos(job.refs)
         names = (model_info.display_name, hw_info.display_name)
-        _print_table(out, names, job.chips, job.values, problems)
+        _print_table(out, names, job.chips, job.values, problems, cov)
     if problems:
         raise typer.Exit(EXIT_INFEASIBLE)
 
@@ -113,8 +116,10 @@ def _print_table(
     n_chips: int,
     values: dict[str, Any],
     problems: list[str],
+    cov: dict[str, Any],
 ) -> None:
-    """The training step as a table: time by term, throughput, memory by kind, energy, cost."""
+    """The training step as a table: time by term, throughput, memory by kind, energy, cost;
+    under it what measurements stand behind it (and an MFU above the best published)."""
     model_name, hw_name = names
     g = float
     rows = [
@@ -148,4 +153,6 @@ def _print_table(
     console.print(f"{model_name} on {n_chips}x {hw_name}", style="bold")
     console.print(f"plan: {plan_line(values)}", highlight=False)
     console.print(kv_table("training step", rows))
+    for line in coverage_lines(cov):
+        console.print(line, highlight=False, markup=False)
     print_problems(problems)

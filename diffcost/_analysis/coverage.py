@@ -1,0 +1,226 @@
+"""Which published measurements stand behind a prediction, and whether its MFU is plausible.
+
+A prediction is only as good as the measurements its efficiency constants were fitted to
+(:mod:`diffcost._analysis.calibrate`).  For a chip and the number formats a job uses this module
+says whether any point of ``specs/measurements`` ran on that chip, whether each format was
+measured on it, and where the chip's efficiency constants come from (fitted to its own points,
+inherited from its family's fit, a per-chip prior from public microbenchmarks, or the global
+values).  ``diffcost train`` and ``diffcost serve`` print it (a ``coverage`` object in
+``--json``, one line under the table).
+
+MFU plausibility (issue 17): the MFU of a published training point is recomputed from its
+measured throughput with the model's own convention (:func:`diffcost._train.cost.step_flop`,
+PaLM App. B: ``MFU = 3 F_fwd(B, s) / (B s) * T / (N P_bf16)``, ``T`` the measured tokens/s of
+the job, ``N`` chips, ``P_bf16`` the chip's dense bf16 peak); a predicted MFU above the best
+published one for the same chip and training precision is flagged.  Where no point of that
+chip and precision exists the check says so and flags nothing.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from .._inputs.hardware import FORMATS
+from .._inputs.loader import load_chip, load_model, load_spec
+from .._inputs.measurements import Measurement, load_measurements
+from .calibrate import FAMILIES
+from .validate import chip_name
+
+_BF16 = FORMATS.index("bf16")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one published point measured: chip, job, formats and (training) its MFU."""
+
+    id: str
+    source: str
+    chip: str
+    kind: str
+    formats: tuple[str, ...]
+    mfu: float | None
+
+
+def _point_formats(m: Measurement) -> tuple[str, ...]:
+    if m.kind == "train":
+        return (str(m.plan["precision"]),)
+    keys = ("weight_format", "compute_format", "kv_format")
+    return tuple(sorted({str(m.plan[k]) for k in keys if k in m.plan}))
+
+
+def measured_mfu(m: Measurement, chip: str) -> float:
+    """MFU of a published training point from its measured tokens/s (dimensionless):
+    ``3 F_fwd(B, s) / (B s) * T / (N P_bf16)`` (the convention of ``TrainCost.mfu``)."""
+    gb, s = float(m.plan["global_batch"]), float(m.plan["seq_len"])
+    flop_per_token = 3.0 * float(load_model(m.model).forward_flop(gb, s)) / (gb * s)
+    peak = float(load_chip(chip).peak_flop_per_s[_BF16])
+    return flop_per_token * m.measured / (m.chips * peak)
+
+
+def index(points: Sequence[Measurement]) -> list[Measured]:
+    """Every predicted (not excluded) point as a :class:`Measured`."""
+    out = []
+    for m in points:
+        if m.excluded is not None:
+            continue
+        chip = chip_name(m)
+        mfu = measured_mfu(m, chip) if m.metric == "train_throughput" else None
+        out.append(Measured(m.id, m.source, chip, m.kind, _point_formats(m), mfu))
+    return out
+
+
+@cache
+def builtin_index() -> tuple[Measured, ...]:
+    """:func:`index` of the built-in ``specs/measurements`` (read once)."""
+    return tuple(index(load_measurements()))
+
+
+def family_of(chip: str) -> str | None:
+    """The calibration family of a chip (:data:`diffcost._analysis.calibrate.FAMILIES`)."""
+    return next((f for f, members in FAMILIES.items() if chip in members), None)
+
+
+def efficiency_basis(chip: str, calibration: str = "default") -> str:
+    """Where a chip's efficiency constants come from in a calibration file: its own
+    ``source.<chip>`` (a prior from public numbers), its family's fit, or the global values."""
+    spec = load_spec("calibration", calibration)
+    if chip in spec.info.source:
+        return "prior"
+    if chip in spec.values.get("overrides", {}):
+        return "family fit"
+    return "global"
+
+
+def coverage(
+    chip: str,
+    kind: str,
+    formats: Sequence[str],
+    calibration: str = "default",
+    points: Sequence[Measured] | None = None,
+) -> dict[str, Any]:
+    """Whether measurements stand behind a ``kind`` ("train"/"serve") job on ``chip`` using
+    ``formats``: the chip measured (any job), this job measured on it, the formats never
+    measured on it, the chip's family and whether any of its chips is measured, and where
+    the efficiency constants come from; ``note`` says it in one sentence."""
+    pts = builtin_index() if points is None else points
+    on_chip = [p for p in pts if p.chip == chip]
+    fam = family_of(chip)
+    fam_chips = set(FAMILIES.get(fam, ())) if fam else {chip}
+    measured_formats = {f for p in on_chip for f in p.formats}
+    out = {
+        "chip": chip,
+        "chip_measured": bool(on_chip),
+        "job_measured": any(p.kind == kind for p in on_chip),
+        "measurements": sum(1 for p in on_chip if p.kind == kind),
+        "family": fam,
+        "family_measured": any(p.chip in fam_chips for p in pts),
+        "formats": sorted(set(formats)),
+        "formats_unmeasured": sorted(set(formats) - measured_formats),
+        "efficiency": efficiency_basis(chip, calibration),
+    }
+    out["note"] = _note(out, kind)
+    return out
+
+
+def _note(c: dict[str, Any], kind: str) -> str:
+    """One sentence on what stands behind the prediction."""
+    eff = {
+        "prior": f"its own prior from public numbers (source.{c['chip']} of the calibration file)",
+        "family fit": f"the {c['family']} family's fit",
+        "global": "the global fit (fitted mostly on A100/H100)",
+    }[c["efficiency"]]
+    if not c["chip_measured"]:
+        head = f"no published measurement on {c['chip']}"
+    elif not c["job_measured"]:
+        head = f"no published {kind} measurement on {c['chip']}"
+    else:
+        head = f"{c['measurements']} published {kind} measurements on {c['chip']}"
+    tail = ""
+    if c["formats_unmeasured"]:
+        tail = f"; never measured on it: {', '.join(c['formats_unmeasured'])}"
+    return f"{head}; efficiency from {eff}{tail}"
+
+
+def mfu_check(
+    chip: str, precision: str, mfu: float, points: Sequence[Measured] | None = None
+) -> dict[str, Any]:
+    """A predicted training MFU against the best published one for the same chip and
+    precision (``above_best_published``: flagged); where none exists, says so."""
+    pts = builtin_index() if points is None else points
+    same = [p for p in pts if p.chip == chip and p.mfu is not None and precision in p.formats]
+    out: dict[str, Any] = {"predicted_mfu": mfu, "precision": precision}
+    if not same:
+        out.update(best_published_mfu=None, best_published_point=None, above_best_published=False)
+        out["note"] = f"no published {precision} training measurement on {chip} to compare MFU"
+        return out
+    best = max(same, key=lambda p: float(np.asarray(p.mfu)))
+    best_mfu = float(np.asarray(best.mfu))
+    above = mfu > best_mfu
+    out.update(
+        best_published_mfu=best_mfu,
+        best_published_point=best.id,
+        above_best_published=above,
+    )
+    verdict = "above" if above else "within"
+    out["note"] = (
+        f"predicted MFU {mfu:.1%} is {verdict} the best published {precision} MFU on {chip}: "
+        f"{best_mfu:.1%} ({best.id}, {best.source})"
+    )
+    return out
+
+
+def formats_of(plan: Any, kind: str) -> tuple[str, ...]:
+    """Number formats an exact plan uses (argmax of its one-hot format weights)."""
+    keys = ("precision",) if kind == "train" else ("weight_format", "compute_format", "kv_format")
+    return tuple(FORMATS[int(np.argmax(np.asarray(getattr(plan, k))))] for k in keys)
+
+
+def job_chip(refs: dict[str, Any]) -> str:
+    """Chip name of a resolved job (``refs`` of :func:`diffcost.cli._resolve.resolve_job`)."""
+    if refs.get("system"):
+        system = load_spec("system", refs["system"])
+        return load_spec("chip", system.values["chip"], system.info.path).info.name
+    return load_spec("chip", refs["chip"]).info.name
+
+
+def job_coverage(
+    kind: str, refs: dict[str, Any], plan: Any, calibration: str, mfu: float | None = None
+) -> dict[str, Any]:
+    """The ``coverage`` object of a ``diffcost train|serve`` prediction: :func:`coverage` of
+    its chip and formats, and for training (``mfu`` given) :func:`mfu_check` under ``"mfu"``."""
+    chip = job_chip(refs)
+    formats = formats_of(plan, kind)
+    out = coverage(chip, kind, formats, calibration)
+    if mfu is not None:
+        out["mfu"] = mfu_check(chip, formats[0], mfu)
+    return out
+
+
+def coverage_lines(cov: dict[str, Any]) -> list[str]:
+    """The text lines printed under a prediction's table: coverage, and (training) the MFU
+    against the best published one, ``IMPLAUSIBLE`` when above it."""
+    lines = [f"coverage: {cov['note']}"]
+    mfu = cov.get("mfu")
+    if mfu is not None:
+        lines.append(
+            f"{'IMPLAUSIBLE' if mfu['above_best_published'] else 'MFU check'}: {mfu['note']}"
+        )
+    return lines
+
+
+__all__ = [
+    "Measured",
+    "builtin_index",
+    "coverage",
+    "coverage_lines",
+    "efficiency_basis",
+    "formats_of",
+    "index",
+    "job_chip",
+    "job_coverage",
+    "measured_mfu",
+    "mfu_check",
+]

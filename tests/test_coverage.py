@@ -1,0 +1,81 @@
+"""Coverage: which measurements stand behind a prediction, and the MFU plausibility check."""
+
+import pytest
+
+from diffcost._analysis import coverage as C
+from diffcost._inputs.measurements import load_measurements
+
+
+@pytest.mark.parametrize(
+    "chip,kind,formats,measured,unmeasured,basis",
+    [
+        ("mi300x", "train", ["bf16"], False, ["bf16"], "prior"),
+        ("b200", "serve", ["fp4", "fp8"], False, ["fp4", "fp8"], "prior"),
+        ("h100-sxm", "train", ["fp8"], True, [], "family fit"),
+        ("a100-sxm-80gb", "serve", ["bf16"], True, [], "family fit"),
+        # H100 has fp8 points only (NeMo 24.07, TensorRT-LLM): bf16 there is unmeasured
+        ("h100-sxm", "train", ["bf16"], True, ["bf16"], "family fit"),
+        ("h200", "serve", ["fp8"], False, ["fp8"], "family fit"),
+    ],
+)
+def test_coverage_says_what_is_measured(chip, kind, formats, measured, unmeasured, basis):
+    cov = C.coverage(chip, kind, formats)
+    assert cov["chip_measured"] is measured
+    assert cov["formats_unmeasured"] == unmeasured
+    assert cov["efficiency"] == basis
+    assert cov["note"].startswith(
+        f"no published measurement on {chip}" if not measured else f"{cov['measurements']} "
+    )
+    if unmeasured:
+        assert f"never measured on it: {', '.join(unmeasured)}" in cov["note"]
+
+
+def test_h200_has_no_point_but_its_family_does():
+    cov = C.coverage("h200", "serve", ["fp8"])
+    assert cov["family"] == "hopper" and cov["family_measured"] and not cov["chip_measured"]
+    assert "the hopper family's fit" in cov["note"]
+
+
+def test_measured_mfu_matches_narayanan_eq3_converted_to_model_flops():
+    """Megatron SC'21 Table 1 counts the recomputed forward pass (eq. 3: 96 B s l h^2 (1 + s/6h
+    + V/16lh)); model FLOPs omit it (72 B s l h^2 (1 + s/6h) + 6 B s V h).  The MFU recovered
+    from the measured throughput is the published TFLOP/s times that ratio over the peak."""
+    m = next(p for p in load_measurements() if p.id == "megatron_sc21_table1_18.4B")
+    from diffcost._inputs.loader import load_spec
+
+    v = load_spec("model", m.model).values
+    n_layers, h, V, s = v["layers"], v["hidden"], v["vocab"], m.plan["seq_len"]
+    hw = 96 * n_layers * h**2 * (1 + s / (6 * h) + V / (16 * n_layers * h))
+    model = 72 * n_layers * h**2 * (1 + s / (6 * h)) + 6 * V * h
+    expected = 135e12 * model / hw / 312e12
+    assert C.measured_mfu(m, "a100-sxm-80gb") == pytest.approx(expected, rel=2e-3)
+
+
+def test_best_published_mfu_is_korthikanti_table_value():
+    """Korthikanti et al. (2022) print 56.3% MFU for their 1T model with selective
+    recomputation and sequence parallelism: recovered from its measured step time."""
+    check = C.mfu_check("a100-sxm-80gb", "fp16", 0.5)
+    assert check["best_published_mfu"] == pytest.approx(0.563, abs=0.001)
+    assert check["best_published_point"] == "korthikanti_1T_selective_sp"
+
+
+def test_mfu_flag_triggers_above_the_best_published_only():
+    best = C.mfu_check("a100-sxm-80gb", "fp16", 0.0)["best_published_mfu"]
+    assert C.mfu_check("a100-sxm-80gb", "fp16", 0.66)["above_best_published"]  # issue 17
+    assert not C.mfu_check("a100-sxm-80gb", "fp16", best)["above_best_published"]
+    note = C.mfu_check("a100-sxm-80gb", "fp16", 0.66)["note"]
+    assert "above the best published fp16 MFU" in note
+
+
+def test_mfu_check_says_when_nothing_is_published():
+    check = C.mfu_check("mi300x", "bf16", 0.9)
+    assert check["best_published_mfu"] is None and not check["above_best_published"]
+    assert check["note"] == "no published bf16 training measurement on mi300x to compare MFU"
+
+
+def test_coverage_lines_flag_an_implausible_mfu():
+    cov = C.coverage("a100-sxm-80gb", "train", ["fp16"])
+    cov["mfu"] = C.mfu_check("a100-sxm-80gb", "fp16", 0.66)
+    lines = C.coverage_lines(cov)
+    assert lines[0].startswith("coverage: 20 published train measurements on a100-sxm-80gb")
+    assert lines[1].startswith("IMPLAUSIBLE: predicted MFU 66.0% is above")
