@@ -23,6 +23,9 @@ from ._common import (
 
 
 def _points(measurements: list[str] | None, sources: list[str] | None):
+    if measurements and not all(measurements):
+        reason = "needs a measurement file path, got ''"
+        raise SpecError([Problem("<flags>", "--measurements", reason)])
     points = load_measurements(measurements or None)
     if sources:
         known = sorted({m.source for m in points})
@@ -152,6 +155,7 @@ def plot_validation(rows: list[dict[str, Any]], path: str | Path, title: str = "
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)
     plt.close(fig)
 
