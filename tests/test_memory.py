@@ -123,3 +123,26 @@ def test_zero_shards_over_data_and_context_parallel_ranks():
     n = float(model.num_params())
     assert float(mem.optimizer_bytes) == pytest.approx(12 * n / 4, rel=1e-9)
     assert float(mem.gradients_bytes) == pytest.approx(2 * n, rel=1e-9)
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_fp8_keeps_row_and_column_wise_fp8_copies_of_the_gemm_weights(stage):
+    """Transformer Engine caches each GEMM weight's fp8 cast (row-wise for the forward GEMM,
+    column-wise for the data gradient) across the micro-batches of a step: 2 bytes per matrix
+    weight of the stage; the embedding stays 16-bit.  Under ZeRO-3 the cache is sharded like the
+    weights, plus the two gathered layers."""
+    model = dc.load_model("llama-2-7b")
+    t, p, d = 2, 2, 4
+    kw = dict(tp=t, pp=p, dp=d, zero=stage, global_batch=16, recompute="full")
+    mem = {
+        prec: dc.TrainCost(_system(t * p * d), model)(dc.train_plan(precision=prec, **kw)).memory
+        for prec in ("bf16", "fp8")
+    }
+    layer = float(model.layer_matrix_params()) / t
+    stage_matrices = float(model.layers) / p * layer
+    held = stage_matrices if stage < 3 else stage_matrices / d + 2 * layer
+    extra = float(mem["fp8"].weights_bytes) - float(mem["bf16"].weights_bytes)
+    assert extra == pytest.approx(2.0 * held, rel=1e-9)
+    # grads and optimizer state are the same in both precisions
+    assert float(mem["fp8"].optimizer_bytes) == float(mem["bf16"].optimizer_bytes)
+    assert float(mem["fp8"].gradients_bytes) == float(mem["bf16"].gradients_bytes)

@@ -17,6 +17,7 @@ from diffcost._search.train import (
     search_train,
     valid,
 )
+from diffcost._terms.comm import all_gather_s
 from diffcost._train.cost import pipeline_bubble, stage_times
 from diffcost._train.memory import params_per_chip, zero3_gather_params
 from diffcost._train.problems import framework_problems
@@ -230,6 +231,30 @@ def test_bubble_relaxation_exact_at_integers_and_finite_gradient():
     )
     for mb in (20.0, 21.5, 24.0, 30.0):
         assert np.isfinite(float(g(jnp.asarray(mb))))
+
+
+# --- ZeRO-2 reduces gradients every micro-batch ------------------------------------------------
+@pytest.mark.parametrize("overlap", [False, True])
+def test_zero2_reduce_scatters_gradients_every_micro_batch(a100_1024, gpt3, overlap):
+    """DeepSpeed ZeRO-2 cannot accumulate into a gradient shard: ``m - 1`` more reduce-scatters
+    per step than ZeRO-1, each hidden under one micro-batch's backward when overlapped."""
+    kw = {**GPT3_PLAN, "micro_batch": 1, "overlap_grad_reduce": overlap, "recompute": "full"}
+    z1 = dc.TrainCost(a100_1024, gpt3)(dc.train_plan(**kw, zero=1))
+    z2 = dc.TrainCost(a100_1024, gpt3)(dc.train_plan(**kw, zero=2))
+    plan = dc.train_plan(**kw, zero=2)
+    m = float(plan.num_micro_batches())
+    assert m == 96.0
+    grad_bytes = params_per_chip(with_padded_vocab(gpt3, plan, dc.EXACT), plan, dc.EXACT) * 2.0
+    t_rs = all_gather_s(grad_bytes, plan.dp, plan.tp, a100_1024, dc.EXACT)
+    extra = float(z2.dp_comm_time_s - z1.dp_comm_time_s)
+    if overlap:
+        assert 0.0 < extra < (m - 1.0) * float(t_rs)
+    else:
+        assert extra == pytest.approx((m - 1.0) * float(t_rs), rel=1e-12)
+    one = {**kw, "micro_batch": 16, "global_batch": 256}  # m = 1: one reduction either way
+    a = dc.TrainCost(a100_1024, gpt3)(dc.train_plan(**one, zero=1))
+    b = dc.TrainCost(a100_1024, gpt3)(dc.train_plan(**one, zero=2))
+    assert float(a.dp_comm_time_s) == float(b.dp_comm_time_s)
 
 
 # --- ZeRO-3 gather buffers ---------------------------------------------------------------------

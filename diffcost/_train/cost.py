@@ -196,26 +196,43 @@ def data_parallel_s(
 ) -> Array:
     """Exposed seconds per step of gradient reduction (ZeRO 0-2) or ZeRO-3 traffic.
 
-    Gradients are all-reduced over the ``dp * cp`` ranks holding the same weights (``t`` apart),
-    overlapped with backward and recomputation when ``overlap_grad_reduce``; ZeRO-3 gathers
-    weights for forward and backward and reduce-scatters gradients every micro-batch,
-    prefetched under it (Rajbhandari et al., SC'20, §5), so ``m * exposed(t_z3, per_micro)``.
+    Gradients are reduced over the ``dp * cp`` ranks holding the same weights (``t`` apart),
+    each collective overlapped with one micro-batch's backward and recomputation when
+    ``overlap_grad_reduce``:
+
+    * ZeRO 0-1 (DDP, Megatron-LM's distributed optimizer) accumulate full gradients locally and
+      reduce once per step: one all-reduce (reduce-scatter + all-gather of the updated weights).
+    * ZeRO-2 keeps only a gradient shard, so it cannot accumulate locally: DeepSpeed reduces
+      (reduce-scatters) the gradient buckets in every micro-batch's backward ("ZeRO stage >= 2
+      communicates during non gradient accumulation boundaries as well",
+      ``DeepSpeedEngine.allreduce_gradients`` in ``deepspeed/runtime/engine.py`` ->
+      ``overlapping_partition_gradients_reduce_epilogue`` / ``reduce_ipg_grads`` in
+      ``deepspeed/runtime/zero/stage_1_and_2.py``, DeepSpeed edaa722, 2026-08-22): the
+      ZeRO-1 step's reduction plus ``m - 1`` more reduce-scatters.  Each hides only under its
+      own micro-batch's backward: with ``overlap_comm`` the epilogue of every backward waits
+      for the reduction (``independent_gradient_partition_epilogue`` synchronizes the device).
+    * ZeRO-3 gathers weights for forward and backward and reduce-scatters gradients every
+      micro-batch, prefetched under it (Rajbhandari et al., SC'20, §5):
+      ``m * exposed(t_z3, per_micro)``.
     """
     params = params_per_chip(model, plan, sm)
     grad_bytes = params * plan.grad_bytes_per_param
     dpc, t = plan.dp * plan.cp, plan.tp
-    t_dp = all_reduce_s(grad_bytes, dpc, t, system, sm)  # = reduce-scatter + all-gather
     overlap = plan.overlap_grad_reduce
-    t_dp_exposed = (1.0 - overlap) * t_dp + overlap * (
-        exposed_s(t_dp, stage.backward_s + stage.recompute_s, system, sm)
-    )
+    window = stage.backward_s + stage.recompute_s
+
+    def exposed(comm_s: Array) -> Array:
+        return (1.0 - overlap) * comm_s + overlap * exposed_s(comm_s, window, system, sm)
+
+    t_dp = all_reduce_s(grad_bytes, dpc, t, system, sm)  # = reduce-scatter + all-gather
+    t_rs = all_gather_s(grad_bytes, dpc, t, system, sm)  # a reduce-scatter moves the same
+    m = plan.num_micro_batches()
+    t_z2_exposed = exposed(t_dp) + (m - 1.0) * exposed(t_rs)
     weight_bytes = params * plan.weight_bytes_per_param
-    t_z3 = 2.0 * all_gather_s(weight_bytes, dpc, t, system, sm) + all_gather_s(
-        grad_bytes, dpc, t, system, sm
-    )
-    t_z3_exposed = plan.num_micro_batches() * exposed_s(t_z3, stage.per_micro_s(), system, sm)
-    z3 = plan.zero[3]
-    return (1.0 - z3) * t_dp_exposed + z3 * t_z3_exposed
+    t_z3 = 2.0 * all_gather_s(weight_bytes, dpc, t, system, sm) + t_rs
+    t_z3_exposed = m * exposed_s(t_z3, stage.per_micro_s(), system, sm)
+    z = plan.zero
+    return (z[0] + z[1]) * exposed(t_dp) + z[2] * t_z2_exposed + z[3] * t_z3_exposed
 
 
 def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> Array:

@@ -8,6 +8,9 @@ computes and the unit it prefetches, and the full gradient of the unit whose bac
 until that gradient is reduce-scattered (:func:`zero3_gather_params`); they are counted in the
 weights and gradients.
 
+FP8 training also keeps Transformer Engine's fp8 copies of the GEMM weights for the whole step
+(:func:`fp8_weight_cache_bytes`), counted in the weights.
+
 Activations follow Korthikanti et al. (arXiv:2205.05198) §4, Table 2, generalised from GPT's
 ``h, 4h, MHA`` to grouped-query attention, any MLP width and matrix count, no dropout and fused
 (flash) attention.  Per layer and micro-batch, with ``T`` tokens on the chip:
@@ -30,10 +33,12 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._core.smooth import Smoothing, is_one, smax, smin
-from .._inputs.hardware import System, format_index
+from .._inputs.hardware import BYTES_PER_ELEMENT, System, format_index
 from .._inputs.model import Model
 from .._terms.reserve import runtime_reserve_bytes
 from .plan import TrainPlan
+
+_FP8_BYTES = BYTES_PER_ELEMENT["fp8"]
 
 
 class TrainMemory(eqx.Module):
@@ -83,6 +88,33 @@ def zero3_gather_params(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     sharded = model.layer_matrix_params() + model.layer_bias_params()
     layer = sharded / plan.tp + model.layer_norm_params()
     return smax(layer, model.vocab * model.hidden / plan.tp, sm)
+
+
+def fp8_weight_cache_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Bytes per chip of the fp8 weight copies FP8 training keeps for the step.
+
+    Transformer Engine casts each GEMM weight to fp8 on the first micro-batch of a step and reuses
+    the cast for the others (``get_weight_workspace(cache_name="weight")`` whenever Megatron-core
+    passes ``is_first_microbatch``, i.e. unless ``disable_parameter_transpose_cache``;
+    transformer_engine/pytorch/module/linear.py and base.py, megatron/core/extensions/
+    transformer_engine.py ``TELinear.forward``).  On Hopper an fp8 GEMM needs both a row-wise
+    copy (forward) and a column-wise, transposed one (data gradient): 2 x 1 byte per matrix
+    weight.  The embedding and output layer are not TE GEMMs and stay 16-bit:
+    ``cache = fp8 * 2 * (L/p) * layer_matrices / t``.
+
+    Under ZeRO-3 TE keeps the cache sharded like the weights (``fsdp_group``: the workspace is
+    scattered after use and gathered with its unit), plus the two gathered units
+    (:func:`zero3_gather_params`): ``2 * (stage * shard + 2 * layer_matrices / t)``.
+    This is the cast the optimizer-time term already charges once per step
+    (:func:`~diffcost._train.cost.optimizer_s`).
+    """
+    fp8 = plan.precision[format_index("fp8")]
+    layer = model.layer_matrix_params() / plan.tp
+    stage = model.layers / plan.pp * layer
+    z3 = plan.zero[3]
+    shard = 1.0 / (plan.dp * plan.cp)
+    held = (1.0 - z3) * stage + z3 * (stage * shard + 2.0 * layer)
+    return fp8 * 2.0 * _FP8_BYTES * held
 
 
 def layer_activation_bytes(model: Model, plan: TrainPlan) -> Array:
@@ -169,7 +201,8 @@ def train_memory(model: Model, plan: TrainPlan, system: System, sm: Smoothing) -
     ZeRO shards over the data-parallel group including context-parallel ranks (``dp * cp``):
     CP ranks hold the same weights and reduce their gradients together (Megatron-LM's
     distributed optimizer uses the same ``dp x cp`` group).  ZeRO-3's weights and gradients
-    include its gathered buffers (:func:`zero3_gather_params`).
+    include its gathered buffers (:func:`zero3_gather_params`); the weights include, for FP8,
+    the fp8 copies of the GEMM weights (:func:`fp8_weight_cache_bytes`).
     """
     params = params_per_chip(model, plan, sm)
     z = plan.zero
@@ -177,6 +210,7 @@ def train_memory(model: Model, plan: TrainPlan, system: System, sm: Smoothing) -
     unit = z[3] * zero3_gather_params(model, plan, sm)  # ZeRO-3: gathered, unsharded buffers
     weights = params * plan.weight_bytes_per_param * (z[0] + z[1] + z[2] + z[3] * shard)
     weights += 2.0 * unit * plan.weight_bytes_per_param
+    weights += fp8_weight_cache_bytes(model, plan, sm)
     grads = params * plan.grad_bytes_per_param * (z[0] + z[1] + (z[2] + z[3]) * shard)
     grads += unit * plan.grad_bytes_per_param
     optimizer = params * plan.optimizer_bytes_per_param * (z[0] + (z[1] + z[2] + z[3]) * shard)
@@ -186,4 +220,10 @@ def train_memory(model: Model, plan: TrainPlan, system: System, sm: Smoothing) -
     return TrainMemory(weights, grads, optimizer, activations, reserved, total)
 
 
-__all__ = ["TrainMemory", "params_per_chip", "train_memory", "zero3_gather_params"]
+__all__ = [
+    "TrainMemory",
+    "fp8_weight_cache_bytes",
+    "params_per_chip",
+    "train_memory",
+    "zero3_gather_params",
+]
