@@ -180,7 +180,9 @@ def test_hugging_face_config_becomes_a_model_document(tmp_path):
 
 def test_modules_from_values_match_the_loaders():
     chip = dc.load_spec("chip", "h100-sxm").values
-    assert float(chip_module(chip).memory_capacity_bytes) == 80e9
+    assert (
+        float(chip_module(chip).memory_capacity_bytes) == 81559 * 2**20
+    )  # capacity_mib = 81559 (nvidia-smi)
     model = dc.load_spec("model", "llama-2-7b").values
     assert float(model_module(model).num_params()) == float(
         dc.load_model("llama-2-7b").num_params()

@@ -62,7 +62,7 @@ def test_required_catalogue_is_present():
 
 def test_units_converted_to_si():
     chip = dc.load_spec("chip", "h100-sxm").values
-    assert chip["memory"]["capacity_bytes"] == 80e9
+    assert chip["memory"]["capacity_bytes"] == 81559 * 2**20  # capacity_mib: MiB are 2**20 bytes
     assert chip["memory"]["bandwidth_bytes_per_s"] == 3350e9
     assert chip["compute"]["bf16_flop_per_s"] == pytest.approx(989.4e12)
     tpu = dc.load_spec("chip", "tpu-v4").values

@@ -18,7 +18,7 @@ H100 = (Path(dc.specs_dir()) / "chips" / "h100-sxm.toml").read_text()
 
 #: kind -> (text replaced, replacement, the message after "<file>: ")
 SPEC_MESSAGES = {
-    "missing key": ("capacity_gb = 80\n", "", "memory.capacity: missing required key"),
+    "missing key": ("capacity_mib = 81559\n", "", "memory.capacity: missing required key"),
     "unknown key": (
         "tdp_w = 700",
         "tdp_w = 700\ncolour = 1",

@@ -282,8 +282,8 @@ def test_serve_infeasible_says_why():
     result = _run("serve", "--model", "llama-2-70b", "--chip", "h100-sxm", "--chips", "1", "--json")
     assert result.exit_code == 1
     (problem,) = json.loads(result.stdout)["problems"]
-    assert problem.startswith("does not fit in memory: needs 143.6 GB per chip")
-    assert "capacity 80.0 GB" in problem and "the weights alone need 1.8 chips" in problem
+    assert problem.startswith("does not fit in memory: needs 143.9 GB per chip")
+    assert "capacity 85.5 GB" in problem and "the weights alone need 1.7 chips" in problem
 
 
 def test_serve_bad_input_is_a_message_not_a_traceback():

@@ -71,6 +71,13 @@ class Optimizer(enum.StrEnum):
     ADAM_NO_MASTER = "adam_no_master"
     SGD = "sgd"
     SGD_NO_MASTER = "sgd_no_master"
+    #: Adam with fp32 moments that keeps only the 16-bit remainders of the fp32 master weights
+    #: beside the bf16 weights (Apex DistributedFusedAdam ``store_param_remainders``, which NeMo
+    #: selects for bf16 O2 training: megatron_base_model.py ``setup_optimization``).
+    ADAM_PARAM_REMAINDERS = "adam_param_remainders"
+    #: Adam with bf16 moments updating the bf16 weights in place, no master copy (Apex
+    #: DistributedFusedAdam ``dtype=bf16, store_params=False``: NeMo optim.dtype = bf16).
+    ADAM_BF16 = "adam_bf16"
 
 
 class ServeMode(enum.StrEnum):

@@ -39,12 +39,15 @@ TRAINING_PRECISIONS: tuple[str, ...] = values(TrainPrecision)
 
 #: Optimizer state bytes per parameter kept besides bf16 weights and gradients.
 #: Adam with fp32 master weights: master 4 + m 4 + v 4 = 12; without master: 8;
-#: SGD with momentum: master 4 + momentum 4 = 8; without master: 4.
+#: SGD with momentum: master 4 + momentum 4 = 8; without master: 4; Adam keeping 16-bit master
+#: remainders: 2 + 4 + 4 = 10; Adam with bf16 moments and no master: 2 + 2 = 4.
 OPTIMIZER_BYTES: dict[str, float] = {
     Optimizer.ADAM.value: 12.0,
     Optimizer.ADAM_NO_MASTER.value: 8.0,
     Optimizer.SGD.value: 8.0,
     Optimizer.SGD_NO_MASTER.value: 4.0,
+    Optimizer.ADAM_PARAM_REMAINDERS.value: 10.0,  # remainders 2 + m 4 + v 4
+    Optimizer.ADAM_BF16.value: 4.0,  # m 2 + v 2
 }
 
 #: Bytes per stored weight by training precision: 4 for fp32/tf32 (the weights are fp32), 2 for

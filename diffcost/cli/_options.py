@@ -37,7 +37,10 @@ GlobalBatch = Annotated[int | None, Opt("Sequences per optimizer step.")]
 SeqLen = Annotated[int | None, Opt("Tokens per sequence.")]
 VirtualStages = Annotated[int | None, Opt("Interleaved pipeline chunks per rank.")]
 Recompute = Annotated[str | None, Opt("none | selective | full.")]
-Optimizer = Annotated[str | None, Opt("adam | adam_no_master | sgd | sgd_no_master.")]
+Optimizer = Annotated[
+    str | None,
+    Opt("adam | adam_no_master | sgd | sgd_no_master | adam_param_remainders | adam_bf16."),
+]
 
 # --- serving plan -------------------------------------------------------------------------
 InstanceTp = Annotated[int | None, Opt("Tensor-parallel degree of one instance.")]
