@@ -188,6 +188,9 @@ def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     return table
 
 
+#: Longest file or folder name most file systems accept (ext4, XFS, APFS, NTFS: 255).
+NAME_MAX_BYTES = 255
+
 #: File types a plot may be written as (matplotlib's Agg, SVG and PDF backends).
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -207,6 +210,11 @@ def output_problems(
         if raw is None:
             continue
         path = Path(raw)
+        long = [part for part in path.parts if len(part.encode()) > NAME_MAX_BYTES]
+        if long:
+            reason = f"a name in {str(path)[:60]}... is longer than {NAME_MAX_BYTES} bytes"
+            problems.append(Problem("<arguments>", key, reason))
+            continue
         ancestor = next((a for a in path.parents if a.exists()), None)
         if ancestor is not None and not ancestor.is_dir():
             problems.append(Problem("<arguments>", key, f"{ancestor} is a file, not a folder"))

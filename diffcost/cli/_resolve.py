@@ -30,11 +30,13 @@ class Job(NamedTuple):
     refs: dict[str, Any]
     #: The scenario file the plan came from (``None``: flags only).
     scenario: str | None = None
+    #: The calibration file or name the efficiency constants came from.
+    calibration: str = "default"
 
     def inputs(self) -> str:
         """The files and names this job read, for a message: ``scenario X, model Y, chip Z``."""
-        named = {"scenario": self.scenario, **self.refs}
-        keys = ("scenario", "model", "system", "chip")
+        named = {"scenario": self.scenario, **self.refs, "calibration": self.calibration}
+        keys = ("scenario", "model", "system", "chip", "calibration")
         return ", ".join(f"{k} {named[k]}" for k in keys if named.get(k))
 
     @property
@@ -96,7 +98,7 @@ def resolve_job(
     except SpecError as err:
         given = {k for k, v in flags.items() if v is not None}
         raise SpecError([_name_flag(p, given) for p in err.problems]) from None
-    return Job(system, load_model(refs["model"]), plan, values, refs, scenario)
+    return Job(system, load_model(refs["model"]), plan, values, refs, scenario, str(calibration))
 
 
 def _name_flag(problem: Problem, given: set[str]) -> Problem:

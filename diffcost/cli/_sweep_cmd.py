@@ -7,8 +7,9 @@ import typer
 from rich.table import Table
 
 from .._analysis.sweep import Sweep, SweepResult, load_sweep, run_sweep
+from .._core.errors import Problem, SpecError
 from . import app
-from ._common import check_outputs, console, friendly_errors, print_json
+from ._common import console, friendly_errors, output_problems, print_json
 
 #: Column to rank by, and whether larger is better, per job.
 BEST = {"train": ("step_time_s", False), "serve": ("output_tokens_per_s_per_chip", True)}
@@ -77,8 +78,15 @@ def sweep(
     over all devices) and write a tidy table (CSV / Parquet) and plots."""
     spec = load_sweep(spec_file)
     sw = spec.sweep
+    from_file = {
+        k for k, flag in (("csv", csv), ("parquet", parquet), ("plots", plots)) if not flag
+    }
     csv, parquet, plots = csv or spec.csv, parquet or spec.parquet, plots or spec.plots
-    check_outputs({"csv": csv, "parquet": parquet, "plots": plots}, folders=("plots",))
+    problems = output_problems({"csv": csv, "parquet": parquet, "plots": plots}, ("plots",))
+    if problems:
+        # a path the sweep file gave is a problem of its [output] table, not of a flag
+        where = lambda p: Problem(str(sw.source), f"output.{p.key}", p.reason)  # noqa: E731
+        raise SpecError([where(p) if p.key in from_file else p for p in problems])
     result = run_sweep(sw, progress=progress and not json_out, chunk=chunk)
     for path, write in ((csv, result.to_csv), (parquet, result.to_parquet)):
         if path is not None:
