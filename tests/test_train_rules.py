@@ -311,3 +311,19 @@ def test_padded_vocab_has_unit_slope_in_the_vocabulary():
         h = vocab * 1e-6
         fd = (pad(jnp.asarray(vocab + h)) - pad(jnp.asarray(vocab - h))) / (2 * h)
         assert float(fd) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_padded_vocab_is_finite_below_tp_one():
+    """A relaxed search visits tp < 1: the padded vocabulary (and its gradient) stays finite
+    there (a zero multiple gave NaN and broke the search's relaxed phase)."""
+    from diffcost._core.smooth import RELAXED
+    from diffcost._train.rules import padded_vocab
+
+    model, plan = dc.load_model("llama-3-8b"), dc.train_plan(tp=1)
+
+    def f(t):
+        return padded_vocab(model, eqx.tree_at(lambda p: p.tp, plan, t), RELAXED)
+
+    for t in (0.3, 0.9, 1.0, 1.5):
+        value, grad = jax.value_and_grad(f)(jnp.asarray(t))
+        assert np.isfinite(float(value)) and np.isfinite(float(grad))

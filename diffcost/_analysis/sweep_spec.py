@@ -398,6 +398,11 @@ def load_sweep(path: str | Path) -> SweepFile:
     ck = Checker(str(path))
     data = read_toml(path)
     values, _ = ck.document(data, S.KINDS["sweep"], stem=path.stem)
+    for table in ("grid", "zip"):
+        axes = data.get(table, {})
+        for key, axis in axes.items() if isinstance(axes, dict) else ():
+            if not isinstance(axis, list) or not axis:
+                ck.add(f"{table}.{key}", f"must be a non-empty list of values, got {axis!r}")
     ck.raise_if_any()
     name = values["name"]
     sweep = Sweep(  # [base], [grid] and [zip] are the job's keys, checked by prepare()

@@ -89,7 +89,8 @@ def padded_vocab(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     t = plan.tp
     if not sm.relaxed:
         return exact(t)
-    below = jax.lax.stop_gradient(jnp.floor(t))
+    # a relaxed search may visit t < 1: the padding there is that of t = 1 (no zero multiple)
+    below = jax.lax.stop_gradient(jnp.maximum(jnp.floor(t), 1.0))
     w = clip01(t - below, sm)
     return (1.0 - w) * exact(below) + w * exact(below + 1.0)
 
