@@ -102,9 +102,10 @@ def resolve_job(
 
 
 def _name_flag(problem: Problem, given: set[str]) -> Problem:
-    """A plan problem whose value came from a command-line flag names the flag, not the
-    scenario file the other values came from."""
+    """A plan problem whose value came from a command-line flag is an argument problem (shown
+    as ``command line: --flag`` by :func:`diffcost.cli._common.friendly_errors`), not one of
+    the scenario file the other values came from."""
     key = problem.key.split(".")[0].split("[")[0]
     if key not in given:
         return problem
-    return Problem("command line", "--" + key.replace("_", "-"), problem.reason)
+    return Problem("<arguments>", key, problem.reason)
