@@ -79,8 +79,11 @@ def stage_layers(model: Model, plan: TrainPlan, sm: Smoothing) -> StageLayers:
     l_set = clip01(plan.last_stage_layers, sm)
     stages = plan.pp - f_set - l_set
     rest = model.layers - f_set * plan.first_stage_layers - l_set * plan.last_stage_layers
-    # no middle stage (p = 2 with both ends given): divide by 1, the rules require rest = 0
-    middle = rest / (stages + is_one(stages + 1.0, sm))
+    # no middle stage (p = 2 with both ends given): divide by 1, the rules require rest = 0;
+    # the even split keeps its plain L / p (the relaxed search's landscape, for any p)
+    even = (1.0 - f_set) * (1.0 - l_set)
+    uneven_middle = rest / (stages + is_one(stages + 1.0, sm))
+    middle = even * model.layers / plan.pp + (1.0 - even) * uneven_middle
     first = f_set * plan.first_stage_layers + (1.0 - f_set) * middle
     last = l_set * plan.last_stage_layers + (1.0 - l_set) * middle
     return StageLayers(first, middle, last, stages, rest)
