@@ -35,7 +35,7 @@ from .._core.smooth import RELAXED
 from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._train.cost import TrainBreakdown, TrainCost
-from .._train.plan import TRAIN_FIELDS, TrainPlan, encode_train
+from .._train.plan import TRAIN_FIELDS, LoraTarget, TrainPlan, encode_train
 from .._train.rules import fp8_units
 from .core import (
     Axis,
@@ -79,6 +79,13 @@ class TrainSearchSpace:
     optimizer: Optimizer | str = Optimizer.ADAM
     flash_attention: bool = True
     objective: TrainObjective | str = TrainObjective.TIME
+    # Discrete-only, fixed for the whole search (never relaxed or enumerated): the pipeline
+    # split's first/last stage layers (0 = even) and LoRA (rank 0 = full training), given by
+    # the user as in :func:`diffcost.train_plan`.
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+    lora_rank: int = 0
+    lora_targets: LoraTarget | str = LoraTarget.QKV
 
     def __post_init__(self) -> None:
         typed = {
@@ -87,6 +94,7 @@ class TrainSearchSpace:
             "precision": coerce_all(TrainPrecision, self.precision, "precision"),
             "optimizer": coerce(Optimizer, self.optimizer, "optimizer"),
             "objective": coerce(TrainObjective, self.objective, "objective"),
+            "lora_targets": coerce(LoraTarget, self.lora_targets, "lora_targets"),
         }
         for key, value in typed.items():
             object.__setattr__(self, key, value)
@@ -107,7 +115,12 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
     )
     axes = [
         Axis("tp", _divisors(math.gcd(heads, ffn), n_max)),
-        Axis("pp", _divisors(layers, n_max)),
+        Axis(
+            "pp",
+            tuple(float(p) for p in range(1, min(layers, n_max) + 1))
+            if _uneven(space)
+            else _divisors(layers, n_max),
+        ),
         Axis("cp", cps),
         Axis("micro_batch", _divisors(space.global_batch, space.max_micro_batch)),
         # each model chunk holds at least one layer: more chunks than layers cannot exist
@@ -136,12 +149,30 @@ def valid(c: Candidates, model: Model, space: TrainSearchSpace) -> np.ndarray:
     ok = (dp >= 1) & (np.abs(dp - np.round(dp)) < 1e-9)
     dpi = np.maximum(np.round(dp), 1)
     ok &= space.global_batch % (dpi * col["micro_batch"]) == 0
-    ok &= layers % (col["pp"] * col["virtual_stages"]) == 0
+    ok &= _split_ok(layers, col["pp"], col["virtual_stages"], space)
     ok &= (col["pp"] > 1) | (col["virtual_stages"] == 1)
     micro_batches = space.global_batch // (dpi * col["micro_batch"])
     ok &= (col["virtual_stages"] == 1) | (micro_batches % col["pp"] == 0)
     ok &= (kv % col["tp"] == 0) | (col["tp"] % kv == 0)
     ok &= (col["tp"] > 1) | (~col["sequence_parallel"].astype(bool))
+    return ok
+
+
+def _split_ok(layers: int, pp: np.ndarray, v: np.ndarray, space: TrainSearchSpace) -> np.ndarray:
+    """Megatron-LM's pipeline split (:func:`diffcost._train.rules.pipeline_split_violation`):
+    ``L % (p v) == 0`` when even; uneven: ``p > 1``, the rest ``L - f - l`` divides over the
+    remaining stages (or is 0 with none left), every stage's layers divisible by ``v``."""
+    if not _uneven(space):
+        return layers % (pp * v) == 0
+    f, last = space.first_stage_layers, space.last_stage_layers
+    stages = pp - (f > 0) - (last > 0)
+    rest = layers - f - last
+    middle = np.where(stages > 0, rest / np.maximum(stages, 1), 0.0)
+    ok = (pp > 1) & (rest >= 0) & np.where(stages > 0, rest % np.maximum(stages, 1) == 0, rest == 0)
+    first_n = f if f > 0 else middle
+    last_n = last if last > 0 else middle
+    for n in (first_n, middle, last_n):
+        ok &= np.mod(n, v) == 0
     return ok
 
 
@@ -155,6 +186,22 @@ def _one_hots(name: str, chosen: Any, n: int) -> np.ndarray:
     options = _FIELD[name].options()
     picks = np.broadcast_to(np.asarray(chosen, dtype=object), (n,))
     return np.eye(len(options))[[options.index(_FIELD[name].plain(v)) for v in picks]]
+
+
+def _fixed(space: TrainSearchSpace) -> dict[str, np.ndarray]:
+    """The fields a search keeps fixed (discrete-only): the pipeline split and LoRA, as the
+    space gives them.  An uneven split is a user's choice of a layout the even split cannot
+    express (126 layers on 16 stages), and LoRA changes what is trained, not how."""
+    return {
+        "first_stage_layers": np.asarray(float(space.first_stage_layers)),
+        "last_stage_layers": np.asarray(float(space.last_stage_layers)),
+        "lora_rank": np.asarray(float(space.lora_rank)),
+        "lora_targets": _one_hots("lora_targets", space.lora_targets, 1)[0],
+    }
+
+
+def _uneven(space: TrainSearchSpace) -> bool:
+    return space.first_stage_layers > 0 or space.last_stage_layers > 0
 
 
 def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
@@ -182,6 +229,7 @@ def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
             "precision": f(_one_hots("precision", col["precision"], n)),
             "grad_bytes_per_param": full(2.0),
             "optimizer": f(_one_hots("optimizer", space.optimizer, n)),
+            **{k: f(np.broadcast_to(v, (n, *np.shape(v)))) for k, v in _fixed(space).items()},
         }
     )
 
@@ -261,6 +309,7 @@ def relaxed_plan(
             "precision": soft("precision"),
             "grad_bytes_per_param": jnp.asarray(2.0),
             "optimizer": jnp.asarray(_one_hots("optimizer", space.optimizer, 1)[0]),
+            **{k: jnp.asarray(v) for k, v in _fixed(space).items()},
         }
     )
     return plan, chips

@@ -28,7 +28,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._core.smooth import EXACT, Smoothing, is_one, relu, smax
+from .._core.smooth import EXACT, Smoothing, clip01, is_one, relu, smax, step
 from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System, format_index
 from .._inputs.model import Model
 from .._terms.attention import attention_gemms, causal_skip, gemm_attention_s
@@ -46,8 +46,16 @@ from .._terms.kernels import (
     launch_s,
     quantize_bytes,
 )
-from .._terms.layer import GemmOp, layer_gemm_s, logits_gemm
-from .memory import TrainMemory, params_per_chip, train_memory
+from .._terms.layer import GemmOp, layer_gemm_s, layer_gemms, logits_gemm
+from .memory import (
+    TrainMemory,
+    adapter_params_per_layer,
+    lora_on,
+    params_per_chip,
+    stage_layers,
+    train_memory,
+    trainable_params_per_chip,
+)
 from .plan import TrainPlan
 from .rules import divisibility, unsupported_format, with_padded_vocab
 
@@ -145,15 +153,64 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     return LayerForward(t_gemm, t_attn, t_elem, launch_s(0.0, system), scores)
 
 
-def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> StageTimes:
-    """Per-micro-batch seconds on the worst stage: its ``L / p`` layers plus the output layer.
+def adapter_forward_s(
+    system: System, model: Model, plan: TrainPlan, tokens: Array, sm: Smoothing
+) -> Array:
+    """Forward seconds of one layer's LoRA adapters (0 in full training).
 
-    Forward ``(L/p) t_layer + t_logits + t_xent`` (fp32 logits written and read); backward
-    twice the forward (input and weight gradients); recomputation ``full * (t_layer + 2
-    t_allreduce) + selective * (t_attn + unfused scores)`` per layer; per layer ``4 + 2 full``
-    TP all-reduces (Shoeybi et al. 2019, §3) and three exposed CP K/V passes (forward gather,
-    backward gather + reduce-scatter, hidden under attention); ``2 v`` pipeline hand-offs
-    (Narayanan et al. SC'21).
+    Each adapted ``T x k x n`` layer GEMM (:func:`~diffcost._terms.layer.layer_gemms`, local
+    TP shapes) adds two skinny GEMMs, ``T x k x r`` (down, ``A``) and ``T x r x n`` (up, ``B``),
+    ``2 T r (k + n)`` FLOP (Hu et al. 2021 §4.1), charged at their own shape-dependent
+    efficiency by the GEMM roofline, in bf16: NeMo's ``ParallelLinearAdapter`` uses Megatron
+    ``ColumnParallelLinear``/``RowParallelLinear``, not Transformer Engine fp8 layers
+    (``nemo/collections/nlp/modules/common/megatron/adapters/parallel_adapters.py``).  The
+    adapters' own TP collectives on ``T x r`` tensors are not charged.
+    """
+    fmt = GemmFormat(system.chip.peak_flop_per_s[_BF16], 2.0)
+    r = smax(plan.lora_rank, 1.0, sm, integer=True)  # shape guard; weighted by lora_on below
+    total = jnp.asarray(0.0)
+    for i, op in enumerate(layer_gemms(tokens, model, plan.tp, fmt)):
+        down = GemmOp(op.m, r, op.k, fmt).time_s(system, sm)
+        up = GemmOp(op.m, op.n, r, fmt).time_s(system, sm)
+        total = total + plan.lora_matrices[i] * (down + up)
+    return lora_on(plan, sm) * total
+
+
+def critical_stage(
+    model: Model, plan: TrainPlan, per_layer_s: Array, output_s: Array, sm: Smoothing
+) -> tuple[Array, Array]:
+    """``(layers, output)`` of the slowest pipeline stage: its transformer layers and 1 if it is
+    the last (output layer + loss), 0 else.
+
+    Every stage runs the same per-micro-batch schedule, so the step is set by the slowest
+    (Narayanan et al. SC'21 §2.2): ``max(n_first a, n_middle a, n_last a + b)`` with ``a`` the
+    per-layer and ``b`` the output-layer seconds (:func:`~diffcost._train.memory.stage_layers`).
+    The last stage is the slowest when ``n_last + b/a >= max(n_first, n_middle)``: ``w =
+    step(n_last + b/a - n_head)``.  The even split (``n = L/p`` everywhere, ``b >= 0``) gives
+    ``(L/p, 1)`` exactly, as before uneven splits existed; the embedding lookup of the first
+    stage (a ``T x h`` gather, far below one layer) is not charged.
+    """
+    st = stage_layers(model, plan, sm)
+    f_set, l_set = clip01(plan.first_stage_layers, sm), clip01(plan.last_stage_layers, sm)
+    even = (1.0 - f_set) * (1.0 - l_set)
+    n_head = even * st.middle + (1.0 - even) * smax(st.first, st.middle, sm, integer=True)
+    w_last = step(st.last + output_s / per_layer_s - n_head, sm)
+    w = even + (1.0 - even) * w_last
+    return w * st.last + (1.0 - w) * n_head, w
+
+
+def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> StageTimes:
+    """Per-micro-batch seconds on the slowest stage (:func:`critical_stage`): its layers plus,
+    on the last stage, the output layer.
+
+    Forward ``n t_layer + t_logits + t_xent`` (fp32 logits written and read); backward
+    twice the forward (input and weight gradients), less the weight-gradient GEMMs of frozen
+    weights under LoRA (``t_gemm`` per layer and ``t_logits``: activation gradients only, Hu et
+    al. 2021 §4.2) plus twice the adapters' forward (:func:`adapter_forward_s`); recomputation
+    ``full * (t_layer + 2 t_allreduce) + selective * (t_attn + unfused scores)`` per layer; per
+    layer ``4 + 2 full`` TP all-reduces (Shoeybi et al. 2019, §3) and three exposed CP K/V passes
+    (forward gather, backward gather + reduce-scatter, hidden under attention); ``2 v`` pipeline
+    hand-offs (Narayanan et al. SC'21).
     """
     t, p, c = plan.tp, plan.pp, plan.cp
     layer = layer_forward(system, model, plan, sm)
@@ -165,14 +222,20 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     t_cp = all_gather_s(kv_bytes * c, c, t, system, sm)  # K,V ring pass
     t_cp_exposed = exposed_s(t_cp, layer.attention_s, system, sm)
     w_sel, w_full = plan.recompute[1], plan.recompute[2]
-    t_layer = layer.total_s()
+    lora = lora_on(plan, sm)
+    t_adapter = adapter_forward_s(system, model, plan, tokens, sm)
+    t_layer = layer.total_s() + t_adapter
+    t_layer_bwd = 2.0 * t_layer - lora * layer.gemm_s
     t_recompute_layer = w_full * (t_layer + 2.0 * t_tp_ar) + w_sel * (
         layer.attention_s + stream_time_s(2.0 * layer.score_elements, system)
     )
-    layers_per_stage = model.layers / p
     t_logits_fwd = logits_gemm(tokens, model, t, fmt).time_s(system, sm)
     t_xent = stream_time_s(3.0 * 4.0 * tokens * model.vocab / t, system)  # fp32 logits r/w
-    t_fwd = layers_per_stage * t_layer + t_logits_fwd + t_xent
+    t_out = t_logits_fwd + t_xent
+    t_out_bwd = 2.0 * t_out - lora * t_logits_fwd
+    t_comm_layer = (4.0 + 2.0 * w_full) * t_tp_ar + 3.0 * t_cp_exposed
+    per_layer = t_layer + t_layer_bwd + t_recompute_layer + t_comm_layer
+    n, out = critical_stage(model, plan, per_layer, t_out + t_out_bwd, sm)
     has_pp = 1.0 - is_one(p, sm)
     p2p_bytes = 2.0 * tokens * model.hidden * replicated_fraction(plan)
     t_p2p = (
@@ -182,11 +245,11 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
         * point_to_point_s(p2p_bytes, t * c * plan.dp, system, sm)
     )
     return StageTimes(
-        forward_s=t_fwd,
-        backward_s=2.0 * t_fwd,
-        recompute_s=layers_per_stage * t_recompute_layer,
-        tp_comm_s=layers_per_stage * ((4.0 + 2.0 * w_full) * t_tp_ar),
-        cp_comm_s=layers_per_stage * (3.0 * t_cp_exposed),
+        forward_s=n * t_layer + out * t_out,
+        backward_s=n * t_layer_bwd + out * t_out_bwd,
+        recompute_s=n * t_recompute_layer,
+        tp_comm_s=n * ((4.0 + 2.0 * w_full) * t_tp_ar),
+        cp_comm_s=n * (3.0 * t_cp_exposed),
         p2p_s=t_p2p,
     )
 
@@ -216,7 +279,7 @@ def data_parallel_s(
       ``m * exposed(t_z3, per_micro)``.
     """
     params = params_per_chip(model, plan, sm)
-    grad_bytes = params * plan.grad_bytes_per_param
+    grad_bytes = trainable_params_per_chip(model, plan, sm) * plan.grad_bytes_per_param
     dpc, t = plan.dp * plan.cp, plan.tp
     overlap = plan.overlap_grad_reduce
     window = stage.backward_s + stage.recompute_s
@@ -238,8 +301,9 @@ def data_parallel_s(
 def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     """Seconds of the optimizer update: a stream over the local shard of the model state.
 
-    ``params * shard * (2 w + g + 2 o)`` bytes (read and write weights and optimizer state,
-    read gradients; ``shard`` the ZeRO fraction held), plus for FP8 the per-step fp8 weight
+    ``trainable * shard * (2 w + g + 2 o)`` bytes (read and write weights and optimizer state,
+    read gradients; ``trainable`` the adapters only under LoRA; ``shard`` the ZeRO fraction
+    held), plus for FP8 the per-step fp8 weight
     copies (read 2 bytes, write 1 per weight; Transformer Engine caches them across
     micro-batches).
     """
@@ -247,7 +311,7 @@ def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     z = plan.zero
     shard = z[0] + (z[1] + z[2] + z[3]) / (plan.dp * plan.cp)
     opt_bytes = (
-        params
+        trainable_params_per_chip(model, plan, sm)
         * shard
         * (
             2.0 * plan.weight_bytes_per_param
@@ -282,12 +346,21 @@ def pipeline_bubble(plan: TrainPlan, sm: Smoothing) -> Array:
 
 def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     """``(model FLOP, hardware FLOP)`` of one step: ``3 * forward`` (PaLM App. B), plus the
-    recomputed layer forward (full) or attention core (selective) (Korthikanti et al. App. A)."""
+    recomputed layer forward (full) or attention core (selective) (Korthikanti et al. App. A).
+
+    Under LoRA (exact indicator ``lora_rank >= 1``) the frozen weights' gradient GEMMs are not
+    computed: ``3 fwd - (fwd - attention core)`` plus ``3`` times the adapters' forward
+    ``2 tokens L r sum(k + n)`` (full, unsharded shapes: :func:`adapter_params_per_layer` at
+    ``t = 1``).
+    """
     gb, s = plan.global_batch, plan.seq_len
     fwd = model.forward_flop(gb, s)
-    model_flop = 3.0 * fwd
     attn_core = model.layers * model.layer_attention_flop(gb, s)
-    layer_fwd = fwd - model.logits_flop(gb * s)
+    lora = clip01(plan.lora_rank, EXACT)
+    whole = eqx.tree_at(lambda q: q.tp, plan, jnp.ones_like(plan.tp))
+    adapters = 2.0 * gb * s * model.layers * adapter_params_per_layer(model, whole)
+    model_flop = 3.0 * fwd - lora * (fwd - attn_core) + lora * 3.0 * adapters
+    layer_fwd = fwd - model.logits_flop(gb * s) + lora * adapters
     w_sel, w_full = plan.recompute[1], plan.recompute[2]
     return model_flop, model_flop + w_full * layer_fwd + w_sel * attn_core
 

@@ -28,11 +28,14 @@ With GPT shapes and dropout this is exactly Table 2: ``sbh(34 + 5as/h)`` unparal
 with selective recomputation, ``34 sbh/t`` with both, and ``2 sbh`` with full recomputation.
 """
 
+from typing import NamedTuple
+
 import equinox as eqx
 import jax.numpy as jnp
+import jax.tree_util as jtu
 from jaxtyping import Array, Float
 
-from .._core.smooth import Smoothing, is_one, smax, smin
+from .._core.smooth import Smoothing, clip01, is_one, smax, smin, step
 from .._inputs.hardware import BYTES_PER_ELEMENT, System, format_index
 from .._inputs.model import Model
 from .._terms.reserve import runtime_reserve_bytes
@@ -42,7 +45,8 @@ _FP8_BYTES = BYTES_PER_ELEMENT["fp8"]
 
 
 class TrainMemory(eqx.Module):
-    """Bytes per chip on the most loaded pipeline stage (the first)."""
+    """Bytes per chip on the most loaded pipeline stage (the first, or with an uneven split
+    the second when it is heavier: :func:`train_memory`)."""
 
     weights_bytes: Float[Array, ""]
     gradients_bytes: Float[Array, ""]
@@ -52,17 +56,100 @@ class TrainMemory(eqx.Module):
     total_bytes: Float[Array, ""]
 
 
-def params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
-    """Parameters held by one chip of the most loaded stage (before ZeRO sharding).
+class StageLayers(NamedTuple):
+    """Transformer layers per pipeline stage (see :func:`stage_layers`)."""
 
-    ``(L/p) * (matrices_and_biases / t + norms) + embeddings / t`` where the stage also holds the
+    first: Array
+    middle: Array  # on each of the middle stages (0 when there are none)
+    last: Array
+    middle_stages: Array
+    rest: Array  # layers the middle stages share: ``L - first - last`` (given ones only)
+
+
+def stage_layers(model: Model, plan: TrainPlan, sm: Smoothing) -> StageLayers:
+    """Layers on the first, middle and last pipeline stages.
+
+    Megatron-LM (``get_num_layers_to_build``, ``megatron/core/transformer/transformer_block.py``
+    at d98e8a64ddf3): a given first (last) stage count is taken off, the remaining layers divide
+    evenly over the remaining stages: ``middle = (L - f - l) / (p - [f > 0] - [l > 0])``; an
+    unset first or last stage holds ``middle`` layers.  With neither set every stage holds
+    ``L / p`` (the even split).  Llama 3 405B on 16 stages: ``f = l = 7``, ``middle = 8``.
+    """
+    f_set = clip01(plan.first_stage_layers, sm)  # exact 1 for a given count, 0 for none
+    l_set = clip01(plan.last_stage_layers, sm)
+    stages = plan.pp - f_set - l_set
+    rest = model.layers - f_set * plan.first_stage_layers - l_set * plan.last_stage_layers
+    # no middle stage (p = 2 with both ends given): divide by 1, the rules require rest = 0;
+    # the even split keeps its plain L / p (the relaxed search's landscape, for any p)
+    even = (1.0 - f_set) * (1.0 - l_set)
+    uneven_middle = rest / (stages + is_one(stages + 1.0, sm))
+    middle = even * model.layers / plan.pp + (1.0 - even) * uneven_middle
+    first = f_set * plan.first_stage_layers + (1.0 - f_set) * middle
+    last = l_set * plan.last_stage_layers + (1.0 - l_set) * middle
+    return StageLayers(first, middle, last, stages, rest)
+
+
+def layers_on_stage(model: Model, plan: TrainPlan, sm: Smoothing, stage: int) -> Array:
+    """Layers on pipeline stage ``stage``: 0 the first; 1 the second, a middle stage or, with
+    no middle stage (``p = 2`` uneven), the last (:func:`stage_layers`)."""
+    st = stage_layers(model, plan, sm)
+    if stage == 0:
+        return st.first
+    no_middle = is_one(st.middle_stages + 1.0, sm)
+    return (1.0 - no_middle) * st.middle + no_middle * st.last
+
+
+def lora_on(plan: TrainPlan, sm: Smoothing) -> Array:
+    """1 for LoRA fine-tuning (``lora_rank >= 1``: base weights frozen), 0 for full training."""
+    return clip01(plan.lora_rank, sm)
+
+
+def adapter_params_per_layer(model: Model, plan: TrainPlan) -> Array:
+    """LoRA adapter parameters of one layer on one chip: ``r (k + n)`` per adapted ``k x n``
+    layer GEMM (``A: k x r``, ``B: r x n``; Hu et al. 2021 §4.1), with the local (TP-shard)
+    ``k`` and ``n`` of :func:`~diffcost._terms.layer.layer_gemms`."""
+    h, t = model.hidden, plan.tp
+    f_in = (model.mlp_matrices - 1.0) * model.ffn_hidden
+    sides = jnp.stack(
+        [
+            h + model.attention_width() / t,
+            model.heads * model.head_dim / t + h,
+            h + f_in / t,
+            model.ffn_hidden / t + h,
+        ]
+    )
+    return plan.lora_rank * jnp.sum(plan.lora_matrices * sides, axis=-1)
+
+
+def trainable_params_per_chip(
+    model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0
+) -> Array:
+    """Parameters per chip that get gradients and optimizer state: all held ones in full
+    training, only the adapters of the stage's layers under LoRA, whose base weights are
+    frozen (Hu et al. 2021 §4.2; NeMo PEFT freezes the base model)."""
+    lora = lora_on(plan, sm)
+    adapters = layers_on_stage(model, plan, sm, stage) * adapter_params_per_layer(model, plan)
+    return (1.0 - lora) * params_per_chip(model, plan, sm, stage) + lora * adapters
+
+
+def params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0) -> Array:
+    """Parameters held by one chip of pipeline stage ``stage`` (0 the first, 1 the second;
+    before ZeRO sharding).
+
+    First stage: ``n * (matrices_and_biases / t + norms) + embeddings / t`` (``n`` its layers,
+    :func:`layers_on_stage`, ``L / p`` when even) where the stage also holds the
     output projection (untied) or its tied copy when ``p = 1`` (Megatron keeps a word-embedding
-    copy on both first and last stage).  Learned positions are not TP-sharded.
+    copy on both first and last stage).  Learned positions are not TP-sharded.  Second stage:
+    its layers, plus the output matrix (or tied copy) and final norm when it is the last
+    (``p = 2``).
     """
     t, p = plan.tp, plan.pp
+    n = layers_on_stage(model, plan, sm, stage)
     sharded = model.layer_matrix_params() + model.layer_bias_params()
-    layers = model.layers / p * (sharded / t + model.layer_norm_params())
+    layers = n * (sharded / t + model.layer_norm_params())
     word = model.vocab * model.hidden / t
+    if stage == 1:
+        return layers + is_one(p - 1.0, sm) * (word + model.norm_params * model.hidden)
     positions = model.learned_positions * model.max_seq_len * model.hidden
     # p == 1: the single stage also holds the untied output matrix and the final norm.
     output = is_one(p, sm) * (
@@ -90,7 +177,7 @@ def zero3_gather_params(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     return smax(layer, model.vocab * model.hidden / plan.tp, sm)
 
 
-def fp8_weight_cache_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+def fp8_weight_cache_bytes(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0) -> Array:
     """Bytes per chip of the fp8 weight copies FP8 training keeps for the step.
 
     Transformer Engine casts each GEMM weight to fp8 on the first micro-batch of a step and reuses
@@ -100,7 +187,7 @@ def fp8_weight_cache_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Arra
     transformer_engine.py ``TELinear.forward``).  On Hopper an fp8 GEMM needs both a row-wise
     copy (forward) and a column-wise, transposed one (data gradient): 2 x 1 byte per matrix
     weight.  The embedding and output layer are not TE GEMMs and stay 16-bit:
-    ``cache = fp8 * 2 * (L/p) * layer_matrices / t``.
+    ``cache = fp8 * 2 * n * layer_matrices / t`` (``n`` the layers of ``stage``, ``L/p`` even).
 
     Under ZeRO-3 TE keeps the cache sharded like the weights (``fsdp_group``: the workspace is
     scattered after use and gathered with its unit), plus the two gathered units
@@ -110,10 +197,10 @@ def fp8_weight_cache_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Arra
     """
     fp8 = plan.precision[format_index("fp8")]
     layer = model.layer_matrix_params() / plan.tp
-    stage = model.layers / plan.pp * layer
+    held_stage = layers_on_stage(model, plan, sm, stage) * layer
     z3 = plan.zero[3]
     shard = 1.0 / (plan.dp * plan.cp)
-    held = (1.0 - z3) * stage + z3 * (stage * shard + 2.0 * layer)
+    held = (1.0 - z3) * held_stage + z3 * (held_stage * shard + 2.0 * layer)
     return fp8 * 2.0 * _FP8_BYTES * held
 
 
@@ -160,68 +247,105 @@ def layer_activation_bytes_by_recompute(model: Model, plan: TrainPlan) -> Array:
     return jnp.stack([full_store, full_store - scores, layer_input])
 
 
-def micro_batches_in_flight(plan: TrainPlan, sm: Smoothing) -> Array:
-    """Micro-batches whose activations the first stage holds at peak (1F1B schedule).
+def micro_batches_in_flight(plan: TrainPlan, sm: Smoothing, stage: int = 0) -> Array:
+    """Micro-batches whose activations pipeline stage ``stage`` holds at peak (1F1B schedule).
 
-    ``min(p * (1 + [v > 1] (p - 1)/(p v)), m)``: ``p`` for 1F1B, times Korthikanti's interleaving
-    factor when ``v > 1``; never more than the ``m`` micro-batches of the step.
+    ``min((p - stage) * (1 + [v > 1] (p - 1)/(p v)), m)``: stage ``k`` runs ``p - k`` warm-up
+    forwards before its first backward (Narayanan et al. SC'21 §2.2.1), times Korthikanti's
+    interleaving factor when ``v > 1`` (applied to the second stage too, an approximation);
+    never more than the ``m`` micro-batches of the step.
     """
     p, v = plan.pp, plan.virtual_stages
     interleaved = 1.0 - is_one(v, sm)
     factor = 1.0 + interleaved * (p - 1.0) / (p * v)
-    return smin(p * factor, plan.num_micro_batches(), sm, integer=True)
+    return smin((p - stage) * factor, plan.num_micro_batches(), sm, integer=True)
 
 
-def activation_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
-    """Peak activation bytes on the first stage.
+def activation_bytes(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0) -> Array:
+    """Peak activation bytes on pipeline stage ``stage`` (0 the first, 1 the second).
 
-    ``(L/p) * in_flight * per_layer(recompute)`` plus: the embedding dropout mask for every
-    micro-batch in flight; with full recomputation, one layer's full activations (the working set
-    while recomputing); and when ``p = 1`` the final norm, output-layer input and fp32 logits
-    ``4 T h + 4 T V / t`` (Korthikanti §4.2.3).
+    ``n * in_flight * per_layer(recompute)`` (``n`` the stage's layers, ``L/p`` even) plus: on
+    the first stage the embedding dropout mask for every micro-batch in flight; with full
+    recomputation, one layer's full activations (the working set while recomputing); and on the
+    last stage (the first when ``p = 1``, the second when ``p = 2``) the final norm, output-layer
+    input and fp32 logits ``4 T h + 4 T V / t`` (Korthikanti §4.2.3).
     """
     per_layer = jnp.sum(plan.recompute * layer_activation_bytes_by_recompute(model, plan))
-    in_flight = micro_batches_in_flight(plan, sm)
-    stored = model.layers / plan.pp * in_flight * per_layer
+    in_flight = micro_batches_in_flight(plan, sm, stage)
+    stored = layers_on_stage(model, plan, sm, stage) * in_flight * per_layer
     tokens = plan.micro_batch * plan.seq_len / plan.cp
     rep = plan.sequence_parallel / plan.tp + (1.0 - plan.sequence_parallel)
-    embedding_dropout = model.dropout * tokens * model.hidden * rep * in_flight
+    embedding_dropout = (stage == 0) * model.dropout * tokens * model.hidden * rep * in_flight
     working_set = plan.recompute[2] * layer_activation_bytes(model, plan)
-    output = is_one(plan.pp, sm) * (
+    output = is_one(plan.pp - stage, sm) * (
         4.0 * tokens * model.hidden * rep + 4.0 * tokens * model.vocab / plan.tp
     )
     return stored + embedding_dropout + working_set + output
 
 
-def train_memory(model: Model, plan: TrainPlan, system: System, sm: Smoothing) -> TrainMemory:
-    """Per-chip memory of a training step on ``system`` (bytes), ZeRO stages mixed by
-    ``plan.zero``; the runtime reserve is :func:`~diffcost._terms.reserve.runtime_reserve_bytes`
-    (the same as serving's).
+def stage_memory(
+    model: Model, plan: TrainPlan, system: System, sm: Smoothing, stage: int = 0
+) -> TrainMemory:
+    """Per-chip memory of pipeline stage ``stage`` (bytes), ZeRO stages mixed by ``plan.zero``;
+    the runtime reserve is :func:`~diffcost._terms.reserve.runtime_reserve_bytes` (the same as
+    serving's).
 
     ZeRO shards over the data-parallel group including context-parallel ranks (``dp * cp``):
     CP ranks hold the same weights and reduce their gradients together (Megatron-LM's
     distributed optimizer uses the same ``dp x cp`` group).  ZeRO-3's weights and gradients
     include its gathered buffers (:func:`zero3_gather_params`); the weights include, for FP8,
-    the fp8 copies of the GEMM weights (:func:`fp8_weight_cache_bytes`).
+    the fp8 copies of the GEMM weights (:func:`fp8_weight_cache_bytes`).  Gradients and
+    optimizer state cover the trainable parameters only (:func:`trainable_params_per_chip`:
+    the LoRA adapters when the base is frozen), whose weights are held besides the base ones.
     """
-    params = params_per_chip(model, plan, sm)
+    params = params_per_chip(model, plan, sm, stage)
+    trained = trainable_params_per_chip(model, plan, sm, stage)
+    adapters = lora_on(plan, sm) * trained
     z = plan.zero
     shard = 1.0 / (plan.dp * plan.cp)
     unit = z[3] * zero3_gather_params(model, plan, sm)  # ZeRO-3: gathered, unsharded buffers
-    weights = params * plan.weight_bytes_per_param * (z[0] + z[1] + z[2] + z[3] * shard)
+    held = z[0] + z[1] + z[2] + z[3] * shard
+    weights = (params + adapters) * plan.weight_bytes_per_param * held
     weights += 2.0 * unit * plan.weight_bytes_per_param
-    weights += fp8_weight_cache_bytes(model, plan, sm)
-    grads = params * plan.grad_bytes_per_param * (z[0] + z[1] + (z[2] + z[3]) * shard)
-    grads += unit * plan.grad_bytes_per_param
-    optimizer = params * plan.optimizer_bytes_per_param * (z[0] + (z[1] + z[2] + z[3]) * shard)
-    activations = activation_bytes(model, plan, sm)
+    weights += fp8_weight_cache_bytes(model, plan, sm, stage)
+    grads = trained * plan.grad_bytes_per_param * (z[0] + z[1] + (z[2] + z[3]) * shard)
+    grads += (1.0 - lora_on(plan, sm)) * unit * plan.grad_bytes_per_param
+    optimizer = trained * plan.optimizer_bytes_per_param * (z[0] + (z[1] + z[2] + z[3]) * shard)
+    activations = activation_bytes(model, plan, sm, stage)
     reserved = runtime_reserve_bytes(system)
     total = weights + grads + optimizer + activations + reserved
     return TrainMemory(weights, grads, optimizer, activations, reserved, total)
 
 
+def train_memory(model: Model, plan: TrainPlan, system: System, sm: Smoothing) -> TrainMemory:
+    """Per-chip memory of the most loaded pipeline stage (:func:`stage_memory`).
+
+    Under 1F1B stage ``k`` holds ``p - k`` micro-batches in flight, so with an even split the
+    first stage (most in flight, plus the embedding) is charged, as before.  With an uneven split
+    and a lighter first stage (Llama 3 405B: 7 layers x 16 in flight against 8 x 15 on the
+    second) the second stage can be heavier: the heavier of the two,
+    ``uneven * step(total_2 - total_1)`` (exact; ``p >= 2``).  Later middle stages hold the
+    second's layers and fewer micro-batches.  Not modelled: a last stage given more layers than
+    the middle ones outweighing both (it holds one micro-batch, plus the fp32 logits), and in
+    the even split a last stage outweighing the first through its logits when ``m`` is small.
+    """
+    first = stage_memory(model, plan, system, sm, 0)
+    second = stage_memory(model, plan, system, sm, 1)
+    even = (1.0 - clip01(plan.first_stage_layers, sm)) * (1.0 - clip01(plan.last_stage_layers, sm))
+    uneven = (1.0 - is_one(plan.pp, sm)) * (1.0 - even)
+    w = uneven * step(second.total_bytes - first.total_bytes - 1.0, sm)
+    return jtu.tree_map(lambda a, b: (1.0 - w) * a + w * b, first, second)
+
+
 __all__ = [
+    "StageLayers",
     "TrainMemory",
+    "adapter_params_per_layer",
+    "layers_on_stage",
+    "lora_on",
+    "stage_layers",
+    "stage_memory",
+    "trainable_params_per_chip",
     "fp8_weight_cache_bytes",
     "params_per_chip",
     "train_memory",

@@ -11,6 +11,7 @@ the search's JSON rows derive from it, and one encoder (:func:`encode_train`) tu
 device) and the search (exact and relaxed).
 """
 
+import enum
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -58,6 +59,28 @@ WEIGHT_BYTES: dict[str, float] = {
 
 _positive = lambda x: x > 0  # noqa: E731
 
+
+class LoraTarget(enum.StrEnum):
+    """Matrices of each layer that carry LoRA adapters, by NeMo's ``target_modules`` names
+    (``PEFT_MODULE_MAP`` and ``get_target_modules`` in ``nemo/collections/nlp/parts/
+    peft_config.py``, NVIDIA/NeMo): the fused QKV projection only (NeMo's default), the
+    attention block (QKV + output projection), the MLP (fc1 + fc2), or all four."""
+
+    QKV = "attention_qkv"
+    ATTENTION = "attention"
+    MLP = "mlp"
+    ALL = "all"
+
+
+#: Adapted layer GEMMs per target, in the order of
+#: :func:`diffcost._terms.layer.layer_gemms` (QKV, attention output, MLP in, MLP out).
+LORA_MATRICES: dict[str, tuple[float, float, float, float]] = {
+    LoraTarget.QKV.value: (1.0, 0.0, 0.0, 0.0),
+    LoraTarget.ATTENTION.value: (1.0, 1.0, 0.0, 0.0),
+    LoraTarget.MLP.value: (0.0, 0.0, 1.0, 1.0),
+    LoraTarget.ALL.value: (1.0, 1.0, 1.0, 1.0),
+}
+
 #: Every field of :func:`train_plan`, in keyword order.
 TRAIN_FIELDS: tuple[PlanField, ...] = (
     PlanField("tp", "degree", 1, "tensor-parallel degree"),
@@ -91,6 +114,29 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         check=_positive,
         reason="must be a positive number",
     ),
+    # Uneven pipeline split and parameter-efficient fine-tuning (issue 17 item 6).
+    PlanField(
+        "first_stage_layers",
+        "count",
+        0,
+        "transformer layers on the first pipeline stage (0: even split)",
+        minimum=0,
+    ),
+    PlanField(
+        "last_stage_layers",
+        "count",
+        0,
+        "transformer layers on the last pipeline stage (0: even split)",
+        minimum=0,
+    ),
+    PlanField("lora_rank", "count", 0, "LoRA adapter rank (0: every weight trained)", minimum=0),
+    PlanField(
+        "lora_targets",
+        "categorical",
+        "attention_qkv",
+        "matrices with LoRA adapters (NeMo target_modules)",
+        choices=LoraTarget,
+    ),
 )
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
 
@@ -119,6 +165,13 @@ class TrainPlan(eqx.Module):
         zero: weights over ZeRO stages 0..3 (sharding over data parallelism; stage 3 = FSDP).
         precision: weights over :data:`diffcost.FORMATS` for matrix multiplications.
         weight_bytes_per_param, grad_bytes_per_param, optimizer_bytes_per_param: bytes.
+        first_stage_layers, last_stage_layers: transformer layers on the first / last pipeline
+            stage, 0 for the even split (Megatron-LM ``--decoder-first-pipeline-num-layers``,
+            ``--decoder-last-pipeline-num-layers``); the other layers divide over the rest.
+        lora_rank: LoRA adapter rank ``r``; 0 trains every weight, ``r >= 1`` freezes every base
+            weight and trains rank-``r`` adapters (Hu et al. 2021, arXiv:2106.09685).
+        lora_matrices: 1 for each layer GEMM (QKV, output, MLP in, MLP out) with an adapter
+            (the plan's :class:`LoraTarget`, mixed when relaxed).
 
     Every field may carry leading batch dimensions (``*batch``): stacked plans for ``vmap``
     (sweeps, searches, validation) are built with the same constructor.
@@ -141,6 +194,10 @@ class TrainPlan(eqx.Module):
     weight_bytes_per_param: Float[Array, "*batch"]
     grad_bytes_per_param: Float[Array, "*batch"]
     optimizer_bytes_per_param: Float[Array, "*batch"]
+    first_stage_layers: Float[Array, "*batch"]
+    last_stage_layers: Float[Array, "*batch"]
+    lora_rank: Float[Array, "*batch"]
+    lora_matrices: Float[Array, "*batch 4"]
 
     def num_micro_batches(self) -> Array:
         """Micro-batches per step per pipeline: ``global_batch / (dp * micro_batch)``."""
@@ -156,8 +213,9 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
     choices, one-hot when exact).  Works on scalars, stacked rows and traced values alike.
 
     Derived per-choice numbers are weighted sums, exact at one-hot weights: the stored weight
-    bytes of the precision (:data:`WEIGHT_BYTES`) and the optimizer state bytes
-    (:data:`OPTIMIZER_BYTES`).  The precision weights are placed on :data:`FORMATS` (the
+    bytes of the precision (:data:`WEIGHT_BYTES`), the optimizer state bytes
+    (:data:`OPTIMIZER_BYTES`) and the adapted matrices of the LoRA targets
+    (:data:`LORA_MATRICES`).  The precision weights are placed on :data:`FORMATS` (the
     training precisions are its first entries).
     """
     a = lambda k: jnp.asarray(v[k])  # noqa: E731
@@ -166,6 +224,8 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
     weights = jnp.asarray([WEIGHT_BYTES[p] for p in TrainPrecision], prec.dtype)
     opt = a("optimizer")
     opt_bytes = jnp.asarray([OPTIMIZER_BYTES[o] for o in Optimizer], opt.dtype)
+    targets = a("lora_targets")
+    matrices = jnp.asarray([LORA_MATRICES[t] for t in LoraTarget], targets.dtype)
     return TrainPlan(
         tp=a("tp"),
         pp=a("pp"),
@@ -184,6 +244,10 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
         weight_bytes_per_param=jnp.sum(prec * weights, axis=-1),
         grad_bytes_per_param=a("grad_bytes_per_param"),
         optimizer_bytes_per_param=jnp.sum(opt * opt_bytes, axis=-1),
+        first_stage_layers=a("first_stage_layers"),
+        last_stage_layers=a("last_stage_layers"),
+        lora_rank=a("lora_rank"),
+        lora_matrices=targets @ matrices,
     )
 
 
@@ -215,6 +279,10 @@ def train_plan(
     precision: TrainPrecision | str = "bf16",
     optimizer: Optimizer | str = "adam",
     grad_bytes_per_param: float = 2.0,
+    first_stage_layers: int = 0,
+    last_stage_layers: int = 0,
+    lora_rank: int = 0,
+    lora_targets: LoraTarget | str = "attention_qkv",
     source: str = "plan",
 ) -> TrainPlan:
     """Build an exact (integer, one-hot) training plan, checking every field at once
@@ -249,6 +317,7 @@ def train_plan(
 
 __all__ = [
     "FORMATS",
+    "LORA_MATRICES",
     "OPTIMIZER_BYTES",
     "RECOMPUTE",
     "TRAINING_PRECISIONS",
@@ -256,6 +325,7 @@ __all__ = [
     "TRAIN_PLAN",
     "WEIGHT_BYTES",
     "ZERO_STAGES",
+    "LoraTarget",
     "TrainPlan",
     "encode_train",
     "train_plan",

@@ -11,7 +11,12 @@ Megatron-LM (NVIDIA/Megatron-LM at commit d98e8a64ddf3, 2026-08-22) refuses:
   neither a multiple nor a divisor of the TP size (``TransformerConfig.__post_init__``,
   ``megatron/core/transformer/transformer_config.py``; TP beyond the KV heads replicates them);
 * a number of layers not divisible by the pipeline size, or per stage not divisible by the
-  layers per virtual stage (``validate_args``, ``megatron/training/arguments.py``);
+  layers per virtual stage (``validate_args``, ``megatron/training/arguments.py``); with an
+  uneven split (``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``)
+  the layers left after the given first and last stages not divisible by the remaining stages,
+  or any stage's layers not divisible by the virtual stages (``get_num_layers_to_build``,
+  ``megatron/core/transformer/transformer_block.py``), and an uneven split without pipeline
+  parallelism (:func:`pipeline_split_violation`);
 * with the interleaved schedule (``virtual_stages > 1``), a micro-batch count that is not a
   multiple of the pipeline size: ``forward_backward_pipelining_with_interleaving`` in
   ``megatron/core/pipeline_parallel/schedules.py`` requires the group of contiguous
@@ -35,9 +40,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._core.smooth import Smoothing, clip01, divisibility_violation, is_one
+from .._core.smooth import EXACT, Smoothing, clip01, divisibility_violation, is_one, relu
 from .._inputs.hardware import Chip, format_index
 from .._inputs.model import Model
+from .memory import stage_layers
 from .plan import TrainPlan
 
 #: Megatron-LM ``--make-vocab-size-divisible-by`` default (``arguments.py``): the vocabulary is
@@ -114,16 +120,73 @@ def interleave_violation(plan: TrainPlan, sm: Smoothing) -> Array:
     return interleaved * divisibility_violation(plan.num_micro_batches() / plan.pp, sm)
 
 
+def pipeline_split_violation(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """0 when Megatron-LM builds the plan's pipeline split, else positive.
+
+    Even split (neither end given): ``div(L / (p v))``, as before.  Uneven
+    (``get_num_layers_to_build`` in ``megatron/core/transformer/transformer_block.py`` at
+    d98e8a64ddf3): pipeline parallelism (``[p = 1]``); the ``rest = L - f - l`` layers either
+    divide over the ``p - [f > 0] - [l > 0]`` remaining stages or, with none left, are 0
+    (``|rest|``); no negative rest; every stage's layers divisible by ``v`` (``div(n / v)`` for
+    first, middle and last).  Llama 3 405B: 126 layers, ``p = 16``, ``f = l = 7``: rest 112 over
+    14 stages, 8 each, valid.
+    """
+    st = stage_layers(model, plan, sm)
+    f_set, l_set = clip01(plan.first_stage_layers, sm), clip01(plan.last_stage_layers, sm)
+    even = (1.0 - f_set) * (1.0 - l_set)
+    v = plan.virtual_stages
+    no_middle = is_one(st.middle_stages + 1.0, sm)
+    spread = (1.0 - no_middle) * divisibility_violation(st.middle, sm) + no_middle * (
+        relu(st.rest, sm) + relu(-st.rest, sm)
+    )
+    per_chunk = sum(divisibility_violation(n / v, sm) for n in (st.first, st.middle, st.last))
+    uneven = is_one(plan.pp, sm) + spread + relu(-st.rest, sm) + per_chunk
+    return even * divisibility_violation(model.layers / (plan.pp * v), sm) + (1.0 - even) * uneven
+
+
+def pipeline_split_problems(model: Model, plan: TrainPlan) -> list[str]:
+    """Why Megatron-LM refuses an exact plan's pipeline split (empty: it builds it); the
+    messages :func:`diffcost._train.problems.train_problems` reports."""
+    g = float
+    L, p, v = g(model.layers), g(plan.pp), g(plan.virtual_stages)
+    f, last = g(plan.first_stage_layers), g(plan.last_stage_layers)
+    if f == 0 and last == 0:
+        if L % (p * v):
+            return [
+                f"layers ({L:.0f}) is not divisible by pp*virtual_stages ({p * v:.0f}): "
+                f"remainder {L % (p * v):.0f}"
+            ]
+        return []
+    if p == 1:
+        return ["first_stage_layers / last_stage_layers need pipeline parallelism (pp > 1)"]
+    st = stage_layers(model, plan, EXACT)
+    rest, stages = g(st.rest), g(st.middle_stages)
+    problems = []
+    if rest < 0 or (stages == 0 and rest != 0) or (stages > 0 and rest % stages):
+        problems.append(
+            f"the {rest:.0f} layers left after the first ({f:.0f}) and last ({last:.0f}) stages "
+            f"do not divide over the {stages:.0f} remaining pipeline stages"
+        )
+    for name, n in (("first", st.first), ("middle", st.middle), ("last", st.last)):
+        if g(n) % v:
+            problems.append(
+                f"the {name} stage's {g(n):g} layers are not divisible by virtual_stages ({v:.0f})"
+            )
+    return problems
+
+
 def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, ""]:
     """Sum of the relaxed divisibility violations (0 at a valid exact plan): heads and ffn by
     ``tp``, KV heads a multiple or divisor of ``tp``, layers by ``pp * v``, the micro-batch count
-    an integer and, when interleaved, a multiple of ``pp``, ``seq_len`` by ``cp``."""
+    an integer and, when interleaved, a multiple of ``pp``, ``seq_len`` by ``cp``; the uneven
+    pipeline split's rules replace the layer rule when a first or last stage count is given
+    (:func:`pipeline_split_violation`)."""
     t = plan.tp
     return (
         divisibility_violation(model.heads / t, sm)
         + divisibility_violation(model.ffn_hidden / t, sm)
         + kv_split_violation(model, plan, sm)
-        + divisibility_violation(model.layers / (plan.pp * plan.virtual_stages), sm)
+        + pipeline_split_violation(model, plan, sm)
         + divisibility_violation(plan.num_micro_batches(), sm)
         + interleave_violation(plan, sm)
         + divisibility_violation(plan.seq_len / plan.cp, sm)
@@ -137,6 +200,8 @@ __all__ = [
     "interleave_violation",
     "kv_split_violation",
     "padded_vocab",
+    "pipeline_split_problems",
+    "pipeline_split_violation",
     "unsupported_format",
     "with_padded_vocab",
 ]
