@@ -84,6 +84,10 @@ def train_space(m: Measurement, model: Model) -> tuple[TrainSearchSpace, Candida
         max_virtual_stages=max(MAX_VIRTUAL_STAGES, p.get("virtual_stages", 1)),
         optimizer=p.get("optimizer", "adam"),
         flash_attention=p["flash_attention"],
+        first_stage_layers=p.get("first_stage_layers", 0),
+        last_stage_layers=p.get("last_stage_layers", 0),
+        lora_rank=p.get("lora_rank", 0),
+        lora_targets=p.get("lora_targets", "attention_qkv"),
     )
     axes, choices = axes_for(model, space)
     per: dict[str, Sequence[Any]] = {

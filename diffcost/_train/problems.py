@@ -3,6 +3,7 @@
 from .._inputs.model import Model
 from .cost import TrainBreakdown
 from .plan import TrainPlan
+from .rules import pipeline_split_problems
 
 
 def _gb(x: float) -> str:
@@ -60,7 +61,6 @@ def train_problems(
     checks = [
         (g(model.heads), tp, "heads", "tp"),
         (g(model.ffn_hidden), tp, "ffn_hidden", "tp"),
-        (g(model.layers), pp * v, "layers", "pp*virtual_stages"),
         (gb, dp * mb, "global_batch", "dp*micro_batch"),
         (s, cp, "seq_len", "cp"),
     ]
@@ -69,6 +69,8 @@ def train_problems(
             problems.append(
                 f"{a} ({num:.0f}) is not divisible by {b} ({den:.0f}): remainder {num % den:.0f}"
             )
+        if a == "ffn_hidden":  # the pipeline split's rules, in the place of the layer rule
+            problems += pipeline_split_problems(model, plan)
     if v > 1 and pp == 1:
         problems.append("virtual_stages > 1 needs pipeline parallelism (pp > 1)")
     problems += framework_problems(model, plan)
