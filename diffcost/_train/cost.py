@@ -212,8 +212,7 @@ def data_parallel_s(
       own micro-batch's backward: with ``overlap_comm`` the epilogue of every backward waits
       for the reduction (``independent_gradient_partition_epilogue`` synchronizes the device).
     * ZeRO-3 gathers weights for forward and backward and reduce-scatters gradients every
-      micro-batch, prefetched under it (Rajbhandari et al., SC'20, §5):
-      ``m * exposed(t_z3, per_micro)``.
+      micro-batch, one unit at a time, prefetched one unit ahead (:func:`zero3_s`).
     """
     params = params_per_chip(model, plan, sm)
     grad_bytes = params * plan.grad_bytes_per_param
@@ -228,11 +227,51 @@ def data_parallel_s(
     t_rs = all_gather_s(grad_bytes, dpc, t, system, sm)  # a reduce-scatter moves the same
     m = plan.num_micro_batches()
     t_z2_exposed = exposed(t_dp) + (m - 1.0) * exposed(t_rs)
-    weight_bytes = params * plan.weight_bytes_per_param
-    t_z3 = 2.0 * all_gather_s(weight_bytes, dpc, t, system, sm) + t_rs
-    t_z3_exposed = m * exposed_s(t_z3, stage.per_micro_s(), system, sm)
     z = plan.zero
+    t_z3_exposed = zero3_s(system, model, plan, stage, sm)
     return (z[0] + z[1]) * exposed(t_dp) + z[2] * t_z2_exposed + z[3] * t_z3_exposed
+
+
+def zero3_s(
+    system: System, model: Model, plan: TrainPlan, stage: StageTimes, sm: Smoothing
+) -> Array:
+    """Seconds per step ZeRO-3 / FSDP communication adds to the compute: unit by unit.
+
+    The runtime gathers and frees the weights one unit at a time, ``u = L / p`` units per stage
+    (one transformer block: FSDP's auto-wrap unit and Megatron-FSDP's, Zhao et al., "PyTorch
+    FSDP", VLDB 2023, §3.2.1; DeepSpeed fetches per sub-module up to
+    ``stage3_prefetch_bucket_size``), in every micro-batch (gradient accumulation repeats them:
+    the shards are re-gathered after each reshard).  Each unit's collectives are
+    ``all_gather(w P / u)`` (forward, and again in backward) and ``reduce_scatter(g P / u)``
+    (backward), ring collectives over the ``dp * cp`` ranks ``t`` apart
+    (:func:`~diffcost._terms.comm.all_reduce_s`: ``n - 1`` latency steps each, and through each
+    NIC ``(n - 1)/n`` of its GPU's bytes when the ranks sit one per node, ``1/l`` of them when
+    ``l`` share a node).
+
+    Prefetch is one unit ahead (FSDP ``forward_prefetch`` / ``BACKWARD_PRE``, rate-limited to
+    two units in flight, §3.3.2-3.3.3): unit ``k + 1``'s collectives run under unit ``k``'s
+    compute, so a phase of ``u`` units with per-unit communication ``c`` and compute ``w`` takes
+    ``c + (u - 1) max(c, w) + w``; the first gather (and in backward the last reduce-scatter)
+    has nothing to hide under.  Added time per micro-batch, with the contention of
+    :func:`~diffcost._terms.comm.exposed_s` on the overlapped part:
+
+        forward:  g + (u - 1) exposed(g, f / u)
+        backward: (g + r) + (u - 1) exposed(g + r, (b + rc) / u)
+
+    (``f, b, rc`` the stage's forward, backward and recomputation per micro-batch; gathers and
+    reduce-scatters of a unit share the same links, so their times add).  Per step: ``m`` times
+    their sum.  When ``g > f/u`` the step is communication-bound and no longer shrinks with
+    more data-parallel ranks at a fixed global batch (Narayanan et al. SC'21 §5.2).
+    """
+    params = params_per_chip(model, plan, sm)
+    units = model.layers / plan.pp
+    dpc, t = plan.dp * plan.cp, plan.tp
+    g = all_gather_s(params * plan.weight_bytes_per_param / units, dpc, t, system, sm)
+    r = all_gather_s(params * plan.grad_bytes_per_param / units, dpc, t, system, sm)
+    fwd = g + (units - 1.0) * exposed_s(g, stage.forward_s / units, system, sm)
+    bwd_window = (stage.backward_s + stage.recompute_s) / units
+    bwd = (g + r) + (units - 1.0) * exposed_s(g + r, bwd_window, system, sm)
+    return plan.num_micro_batches() * (fwd + bwd)
 
 
 def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
@@ -395,4 +434,5 @@ __all__ = [
     "pipeline_bubble",
     "stage_times",
     "step_flop",
+    "zero3_s",
 ]
