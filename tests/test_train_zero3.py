@@ -9,7 +9,7 @@ import diffcost as dc
 from diffcost._terms.comm import all_gather_s, all_reduce_s, exposed_s
 from diffcost._train.cost import stage_times, zero3_s
 from diffcost._train.memory import params_per_chip
-from diffcost._train.rules import with_padded_vocab
+from diffcost._train.rules import hybrid_shard_violation, with_padded_vocab
 
 Z3_PLAN = dict(tp=1, pp=1, dp=1024, micro_batch=1, global_batch=2048, seq_len=2048, zero=3)
 
@@ -94,3 +94,67 @@ def test_zero3_relaxed_equals_exact_and_gradient_is_finite(a100_1024, gpt3):
 
     for dp in (900.0, 1024.0, 1500.0):
         assert np.isfinite(float(jax.grad(f)(jax.numpy.asarray(dp))))
+
+
+# --- hybrid sharding (HSDP / MiCS) ---------------------------------------------------------------
+HSDP = dict(tp=1, pp=1, dp=1024, micro_batch=1, global_batch=1024, seq_len=2048)
+
+
+def test_shard_group_defaults_to_full_sharding(a100_1024, gpt3):
+    """``shard_group = dp`` is ZeRO as before, bit for bit, at every stage."""
+    for z in (0, 1, 2, 3):
+        a = dc.TrainCost(a100_1024, gpt3)(dc.train_plan(**HSDP, zero=z))
+        b = dc.TrainCost(a100_1024, gpt3)(dc.train_plan(**HSDP, zero=z, shard_group=1024))
+        assert float(a.step_time_s) == float(b.step_time_s)
+        assert float(a.memory.total_bytes) == float(b.memory.total_bytes)
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_hybrid_sharding_divides_state_by_the_shard_group(a100_1024, gpt3, zero):
+    """Optimizer state (and for ZeRO-2/3 gradients, ZeRO-3 weights) per chip: ``1/shard_group``
+    of the model's, not ``1/dp`` (MiCS §3.2; FSDP HYBRID_SHARD)."""
+    full = dc.TrainCost(a100_1024, gpt3)(dc.train_plan(**HSDP, zero=zero)).memory
+    hyb = dc.TrainCost(a100_1024, gpt3)(dc.train_plan(**HSDP, zero=zero, shard_group=8)).memory
+    assert float(hyb.optimizer_bytes) == pytest.approx(128 * float(full.optimizer_bytes), rel=1e-6)
+
+
+def test_hybrid_zero3_gathers_inside_the_node_and_all_reduces_across(a100_1024, gpt3):
+    """``shard_group = 8`` at ``tp = 1``: one DGX node shards the model; its gathers and
+    reduce-scatters stay on NVLink, and the 128 replicas all-reduce the ``G / 8`` gradient shard
+    over InfiniBand once per step."""
+    plan = dc.train_plan(**HSDP, zero=3, shard_group=8, overlap_grad_reduce=False)
+    built = with_padded_vocab(gpt3, plan, dc.EXACT)
+    stage = stage_times(a100_1024, built, plan, dc.EXACT)
+    params = params_per_chip(built, plan, dc.EXACT)
+    t_rep = all_reduce_s(params * 2.0 / 8.0, 128.0, 8.0, a100_1024, dc.EXACT)
+    want = zero3_s(a100_1024, built, plan, stage, dc.EXACT) + t_rep
+    out = dc.TrainCost(a100_1024, gpt3)(plan)
+    assert float(out.dp_comm_time_s) == pytest.approx(float(want), rel=1e-6)
+    full = dc.TrainCost(a100_1024, gpt3)(dc.train_plan(**HSDP, zero=3, overlap_grad_reduce=False))
+    assert float(zero3_s(a100_1024, built, plan, stage, dc.EXACT)) < float(full.dp_comm_time_s)
+
+
+def test_hybrid_shard_group_validity():
+    """Replica groups of equal size (``dp % shard_group == 0``), and nothing to shard in plain
+    data parallelism (ZeRO-0 with ``shard_group < dp``)."""
+    ok = dc.train_plan(dp=16, zero=3, shard_group=4)
+    assert float(hybrid_shard_violation(ok, dc.EXACT)) == 0.0
+    assert float(hybrid_shard_violation(dc.train_plan(dp=16, zero=3, shard_group=6), dc.EXACT)) > 0
+    assert float(hybrid_shard_violation(dc.train_plan(dp=16, zero=3, shard_group=32), dc.EXACT)) > 0
+    assert float(hybrid_shard_violation(dc.train_plan(dp=16, zero=0, shard_group=4), dc.EXACT)) > 0
+    assert float(hybrid_shard_violation(dc.train_plan(dp=16, zero=0), dc.EXACT)) == 0.0
+
+
+def test_hybrid_relaxed_equals_exact_and_gradient_is_finite(a100_1024, gpt3):
+    plan = dc.train_plan(**HSDP, zero=3, shard_group=8)
+    exact = dc.TrainCost(a100_1024, gpt3)(plan)
+    relaxed = dc.TrainCost(a100_1024, gpt3, smoothing=dc.RELAXED)(plan)
+    assert float(relaxed.step_time_s) == pytest.approx(float(exact.step_time_s), rel=1e-6)
+    assert float(relaxed.divisibility_violation) < 1e-12  # sin(pi k)^2 in floating point
+
+    def f(sg):
+        p = eqx.tree_at(lambda q: q.shard_group, plan, sg)
+        return dc.TrainCost(a100_1024, gpt3, smoothing=dc.RELAXED)(p).step_time_s
+
+    for sg in (6.0, 8.0, 11.3, 64.0):
+        assert np.isfinite(float(jax.grad(f)(jax.numpy.asarray(sg))))

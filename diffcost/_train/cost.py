@@ -213,10 +213,20 @@ def data_parallel_s(
       for the reduction (``independent_gradient_partition_epilogue`` synchronizes the device).
     * ZeRO-3 gathers weights for forward and backward and reduce-scatters gradients every
       micro-batch, one unit at a time, prefetched one unit ahead (:func:`zero3_s`).
+
+    Hybrid sharding (``shard_group < dp``: torch FSDP ``HYBRID_SHARD``, MiCS, Megatron-LM
+    ``--num-distributed-optimizer-instances``) shards the state over the ``S = shard_group * cp``
+    ranks of a group and keeps ``R = dp / shard_group`` replicas: ZeRO 1-3 reduce-scatter (and
+    gather) inside a group and all-reduce the gradient shard ``G / S`` across the ``R`` replicas
+    (``t S`` apart) once per step (Zhang et al., "MiCS", VLDB 2022, §3.3: hierarchical
+    communication; PyTorch ``HYBRID_SHARD``: reduce-scatter within, all-reduce across).  With
+    ``R = 1`` the reduction is the flat one: ``2 RS_S + AR_R = AR_dp``.  ZeRO-0 (DDP) keeps one
+    flat all-reduce.
     """
     params = params_per_chip(model, plan, sm)
     grad_bytes = params * plan.grad_bytes_per_param
     dpc, t = plan.dp * plan.cp, plan.tp
+    shard = plan.shard_ranks()
     overlap = plan.overlap_grad_reduce
     window = stage.backward_s + stage.recompute_s
 
@@ -224,12 +234,16 @@ def data_parallel_s(
         return (1.0 - overlap) * comm_s + overlap * exposed_s(comm_s, window, system, sm)
 
     t_dp = all_reduce_s(grad_bytes, dpc, t, system, sm)  # = reduce-scatter + all-gather
-    t_rs = all_gather_s(grad_bytes, dpc, t, system, sm)  # a reduce-scatter moves the same
+    t_rs = all_gather_s(grad_bytes, shard, t, system, sm)  # a reduce-scatter moves the same
+    t_rep = all_reduce_s(grad_bytes / shard, plan.replicas(), t * shard, system, sm)
+    t_hybrid = 2.0 * t_rs + t_rep  # = t_dp without replicas
     m = plan.num_micro_batches()
-    t_z2_exposed = exposed(t_dp) + (m - 1.0) * exposed(t_rs)
+    t_z2_exposed = exposed(t_hybrid) + (m - 1.0) * exposed(t_rs)
     z = plan.zero
-    t_z3_exposed = zero3_s(system, model, plan, stage, sm)
-    return (z[0] + z[1]) * exposed(t_dp) + z[2] * t_z2_exposed + z[3] * t_z3_exposed
+    t_z3_exposed = zero3_s(system, model, plan, stage, sm) + exposed(t_rep)
+    return (
+        z[0] * exposed(t_dp) + z[1] * exposed(t_hybrid) + z[2] * t_z2_exposed + z[3] * t_z3_exposed
+    )
 
 
 def zero3_s(
@@ -243,7 +257,7 @@ def zero3_s(
     ``stage3_prefetch_bucket_size``), in every micro-batch (gradient accumulation repeats them:
     the shards are re-gathered after each reshard).  Each unit's collectives are
     ``all_gather(w P / u)`` (forward, and again in backward) and ``reduce_scatter(g P / u)``
-    (backward), ring collectives over the ``dp * cp`` ranks ``t`` apart
+    (backward), ring collectives over the ``shard_group * cp`` ranks ``t`` apart
     (:func:`~diffcost._terms.comm.all_reduce_s`: ``n - 1`` latency steps each, and through each
     NIC ``(n - 1)/n`` of its GPU's bytes when the ranks sit one per node, ``1/l`` of them when
     ``l`` share a node).
@@ -265,9 +279,9 @@ def zero3_s(
     """
     params = params_per_chip(model, plan, sm)
     units = model.layers / plan.pp
-    dpc, t = plan.dp * plan.cp, plan.tp
-    g = all_gather_s(params * plan.weight_bytes_per_param / units, dpc, t, system, sm)
-    r = all_gather_s(params * plan.grad_bytes_per_param / units, dpc, t, system, sm)
+    shard, t = plan.shard_ranks(), plan.tp
+    g = all_gather_s(params * plan.weight_bytes_per_param / units, shard, t, system, sm)
+    r = all_gather_s(params * plan.grad_bytes_per_param / units, shard, t, system, sm)
     fwd = g + (units - 1.0) * exposed_s(g, stage.forward_s / units, system, sm)
     bwd_window = (stage.backward_s + stage.recompute_s) / units
     bwd = (g + r) + (units - 1.0) * exposed_s(g + r, bwd_window, system, sm)
@@ -278,13 +292,13 @@ def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     """Seconds of the optimizer update: a stream over the local shard of the model state.
 
     ``params * shard * (2 w + g + 2 o)`` bytes (read and write weights and optimizer state,
-    read gradients; ``shard`` the ZeRO fraction held), plus for FP8 the per-step fp8 weight
-    copies (read 2 bytes, write 1 per weight; Transformer Engine caches them across
-    micro-batches).
+    read gradients; ``shard`` the ZeRO fraction held, ``1 / (shard_group cp)``), plus for FP8
+    the per-step fp8 weight copies (read 2 bytes, write 1 per weight; Transformer Engine caches
+    them across micro-batches).
     """
     params = params_per_chip(model, plan, sm)
     z = plan.zero
-    shard = z[0] + (z[1] + z[2] + z[3]) / (plan.dp * plan.cp)
+    shard = z[0] + (z[1] + z[2] + z[3]) / plan.shard_ranks()
     opt_bytes = (
         params
         * shard

@@ -112,7 +112,7 @@ def fp8_weight_cache_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Arra
     layer = model.layer_matrix_params() / plan.tp
     stage = model.layers / plan.pp * layer
     z3 = plan.zero[3]
-    shard = 1.0 / (plan.dp * plan.cp)
+    shard = 1.0 / plan.shard_ranks()
     held = (1.0 - z3) * stage + z3 * (stage * shard + 2.0 * layer)
     return fp8 * 2.0 * _FP8_BYTES * held
 
@@ -198,7 +198,8 @@ def train_memory(model: Model, plan: TrainPlan, system: System, sm: Smoothing) -
     ``plan.zero``; the runtime reserve is :func:`~diffcost._terms.reserve.runtime_reserve_bytes`
     (the same as serving's).
 
-    ZeRO shards over the data-parallel group including context-parallel ranks (``dp * cp``):
+    ZeRO shards over the data-parallel group including context-parallel ranks (``dp * cp``),
+    with hybrid sharding over one shard group of it (``shard_group * cp``, HSDP / MiCS):
     CP ranks hold the same weights and reduce their gradients together (Megatron-LM's
     distributed optimizer uses the same ``dp x cp`` group).  ZeRO-3's weights and gradients
     include its gathered buffers (:func:`zero3_gather_params`); the weights include, for FP8,
@@ -206,7 +207,7 @@ def train_memory(model: Model, plan: TrainPlan, system: System, sm: Smoothing) -
     """
     params = params_per_chip(model, plan, sm)
     z = plan.zero
-    shard = 1.0 / (plan.dp * plan.cp)
+    shard = 1.0 / plan.shard_ranks()
     unit = z[3] * zero3_gather_params(model, plan, sm)  # ZeRO-3: gathered, unsharded buffers
     weights = params * plan.weight_bytes_per_param * (z[0] + z[1] + z[2] + z[3] * shard)
     weights += 2.0 * unit * plan.weight_bytes_per_param

@@ -91,6 +91,14 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         check=_positive,
         reason="must be a positive number",
     ),
+    # --- hybrid sharding (issue 17 item 1) ---
+    PlanField(
+        "shard_group",
+        "degree",
+        None,
+        "ranks sharding the ZeRO state, HSDP / MiCS (default dp: full sharding)",
+        derived=True,
+    ),
 )
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
 
@@ -119,6 +127,9 @@ class TrainPlan(eqx.Module):
         zero: weights over ZeRO stages 0..3 (sharding over data parallelism; stage 3 = FSDP).
         precision: weights over :data:`diffcost.FORMATS` for matrix multiplications.
         weight_bytes_per_param, grad_bytes_per_param, optimizer_bytes_per_param: bytes.
+        shard_group: data-parallel ranks that shard the ZeRO state (hybrid sharding: torch FSDP
+            ``HYBRID_SHARD``, MiCS); ``dp / shard_group`` replicas all-reduce gradients once per
+            step.  ``dp`` (the default) is full sharding.
 
     Every field may carry leading batch dimensions (``*batch``): stacked plans for ``vmap``
     (sweeps, searches, validation) are built with the same constructor.
@@ -141,10 +152,20 @@ class TrainPlan(eqx.Module):
     weight_bytes_per_param: Float[Array, "*batch"]
     grad_bytes_per_param: Float[Array, "*batch"]
     optimizer_bytes_per_param: Float[Array, "*batch"]
+    shard_group: Float[Array, "*batch"]
 
     def num_micro_batches(self) -> Array:
         """Micro-batches per step per pipeline: ``global_batch / (dp * micro_batch)``."""
         return self.global_batch / (self.dp * self.micro_batch)
+
+    def shard_ranks(self) -> Array:
+        """Ranks one copy of the ZeRO state is sharded over: ``shard_group * cp`` (CP ranks
+        hold the same weights and shard with the data-parallel ones)."""
+        return self.shard_group * self.cp
+
+    def replicas(self) -> Array:
+        """Copies of the sharded state (hybrid sharding): ``dp / shard_group``."""
+        return self.dp / self.shard_group
 
     def num_chips(self) -> Array:
         """Chips the plan occupies: ``tp * pp * dp * cp``."""
@@ -158,7 +179,8 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
     Derived per-choice numbers are weighted sums, exact at one-hot weights: the stored weight
     bytes of the precision (:data:`WEIGHT_BYTES`) and the optimizer state bytes
     (:data:`OPTIMIZER_BYTES`).  The precision weights are placed on :data:`FORMATS` (the
-    training precisions are its first entries).
+    training precisions are its first entries).  ``shard_group`` absent or NaN means ``dp``
+    (full sharding).
     """
     a = lambda k: jnp.asarray(v[k])  # noqa: E731
     prec = a("precision")
@@ -184,7 +206,17 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
         weight_bytes_per_param=jnp.sum(prec * weights, axis=-1),
         grad_bytes_per_param=a("grad_bytes_per_param"),
         optimizer_bytes_per_param=jnp.sum(opt * opt_bytes, axis=-1),
+        shard_group=_shard_group(v),
     )
+
+
+def _shard_group(v: Mapping[str, ArrayLike]) -> Array:
+    """The ``shard_group`` of field values ``v``: ``dp`` when absent or NaN."""
+    dp = jnp.asarray(v["dp"])
+    if v.get("shard_group") is None:
+        return dp
+    sg = jnp.asarray(v["shard_group"])
+    return jnp.where(jnp.isnan(sg), dp, sg)
 
 
 def choice_weights(name: str, value: object) -> Float[Array, " k"]:
@@ -215,13 +247,15 @@ def train_plan(
     precision: TrainPrecision | str = "bf16",
     optimizer: Optimizer | str = "adam",
     grad_bytes_per_param: float = 2.0,
+    shard_group: int | None = None,
     source: str = "plan",
 ) -> TrainPlan:
     """Build an exact (integer, one-hot) training plan, checking every field at once
     (the checks are those of :data:`TRAIN_FIELDS`).
 
     ``global_batch`` defaults to ``dp * micro_batch`` (no gradient accumulation);
-    ``sequence_parallel`` defaults to on when ``tp > 1`` (Megatron-LM/NeMo default).
+    ``sequence_parallel`` defaults to on when ``tp > 1`` (Megatron-LM/NeMo default);
+    ``shard_group`` to ``dp`` (full sharding).
 
     Raises:
         SpecError: listing every invalid field, named as ``source: field``.
@@ -235,10 +269,13 @@ def train_plan(
         global_batch = dp * micro_batch
     if sequence_parallel is None:
         sequence_parallel = tp > 1
+    if shard_group is None:
+        shard_group = dp
     values_: dict[str, Any] = {
         **given,
         "global_batch": global_batch,
         "sequence_parallel": sequence_parallel,
+        "shard_group": shard_group,
     }
     encoded = {
         k: choice_weights(k, v) if _FIELD[k].kind == "categorical" else jnp.asarray(float(v))

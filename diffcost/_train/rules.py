@@ -114,10 +114,25 @@ def interleave_violation(plan: TrainPlan, sm: Smoothing) -> Array:
     return interleaved * divisibility_violation(plan.num_micro_batches() / plan.pp, sm)
 
 
+def hybrid_shard_violation(plan: TrainPlan, sm: Smoothing) -> Array:
+    """0 when the hybrid-sharding group is valid, else positive: ``div(dp / shard_group)``
+    (replica groups of equal size; for positive integers this also means ``shard_group <= dp``)
+    plus ``w_zero0 * [shard_group < dp]`` (plain data parallelism shards nothing).
+
+    torch FSDP ``HYBRID_SHARD`` builds its 2-D device mesh ``(dp / shard_group, shard_group)``
+    and refuses a world size the shard group does not divide (``_init_intra_and_inter_node_
+    groups``, ``torch/distributed/fsdp/_init_utils.py``; FSDP2 ``init_device_mesh`` needs the
+    mesh product to equal the world size); DeepSpeed MiCS asserts ``world_size %
+    mics_shard_size == 0`` (``deepspeed/runtime/zero/mics.py``)."""
+    replicas = plan.replicas()
+    return divisibility_violation(replicas, sm) + plan.zero[..., 0] * (1.0 - is_one(replicas, sm))
+
+
 def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, ""]:
     """Sum of the relaxed divisibility violations (0 at a valid exact plan): heads and ffn by
     ``tp``, KV heads a multiple or divisor of ``tp``, layers by ``pp * v``, the micro-batch count
-    an integer and, when interleaved, a multiple of ``pp``, ``seq_len`` by ``cp``."""
+    an integer and, when interleaved, a multiple of ``pp``, ``seq_len`` by ``cp``, and a valid
+    hybrid-sharding group (:func:`hybrid_shard_violation`)."""
     t = plan.tp
     return (
         divisibility_violation(model.heads / t, sm)
@@ -127,6 +142,7 @@ def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, "
         + divisibility_violation(plan.num_micro_batches(), sm)
         + interleave_violation(plan, sm)
         + divisibility_violation(plan.seq_len / plan.cp, sm)
+        + hybrid_shard_violation(plan, sm)
     )
 
 
@@ -134,6 +150,7 @@ __all__ = [
     "VOCAB_MULTIPLE",
     "divisibility",
     "fp8_units",
+    "hybrid_shard_violation",
     "interleave_violation",
     "kv_split_violation",
     "padded_vocab",
