@@ -153,7 +153,7 @@ def test_hybrid_relaxed_equals_exact_and_gradient_is_finite(a100_1024, gpt3):
     assert float(relaxed.divisibility_violation) < 1e-12  # sin(pi k)^2 in floating point
 
     def f(sg):
-        p = eqx.tree_at(lambda q: q.shard_group, plan, sg)
+        p = eqx.tree_at(lambda q: q.shard_replicas, plan, 1024.0 / sg)
         return dc.TrainCost(a100_1024, gpt3, smoothing=dc.RELAXED)(p).step_time_s
 
     for sg in (6.0, 8.0, 11.3, 64.0):

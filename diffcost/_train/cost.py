@@ -235,7 +235,7 @@ def data_parallel_s(
 
     t_dp = all_reduce_s(grad_bytes, dpc, t, system, sm)  # = reduce-scatter + all-gather
     t_rs = all_gather_s(grad_bytes, shard, t, system, sm)  # a reduce-scatter moves the same
-    t_rep = all_reduce_s(grad_bytes / shard, plan.replicas(), t * shard, system, sm)
+    t_rep = all_reduce_s(grad_bytes / shard, plan.shard_replicas, t * shard, system, sm)
     t_hybrid = 2.0 * t_rs + t_rep  # = t_dp without replicas
     m = plan.num_micro_batches()
     t_z2_exposed = exposed(t_hybrid) + (m - 1.0) * exposed(t_rs)

@@ -127,9 +127,10 @@ class TrainPlan(eqx.Module):
         zero: weights over ZeRO stages 0..3 (sharding over data parallelism; stage 3 = FSDP).
         precision: weights over :data:`diffcost.FORMATS` for matrix multiplications.
         weight_bytes_per_param, grad_bytes_per_param, optimizer_bytes_per_param: bytes.
-        shard_group: data-parallel ranks that shard the ZeRO state (hybrid sharding: torch FSDP
-            ``HYBRID_SHARD``, MiCS); ``dp / shard_group`` replicas all-reduce gradients once per
-            step.  ``dp`` (the default) is full sharding.
+        shard_replicas: copies of the ZeRO state, ``dp / shard_group`` (hybrid sharding: torch
+            FSDP ``HYBRID_SHARD``, MiCS; the replicas all-reduce gradients once per step); 1
+            (the default) is full sharding.  Stored as the replica count so that a plan whose
+            ``dp`` is changed (a sweep, a relaxed search) stays fully sharded.
 
     Every field may carry leading batch dimensions (``*batch``): stacked plans for ``vmap``
     (sweeps, searches, validation) are built with the same constructor.
@@ -152,20 +153,20 @@ class TrainPlan(eqx.Module):
     weight_bytes_per_param: Float[Array, "*batch"]
     grad_bytes_per_param: Float[Array, "*batch"]
     optimizer_bytes_per_param: Float[Array, "*batch"]
-    shard_group: Float[Array, "*batch"]
+    shard_replicas: Float[Array, "*batch"]
 
     def num_micro_batches(self) -> Array:
         """Micro-batches per step per pipeline: ``global_batch / (dp * micro_batch)``."""
         return self.global_batch / (self.dp * self.micro_batch)
 
+    def shard_group(self) -> Array:
+        """Data-parallel ranks that shard one copy of the ZeRO state: ``dp / shard_replicas``."""
+        return self.dp / self.shard_replicas
+
     def shard_ranks(self) -> Array:
         """Ranks one copy of the ZeRO state is sharded over: ``shard_group * cp`` (CP ranks
         hold the same weights and shard with the data-parallel ones)."""
-        return self.shard_group * self.cp
-
-    def replicas(self) -> Array:
-        """Copies of the sharded state (hybrid sharding): ``dp / shard_group``."""
-        return self.dp / self.shard_group
+        return self.shard_group() * self.cp
 
     def num_chips(self) -> Array:
         """Chips the plan occupies: ``tp * pp * dp * cp``."""
@@ -206,17 +207,18 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
         weight_bytes_per_param=jnp.sum(prec * weights, axis=-1),
         grad_bytes_per_param=a("grad_bytes_per_param"),
         optimizer_bytes_per_param=jnp.sum(opt * opt_bytes, axis=-1),
-        shard_group=_shard_group(v),
+        shard_replicas=_shard_replicas(v),
     )
 
 
-def _shard_group(v: Mapping[str, ArrayLike]) -> Array:
-    """The ``shard_group`` of field values ``v``: ``dp`` when absent or NaN."""
+def _shard_replicas(v: Mapping[str, ArrayLike]) -> Array:
+    """Copies of the ZeRO state, ``dp / shard_group``: 1 (full sharding) when ``shard_group``
+    is absent or NaN."""
     dp = jnp.asarray(v["dp"])
     if v.get("shard_group") is None:
-        return dp
+        return jnp.ones_like(dp)
     sg = jnp.asarray(v["shard_group"])
-    return jnp.where(jnp.isnan(sg), dp, sg)
+    return jnp.where(jnp.isnan(sg), 1.0, dp / jnp.where(jnp.isnan(sg), 1.0, sg))
 
 
 def choice_weights(name: str, value: object) -> Float[Array, " k"]:

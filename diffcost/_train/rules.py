@@ -124,7 +124,7 @@ def hybrid_shard_violation(plan: TrainPlan, sm: Smoothing) -> Array:
     groups``, ``torch/distributed/fsdp/_init_utils.py``; FSDP2 ``init_device_mesh`` needs the
     mesh product to equal the world size); DeepSpeed MiCS asserts ``world_size %
     mics_shard_size == 0`` (``deepspeed/runtime/zero/mics.py``)."""
-    replicas = plan.replicas()
+    replicas = plan.shard_replicas
     return divisibility_violation(replicas, sm) + plan.zero[..., 0] * (1.0 - is_one(replicas, sm))
 
 
