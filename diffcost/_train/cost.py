@@ -145,6 +145,37 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     return LayerForward(t_gemm, t_attn, t_elem, launch_s(0.0, system), scores)
 
 
+def tp_comm_layer_s(
+    t_ar: Array, gemm_s: Array, plan: TrainPlan, system: System, sm: Smoothing
+) -> Array:
+    """Seconds of tensor-parallel communication one layer adds per micro-batch.
+
+    Without overlap, ``(4 + 2 full) t_ar``: two all-reduces (with sequence parallelism, an
+    all-gather before and a reduce-scatter after each sharded block) forward, two backward, two
+    more for a recomputed forward (Shoeybi et al. 2019 §3; Korthikanti et al. 2022 §4.2.2).
+
+    With ``tp_comm_overlap`` (Megatron-LM ``--tp-comm-overlap``, which asserts sequence
+    parallelism in ``megatron/training/arguments.py``; Transformer Engine userbuffers,
+    ``initialize_ub`` in ``transformer_engine/pytorch/module/base.py``; Wang et al., "Overlap
+    Communication with Dependent Computation via Decomposition", ASPLOS 2023) each half
+    collective ``c = t_ar / 2`` is split into ``t`` chunks pipelined with the GEMM ``g`` that
+    consumes or produces it: the first chunk is exposed, the rest hides under the GEMM,
+    ``c/t + (1 - 1/t) exposed(c, g)``.  Each layer pass pairs its four half collectives with its
+    four weight GEMMs (``g = gemm / 4`` forward and recompute, ``2 gemm / 4`` backward: data and
+    weight gradients).
+    """
+    t, w = plan.tp, plan.tp_comm_overlap
+    c = 0.5 * t_ar
+    g = 0.25 * gemm_s
+
+    def pass_s(window: Array) -> Array:
+        return 4.0 * (c / t + (1.0 - 1.0 / t) * exposed_s(c, window, system, sm))
+
+    w_full = plan.recompute[2]
+    overlapped = pass_s(g) + pass_s(2.0 * g) + w_full * pass_s(g)
+    return (1.0 - w) * (4.0 + 2.0 * w_full) * t_ar + w * overlapped
+
+
 def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> StageTimes:
     """Per-micro-batch seconds on the worst stage: its ``L / p`` layers plus the output layer.
 
@@ -185,10 +216,21 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
         forward_s=t_fwd,
         backward_s=2.0 * t_fwd,
         recompute_s=layers_per_stage * t_recompute_layer,
-        tp_comm_s=layers_per_stage * ((4.0 + 2.0 * w_full) * t_tp_ar),
+        tp_comm_s=layers_per_stage * tp_comm_layer_s(t_tp_ar, layer.gemm_s, plan, system, sm),
         cp_comm_s=layers_per_stage * (3.0 * t_cp_exposed),
         p2p_s=t_p2p,
     )
+
+
+def gathered_weight_bytes(plan: TrainPlan) -> Array:
+    """Bytes per parameter of a ZeRO weight all-gather: the stored weight bytes, or 1 byte with
+    fp8 parameter gathers in fp8 training (Megatron-LM ``--fp8-param-gather``: "keep the compute
+    param in fp8 and perform the param all-gather in fp8", ``megatron/training/arguments.py``;
+    Transformer Engine ``fp8_model_init`` / ``Float8Tensor`` parameters), halving the
+    distributed-optimizer and ZeRO-3 gather bytes of bf16 weights:
+    ``w (1 - f) + 1 f`` with ``f = fp8_param_gather * w_fp8``."""
+    f = plan.fp8_param_gather * plan.precision[..., _FP8]
+    return plan.weight_bytes_per_param * (1.0 - f) + _FP8_BYTES * f
 
 
 def data_parallel_s(
@@ -214,6 +256,8 @@ def data_parallel_s(
     * ZeRO-3 gathers weights for forward and backward and reduce-scatters gradients every
       micro-batch, one unit at a time, prefetched one unit ahead (:func:`zero3_s`).
 
+    The weight all-gathers move :func:`gathered_weight_bytes` per parameter (1 with fp8 gathers).
+
     Hybrid sharding (``shard_group < dp``: torch FSDP ``HYBRID_SHARD``, MiCS, Megatron-LM
     ``--num-distributed-optimizer-instances``) shards the state over the ``S = shard_group * cp``
     ranks of a group and keeps ``R = dp / shard_group`` replicas: ZeRO 1-3 reduce-scatter (and
@@ -235,8 +279,9 @@ def data_parallel_s(
 
     t_dp = all_reduce_s(grad_bytes, dpc, t, system, sm)  # = reduce-scatter + all-gather
     t_rs = all_gather_s(grad_bytes, shard, t, system, sm)  # a reduce-scatter moves the same
+    t_ag = all_gather_s(params * gathered_weight_bytes(plan), shard, t, system, sm)
     t_rep = all_reduce_s(grad_bytes / shard, plan.shard_replicas, t * shard, system, sm)
-    t_hybrid = 2.0 * t_rs + t_rep  # = t_dp without replicas
+    t_hybrid = t_rs + t_ag + t_rep  # = t_dp without replicas and fp8 gathers
     m = plan.num_micro_batches()
     t_z2_exposed = exposed(t_hybrid) + (m - 1.0) * exposed(t_rs)
     z = plan.zero
@@ -280,7 +325,7 @@ def zero3_s(
     params = params_per_chip(model, plan, sm)
     units = model.layers / plan.pp
     shard, t = plan.shard_ranks(), plan.tp
-    g = all_gather_s(params * plan.weight_bytes_per_param / units, shard, t, system, sm)
+    g = all_gather_s(params * gathered_weight_bytes(plan) / units, shard, t, system, sm)
     r = all_gather_s(params * plan.grad_bytes_per_param / units, shard, t, system, sm)
     fwd = g + (units - 1.0) * exposed_s(g, stage.forward_s / units, system, sm)
     bwd_window = (stage.backward_s + stage.recompute_s) / units
@@ -448,5 +493,7 @@ __all__ = [
     "pipeline_bubble",
     "stage_times",
     "step_flop",
+    "gathered_weight_bytes",
+    "tp_comm_layer_s",
     "zero3_s",
 ]

@@ -99,6 +99,13 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "ranks sharding the ZeRO state, HSDP / MiCS (default dp: full sharding)",
         derived=True,
     ),
+    PlanField(
+        "tp_comm_overlap",
+        "bool",
+        False,
+        "pipeline TP all-gathers/reduce-scatters with the GEMMs (needs SP)",
+    ),
+    PlanField("fp8_param_gather", "bool", False, "all-gather fp8 weights (fp8 training)"),
 )
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
 
@@ -131,6 +138,11 @@ class TrainPlan(eqx.Module):
             FSDP ``HYBRID_SHARD``, MiCS; the replicas all-reduce gradients once per step); 1
             (the default) is full sharding.  Stored as the replica count so that a plan whose
             ``dp`` is changed (a sweep, a relaxed search) stays fully sharded.
+        tp_comm_overlap: 1 to split the sequence-parallel all-gathers and reduce-scatters into
+            ``tp`` chunks pipelined with the GEMMs (Megatron-LM ``--tp-comm-overlap``,
+            Transformer Engine userbuffers).
+        fp8_param_gather: 1 to all-gather the weights in fp8 (Megatron-LM
+            ``--fp8-param-gather``; applies to fp8 training only).
 
     Every field may carry leading batch dimensions (``*batch``): stacked plans for ``vmap``
     (sweeps, searches, validation) are built with the same constructor.
@@ -154,6 +166,8 @@ class TrainPlan(eqx.Module):
     grad_bytes_per_param: Float[Array, "*batch"]
     optimizer_bytes_per_param: Float[Array, "*batch"]
     shard_replicas: Float[Array, "*batch"]
+    tp_comm_overlap: Float[Array, "*batch"]
+    fp8_param_gather: Float[Array, "*batch"]
 
     def num_micro_batches(self) -> Array:
         """Micro-batches per step per pipeline: ``global_batch / (dp * micro_batch)``."""
@@ -208,6 +222,8 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
         grad_bytes_per_param=a("grad_bytes_per_param"),
         optimizer_bytes_per_param=jnp.sum(opt * opt_bytes, axis=-1),
         shard_replicas=_shard_replicas(v),
+        tp_comm_overlap=jnp.asarray(v.get("tp_comm_overlap", 0.0)) * jnp.ones_like(a("tp")),
+        fp8_param_gather=jnp.asarray(v.get("fp8_param_gather", 0.0)) * jnp.ones_like(a("tp")),
     )
 
 
@@ -250,6 +266,8 @@ def train_plan(
     optimizer: Optimizer | str = "adam",
     grad_bytes_per_param: float = 2.0,
     shard_group: int | None = None,
+    tp_comm_overlap: bool = False,
+    fp8_param_gather: bool = False,
     source: str = "plan",
 ) -> TrainPlan:
     """Build an exact (integer, one-hot) training plan, checking every field at once

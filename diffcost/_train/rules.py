@@ -128,11 +128,21 @@ def hybrid_shard_violation(plan: TrainPlan, sm: Smoothing) -> Array:
     return divisibility_violation(replicas, sm) + plan.zero[..., 0] * (1.0 - is_one(replicas, sm))
 
 
+def tp_overlap_violation(plan: TrainPlan) -> Array:
+    """0 unless TP communication overlap is asked for without sequence parallelism:
+    ``tp_comm_overlap * (1 - sequence_parallel)``.  Megatron-LM asserts "Tensor parallel
+    communication/GEMM overlap can happen only when sequence parallelism is enabled"
+    (``validate_args``, ``megatron/training/arguments.py``; it also turns sequence parallelism
+    off when ``tp = 1``, so the overlap needs ``tp > 1``)."""
+    return plan.tp_comm_overlap * (1.0 - plan.sequence_parallel)
+
+
 def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, ""]:
     """Sum of the relaxed divisibility violations (0 at a valid exact plan): heads and ffn by
     ``tp``, KV heads a multiple or divisor of ``tp``, layers by ``pp * v``, the micro-batch count
     an integer and, when interleaved, a multiple of ``pp``, ``seq_len`` by ``cp``, and a valid
-    hybrid-sharding group (:func:`hybrid_shard_violation`)."""
+    hybrid-sharding group (:func:`hybrid_shard_violation`) and TP overlap only with sequence
+    parallelism (:func:`tp_overlap_violation`)."""
     t = plan.tp
     return (
         divisibility_violation(model.heads / t, sm)
@@ -143,6 +153,7 @@ def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, "
         + interleave_violation(plan, sm)
         + divisibility_violation(plan.seq_len / plan.cp, sm)
         + hybrid_shard_violation(plan, sm)
+        + tp_overlap_violation(plan)
     )
 
 
@@ -154,6 +165,7 @@ __all__ = [
     "interleave_violation",
     "kv_split_violation",
     "padded_vocab",
+    "tp_overlap_violation",
     "unsupported_format",
     "with_padded_vocab",
 ]
