@@ -62,6 +62,7 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     counts = collections.Counter((m.source, m.metric) for m in points)
     assert counts == {
         ("megatron-sc21", "train_throughput"): 10,
+        ("megatron-sc21-zero3", "train_throughput"): 6,
         ("korthikanti-2022", "train_throughput"): 9,
         ("megatron-readme", "train_throughput"): 1,
         ("nemo-24.07", "train_throughput"): 18,
@@ -71,10 +72,11 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     }
     assert len({m.id for m in points}) == len(points)
     assert sorted(m.id for m in points if m.excluded) == []
-    # only BLOOM's Python-driven runtimes keep a named unmodelled effect; the GQA-unaware decode
-    # kernel (TensorRT-LLM) and DeepSpeed's separate int8 dequantization are plan fields now
-    assert {m.source for m in points if m.unmodelled} == {"bloom-inference"}
-    assert sum(1 for m in points if m.unmodelled) == 22
+    # only BLOOM's Python-driven runtimes and the SC'21 ZeRO-3 runs keep a named unmodelled
+    # effect; the GQA-unaware decode kernel (TensorRT-LLM) and DeepSpeed's separate int8
+    # dequantization are plan fields now
+    assert {m.source for m in points if m.unmodelled} == {"bloom-inference", "megatron-sc21-zero3"}
+    assert sum(1 for m in points if m.unmodelled) == 22 + 6
     trt = [m for m in points if m.source.startswith("trtllm")]
     assert all(m.plan["gqa_decode_kernel"] is False for m in trt)
     assert {m.id for m in points if m.plan.get("fused_dequant") is False} == {

@@ -34,7 +34,9 @@ def result(prepared):
 # (median, p90 of |predicted / measured - 1|), pinned slightly above: an accuracy regression
 # fails here.  "modelled" leaves out the points with a named unmodelled effect.
 PINNED = {
-    ("train_throughput", "all"): (0.055, 0.155),
+    # "modelled": the six SC'21 ZeRO-3 points (megatron-sc21-zero3) are 1.5-4x too fast with a
+    # named unmodelled effect and are pinned by source below
+    ("train_throughput", "modelled"): (0.055, 0.155),
     ("serve_throughput", "all"): (0.05, 0.12),
     # median 0.0424 -> 0.0510: skinny GEMM rows at the full clock (issue 17 item 4) speed up
     # the 128-token prefills by ~7%, which trtllm-0.5 on H100 does not show
@@ -43,6 +45,9 @@ PINNED = {
 }
 PINNED_SOURCES = {
     ("train_throughput", "megatron-sc21"): (0.02, 0.04),
+    # ZeRO-3 without model parallelism at 384-2240 A100 (SC'21 Table 2): unmodelled, predicted
+    # +48% .. +321%; pinned so that a change in the ZeRO-3 physics shows here
+    ("train_throughput", "megatron-sc21-zero3"): (1.3, 3.3),
     ("train_throughput", "korthikanti-2022"): (0.062, 0.115),
     # median 0.0732 -> 0.0864 after the issue-17 item-4 refit (hopper f 0.6253 -> 0.6308)
     ("train_throughput", "nemo-24.07"): (0.088, 0.19),
@@ -52,7 +57,7 @@ PINNED_SOURCES = {
 
 
 def test_every_point_is_predicted_and_the_errors_are_pinned(result, points):
-    assert len(result.rows) == sum(1 for m in points if m.excluded is None) == 117
+    assert len(result.rows) == sum(1 for m in points if m.excluded is None) == 123
     assert {e["id"] for e in result.excluded} == {m.id for m in points if m.excluded}
     for row in result.rows:
         assert np.isfinite(row["predicted"]) and row["predicted"] > 0

@@ -34,9 +34,16 @@ def all_reduce_s(
 ) -> Array:
     """Seconds for a hierarchical ring all-reduce of ``bytes_per_rank`` bytes over ``group`` ranks.
 
-    ``2 (l-1)/l * B / beta_up + 2 (l-1) alpha_up + 2 (r-1)/r * (B/l) / beta_out + 2 (r-1)
+    ``2 (l-1)/l * B / beta_up + 2 (g - r) alpha_up + 2 (r-1)/r * (B/l) / beta_out + 2 (r-1)
     alpha_out`` with ``l`` local members and ``r = group / l`` domains; ``beta`` are achievable
-    bus bandwidths (link bandwidth times ``link_bandwidth_fraction``).  Zero for a group of one,
+    bus bandwidths (link bandwidth times ``link_bandwidth_fraction``).
+
+    Latency: a ring over ``g`` ranks takes ``2 (g - 1)`` steps, ``2 (r - 1)`` of them across
+    domains and the other ``2 (g - r)`` inside one (NCCL's own ring model,
+    ``(nsteps - nInterSteps) * intraLat + nInterSteps * interLat`` with ``nsteps = 2 (nRanks - 1)``
+    and ``nInterSteps = 2 (nNodes - 1)``; ``src/graph/tuning.cc``, NVIDIA/nccl 2.18+).  Every
+    rank forwards every chunk, so a ring spread over ``r`` domains pays the intra-domain step
+    ``r (l - 1)`` times, not ``l - 1``.  Zero for a group of one,
     with zero derivatives: the sum is multiplied by ``1 - is_one(group)`` (exactly 1 for every
     larger integer group), because at ``group = 1`` the clip of ``l`` has equal bounds and its
     subgradient would charge a one-rank "collective" for the scale-up domain size.
@@ -49,7 +56,10 @@ def all_reduce_s(
     intra = (
         2.0
         * (local - 1.0)
-        * (b / (local * system.scale_up_bandwidth_bytes_per_s * frac) + system.scale_up_latency_s)
+        * (
+            b / (local * system.scale_up_bandwidth_bytes_per_s * frac)
+            + domains * system.scale_up_latency_s
+        )
     )
     inter = (
         2.0

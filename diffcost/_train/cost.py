@@ -153,6 +153,37 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     return LayerForward(t_gemm, t_attn, t_elem, launch_s(0.0, system), scores)
 
 
+def tp_comm_layer_s(
+    t_ar: Array, gemm_s: Array, plan: TrainPlan, system: System, sm: Smoothing
+) -> Array:
+    """Seconds of tensor-parallel communication one layer adds per micro-batch.
+
+    Without overlap, ``(4 + 2 full) t_ar``: two all-reduces (with sequence parallelism, an
+    all-gather before and a reduce-scatter after each sharded block) forward, two backward, two
+    more for a recomputed forward (Shoeybi et al. 2019 §3; Korthikanti et al. 2022 §4.2.2).
+
+    With ``tp_comm_overlap`` (Megatron-LM ``--tp-comm-overlap``, which asserts sequence
+    parallelism in ``megatron/training/arguments.py``; Transformer Engine userbuffers,
+    ``initialize_ub`` in ``transformer_engine/pytorch/module/base.py``; Wang et al., "Overlap
+    Communication with Dependent Computation via Decomposition", ASPLOS 2023) each half
+    collective ``c = t_ar / 2`` is split into ``t`` chunks pipelined with the GEMM ``g`` that
+    consumes or produces it: the first chunk is exposed, the rest hides under the GEMM,
+    ``c/t + (1 - 1/t) exposed(c, g)``.  Each layer pass pairs its four half collectives with its
+    four weight GEMMs (``g = gemm / 4`` forward and recompute, ``2 gemm / 4`` backward: data and
+    weight gradients).
+    """
+    t, w = plan.tp, plan.tp_comm_overlap
+    c = 0.5 * t_ar
+    g = 0.25 * gemm_s
+
+    def pass_s(window: Array) -> Array:
+        return 4.0 * (c / t + (1.0 - 1.0 / t) * exposed_s(c, window, system, sm))
+
+    w_full = plan.recompute[2]
+    overlapped = pass_s(g) + pass_s(2.0 * g) + w_full * pass_s(g)
+    return (1.0 - w) * (4.0 + 2.0 * w_full) * t_ar + w * overlapped
+
+
 def adapter_forward_s(
     system: System, model: Model, plan: TrainPlan, tokens: Array, sm: Smoothing
 ) -> Array:
@@ -233,7 +264,8 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     t_xent = stream_time_s(3.0 * 4.0 * tokens * model.vocab / t, system)  # fp32 logits r/w
     t_out = t_logits_fwd + t_xent
     t_out_bwd = 2.0 * t_out - lora * t_logits_fwd
-    t_comm_layer = (4.0 + 2.0 * w_full) * t_tp_ar + 3.0 * t_cp_exposed
+    t_tp_layer = tp_comm_layer_s(t_tp_ar, layer.gemm_s, plan, system, sm)
+    t_comm_layer = t_tp_layer + 3.0 * t_cp_exposed
     per_layer = t_layer + t_layer_bwd + t_recompute_layer + t_comm_layer
     n, out = critical_stage(model, plan, per_layer, t_out + t_out_bwd, sm)
     has_pp = 1.0 - is_one(p, sm)
@@ -248,10 +280,21 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
         forward_s=n * t_layer + out * t_out,
         backward_s=n * t_layer_bwd + out * t_out_bwd,
         recompute_s=n * t_recompute_layer,
-        tp_comm_s=n * ((4.0 + 2.0 * w_full) * t_tp_ar),
+        tp_comm_s=n * t_tp_layer,
         cp_comm_s=n * (3.0 * t_cp_exposed),
         p2p_s=t_p2p,
     )
+
+
+def gathered_weight_bytes(plan: TrainPlan) -> Array:
+    """Bytes per parameter of a ZeRO weight all-gather: the stored weight bytes, or 1 byte with
+    fp8 parameter gathers in fp8 training (Megatron-LM ``--fp8-param-gather``: "keep the compute
+    param in fp8 and perform the param all-gather in fp8", ``megatron/training/arguments.py``;
+    Transformer Engine ``fp8_model_init`` / ``Float8Tensor`` parameters), halving the
+    distributed-optimizer and ZeRO-3 gather bytes of bf16 weights:
+    ``w (1 - f) + 1 f`` with ``f = fp8_param_gather * w_fp8``."""
+    f = plan.fp8_param_gather * plan.precision[..., _FP8]
+    return plan.weight_bytes_per_param * (1.0 - f) + _FP8_BYTES * f
 
 
 def data_parallel_s(
@@ -275,12 +318,24 @@ def data_parallel_s(
       own micro-batch's backward: with ``overlap_comm`` the epilogue of every backward waits
       for the reduction (``independent_gradient_partition_epilogue`` synchronizes the device).
     * ZeRO-3 gathers weights for forward and backward and reduce-scatters gradients every
-      micro-batch, prefetched under it (Rajbhandari et al., SC'20, §5):
-      ``m * exposed(t_z3, per_micro)``.
+      micro-batch, one unit at a time, prefetched one unit ahead (:func:`zero3_s`).
+
+    The weight all-gathers after the update move :func:`gathered_weight_bytes` per updated
+    (trainable) parameter (1 with fp8 gathers); LoRA's frozen base weights are not re-gathered.
+
+    Hybrid sharding (``shard_group < dp``: torch FSDP ``HYBRID_SHARD``, MiCS, Megatron-LM
+    ``--num-distributed-optimizer-instances``) shards the state over the ``S = shard_group * cp``
+    ranks of a group and keeps ``R = dp / shard_group`` replicas: ZeRO 1-3 reduce-scatter (and
+    gather) inside a group and all-reduce the gradient shard ``G / S`` across the ``R`` replicas
+    (``t S`` apart) once per step (Zhang et al., "MiCS", VLDB 2022, §3.3: hierarchical
+    communication; PyTorch ``HYBRID_SHARD``: reduce-scatter within, all-reduce across).  With
+    ``R = 1`` the reduction is the flat one: ``2 RS_S + AR_R = AR_dp``.  ZeRO-0 (DDP) keeps one
+    flat all-reduce.
     """
-    params = params_per_chip(model, plan, sm)
-    grad_bytes = trainable_params_per_chip(model, plan, sm) * plan.grad_bytes_per_param
+    trainable = trainable_params_per_chip(model, plan, sm)  # frozen weights are never updated
+    grad_bytes = trainable * plan.grad_bytes_per_param
     dpc, t = plan.dp * plan.cp, plan.tp
+    shard = plan.shard_ranks()
     overlap = plan.overlap_grad_reduce
     window = stage.backward_s + stage.recompute_s
 
@@ -288,14 +343,59 @@ def data_parallel_s(
         return (1.0 - overlap) * comm_s + overlap * exposed_s(comm_s, window, system, sm)
 
     t_dp = all_reduce_s(grad_bytes, dpc, t, system, sm)  # = reduce-scatter + all-gather
-    t_rs = all_gather_s(grad_bytes, dpc, t, system, sm)  # a reduce-scatter moves the same
+    t_rs = all_gather_s(grad_bytes, shard, t, system, sm)  # a reduce-scatter moves the same
+    t_ag = all_gather_s(trainable * gathered_weight_bytes(plan), shard, t, system, sm)
+    t_rep = all_reduce_s(grad_bytes / shard, plan.shard_replicas, t * shard, system, sm)
+    t_hybrid = t_rs + t_ag + t_rep  # = t_dp without replicas and fp8 gathers
     m = plan.num_micro_batches()
-    t_z2_exposed = exposed(t_dp) + (m - 1.0) * exposed(t_rs)
-    weight_bytes = params * plan.weight_bytes_per_param
-    t_z3 = 2.0 * all_gather_s(weight_bytes, dpc, t, system, sm) + t_rs
-    t_z3_exposed = m * exposed_s(t_z3, stage.per_micro_s(), system, sm)
+    t_z2_exposed = exposed(t_hybrid) + (m - 1.0) * exposed(t_rs)
     z = plan.zero
-    return (z[0] + z[1]) * exposed(t_dp) + z[2] * t_z2_exposed + z[3] * t_z3_exposed
+    t_z3_exposed = zero3_s(system, model, plan, stage, sm) + exposed(t_rep)
+    return (
+        z[0] * exposed(t_dp) + z[1] * exposed(t_hybrid) + z[2] * t_z2_exposed + z[3] * t_z3_exposed
+    )
+
+
+def zero3_s(
+    system: System, model: Model, plan: TrainPlan, stage: StageTimes, sm: Smoothing
+) -> Array:
+    """Seconds per step ZeRO-3 / FSDP communication adds to the compute: unit by unit.
+
+    The runtime gathers and frees the weights one unit at a time, ``u = L / p`` units per stage
+    (one transformer block: FSDP's auto-wrap unit and Megatron-FSDP's, Zhao et al., "PyTorch
+    FSDP", VLDB 2023, §3.2.1; DeepSpeed fetches per sub-module up to
+    ``stage3_prefetch_bucket_size``), in every micro-batch (gradient accumulation repeats them:
+    the shards are re-gathered after each reshard).  Each unit's collectives are
+    ``all_gather(w P / u)`` (forward, and again in backward) and ``reduce_scatter(g P / u)``
+    (backward), ring collectives over the ``shard_group * cp`` ranks ``t`` apart
+    (:func:`~diffcost._terms.comm.all_reduce_s`: ``n - 1`` latency steps each, and through each
+    NIC ``(n - 1)/n`` of its GPU's bytes when the ranks sit one per node, ``1/l`` of them when
+    ``l`` share a node).
+
+    Prefetch is one unit ahead (FSDP ``forward_prefetch`` / ``BACKWARD_PRE``, rate-limited to
+    two units in flight, §3.3.2-3.3.3): unit ``k + 1``'s collectives run under unit ``k``'s
+    compute, so a phase of ``u`` units with per-unit communication ``c`` and compute ``w`` takes
+    ``c + (u - 1) max(c, w) + w``; the first gather (and in backward the last reduce-scatter)
+    has nothing to hide under.  Added time per micro-batch, with the contention of
+    :func:`~diffcost._terms.comm.exposed_s` on the overlapped part:
+
+        forward:  g + (u - 1) exposed(g, f / u)
+        backward: (g + r) + (u - 1) exposed(g + r, (b + rc) / u)
+
+    (``f, b, rc`` the stage's forward, backward and recomputation per micro-batch; gathers and
+    reduce-scatters of a unit share the same links, so their times add).  Per step: ``m`` times
+    their sum.  When ``g > f/u`` the step is communication-bound and no longer shrinks with
+    more data-parallel ranks at a fixed global batch (Narayanan et al. SC'21 §5.2).
+    """
+    params = params_per_chip(model, plan, sm)
+    units = model.layers / plan.pp
+    shard, t = plan.shard_ranks(), plan.tp
+    g = all_gather_s(params * gathered_weight_bytes(plan) / units, shard, t, system, sm)
+    r = all_gather_s(params * plan.grad_bytes_per_param / units, shard, t, system, sm)
+    fwd = g + (units - 1.0) * exposed_s(g, stage.forward_s / units, system, sm)
+    bwd_window = (stage.backward_s + stage.recompute_s) / units
+    bwd = (g + r) + (units - 1.0) * exposed_s(g + r, bwd_window, system, sm)
+    return plan.num_micro_batches() * (fwd + bwd)
 
 
 def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
@@ -303,13 +403,12 @@ def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
 
     ``trainable * shard * (2 w + g + 2 o)`` bytes (read and write weights and optimizer state,
     read gradients; ``trainable`` the adapters only under LoRA; ``shard`` the ZeRO fraction
-    held), plus for FP8 the per-step fp8 weight
-    copies (read 2 bytes, write 1 per weight; Transformer Engine caches them across
-    micro-batches).
+    held, ``1 / (shard_group cp)``), plus for FP8 the per-step fp8 weight copies (read 2 bytes,
+    write 1 per weight; Transformer Engine caches them across micro-batches).
     """
     params = params_per_chip(model, plan, sm)
     z = plan.zero
-    shard = z[0] + (z[1] + z[2] + z[3]) / (plan.dp * plan.cp)
+    shard = z[0] + (z[1] + z[2] + z[3]) / plan.shard_ranks()
     opt_bytes = (
         trainable_params_per_chip(model, plan, sm)
         * shard
@@ -468,4 +567,7 @@ __all__ = [
     "pipeline_bubble",
     "stage_times",
     "step_flop",
+    "gathered_weight_bytes",
+    "tp_comm_layer_s",
+    "zero3_s",
 ]

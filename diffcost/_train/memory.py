@@ -199,7 +199,7 @@ def fp8_weight_cache_bytes(model: Model, plan: TrainPlan, sm: Smoothing, stage: 
     layer = model.layer_matrix_params() / plan.tp
     held_stage = layers_on_stage(model, plan, sm, stage) * layer
     z3 = plan.zero[3]
-    shard = 1.0 / (plan.dp * plan.cp)
+    shard = 1.0 / plan.shard_ranks()
     held = (1.0 - z3) * held_stage + z3 * (held_stage * shard + 2.0 * layer)
     return fp8 * 2.0 * _FP8_BYTES * held
 
@@ -290,7 +290,8 @@ def stage_memory(
     the runtime reserve is :func:`~diffcost._terms.reserve.runtime_reserve_bytes` (the same as
     serving's).
 
-    ZeRO shards over the data-parallel group including context-parallel ranks (``dp * cp``):
+    ZeRO shards over the data-parallel group including context-parallel ranks (``dp * cp``),
+    with hybrid sharding over one shard group of it (``shard_group * cp``, HSDP / MiCS):
     CP ranks hold the same weights and reduce their gradients together (Megatron-LM's
     distributed optimizer uses the same ``dp x cp`` group).  ZeRO-3's weights and gradients
     include its gathered buffers (:func:`zero3_gather_params`); the weights include, for FP8,
@@ -302,7 +303,7 @@ def stage_memory(
     trained = trainable_params_per_chip(model, plan, sm, stage)
     adapters = lora_on(plan, sm) * trained
     z = plan.zero
-    shard = 1.0 / (plan.dp * plan.cp)
+    shard = 1.0 / plan.shard_ranks()
     unit = z[3] * zero3_gather_params(model, plan, sm)  # ZeRO-3: gathered, unsharded buffers
     held = z[0] + z[1] + z[2] + z[3] * shard
     weights = (params + adapters) * plan.weight_bytes_per_param * held

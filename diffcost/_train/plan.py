@@ -137,6 +137,21 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "matrices with LoRA adapters (NeMo target_modules)",
         choices=LoraTarget,
     ),
+    # --- hybrid sharding (issue 17 item 1) ---
+    PlanField(
+        "shard_group",
+        "degree",
+        None,
+        "ranks sharding the ZeRO state, HSDP / MiCS (default dp: full sharding)",
+        derived=True,
+    ),
+    PlanField(
+        "tp_comm_overlap",
+        "bool",
+        False,
+        "pipeline TP all-gathers/reduce-scatters with the GEMMs (needs SP)",
+    ),
+    PlanField("fp8_param_gather", "bool", False, "all-gather fp8 weights (fp8 training)"),
 )
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
 
@@ -172,6 +187,15 @@ class TrainPlan(eqx.Module):
             weight and trains rank-``r`` adapters (Hu et al. 2021, arXiv:2106.09685).
         lora_matrices: 1 for each layer GEMM (QKV, output, MLP in, MLP out) with an adapter
             (the plan's :class:`LoraTarget`, mixed when relaxed).
+        shard_replicas: copies of the ZeRO state, ``dp / shard_group`` (hybrid sharding: torch
+            FSDP ``HYBRID_SHARD``, MiCS; the replicas all-reduce gradients once per step); 1
+            (the default) is full sharding.  Stored as the replica count so that a plan whose
+            ``dp`` is changed (a sweep, a relaxed search) stays fully sharded.
+        tp_comm_overlap: 1 to split the sequence-parallel all-gathers and reduce-scatters into
+            ``tp`` chunks pipelined with the GEMMs (Megatron-LM ``--tp-comm-overlap``,
+            Transformer Engine userbuffers).
+        fp8_param_gather: 1 to all-gather the weights in fp8 (Megatron-LM
+            ``--fp8-param-gather``; applies to fp8 training only).
 
     Every field may carry leading batch dimensions (``*batch``): stacked plans for ``vmap``
     (sweeps, searches, validation) are built with the same constructor.
@@ -198,10 +222,22 @@ class TrainPlan(eqx.Module):
     last_stage_layers: Float[Array, "*batch"]
     lora_rank: Float[Array, "*batch"]
     lora_matrices: Float[Array, "*batch 4"]
+    shard_replicas: Float[Array, "*batch"]
+    tp_comm_overlap: Float[Array, "*batch"]
+    fp8_param_gather: Float[Array, "*batch"]
 
     def num_micro_batches(self) -> Array:
         """Micro-batches per step per pipeline: ``global_batch / (dp * micro_batch)``."""
         return self.global_batch / (self.dp * self.micro_batch)
+
+    def shard_group(self) -> Array:
+        """Data-parallel ranks that shard one copy of the ZeRO state: ``dp / shard_replicas``."""
+        return self.dp / self.shard_replicas
+
+    def shard_ranks(self) -> Array:
+        """Ranks one copy of the ZeRO state is sharded over: ``shard_group * cp`` (CP ranks
+        hold the same weights and shard with the data-parallel ones)."""
+        return self.shard_group() * self.cp
 
     def num_chips(self) -> Array:
         """Chips the plan occupies: ``tp * pp * dp * cp``."""
@@ -216,7 +252,8 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
     bytes of the precision (:data:`WEIGHT_BYTES`), the optimizer state bytes
     (:data:`OPTIMIZER_BYTES`) and the adapted matrices of the LoRA targets
     (:data:`LORA_MATRICES`).  The precision weights are placed on :data:`FORMATS` (the
-    training precisions are its first entries).
+    training precisions are its first entries).  ``shard_group`` absent or NaN means ``dp``
+    (full sharding).
     """
     a = lambda k: jnp.asarray(v[k])  # noqa: E731
     prec = a("precision")
@@ -248,7 +285,20 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
         last_stage_layers=a("last_stage_layers"),
         lora_rank=a("lora_rank"),
         lora_matrices=targets @ matrices,
+        shard_replicas=_shard_replicas(v),
+        tp_comm_overlap=jnp.asarray(v.get("tp_comm_overlap", 0.0)) * jnp.ones_like(a("tp")),
+        fp8_param_gather=jnp.asarray(v.get("fp8_param_gather", 0.0)) * jnp.ones_like(a("tp")),
     )
+
+
+def _shard_replicas(v: Mapping[str, ArrayLike]) -> Array:
+    """Copies of the ZeRO state, ``dp / shard_group``: 1 (full sharding) when ``shard_group``
+    is absent or NaN."""
+    dp = jnp.asarray(v["dp"])
+    if v.get("shard_group") is None:
+        return jnp.ones_like(dp)
+    sg = jnp.asarray(v["shard_group"])
+    return jnp.where(jnp.isnan(sg), 1.0, dp / jnp.where(jnp.isnan(sg), 1.0, sg))
 
 
 def choice_weights(name: str, value: object) -> Float[Array, " k"]:
@@ -283,13 +333,17 @@ def train_plan(
     last_stage_layers: int = 0,
     lora_rank: int = 0,
     lora_targets: LoraTarget | str = "attention_qkv",
+    shard_group: int | None = None,
+    tp_comm_overlap: bool = False,
+    fp8_param_gather: bool = False,
     source: str = "plan",
 ) -> TrainPlan:
     """Build an exact (integer, one-hot) training plan, checking every field at once
     (the checks are those of :data:`TRAIN_FIELDS`).
 
     ``global_batch`` defaults to ``dp * micro_batch`` (no gradient accumulation);
-    ``sequence_parallel`` defaults to on when ``tp > 1`` (Megatron-LM/NeMo default).
+    ``sequence_parallel`` defaults to on when ``tp > 1`` (Megatron-LM/NeMo default);
+    ``shard_group`` to ``dp`` (full sharding).
 
     Raises:
         SpecError: listing every invalid field, named as ``source: field``.
@@ -303,10 +357,13 @@ def train_plan(
         global_batch = dp * micro_batch
     if sequence_parallel is None:
         sequence_parallel = tp > 1
+    if shard_group is None:
+        shard_group = dp
     values_: dict[str, Any] = {
         **given,
         "global_batch": global_batch,
         "sequence_parallel": sequence_parallel,
+        "shard_group": shard_group,
     }
     encoded = {
         k: choice_weights(k, v) if _FIELD[k].kind == "categorical" else jnp.asarray(float(v))

@@ -175,12 +175,37 @@ def pipeline_split_problems(model: Model, plan: TrainPlan) -> list[str]:
     return problems
 
 
+def hybrid_shard_violation(plan: TrainPlan, sm: Smoothing) -> Array:
+    """0 when the hybrid-sharding group is valid, else positive: ``div(dp / shard_group)``
+    (replica groups of equal size; for positive integers this also means ``shard_group <= dp``)
+    plus ``w_zero0 * [shard_group < dp]`` (plain data parallelism shards nothing).
+
+    torch FSDP ``HYBRID_SHARD`` builds its 2-D device mesh ``(dp / shard_group, shard_group)``
+    and refuses a world size the shard group does not divide (``_init_intra_and_inter_node_
+    groups``, ``torch/distributed/fsdp/_init_utils.py``; FSDP2 ``init_device_mesh`` needs the
+    mesh product to equal the world size); DeepSpeed MiCS asserts ``world_size %
+    mics_shard_size == 0`` (``deepspeed/runtime/zero/mics.py``)."""
+    replicas = plan.shard_replicas
+    return divisibility_violation(replicas, sm) + plan.zero[..., 0] * (1.0 - is_one(replicas, sm))
+
+
+def tp_overlap_violation(plan: TrainPlan) -> Array:
+    """0 unless TP communication overlap is asked for without sequence parallelism:
+    ``tp_comm_overlap * (1 - sequence_parallel)``.  Megatron-LM asserts "Tensor parallel
+    communication/GEMM overlap can happen only when sequence parallelism is enabled"
+    (``validate_args``, ``megatron/training/arguments.py``; it also turns sequence parallelism
+    off when ``tp = 1``, so the overlap needs ``tp > 1``)."""
+    return plan.tp_comm_overlap * (1.0 - plan.sequence_parallel)
+
+
 def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, ""]:
     """Sum of the relaxed divisibility violations (0 at a valid exact plan): heads and ffn by
     ``tp``, KV heads a multiple or divisor of ``tp``, layers by ``pp * v``, the micro-batch count
     an integer and, when interleaved, a multiple of ``pp``, ``seq_len`` by ``cp``; the uneven
     pipeline split's rules replace the layer rule when a first or last stage count is given
-    (:func:`pipeline_split_violation`)."""
+    (:func:`pipeline_split_violation`); a valid hybrid-sharding group
+    (:func:`hybrid_shard_violation`) and TP overlap only with sequence parallelism
+    (:func:`tp_overlap_violation`)."""
     t = plan.tp
     return (
         divisibility_violation(model.heads / t, sm)
@@ -190,6 +215,8 @@ def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, "
         + divisibility_violation(plan.num_micro_batches(), sm)
         + interleave_violation(plan, sm)
         + divisibility_violation(plan.seq_len / plan.cp, sm)
+        + hybrid_shard_violation(plan, sm)
+        + tp_overlap_violation(plan)
     )
 
 
@@ -197,11 +224,13 @@ __all__ = [
     "VOCAB_MULTIPLE",
     "divisibility",
     "fp8_units",
+    "hybrid_shard_violation",
     "interleave_violation",
     "kv_split_violation",
     "padded_vocab",
     "pipeline_split_problems",
     "pipeline_split_violation",
+    "tp_overlap_violation",
     "unsupported_format",
     "with_padded_vocab",
 ]
