@@ -304,9 +304,8 @@ def test_serve_field_table_drives_constructor_schema_and_sweep():
     import inspect
 
     from diffcost._analysis.sweep_spec import PLAN_FIELDS
-    from diffcost._serve.plan import SERVE_FIELDS, SERVE_PLAN
-
     from diffcost._serve.engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, load_engine
+    from diffcost._serve.plan import SERVE_FIELDS, SERVE_PLAN
 
     params = inspect.signature(dc.serve_plan).parameters
     per_format = [f"accuracy_cost_{fmt}" for fmt in dc.FORMATS]

@@ -30,7 +30,12 @@ from .._inputs.loader import load_spec
 DEFAULT_ENGINE = "vllm-0.10"
 
 #: Plan fields an engine profile supplies (their defaults when the plan does not give them).
-ENGINE_PLAN_FIELDS: tuple[str, ...] = ("gqa_decode_kernel", "fused_dequant", "cuda_graphs", "kv_block")
+ENGINE_PLAN_FIELDS: tuple[str, ...] = (
+    "gqa_decode_kernel",
+    "fused_dequant",
+    "cuda_graphs",
+    "kv_block",
+)
 
 
 @dataclass(frozen=True)
