@@ -25,6 +25,13 @@ def run(system, model, **plan):
     return predict(dc.ServeCost(system, model), dc.serve_plan(**plan))
 
 
+def gpu_share(system, fraction):
+    """``system`` whose kernels keep ``fraction`` of their per-kernel cost inside a graph."""
+    return eqx.tree_at(
+        lambda s: s.efficiency.graph_kernel_fraction, system, jnp.asarray(float(fraction))
+    )
+
+
 @pytest.fixture(scope="module")
 def h100():
     return dc.load_system("dgx-h100")
@@ -69,30 +76,38 @@ def test_engine_supplies_the_plan_defaults_and_an_explicit_value_wins():
 
 
 # --- CUDA graphs: one launch per decode step instead of one per kernel ---------------------------
-def test_cuda_graph_replaces_per_kernel_launches_of_a_decode_step(h100, llama8):
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 1.0])
+def test_cuda_graph_replaces_host_launches_of_a_decode_step(h100, llama8, fraction):
     """Static decode at batch 1: per-kernel launches cost ``layers * 12 * kernel_launch_s``; a
-    replayed graph costs one launch per step; everything else is unchanged."""
+    replayed graph costs one launch per step plus the GPU-side share ``f`` of each kernel's
+    cost; everything else is unchanged."""
+    system = gpu_share(h100, fraction)
     launch = float(h100.efficiency.kernel_launch_s)
-    eager = run(h100, llama8, cuda_graphs=False, **BATCH1)
-    graph = run(h100, llama8, cuda_graphs=True, **BATCH1)
-    layers = float(llama8.layers)
-    assert float(eager.decode_launch_s) == pytest.approx(
-        layers * KERNELS_PER_LAYER_FORWARD * launch, rel=1e-9
-    )
-    assert float(graph.decode_launch_s) == pytest.approx(launch, rel=1e-9)
+    eager = run(system, llama8, cuda_graphs=False, **BATCH1)
+    graph = run(system, llama8, cuda_graphs=True, **BATCH1)
+    per_kernel = float(llama8.layers) * KERNELS_PER_LAYER_FORWARD * launch
+    assert float(eager.decode_launch_s) == pytest.approx(per_kernel, rel=1e-9)
+    assert float(graph.decode_launch_s) == pytest.approx(fraction * per_kernel + launch, rel=1e-9)
     saved = float(eager.decode_step_s - graph.decode_step_s)
     assert saved == pytest.approx(float(eager.decode_launch_s - graph.decode_launch_s), rel=1e-9)
     # prefill is not captured: TTFT is the same
     assert float(graph.ttft_s) == pytest.approx(float(eager.ttft_s), rel=1e-12)
-    # batch-1 decode then sits near the weight-read floor
-    assert float(graph.tpot_s) < 1.1 * float(graph.decode_weight_read_s + graph.decode_kv_read_s)
+    if fraction == 0.0:  # batch-1 decode then sits near the weight-read floor
+        floor = float(graph.decode_weight_read_s + graph.decode_kv_read_s)
+        assert float(graph.tpot_s) < 1.1 * floor
+
+
+def test_graph_kernel_fraction_defaults_to_no_saving_until_calibrated(h100):
+    """Prior 1: the fitted per-kernel cost is not assumed to be host launch (no published
+    split); a calibration file may set it."""
+    assert float(h100.efficiency.graph_kernel_fraction) == 1.0
 
 
 def test_tp8_batch1_decode_with_graphs_is_bound_by_weights_not_launches(h100):
     """The seed check of tests/test_serve.py (launches + all-reduces exceed the weight read at TP
     8) holds for per-kernel launches; with graphs the launches drop to one per step."""
     llama70 = dc.load_model("llama-2-70b")
-    out = run(h100, llama70, tp=8, **BATCH1)
+    out = run(gpu_share(h100, 0.0), llama70, tp=8, **BATCH1)
     assert float(out.decode_launch_s) < 0.01 * float(out.decode_weight_read_s)
     assert float(out.decode_tp_comm_s + out.decode_launch_s) < float(out.decode_weight_read_s)
 
@@ -100,9 +115,10 @@ def test_tp8_batch1_decode_with_graphs_is_bound_by_weights_not_launches(h100):
 def test_continuous_iterations_with_a_prompt_chunk_launch_kernel_by_kernel(h100, llama8):
     """A share ``min(1, P / piece)`` of continuous iterations carries a prompt chunk and runs
     eagerly; the rest replay the graph: batch 1, 1024 in, 256 out, chunk 2048 -> P = 4 prompt
-    tokens per iteration, piece 1024, so 1/256 of the per-kernel launches stay."""
+    tokens per iteration, piece 1024, so 1/256 of the per-kernel launches stay (with f = 0)."""
     plan = dict(batch=1, input_len=1024, output_len=256, mode="continuous")
     launch = float(h100.efficiency.kernel_launch_s)
+    h100 = gpu_share(h100, 0.0)
     eager = run(h100, llama8, cuda_graphs=False, **plan)
     graph = run(h100, llama8, cuda_graphs=True, **plan)
     per_kernel = float(eager.decode_launch_s)
@@ -123,7 +139,7 @@ def test_cuda_graphs_change_nothing_on_chips_that_launch_no_kernels(llama8):
 
 
 def test_relaxed_cuda_graph_weight_has_a_finite_gradient_and_interpolates(h100, llama8):
-    cost = dc.ServeCost(h100, llama8, smoothing=RELAXED)
+    cost = dc.ServeCost(gpu_share(h100, 0.2), llama8, smoothing=RELAXED)
     plan = dc.serve_plan(batch=4, input_len=512, output_len=128)
 
     def tpot(g):
@@ -170,3 +186,18 @@ def test_serve_states_its_engine_in_text_and_json():
     bad = runner.invoke(app, [*args, "--engine", "vllm-9"])
     assert bad.exit_code != 0
     assert "--engine: unknown engine 'vllm-9'" in bad.output and "vllm-0.10" in bad.output
+
+
+def test_a_calibration_may_set_the_graph_kernel_fraction(tmp_path):
+    from diffcost._inputs.checker import specs_dir
+
+    text = (specs_dir() / "calibration" / "default.toml").read_text()
+    assert "[efficiency]\n" in text
+    path = tmp_path / "graphs.toml"
+    path.write_text(
+        text.replace("[efficiency]\n", "[efficiency]\ngraph_kernel_fraction = 0.25\n", 1).replace(
+            'name = "default"', 'name = "graphs"', 1
+        )
+    )
+    system = dc.load_system("dgx-h100", calibration=path)
+    assert float(system.efficiency.graph_kernel_fraction) == 0.25

@@ -275,6 +275,11 @@ CALIBRATION_FIELDS = {
     "kv_reread_fraction": Field(
         "fraction", required=True, doc="cost of a GQA-unaware K/V re-read, fraction of a read"
     ),
+    "graph_kernel_fraction": Field(
+        "fraction",
+        positive=False,
+        doc="share of the per-kernel cost still paid inside a replayed CUDA graph (default 1)",
+    ),
 }
 FRACTIONS = tuple(k for k, f in CALIBRATION_FIELDS.items() if f.kind == "fraction")
 

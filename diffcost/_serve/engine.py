@@ -8,11 +8,15 @@ moves and the launches it pays, at the same model, chips and plan:
 * ``fused_dequant``: weight-only formats are dequantized inside the GEMM (Marlin, AWQ,
   TensorRT-LLM weight-only GEMMs) or by a separate kernel (DeepSpeed-Inference 2022 int8);
 * ``cuda_graphs``: a decode step replays one captured CUDA graph instead of launching every
-  kernel from the host, so its host launch cost is one launch per step, not one per kernel
-  (NVIDIA, "Getting Started with CUDA Graphs", developer.nvidia.com/blog/cuda-graphs; vLLM
-  "Capturing cudagraphs for decoding", SGLang "CUDA graph for decode", TensorRT-LLM
-  ``cuda_graph_config``).  Engines capture graphs for decode-only batches; prefill and mixed
-  chunked-prefill iterations still launch kernel by kernel (:mod:`diffcost._serve.passes`);
+  kernel from the host, so it pays one host launch per step, not one per kernel (NVIDIA,
+  "Getting Started with CUDA Graphs", developer.nvidia.com/blog/cuda-graphs; vLLM "Capturing
+  cudagraphs for decoding", SGLang "CUDA graph for decode", TensorRT-LLM
+  ``cuda_graph_config``); each kernel keeps the GPU-side share ``graph_kernel_fraction`` of
+  the fitted per-kernel cost (:class:`diffcost.Efficiency`; prior 1 until calibrated: the
+  public current-engine points of ``specs/measurements/`` are not faster per kernel than the
+  2023 engines the cost was fitted on).  Engines capture graphs for decode-only batches;
+  prefill and mixed chunked-prefill iterations launch kernel by kernel
+  (:mod:`diffcost._serve.passes`);
 * ``kv_block``: the default paged-KV block size (vLLM 16, TensorRT-LLM 64 tokens).
 
 Every field of a profile file carries its own ``[source]``.  The profile only supplies the

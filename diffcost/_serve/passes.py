@@ -21,8 +21,9 @@ flow through ``pp`` pipeline stages of ``layers / pp`` layers each.  Per layer a
   ``kv_reread_fraction`` of a memory read (L2 hits; TensorRT-LLM masked MHA before the XQA
   kernels of its 0.10 release notes); a separate dequantization kernel writes and re-reads a
   16-bit copy of each weight-only matrix (DeepSpeed-Inference 2022 int8);
-* kernel launches: one host launch per kernel, or, for a decode-only pass of an engine that
-  captures CUDA graphs, one graph launch per pass (:func:`launch_time_s`);
+* kernel launches: the per-kernel cost, or, for a decode-only pass of an engine that
+  captures CUDA graphs, one graph launch per pass plus the GPU-side share of each kernel's
+  cost (:func:`launch_time_s`);
 * two tensor-parallel all-reduces (Shoeybi et al. 2019, §3) whose latency
   term dominates at small batch.
 
@@ -216,16 +217,19 @@ def graphed(c: Consts, w: Work) -> Array:
 def launch_time_s(c: Consts, w: Work, extra_kernels: ArrayLike) -> Array:
     """Launch seconds of one layer of the pass ``w``, seconds.
 
-    ``launch_s(extra) - g * (12 + extra) * kernel_launch_s``: every kernel of the layer pays
-    the host launch latency (:func:`diffcost._terms.kernels.launch_s`) unless the pass replays
-    a captured CUDA graph (``g`` = :func:`graphed`), whose kernels are issued by the GPU from
-    the graph with no host launch each (NVIDIA, "Getting Started with CUDA Graphs",
-    developer.nvidia.com/blog/cuda-graphs: one ``cudaGraphLaunch`` replaces the per-kernel
-    launches).  The one graph launch per pass is charged in :func:`pass_time`.
+    ``launch_s(extra) - g (1 - f) (12 + extra) kernel_launch_s``: every kernel of the layer pays
+    the per-kernel cost ``kernel_launch_s`` (:func:`diffcost._terms.kernels.launch_s`), host
+    launch and GPU-side time together; a pass that replays a captured CUDA graph (``g`` =
+    :func:`graphed`) issues its kernels from the graph with no host launch each (NVIDIA,
+    "Getting Started with CUDA Graphs", developer.nvidia.com/blog/cuda-graphs: one
+    ``cudaGraphLaunch`` replaces the per-kernel launches), so each kernel keeps only the
+    GPU-side share ``f = graph_kernel_fraction`` of that cost.  The one graph launch per pass
+    is charged in :func:`pass_time`.
     """
+    eff = c.system.efficiency
     kernels = KERNELS_PER_LAYER_FORWARD + jnp.asarray(extra_kernels)
-    per_kernel = kernels * c.system.efficiency.kernel_launch_s
-    return launch_s(extra_kernels, c.system) - graphed(c, w) * per_kernel
+    saved = (1.0 - eff.graph_kernel_fraction) * kernels * eff.kernel_launch_s
+    return launch_s(extra_kernels, c.system) - graphed(c, w) * saved
 
 
 def layer_time(c: Consts, w: Work) -> LayerTime:
