@@ -15,7 +15,9 @@ from diffcost._inputs.measurements import load_measurements
         ("a100-sxm-80gb", "serve", ["bf16"], True, [], "family fit"),
         # H100 has fp8 points only (NeMo 24.07, TensorRT-LLM): bf16 there is unmeasured
         ("h100-sxm", "train", ["bf16"], True, ["bf16"], "family fit"),
-        ("h200", "serve", ["fp8"], False, ["fp8"], "family fit"),
+        # H200 has bf16 serving points only (vLLM CI latency tests): fp8 there is unmeasured
+        ("h200", "serve", ["fp8"], True, ["fp8"], "family fit"),
+        ("h100-pcie", "serve", ["fp8"], False, ["fp8"], "family fit"),
     ],
 )
 def test_coverage_says_what_is_measured(chip, kind, formats, measured, unmeasured, basis):
@@ -30,8 +32,8 @@ def test_coverage_says_what_is_measured(chip, kind, formats, measured, unmeasure
         assert f"never measured on it: {', '.join(unmeasured)}" in cov["note"]
 
 
-def test_h200_has_no_point_but_its_family_does():
-    cov = C.coverage("h200", "serve", ["fp8"])
+def test_h100_pcie_has_no_point_but_its_family_does():
+    cov = C.coverage("h100-pcie", "serve", ["fp8"])
     assert cov["family"] == "hopper" and cov["family_measured"] and not cov["chip_measured"]
     assert "the hopper family's fit" in cov["note"]
 

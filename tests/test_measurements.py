@@ -69,6 +69,10 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
         ("trtllm-0.6.1-throughput", "serve_throughput"): 37,
         ("trtllm-0.5-latency", "ttft"): 20,
         ("bloom-inference", "token_latency"): 22,
+        ("gpt-fast", "token_latency"): 7,
+        ("nim-llm-1.8", "token_latency"): 2,
+        ("nim-llm-1.8", "ttft"): 2,
+        ("vllm-ci-latency", "token_latency"): 2,
     }
     assert len({m.id for m in points}) == len(points)
     assert sorted(m.id for m in points if m.excluded) == []

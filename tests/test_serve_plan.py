@@ -304,17 +304,25 @@ def test_serve_field_table_drives_constructor_schema_and_sweep():
     import inspect
 
     from diffcost._analysis.sweep_spec import PLAN_FIELDS
+    from diffcost._serve.engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, load_engine
     from diffcost._serve.plan import SERVE_FIELDS, SERVE_PLAN
 
     params = inspect.signature(dc.serve_plan).parameters
     per_format = [f"accuracy_cost_{fmt}" for fmt in dc.FORMATS]
     assert [f.name for f in SERVE_FIELDS] == [
-        k for k in params if k not in ("accuracy_cost", "source")
+        k for k in params if k not in ("accuracy_cost", "engine", "source")
     ]
+    # the engine-owned fields default to the engine's profile (None: ask the engine); the
+    # table's default is the default engine's value, which sweeps and searches start from
+    engine_defaults = load_engine(DEFAULT_ENGINE).plan_defaults()
     for f in SERVE_FIELDS:
-        assert f.default == params[f.name].default, f.name
-    assert set(SERVE_PLAN) == {f.name for f in SERVE_FIELDS} | set(per_format)
-    assert list(PLAN_FIELDS["serve"]) == list(SERVE_PLAN)
+        if f.name in ENGINE_PLAN_FIELDS:
+            assert params[f.name].default is None, f.name
+            assert f.default == engine_defaults.get(f.name, f.default), f.name
+        else:
+            assert f.default == params[f.name].default, f.name
+    assert set(SERVE_PLAN) == {f.name for f in SERVE_FIELDS} | set(per_format) | {"engine"}
+    assert list(PLAN_FIELDS["serve"]) == [k for k in SERVE_PLAN if k != "engine"]
     for f in SERVE_FIELDS:
         if f.kind == "categorical":
             assert SERVE_PLAN[f.name].choices == f.options() == PLAN_FIELDS["serve"][f.name]

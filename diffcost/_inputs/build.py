@@ -7,7 +7,14 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .hardware import FORMAT_FALLBACK, FORMATS, Chip, Efficiency, one_hot_architecture
+from .hardware import (
+    FORMAT_FALLBACK,
+    FORMATS,
+    GRAPH_KERNEL_FRACTION_PRIOR,
+    Chip,
+    Efficiency,
+    one_hot_architecture,
+)
 from .model import MLP_MATRICES, NORM_PARAMS, Model
 
 
@@ -53,6 +60,7 @@ def efficiency_module(values: dict[str, Any]) -> Efficiency:
         memory_fragmentation_fraction=_f(values["memory_fragmentation_fraction"]),
         overlap_contention=_f(values["overlap_contention"]),
         kv_reread_fraction=_f(values["kv_reread_fraction"]),
+        graph_kernel_fraction=_f(values.get("graph_kernel_fraction", GRAPH_KERNEL_FRACTION_PRIOR)),
     )
 
 

@@ -37,6 +37,10 @@ FORMAT_FALLBACK: dict[str, str | None] = {
 }
 
 
+#: Share of ``kernel_launch_s`` a kernel still pays inside a replayed CUDA graph until a
+#: calibration fits it: 1 (no saving assumed; see ``Efficiency.graph_kernel_fraction``).
+GRAPH_KERNEL_FRACTION_PRIOR = 1.0
+
 #: Execution classes, in the order of ``Chip.architecture``: GPU kernels launched one by one
 #: (NVIDIA, AMD), systolic matrix arrays run by a whole-program compiler (TPU MXU, Gaudi MME),
 #: compiler-scheduled dataflow with weights in on-chip SRAM (Groq TSP, Cerebras WSE).
@@ -79,6 +83,12 @@ class Efficiency(eqx.Module):
             fraction of a memory read (dimensionless): part of the re-reads hit the L2 cache.
             Between the L2 bound (memory/L2 bandwidth, ~0.3 on A100 and H200) and 1 (every
             re-read misses).  Used for GQA-unaware decode attention.
+        graph_kernel_fraction: share of the per-kernel cost ``kernel_launch_s`` a kernel still
+            pays inside a replayed CUDA graph (dimensionless, in [0, 1]): 0 if all of it is the
+            host launch the graph removes, 1 if all of it is GPU-side (grid launch, ramp and
+            tail, the barrier before the dependent kernel).  Default 1 (no saving) until
+            calibrated: ``kernel_launch_s`` was fitted on engines that launch from the host, and
+            no published split is known (:mod:`diffcost._serve.engine`).
     """
 
     matmul_peak_fraction: Float[Array, ""]
@@ -90,6 +100,9 @@ class Efficiency(eqx.Module):
     memory_fragmentation_fraction: Float[Array, ""]
     overlap_contention: Float[Array, ""]
     kv_reread_fraction: Float[Array, ""]
+    graph_kernel_fraction: Float[Array, ""] = eqx.field(
+        default_factory=lambda: jnp.asarray(GRAPH_KERNEL_FRACTION_PRIOR)
+    )
 
 
 class Chip(eqx.Module):

@@ -94,7 +94,7 @@ def check_document(path: Path, kind: str, data: dict[str, Any], stem: str | None
 @cache
 def _load_spec_cached(kind: str, path: str) -> Spec:
     p = Path(path)
-    if kind not in ("chip", "system", "model", "calibration"):
+    if kind not in ("chip", "system", "model", "calibration", "engine"):
         raise ValueError(kind)
     if kind == "model" and p.suffix == ".json":
         return check_document(p, kind, hf_document(p), None)
@@ -102,8 +102,8 @@ def _load_spec_cached(kind: str, path: str) -> Spec:
 
 
 def load_spec(kind: str, name_or_path: str | Path, where: str = "<arguments>") -> Spec:
-    """Validated spec of ``kind`` ("chip", "system", "model", "calibration") by name or path;
-    ``where``: the file that names it, for the message when it is unknown."""
+    """Validated spec of ``kind`` ("chip", "system", "model", "calibration", "engine") by name
+    or path; ``where``: the file that names it, for the message when it is unknown."""
     return _load_spec_cached(kind, str(resolve(kind, name_or_path, where).resolve()))
 
 

@@ -275,6 +275,11 @@ CALIBRATION_FIELDS = {
     "kv_reread_fraction": Field(
         "fraction", required=True, doc="cost of a GQA-unaware K/V re-read, fraction of a read"
     ),
+    "graph_kernel_fraction": Field(
+        "fraction",
+        positive=False,
+        doc="share of the per-kernel cost still paid inside a replayed CUDA graph (default 1)",
+    ),
 }
 FRACTIONS = tuple(k for k, f in CALIBRATION_FIELDS.items() if f.kind == "fraction")
 
@@ -352,6 +357,7 @@ POINT_PLAN_REQUIRED = {
         "kv_format",
         "mode",
         "kv_block",
+        "engine",
     ),
 }
 AS_PUBLISHED = Field("str", required=True, doc="the number as the source wrote it")
@@ -370,6 +376,28 @@ MEASURED = {
         "as_published": AS_PUBLISHED,
     },
 }
+
+#: Fields of a serving-engine profile (``specs/engines/``): the kernel and runtime choices of
+#: one engine release that change the bytes moved or the launches paid
+#: (:mod:`diffcost._serve.engine`).  Each one needs its own ``[source]`` key.
+ENGINE_FIELDS: dict[str, Field] = {
+    "framework": Field("str", required=True, doc="the serving framework (TensorRT-LLM, vLLM, ...)"),
+    "version": Field("str", required=True, doc="the release the profile describes"),
+    "gqa_decode_kernel": Field(
+        "bool", required=True, doc="decode attention reads each KV head once per query group"
+    ),
+    "fused_dequant": Field(
+        "bool", required=True, doc="weight-only formats are dequantized inside the GEMM"
+    ),
+    "cuda_graphs": Field(
+        "bool",
+        required=True,
+        doc="decode steps replay a captured CUDA graph (one launch per step, not per kernel)",
+    ),
+    "attention_kernel": Field("str", required=True, doc="decode attention kernel family"),
+    "kv_block": Field("count", doc="default tokens per paged-KV block (absent: plan default)"),
+}
+ENGINE_SOURCE_KEYS = ("gqa_decode_kernel", "fused_dequant", "cuda_graphs", "attention_kernel")
 
 SPEC_SOURCE = Source(
     "every number needs a source", per_table="say where the numbers of [{}] come from"
@@ -436,6 +464,17 @@ KINDS: dict[str, Kind] = {
         ),
         kind_values=("measurements",),
         doc="published measurements of one source, one [[point]] each",
+    ),
+    "engine": Kind(
+        "engine",
+        "engines",
+        top=ENGINE_FIELDS,
+        source=Source(
+            "every engine choice needs a source",
+            required=ENGINE_SOURCE_KEYS,
+            allowed=(*ENGINE_SOURCE_KEYS, "kv_block", "notes"),
+        ),
+        doc="a serving engine release: its kernel and runtime choices, each with a source",
     ),
     "sweep": Kind(
         "sweep",

@@ -32,6 +32,7 @@ class Regime(NamedTuple):
     prompt_rate: Array  # prompt tokens per continuous iteration
     micro_static: Array  # micro-batches of static / disaggregated passes: min(pp, batch)
     micro_cont: Array  # micro-batches of continuous iterations: min(pp, batch_eff)
+    decode_only_share: Array  # continuous iterations holding no prompt chunk: 1 - min(1, P/piece)
 
 
 def regime(plan: ServePlan, sm: Smoothing) -> Regime:
@@ -39,20 +40,27 @@ def regime(plan: ServePlan, sm: Smoothing) -> Regime:
 
     ``tau`` from :func:`expected_tokens_per_step`; ``B_eff = min(B, chunk * output / (tau *
     input))`` and ``P = B_eff tau input / output`` prompt tokens per iteration (Sarathi-Serve).
+    Prompts arrive as chunks of ``piece`` tokens, so a share ``min(1, P / piece)`` of the
+    iterations carries one and the rest are decode-only, the batches an engine replays as a
+    CUDA graph (:func:`diffcost._serve.passes.graphed`); the averaged iteration pays launches
+    in that proportion (linear in the share, so the average is exact).
     """
     p, b = plan.pp, plan.batch
     n_in, n_out, chunk = plan.input_len, plan.output_len, plan.prefill_chunk
     tau = expected_tokens_per_step(plan.acceptance, plan.draft_len)
     b_eff = smin(b, chunk * n_out / (tau * n_in), sm)
+    piece = smin(chunk, n_in, sm, integer=True)
+    rate = b_eff * tau * n_in / n_out
     return Regime(
         tokens_per_step=tau,
         query_tokens=plan.draft_len + 1.0,
         context_avg=n_in + 0.5 * n_out,
-        piece=smin(chunk, n_in, sm, integer=True),
+        piece=piece,
         batch_eff=b_eff,
-        prompt_rate=b_eff * tau * n_in / n_out,
+        prompt_rate=rate,
         micro_static=smin(p, b, sm, integer=True),
         micro_cont=smin(p, b_eff, sm, integer=True),
+        decode_only_share=1.0 - smin(jnp.ones(()), rate / piece, sm),
     )
 
 
@@ -61,18 +69,19 @@ def serve_work(plan: ServePlan, r: Regime) -> Work:
     b, n_in = plan.batch, plan.input_len
     q, ctx, piece, rate = r.query_tokens, r.context_avg, r.piece, r.prompt_rate
     m_b, m_eff, b_eff = r.micro_static, r.micro_cont, r.batch_eff
+    graph = r.decode_only_share
     z = jnp.zeros(())
     one = jnp.ones(())
-    rows = [  # micro, dec_seqs, q, dec_ctx, pre_tokens, piece, pre_ctx, prompts_done
-        (m_b, z, one, n_in, b * n_in, n_in, 0.5 * n_in, b),  # static prefill
-        (m_b, b, q, ctx, z, n_in, 0.5 * n_in, z),  # decode / verify
-        (m_b, b, one, ctx, z, n_in, 0.5 * n_in, z),  # draft-sized decode
-        (m_eff, b_eff, q, ctx, rate, piece, 0.5 * n_in, rate / n_in),  # continuous iteration
-        (m_eff, b_eff, q, ctx, piece, piece, 0.5 * n_in, piece / n_in),  # TTFT iteration
-        (m_eff, b_eff, one, ctx, z, n_in, 0.5 * n_in, z),  # continuous draft
-        (one, z, one, n_in, n_in, n_in, 0.5 * n_in, one),  # one prompt (disaggregated)
+    rows = [  # micro, dec_seqs, q, dec_ctx, pre_tokens, piece, pre_ctx, prompts_done, decode_only
+        (m_b, z, one, n_in, b * n_in, n_in, 0.5 * n_in, b, z),  # static prefill
+        (m_b, b, q, ctx, z, n_in, 0.5 * n_in, z, one),  # decode / verify
+        (m_b, b, one, ctx, z, n_in, 0.5 * n_in, z, one),  # draft-sized decode
+        (m_eff, b_eff, q, ctx, rate, piece, 0.5 * n_in, rate / n_in, graph),  # continuous iter.
+        (m_eff, b_eff, q, ctx, piece, piece, 0.5 * n_in, piece / n_in, z),  # TTFT iteration
+        (m_eff, b_eff, one, ctx, z, n_in, 0.5 * n_in, z, one),  # continuous draft
+        (one, z, one, n_in, n_in, n_in, 0.5 * n_in, one, z),  # one prompt (disaggregated)
     ]
-    return Work(*(jnp.stack([jnp.broadcast_to(row[i], ()) for row in rows]) for i in range(8)))
+    return Work(*(jnp.stack([jnp.broadcast_to(row[i], ()) for row in rows]) for i in range(9)))
 
 
 class ModeTimes(NamedTuple):

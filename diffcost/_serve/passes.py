@@ -21,7 +21,10 @@ flow through ``pp`` pipeline stages of ``layers / pp`` layers each.  Per layer a
   ``kv_reread_fraction`` of a memory read (L2 hits; TensorRT-LLM masked MHA before the XQA
   kernels of its 0.10 release notes); a separate dequantization kernel writes and re-reads a
   16-bit copy of each weight-only matrix (DeepSpeed-Inference 2022 int8);
-* kernel launches and two tensor-parallel all-reduces (Shoeybi et al. 2019, §3) whose latency
+* kernel launches: the per-kernel cost, or, for a decode-only pass of an engine that
+  captures CUDA graphs, one graph launch per pass plus the GPU-side share of each kernel's
+  cost (:func:`launch_time_s`);
+* two tensor-parallel all-reduces (Shoeybi et al. 2019, §3) whose latency
   term dominates at small batch.
 
 Each of these is a term of :mod:`diffcost._terms` (``layer``, ``attention``, ``kernels``,
@@ -51,7 +54,13 @@ from .._terms.attention import (
 )
 from .._terms.comm import point_to_point_s, tp_all_reduce_s
 from .._terms.gemm import GemmFormat, gemm_time_s, stream_time_s
-from .._terms.kernels import GEMMS_PER_LAYER, elementwise_elements, launch_s, quantize_bytes
+from .._terms.kernels import (
+    GEMMS_PER_LAYER,
+    KERNELS_PER_LAYER_FORWARD,
+    elementwise_elements,
+    launch_s,
+    quantize_bytes,
+)
 from .._terms.layer import layer_gemm_s, logits_gemm
 from .kv import kv_heads_per_chip
 from .plan import ServePlan
@@ -77,6 +86,7 @@ class Consts(NamedTuple):
     gqa_unaware: Array  # 1 when decode attention reads a KV head once per query head
     separate_dequant: Array  # 1 when a separate kernel writes a compute-format weight copy
     quantized_acts: Array  # 1 when GEMM inputs are 8-bit or narrower (quantized from 16-bit)
+    cuda_graphs: Array  # 1 when decode-only passes replay a captured CUDA graph
 
     def weight_element_bytes(self) -> Array:
         """Bytes moved per weight element a GEMM uses: ``w``, plus ``2 a`` (write the copy,
@@ -125,6 +135,7 @@ def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Cons
         gqa_unaware=1.0 - plan.gqa_decode_kernel,
         separate_dequant=(1.0 - plan.fused_dequant) * weight_only,
         quantized_acts=jnp.sum(plan.compute_format * _NARROW),
+        cuda_graphs=plan.cuda_graphs,
     )
 
 
@@ -139,6 +150,7 @@ class Work(NamedTuple):
     prefill_piece: ArrayLike  # prompt tokens of one sequence in this pass (a chunk or all)
     prefill_ctx: ArrayLike  # mean earlier tokens a prompt token attends (causal: ~ len/2)
     prompts_done: ArrayLike  # prompts whose last token is in the pass (one logits row each)
+    decode_only: ArrayLike = 0.0  # 1 for a pass of decode tokens only (a CUDA graph replays it)
 
 
 class PassTime(NamedTuple):
@@ -191,6 +203,35 @@ class LayerTime(NamedTuple):
         return self.gemm_s + self.attention_s + self.memory_s + self.launch_s + self.tp_comm_s
 
 
+def graphed(c: Consts, w: Work) -> Array:
+    """Weight of CUDA-graph replay for the pass ``w``: ``cuda_graphs * decode_only * w_gpu``.
+
+    Engines capture graphs of decode-only batches (fixed shapes); prefill and mixed
+    chunked-prefill iterations launch kernel by kernel (vLLM "Capturing cudagraphs for
+    decoding", SGLang "CUDA graph for decode").  Only a GPU launches kernels
+    (:func:`diffcost._terms.kernels.launch_s`), so the weight is 0 on other execution classes.
+    """
+    return c.cuda_graphs * jnp.asarray(w.decode_only) * c.system.chip.gpu_weight()
+
+
+def launch_time_s(c: Consts, w: Work, extra_kernels: ArrayLike) -> Array:
+    """Launch seconds of one layer of the pass ``w``, seconds.
+
+    ``launch_s(extra) - g (1 - f) (12 + extra) kernel_launch_s``: every kernel of the layer pays
+    the per-kernel cost ``kernel_launch_s`` (:func:`diffcost._terms.kernels.launch_s`), host
+    launch and GPU-side time together; a pass that replays a captured CUDA graph (``g`` =
+    :func:`graphed`) issues its kernels from the graph with no host launch each (NVIDIA,
+    "Getting Started with CUDA Graphs", developer.nvidia.com/blog/cuda-graphs: one
+    ``cudaGraphLaunch`` replaces the per-kernel launches), so each kernel keeps only the
+    GPU-side share ``f = graph_kernel_fraction`` of that cost.  The one graph launch per pass
+    is charged in :func:`pass_time`.
+    """
+    eff = c.system.efficiency
+    kernels = KERNELS_PER_LAYER_FORWARD + jnp.asarray(extra_kernels)
+    saved = (1.0 - eff.graph_kernel_fraction) * kernels * eff.kernel_launch_s
+    return launch_s(extra_kernels, c.system) - graphed(c, w) * saved
+
+
 def layer_time(c: Consts, w: Work) -> LayerTime:
     """One layer of one micro-batch of the pass ``w`` on one chip (seconds by term).
 
@@ -217,7 +258,7 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
         gemm_s=layer_gemm_s(tokens, model, t, c.gemm_format(), system, sm),
         attention_s=decode.time_s + prefill.time_s,
         memory_s=stream_time_s(kv_write + elementwise + quant, system),
-        launch_s=launch_s(extra_kernels, system),
+        launch_s=launch_time_s(c, w, extra_kernels),
         tp_comm_s=2.0 * tp_all_reduce_s(tokens, model.hidden, t, system, sm),
         decode=decode,
         prefill=prefill,
@@ -238,8 +279,12 @@ def pass_time(c: Consts, w: Work) -> PassTime:
     t_logits_mem = stream_time_s(2.0 * 4.0 * rows * vocab / t, system)  # fp32 write + read
     p2p = point_to_point_s(2.0 * tokens * h, t, system, sm)
     has_pp = 1.0 - is_one(p, sm)
-    stage = per_stage * layers_s + t_logits_gemm + t_logits_mem + has_pp * p2p
-    traversal = model.layers * layers_s + t_logits_gemm + t_logits_mem + (p - 1.0) * p2p
+    # a replayed CUDA graph costs one host launch per stage and micro-batch
+    graph_launch = graphed(c, w) * system.efficiency.kernel_launch_s
+    stage = per_stage * layers_s + t_logits_gemm + t_logits_mem + has_pp * p2p + graph_launch
+    traversal = (
+        model.layers * layers_s + t_logits_gemm + t_logits_mem + (p - 1.0) * p2p + p * graph_launch
+    )
     round_s = smax(traversal, m * stage, sm)
     # roofline floors of the bottleneck chip over the round
     matrices = model.layer_matrix_params() / t
@@ -256,7 +301,7 @@ def pass_time(c: Consts, w: Work) -> PassTime:
         gemm_s=m * (per_stage * layer.gemm_s + t_logits_gemm),
         attention_s=m * per_stage * layer.attention_s,
         memory_s=m * (per_stage * layer.memory_s + t_logits_mem),
-        launch_s=m * per_stage * layer.launch_s,
+        launch_s=m * (per_stage * layer.launch_s + graph_launch),
         tp_comm_s=m * per_stage * layer.tp_comm_s,
         p2p_s=m * has_pp * p2p,
         pipeline_wait_s=round_s - m * stage,
@@ -291,6 +336,8 @@ __all__ = [
     "consts",
     "expected_tokens_per_step",
     "gemm_s",
+    "graphed",
+    "launch_time_s",
     "layer_time",
     "pass_time",
 ]

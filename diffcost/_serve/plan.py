@@ -14,15 +14,20 @@ Quantization is described by three formats over :data:`diffcost.FORMATS`:
   (int8, int8); FP8 = (fp8, fp8);
 * ``kv_format``: the element size of the KV cache.
 
-Two kernel choices of the serving engine change the bytes moved, so they are plan fields (like
-``TrainPlan.flash_attention``), true for current engines:
+Three choices of the serving engine change the bytes moved or the launches paid, so they are plan
+fields (like ``TrainPlan.flash_attention``) whose defaults come from a named engine profile
+(:mod:`diffcost._serve.engine`, ``engine=`` of :func:`serve_plan`, default
+:data:`~diffcost._serve.engine.DEFAULT_ENGINE`); a value given explicitly wins:
 
 * ``gqa_decode_kernel``: decode attention reads the K/V of a KV head once for its whole group of
   query heads (TensorRT-LLM XQA, FlashInfer, vLLM's GQA-aware kernels); false for kernels that
   read it once per query head (TensorRT-LLM <= 0.9 masked MHA on GQA models);
 * ``fused_dequant``: weight-only formats are expanded to the compute format inside the GEMM
   (TensorRT-LLM weight-only GEMMs, Marlin, AWQ kernels); false when a separate kernel first
-  writes a 16-bit copy of each weight matrix (DeepSpeed-Inference 2022 int8).
+  writes a 16-bit copy of each weight matrix (DeepSpeed-Inference 2022 int8);
+* ``cuda_graphs``: decode-only steps replay a captured CUDA graph, one host launch per step
+  instead of one per kernel (vLLM, SGLang, TensorRT-LLM 1.x); false for engines that launch
+  every kernel from the host (TensorRT-LLM 0.5/0.6 tables, DeepSpeed-Inference 2022).
 """
 
 import typing
@@ -37,6 +42,7 @@ from .._core.errors import Problem, SpecError
 from .._core.options import Format, PlanField, ServeMode, check_fields, values
 from .._inputs import schema as S
 from .._inputs.hardware import FORMATS
+from .engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, load_engine
 
 #: Serving modes, in the order of ``ServePlan.mode``.  Disaggregation is a separate flag.
 MODES: tuple[str, ...] = values(ServeMode)
@@ -69,6 +75,8 @@ class ServePlan(eqx.Module):
             per query head (see the module docstring).
         fused_dequant: 1 if weight-only formats are dequantized inside the GEMM, 0 if a
             separate kernel writes a compute-format copy first.
+        cuda_graphs: 1 if decode-only steps replay a CUDA graph (one host launch per step),
+            0 if every kernel is launched from the host.
 
     Every field may carry leading batch dimensions (``*batch``): stacked plans for ``vmap``
     (sweeps, searches, validation) are built with the same constructor.
@@ -95,6 +103,7 @@ class ServePlan(eqx.Module):
     accuracy_cost: Float[Array, "*batch 8"]
     gqa_decode_kernel: Float[Array, "*batch"]
     fused_dequant: Float[Array, "*batch"]
+    cuda_graphs: Float[Array, "*batch"]
 
     def instance_chips(self) -> Array:
         """Chips of one model instance: ``tp * pp``."""
@@ -165,6 +174,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
     PlanField("kv_block", "count", 16, "tokens per paged-KV block (vLLM default 16)"),
     _flag("gqa_decode_kernel", "decode reads each KV head once per group"),
     _flag("fused_dequant", "weight-only formats dequantized inside the GEMM"),
+    _flag("cuda_graphs", "decode steps replay a CUDA graph (one launch per step)"),
 )
 _FIELD = {f.name: f for f in SERVE_FIELDS}
 
@@ -207,6 +217,7 @@ _REPORT_ORDER = (
     *("tp", "pp", "replicas", "batch", "input_len", "output_len", "prefill_chunk", "kv_block"),
     *("draft_len", "weight_format", "compute_format", "kv_format", "mode", "acceptance"),
     *("draft_params_fraction", "disaggregated", "gqa_decode_kernel", "fused_dequant"),
+    "cuda_graphs",
     *("prefill_chips", "decode_chips"),
 )
 
@@ -214,6 +225,23 @@ _REPORT_ORDER = (
 def _order(problems: list[Problem]) -> list[Problem]:
     """Problems in :data:`_REPORT_ORDER` (a cross-field rule is reported with its field)."""
     return sorted(problems, key=lambda p: _REPORT_ORDER.index(p.key))
+
+
+def engine_values(given: Mapping[str, Any], engine: str | None, source: str) -> dict[str, Any]:
+    """Values of the engine-owned plan fields (:data:`ENGINE_PLAN_FIELDS`) that ``given``
+    leaves ``None``: the profile's, else the field default (``kv_block`` 16).
+
+    Raises:
+        SpecError: an unknown engine, named as ``source: engine``.
+    """
+    if engine is not None and not (isinstance(engine, str) and engine):
+        raise SpecError([Problem(source, "engine", f"must be an engine name, got {engine!r}")])
+    try:
+        profile = load_engine(DEFAULT_ENGINE if engine is None else engine, where=source)
+    except SpecError as err:
+        raise SpecError([Problem(p.file, "engine", p.reason) for p in err.problems]) from None
+    defaults = {f: _FIELD[f].default for f in ENGINE_PLAN_FIELDS} | profile.plan_defaults()
+    return {f: defaults[f] for f in ENGINE_PLAN_FIELDS if given.get(f) is None}
 
 
 def default_compute_format(weight_format: str) -> str:
@@ -254,10 +282,12 @@ def serve_plan(
     disaggregated: bool = False,
     prefill_chips: int | None = None,
     decode_chips: int | None = None,
-    kv_block: int = 16,
+    kv_block: int | None = None,
     accuracy_cost: dict[str, float] | None = None,
-    gqa_decode_kernel: bool = True,
-    fused_dequant: bool = True,
+    gqa_decode_kernel: bool | None = None,
+    fused_dequant: bool | None = None,
+    cuda_graphs: bool | None = None,
+    engine: str | None = None,
     source: str = "plan",
 ) -> ServePlan:
     """Build an exact (integer, one-hot) serving plan, checking every field at once (the
@@ -265,13 +295,17 @@ def serve_plan(
 
     ``compute_format`` defaults to the weight format, except bf16 for the weight-only int8 and
     int4 formats (W8A16, W4A16).  ``prefill_chips`` and ``decode_chips`` default to one
-    instance (``tp * pp``) each.  ``kv_block`` 16 is vLLM's default block size.
+    instance (``tp * pp``) each.  ``gqa_decode_kernel``, ``fused_dequant``, ``cuda_graphs`` and
+    ``kv_block`` default to the profile of ``engine`` (a built-in name of ``specs/engines/`` or
+    a file; default :data:`~diffcost._serve.engine.DEFAULT_ENGINE`), ``kv_block`` to 16 (vLLM's
+    default block size) when the profile has none.
 
     Raises:
         SpecError: listing every invalid field, named as ``source: field``.
     """
     args = dict(locals())
     given = {k: v for k, v in args.items() if k in _FIELD}
+    given.update(engine_values(given, engine, source))
     if compute_format is None:
         given["compute_format"] = default_compute_format(weight_format)
     costs = dict(accuracy_cost or {})
@@ -300,6 +334,7 @@ for _name, _spec in S.plan_table(SERVE_FIELDS).items():
         SERVE_PLAN.update(
             {f"accuracy_cost_{fmt}": S.Field("number", positive=False) for fmt in FORMATS}
         )
+SERVE_PLAN["engine"] = S.Field("str", doc="serving engine profile (specs/engines/)")
 
 
 def plan_kwargs(values: dict[str, Any]) -> dict[str, Any]:
@@ -322,6 +357,7 @@ __all__ = [
     "ServePlan",
     "default_compute_format",
     "encode_serve",
+    "engine_values",
     "plan_kwargs",
     "serve_plan",
 ]

@@ -9,6 +9,7 @@ import typer
 from .._analysis.coverage import coverage_lines, job_coverage
 from .._core.errors import Problem, SpecError
 from .._serve.cost import ServeBreakdown, ServeCost, serve_problems
+from .._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
 from .._serve.plan import ServePlan
 from . import app
 from ._common import (
@@ -101,11 +102,28 @@ def serve_only_flags(
             show_default=False,
         ),
     ] = None,
+    cuda_graphs: Annotated[
+        bool | None,
+        typer.Option(
+            "--cuda-graphs/--no-cuda-graphs",
+            help="Decode steps replay a CUDA graph (one launch per step), or launch every "
+            "kernel from the host (default: the engine's).",
+            show_default=False,
+        ),
+    ] = None,
+    engine: Annotated[
+        str | None,
+        Opt(
+            f"Serving engine profile: {', '.join(engine_names())} or a file "
+            f"(default: {DEFAULT_ENGINE}); sets the kernel flags and kv-block defaults."
+        ),
+    ] = None,
     accuracy_cost: Annotated[
         list[str] | None, Opt("Accuracy cost of a format, FORMAT=NUMBER (repeatable).")
     ] = None,
 ) -> None:
-    """Option group: speculative decoding, disaggregation, paged KV, kernels, accuracy costs."""
+    """Option group: speculative decoding, disaggregation, paged KV, kernels, engine, accuracy
+    costs."""
 
 
 #: Plan keys in the order ``diffcost serve`` reports the flags it was given.
@@ -114,7 +132,7 @@ _PLAN_KEYS = (
     *("weight_format", "compute_format", "kv_format", "mode", "prefill_chunk"),
     *("draft_len", "acceptance", "draft_params_fraction", "disaggregated"),
     *("prefill_chips", "decode_chips", "kv_block", "accuracy_cost"),
-    *("gqa_decode_kernel", "fused_dequant"),
+    *("gqa_decode_kernel", "fused_dequant", "cuda_graphs", "engine"),
 )
 
 
@@ -197,21 +215,50 @@ def serve(
     problems = serve_problems(job.model, job.plan, out, float(job.system.num_chips))
     problems += _slo_problems(slo)
     cov = job_coverage("serve", job.refs, job.plan, calibration)
+    engine = engine_summary(job.values.get("engine"), job.plan)
     if json_out:
         extra_keys = {"slo": slo} if slo is not None else {}
         extra_keys["coverage"] = cov
+        extra_keys["engine"] = engine
         counts = {"system_chips": job.chips}
         print_json(prediction_json(out, job.refs, counts, job.values, problems, **extra_keys))
     else:
         model_info, hw_info = spec_infos(job.refs)
         names = (model_info.display_name, hw_info.display_name)
         _print_table(out, names, job.chips, job.values)
+        console.print(engine_line(engine), highlight=False, markup=False)
         for line in coverage_lines(cov):
             console.print(line, highlight=False, markup=False)
         _print_slo(slo)
         print_problems(problems)
     if problems:
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def engine_summary(name: str | None, plan: ServePlan) -> dict[str, Any]:
+    """The engine a prediction was made for: its profile and the kernel flags the plan used
+    (a flag given explicitly overrides the profile)."""
+    profile = load_engine(DEFAULT_ENGINE if name is None else name)
+    return {
+        "name": profile.name,
+        "display_name": profile.display_name,
+        "default": name is None,
+        "attention_kernel": profile.attention_kernel,
+        "gqa_decode_kernel": bool(plan.gqa_decode_kernel),
+        "fused_dequant": bool(plan.fused_dequant),
+        "cuda_graphs": bool(plan.cuda_graphs),
+    }
+
+
+def engine_line(engine: dict[str, Any]) -> str:
+    """``engine: vllm-0.10 (default; ...): CUDA graphs, GQA-aware decode, fused dequant``."""
+    flags = [
+        "CUDA graphs" if engine["cuda_graphs"] else "per-kernel launches",
+        "GQA-aware decode" if engine["gqa_decode_kernel"] else "per-query-head decode",
+        "fused dequant" if engine["fused_dequant"] else "separate dequant",
+    ]
+    default = " (default; --engine NAME to change)" if engine["default"] else ""
+    return f"engine: {engine['name']}{default}: {', '.join(flags)}"
 
 
 def _rows(out: ServeBreakdown) -> list[tuple[str, str]]:

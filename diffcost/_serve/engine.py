@@ -1,0 +1,107 @@
+"""Serving engines as named, versioned profiles (``specs/engines/<name>.toml``).
+
+An engine release decides kernels and runtime mechanisms that change the bytes a decode step
+moves and the launches it pays, at the same model, chips and plan:
+
+* ``gqa_decode_kernel``: decode attention reads a KV head once per query group (TensorRT-LLM
+  XQA, FlashAttention, FlashInfer) or once per query head (TensorRT-LLM <= 0.9 masked MHA);
+* ``fused_dequant``: weight-only formats are dequantized inside the GEMM (Marlin, AWQ,
+  TensorRT-LLM weight-only GEMMs) or by a separate kernel (DeepSpeed-Inference 2022 int8);
+* ``cuda_graphs``: a decode step replays one captured CUDA graph instead of launching every
+  kernel from the host, so it pays one host launch per step, not one per kernel (NVIDIA,
+  "Getting Started with CUDA Graphs", developer.nvidia.com/blog/cuda-graphs; vLLM "Capturing
+  cudagraphs for decoding", SGLang "CUDA graph for decode", TensorRT-LLM
+  ``cuda_graph_config``); each kernel keeps the GPU-side share ``graph_kernel_fraction`` of
+  the fitted per-kernel cost (:class:`diffcost.Efficiency`; prior 1 until calibrated: the
+  public current-engine points of ``specs/measurements/`` are not faster per kernel than the
+  2023 engines the cost was fitted on).  Engines capture graphs for decode-only batches;
+  prefill and mixed chunked-prefill iterations launch kernel by kernel
+  (:mod:`diffcost._serve.passes`);
+* ``kv_block``: the default paged-KV block size (vLLM 16, TensorRT-LLM 64 tokens).
+
+Every field of a profile file carries its own ``[source]``.  The profile only supplies the
+defaults of the corresponding :func:`diffcost.serve_plan` fields; a value given in the plan
+wins.  An unknown name is a :class:`~diffcost._core.errors.SpecError` listing the built-in ones.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._inputs.checker import builtin_names
+from .._inputs.loader import load_spec
+
+#: The engine a plan that names none is served with: a current release.
+DEFAULT_ENGINE = "vllm-0.10"
+
+#: Plan fields an engine profile supplies (their defaults when the plan does not give them).
+ENGINE_PLAN_FIELDS: tuple[str, ...] = (
+    "gqa_decode_kernel",
+    "fused_dequant",
+    "cuda_graphs",
+    "kv_block",
+)
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """One serving-engine release (static: resolved into plan fields before any tracing).
+
+    Attributes:
+        name, display_name, framework, version: who it is.
+        gqa_decode_kernel, fused_dequant, cuda_graphs: its kernel choices (module docstring).
+        attention_kernel: the decode attention kernel family (reported, not a cost term).
+        kv_block: default paged-KV block size in tokens, ``None`` to keep the plan default.
+        source: where each choice comes from.
+    """
+
+    name: str
+    display_name: str
+    framework: str
+    version: str
+    gqa_decode_kernel: bool
+    fused_dequant: bool
+    cuda_graphs: bool
+    attention_kernel: str
+    kv_block: int | None
+    source: dict[str, str]
+
+    def plan_defaults(self) -> dict[str, bool | int]:
+        """The :func:`diffcost.serve_plan` values this engine implies (``kv_block`` when set)."""
+        out: dict[str, bool | int] = {
+            "gqa_decode_kernel": self.gqa_decode_kernel,
+            "fused_dequant": self.fused_dequant,
+            "cuda_graphs": self.cuda_graphs,
+        }
+        if self.kv_block is not None:
+            out["kv_block"] = self.kv_block
+        return out
+
+
+def engine_names() -> list[str]:
+    """Names of the built-in engine profiles."""
+    return builtin_names("engine")
+
+
+def load_engine(name_or_path: str | Path, where: str = "<arguments>") -> EngineProfile:
+    """The engine profile of a built-in name or a file path.
+
+    Raises:
+        SpecError: an unknown name (listing the built-in ones) or an invalid file.
+    """
+    spec = load_spec("engine", name_or_path, where)
+    v = spec.values
+    return EngineProfile(
+        name=v["name"],
+        display_name=v["display_name"],
+        framework=v["framework"],
+        version=v["version"],
+        gqa_decode_kernel=v["gqa_decode_kernel"],
+        fused_dequant=v["fused_dequant"],
+        cuda_graphs=v["cuda_graphs"],
+        attention_kernel=v["attention_kernel"],
+        kv_block=v.get("kv_block"),
+        source=dict(spec.info.source),
+    )
+
+
+__all__ = ["DEFAULT_ENGINE", "ENGINE_PLAN_FIELDS", "EngineProfile", "engine_names", "load_engine"]
