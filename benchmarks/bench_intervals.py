@@ -30,7 +30,7 @@ def main() -> None:
     for kind, cost, plan in jobs:
         names = tuple(n for n, _ in (TRAIN_OUTPUTS if kind == "train" else SERVE_OUTPUTS))
         c0, t0 = time_calls(plain, (cost, plan), args.calls)
-        c1, t1 = time_calls(lambda c, p: log_jacobian(c, p, names), (cost, plan), args.calls)
+        c1, t1 = time_calls(log_jacobian, (cost, plan, names), args.calls)
         print(
             f"{kind}: without {t0 * 1e3:.3f} ms/plan (compile {c0:.1f} s); with intervals "
             f"{t1 * 1e3:.3f} ms/plan (compile {c1:.1f} s): {t1 / t0:.2f}x per call, "

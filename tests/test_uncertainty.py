@@ -231,3 +231,21 @@ def test_stored_posterior_matches_the_fit():
     for basis, cov in post.log_cov.items():
         assert np.allclose(stored.log_cov[basis], cov, rtol=1e-3, atol=1e-8), basis
     assert stored.default == pytest.approx(post.default, rel=1e-3)
+
+
+def test_variance_shares_name_the_constant_to_measure_next():
+    n = len(C.NAMES)
+    g = np.zeros(n)
+    g[C.NAMES.index("matmul_peak_fraction")] = -0.9
+    g[C.NAMES.index("link_bandwidth_fraction")] = -0.1
+    cov = np.diag(np.full(n, 0.01))
+    shares = U.variance_shares(g, cov, 0.002)
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert next(iter(shares)) == "matmul_peak_fraction"
+    assert shares["matmul_peak_fraction"] == pytest.approx(0.0081 / (0.0082 + 0.002))
+    assert shares["model discrepancy"] == pytest.approx(0.002 / 0.0102)
+    # correlated constants: the shares still add up to the constants' variance
+    a = np.random.default_rng(1).standard_normal((n, n))
+    g2 = np.random.default_rng(2).standard_normal(n)
+    shares2 = U.variance_shares(g2, a @ a.T, 0.0)
+    assert sum(shares2.values()) == pytest.approx(1.0)

@@ -425,20 +425,40 @@ def intervals(
     for (name, metric), y, g in zip(outputs, value, jac, strict=True):
         param, disc = float(g @ cov @ g), post.variance(metric, fam)
         s = math.sqrt(param + disc)
-        sigma[name] = {"log_sigma": s, "constants_var": param, "discrepancy_var": disc}
+        sigma[name] = {
+            "log_sigma": s,
+            "constants_var": param,
+            "discrepancy_var": disc,
+            "variance_shares": variance_shares(g, cov, disc),
+        }
         out[f"{name}_p10"] = float(y * math.exp(-Z80 * s))
         out[f"{name}_p90"] = float(y * math.exp(Z80 * s))
+    first = next(iter(sigma.values()))["variance_shares"]
+    top, share = next(iter(first.items()))
     out["interval"] = {
         "nominal": 0.8,
         "constants": basis,
         "regime": fam,
         "outputs": sigma,
         "note": (
-            f"p10-p90: delta method in log space through the {basis} posterior of the "
-            f"calibration constants plus the {fam} model discrepancy (leave-one-source-out)"
+            f"p10-p90 by the delta method through the {basis} posterior of the calibration "
+            f"constants plus the {fam} model discrepancy (leave-one-source-out); largest share "
+            f"of the {outputs[0][0]} variance: {top} ({share:.0%})"
         ),
     }
     return out
+
+
+def variance_shares(g: np.ndarray, cov: np.ndarray, disc: float) -> dict[str, float]:
+    """Which uncertainty a log output's variance comes from, largest first: constant ``k``'s
+    covariance-weighted share ``g_k (Sigma g)_k / var`` (the shares of the constants sum to
+    their variance ``g Sigma g``; a correlated constant's share may be negative) and the
+    model discrepancy's ``d^2 / var``.  The constant with the largest share is the one whose
+    measurement would narrow the interval most."""
+    total = float(g @ cov @ g) + disc
+    shares = {n: float(v) / total for n, v in zip(C.NAMES, g * (cov @ g), strict=True)}
+    shares["model discrepancy"] = disc / total
+    return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -212,6 +212,8 @@ def serve(
         _print_table(out, names, job.chips, job.values, iv)
         for line in coverage_lines(cov):
             console.print(line, highlight=False, markup=False)
+        if iv is not None:
+            console.print(f"interval: {iv['interval']['note']}", highlight=False, markup=False)
         _print_slo(slo)
         print_problems(problems)
     if problems:

@@ -168,4 +168,6 @@ def _print_table(
     console.print(kv_table("training step", rows, bands if iv is not None else None))
     for line in coverage_lines(cov):
         console.print(line, highlight=False, markup=False)
+    if iv is not None:
+        console.print(f"interval: {iv['interval']['note']}", highlight=False, markup=False)
     print_problems(problems)
