@@ -151,6 +151,7 @@ def test_intervals_bracket_the_prediction_and_widen_without_data(monkeypatch, h1
         )
     s = iv["interval"]["outputs"]["step_time_s"]
     assert s["log_sigma"] ** 2 == pytest.approx(s["constants_var"] + s["discrepancy_var"])
+    assert sum(s["log_variance_shares"].values()) == pytest.approx(1.0)
     # a chip with no measurement (its own prior, regime "other") gets a wider interval
     mi = dc.TrainCost(dc.load_system("mi300x-platform", chips=64), llama70)
     wide = U.intervals(mi, plan, "mi300x", "default", "train")

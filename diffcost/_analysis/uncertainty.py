@@ -429,11 +429,11 @@ def intervals(
             "log_sigma": s,
             "constants_var": param,
             "discrepancy_var": disc,
-            "variance_shares": variance_shares(g, cov, disc),
+            "log_variance_shares": variance_shares(g, cov, disc),
         }
         out[f"{name}_p10"] = float(y * math.exp(-Z80 * s))
         out[f"{name}_p90"] = float(y * math.exp(Z80 * s))
-    first = next(iter(sigma.values()))["variance_shares"]
+    first = next(iter(sigma.values()))["log_variance_shares"]
     top, share = next(iter(first.items()))
     out["interval"] = {
         "nominal": 0.8,
