@@ -179,13 +179,26 @@ def print_problems(problems: list[str]) -> None:
         console.print("feasible: fits in memory, degrees divide.", style="green")
 
 
-def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
-    table = Table(title=title, show_header=False, title_justify="left")
+def kv_table(
+    title: str, rows: list[tuple[str, str]], intervals: dict[str, str] | None = None
+) -> Table:
+    """A two-column table of quantities; with ``intervals`` (quantity -> text) a third column
+    holds the 80% interval of the quantities that have one."""
+    table = Table(title=title, show_header=intervals is not None, title_justify="left")
     table.add_column("quantity", style="bold")
     table.add_column("value", justify="right")
+    if intervals is not None:
+        table.add_column("p10 - p90", justify="right")
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(key, value, *([intervals.get(key, "")] if intervals is not None else []))
     return table
+
+
+def interval_text(iv: dict[str, Any] | None, name: str, fmt: Callable[[float], str]) -> str:
+    """``"p10 - p90"`` of output ``name`` of an interval object, formatted by ``fmt``."""
+    if iv is None or f"{name}_p10" not in iv:
+        return ""
+    return f"{fmt(iv[f'{name}_p10'])} - {fmt(iv[f'{name}_p90'])}"
 
 
 #: Longest file or folder name most file systems accept (ext4, XFS, APFS, NTFS: 255).

@@ -6,7 +6,8 @@ from typing import Annotated, Any
 import equinox as eqx
 import typer
 
-from .._analysis.coverage import coverage_lines, job_coverage
+from .._analysis.coverage import coverage_lines, job_chip, job_coverage
+from .._analysis.uncertainty import intervals
 from .._core.errors import Problem, SpecError
 from .._serve.cost import ServeBreakdown, ServeCost, serve_problems
 from .._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
@@ -22,6 +23,7 @@ from ._common import (
     fmt_bytes,
     fmt_time,
     friendly_errors,
+    interval_text,
     kv_table,
     plan_line,
     prediction_json,
@@ -216,19 +218,23 @@ def serve(
     problems += _slo_problems(slo)
     cov = job_coverage("serve", job.refs, job.plan, calibration)
     engine = engine_summary(job.values.get("engine"), job.plan)
+    iv = intervals(cost, job.plan, job_chip(job.refs), calibration, "serve")
     if json_out:
-        extra_keys = {"slo": slo} if slo is not None else {}
+        extra_keys: dict[str, Any] = {"slo": slo} if slo is not None else {}
         extra_keys["coverage"] = cov
         extra_keys["engine"] = engine
+        extra_keys.update(iv or {"interval": None})
         counts = {"system_chips": job.chips}
         print_json(prediction_json(out, job.refs, counts, job.values, problems, **extra_keys))
     else:
         model_info, hw_info = spec_infos(job.refs)
         names = (model_info.display_name, hw_info.display_name)
-        _print_table(out, names, job.chips, job.values)
+        _print_table(out, names, job.chips, job.values, iv)
         console.print(engine_line(engine), highlight=False, markup=False)
         for line in coverage_lines(cov):
             console.print(line, highlight=False, markup=False)
+        if iv is not None:
+            console.print(f"interval: {iv['interval']['note']}", highlight=False, markup=False)
         _print_slo(slo)
         print_problems(problems)
     if problems:
@@ -306,13 +312,29 @@ def _rows(out: ServeBreakdown) -> list[tuple[str, str]]:
     ]
 
 
-def _print_table(out: ServeBreakdown, names: tuple[str, str], n_chips: int, values: Flags) -> None:
-    """Identities, plan and the serving table."""
+def _print_table(
+    out: ServeBreakdown,
+    names: tuple[str, str],
+    n_chips: int,
+    values: Flags,
+    iv: dict[str, Any] | None,
+) -> None:
+    """Identities, plan and the serving table, with the 80% interval of TTFT, TPOT and the
+    throughputs."""
     model_name, hw_name = names
     chips_used = float(out.chips)
     console.print(f"{model_name} on {chips_used:.0f} of {n_chips}x {hw_name}", style="bold")
     console.print(f"plan: {plan_line(values)}", highlight=False)
-    console.print(kv_table("serving", _rows(out)))
+    count = lambda v: f"{v:,.0f}"  # noqa: E731
+    bands = {
+        "time to first token (TTFT)": interval_text(iv, "ttft_s", fmt_time),
+        "time per output token (TPOT)": interval_text(iv, "tpot_s", fmt_time),
+        "output tokens / s (deployment)": interval_text(iv, "output_tokens_per_s", count),
+        "output tokens / s / chip": interval_text(
+            iv, "output_tokens_per_s_per_chip", lambda v: f"{v:,.1f}"
+        ),
+    }
+    console.print(kv_table("serving", _rows(out), bands if iv is not None else None))
 
 
 def _slo_problems(slo: dict[str, Any] | None) -> list[str]:

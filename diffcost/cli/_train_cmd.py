@@ -5,7 +5,8 @@ from typing import Annotated, Any
 import equinox as eqx
 import typer
 
-from .._analysis.coverage import coverage_lines, job_coverage
+from .._analysis.coverage import coverage_lines, job_chip, job_coverage
+from .._analysis.uncertainty import intervals
 from .._train.cost import TrainBreakdown, TrainCost
 from .._train.plan import TrainPlan
 from .._train.problems import train_problems
@@ -20,6 +21,7 @@ from ._common import (
     fmt_bytes,
     fmt_time,
     friendly_errors,
+    interval_text,
     kv_table,
     plan_line,
     prediction_json,
@@ -95,17 +97,20 @@ def train(
     refs_flags = {"model": model, "system": system, "chip": chip, "chips": chips}
     job = resolve_job("train", scenario, refs_flags, flags, calibration)
     assert isinstance(job.plan, TrainPlan)
-    out = _predict(TrainCost(job.system, job.model), job.plan)
+    cost = TrainCost(job.system, job.model)
+    out = _predict(cost, job.plan)
     check_finite(out, "training", job.system, job.model, job.inputs())
     problems = train_problems(job.model, job.plan, out, float(job.system.num_chips))
     cov = job_coverage("train", job.refs, job.plan, calibration, float(out.mfu))
+    iv = intervals(cost, job.plan, job_chip(job.refs), calibration, "train")
     if json_out:
         counts = {"chips": job.chips}
-        print_json(prediction_json(out, job.refs, counts, job.values, problems, coverage=cov))
+        extra = {"coverage": cov, **(iv or {"interval": None})}
+        print_json(prediction_json(out, job.refs, counts, job.values, problems, **extra))
     else:
         model_info, hw_info = spec_infos(job.refs)
         names = (model_info.display_name, hw_info.display_name)
-        _print_table(out, names, job.chips, job.values, problems, cov)
+        _print_table(out, names, job.chips, job.values, problems, cov, iv)
     if problems:
         raise typer.Exit(EXIT_INFEASIBLE)
 
@@ -117,9 +122,11 @@ def _print_table(
     values: dict[str, Any],
     problems: list[str],
     cov: dict[str, Any],
+    iv: dict[str, Any] | None,
 ) -> None:
-    """The training step as a table: time by term, throughput, memory by kind, energy, cost;
-    under it what measurements stand behind it (and an MFU above the best published)."""
+    """The training step as a table: time by term, throughput, memory by kind, energy, cost,
+    the 80% interval of step time, throughput and MFU; under it what measurements stand
+    behind it (and an MFU above the best published)."""
     model_name, hw_name = names
     g = float
     rows = [
@@ -152,7 +159,15 @@ def _print_table(
     ]
     console.print(f"{model_name} on {n_chips}x {hw_name}", style="bold")
     console.print(f"plan: {plan_line(values)}", highlight=False)
-    console.print(kv_table("training step", rows))
+    bands = {
+        "step time": interval_text(iv, "step_time_s", fmt_time),
+        "tokens / s": interval_text(iv, "tokens_per_s", lambda v: f"{v:,.0f}"),
+        "tokens / s / chip": interval_text(iv, "tokens_per_s", lambda v: f"{v / n_chips:,.1f}"),
+        "MFU (bf16 dense peak)": interval_text(iv, "mfu", lambda v: f"{v:.1%}"),
+    }
+    console.print(kv_table("training step", rows, bands if iv is not None else None))
     for line in coverage_lines(cov):
         console.print(line, highlight=False, markup=False)
+    if iv is not None:
+        console.print(f"interval: {iv['interval']['note']}", highlight=False, markup=False)
     print_problems(problems)

@@ -1,0 +1,487 @@
+"""How sure a prediction is: a posterior of the calibrated constants, intervals through the model.
+
+**Posterior of the constants** (Laplace approximation, MacKay 1992, "A practical Bayesian
+framework for backpropagation networks", Neural Computation 4(3); Bishop, *Pattern Recognition
+and Machine Learning*, sec. 4.4).  The calibration loss :func:`diffcost._analysis.calibrate.loss`
+is read as a negative log posterior at temperature ``s2``: ``-log p(u | data) = loss(u) / s2``
+with ``s2 = sum_i w_i r_i^2 / sum_i w_i`` the weighted mean square of the fit's in-sample log
+errors ``r_i = log(predicted_i / measured_i)`` (for a Gaussian likelihood of variance
+``s2 / w_i`` the quadratic part of the loss is exactly that).  Around the fitted optimum ``u*``
+(global and per-family unconstrained parameters, 7 + 3 x 7 = 28) the posterior is Gaussian with
+covariance ``Sigma_u = s2 H^-1``, ``H = jax.hessian(loss)(u*)`` (the chosen training plans held
+fixed).  Eigenvalues of ``H`` below the prior's smallest curvature (a direction the data leave
+flat or, away from convergence, slightly concave) are raised to it.  The covariance of a
+family's log constants follows from ``log v = log lo + (log hi - log lo) sigmoid(u_g + u_f)``:
+``Sigma_f = J_f Sigma_u J_f^T`` with ``J_f = diag((log hi - log lo) s (1 - s)) [I, I_f]``.
+
+**Model discrepancy** (Kennedy & O'Hagan 2001, "Bayesian calibration of computer models",
+JRSS B 63(3)): what the constants cannot explain.  Its variance per regime (metric kind x chip
+family) is the mean square of the leave-one-source-out log errors of that regime (each point
+predicted by the fit that never saw its source), bias included.  A regime with fewer than
+:data:`MIN_POINTS` held-out points takes at least its kind's pooled value; a regime with none (a
+family or a kind never measured) takes the worst regime's value: a prediction with no
+measurement behind it gets the widest interval the data justify, not a narrow one.
+
+**Intervals** (delta method in log space): for an output ``y`` the Jacobian
+``g = d log y / d log v`` with respect to the 7 constants of the chip (one ``jax.jacfwd`` over
+log scale factors, one jit per entry point) gives ``var log y = g Sigma_f g^T + d^2``;
+``p50 = y`` (the median of a log-normal), ``p10/p90 = y exp(-/+ z sigma)``, ``z`` the standard
+normal 0.9 quantile (1.2816).
+
+The posterior is stored next to its calibration as ``<name>.posterior.json`` (with its
+provenance) and recomputed from the fit by ``python -m diffcost._analysis.uncertainty --write``.
+"""
+
+import datetime as _dt
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._inputs.loader import load_spec, resolve
+from . import calibrate as C
+from .validate import Prepared
+
+#: Standard normal quantile of 0.9: the nominal 80% interval is ``exp(+-Z80 sigma)``.
+Z80 = 1.2815515655446004
+#: The metric kinds of the measurements (:data:`diffcost._inputs.measurements.METRICS`).
+KINDS = ("train_throughput", "serve_throughput", "ttft", "token_latency")
+_JOB = {"train_throughput": "train", "serve_throughput": "serve", "ttft": "serve"}
+_JOB["token_latency"] = "serve"
+#: Chip families of the discrepancy regimes: the calibration's families, then every other chip.
+REGIME_FAMILIES = (*C.FAMILY_NAMES, "other")
+#: Fewer held-out points than this: a regime takes at least its kind's pooled variance.
+MIN_POINTS = 3
+
+
+@dataclass(frozen=True)
+class Posterior:
+    """Uncertainty of a calibration: covariance of the log constants per basis (``global``,
+    each family, ``prior``: a chip whose constants are a per-chip prior) in the order of
+    :data:`diffcost._analysis.calibrate.NAMES`, and the discrepancy variance of log outputs per
+    kind and regime family (``default``: for a regime with no held-out data)."""
+
+    log_cov: dict[str, np.ndarray]
+    discrepancy: dict[str, dict[str, float]]
+    default: float
+    counts: dict[str, dict[str, int]]
+    s2: float
+    source: str = ""
+
+    def cov_for(self, basis: str) -> np.ndarray:
+        return self.log_cov.get(basis, self.log_cov["prior"])
+
+    def variance(self, kind: str, family: str) -> float:
+        return self.discrepancy.get(kind, {}).get(family, self.default)
+
+
+# --- Laplace approximation ---------------------------------------------------------------------
+def _flat(theta: dict[str, jax.Array]) -> jax.Array:
+    return jnp.concatenate([theta["global"], theta["family"].reshape(-1)])
+
+
+def _unflat(x: jax.Array) -> dict[str, jax.Array]:
+    n = len(C.PARAMS)
+    return {"global": x[:n], "family": x[n:].reshape(len(C.FAMILIES), n)}
+
+
+@eqx.filter_jit
+def _laplace_parts(x, data: C.FitData, chosen, weights):
+    """Hessian of the loss, of the prior penalty alone, the log-error Jacobian and residuals."""
+    f = lambda y: C.loss(_unflat(y), data, chosen, weights)  # noqa: E731
+    h = jax.hessian(f)(x)
+    h_prior = jax.hessian(lambda y: C.prior_penalty(_unflat(y)))(x)
+    pred = lambda y: C.log_predictions(_unflat(y), data, chosen)  # noqa: E731
+    r = pred(x) - data.log_measured
+    return h, h_prior, r, jax.jacfwd(pred)(x)
+
+
+def laplace(theta, data: C.FitData, chosen, weights) -> tuple[np.ndarray, float, np.ndarray]:
+    """Covariance of the unconstrained parameters at a fit's optimum, ``s2 H^-1`` (module
+    docstring), the temperature ``s2`` and the Jacobian of every point's log prediction
+    ``(points, 28)``."""
+    x = _flat(theta)
+    h, h_prior, r, jac = (
+        np.asarray(a, dtype=float) for a in _laplace_parts(x, data, jnp.asarray(chosen), weights)
+    )
+    w = np.asarray(weights, dtype=float)
+    s2 = float(np.sum(w * r**2) / np.sum(w))
+    floor = float(np.min(np.linalg.eigvalsh(0.5 * (h_prior + h_prior.T))))
+    lam, vec = np.linalg.eigh(0.5 * (h + h.T))
+    lam = np.maximum(lam, max(floor, 1e-12))
+    return s2 * (vec / lam) @ vec.T, s2, jac
+
+
+def log_constant_cov(theta, cov_u: np.ndarray) -> dict[str, np.ndarray]:
+    """Covariance of the log constants, globally and per family (``J Sigma_u J^T``)."""
+    n = len(C.PARAMS)
+    span = C._HI - C._LO
+    g = np.asarray(theta["global"], dtype=float)
+    out = {}
+    for i, name in enumerate(("global", *C.FAMILY_NAMES)):
+        u = g if name == "global" else g + np.asarray(theta["family"][i - 1], dtype=float)
+        s = 1.0 / (1.0 + np.exp(-u))
+        jac = np.zeros((n, cov_u.shape[0]))
+        jac[:, :n] = np.diag(span * s * (1 - s))
+        if name != "global":
+            jac[:, n * i : n * (i + 1)] = np.diag(span * s * (1 - s))
+        out[name] = jac @ cov_u @ jac.T
+    # a chip with its own prior (not fitted): the global constants' prior widths
+    out["prior"] = np.diag(C._WIDTH**2)
+    return out
+
+
+# --- model discrepancy -------------------------------------------------------------------------
+def regime_family(chip: str) -> str:
+    """The discrepancy regime family of a chip (``"other"`` outside the fitted families)."""
+    return REGIME_FAMILIES[C.family_of(chip)]
+
+
+def discrepancy(
+    rows: list[dict[str, Any]],
+    chips: list[str],
+    param_var: np.ndarray,
+    exclude: str | None = None,
+) -> tuple[dict[str, dict[str, float]], float, dict[str, dict[str, int]]]:
+    """Discrepancy variance of log outputs per kind and regime family from held-out rows
+    (``loso_rows`` of a fit, ``chips`` their chips), leaving out the rows of source
+    ``exclude``: the mean square log error less the mean variance the constants' posterior
+    already gives those rows (``param_var``, :func:`loso_param_variance`), at least 0.
+    Returns the variances, the default (worst regime) and the counts."""
+    res: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for row, chip, pv in zip(rows, chips, param_var, strict=True):
+        if row["source"] == exclude:
+            continue
+        r = math.log(row["predicted"] / row["measured"])
+        res.setdefault((row["metric"], regime_family(chip)), []).append((r, float(pv)))
+    excess = lambda v: max(float(np.mean([r * r - pv for r, pv in v])), 0.0)  # noqa: E731
+    pooled = {
+        k: excess([x for (kk, _), v in res.items() if kk == k for x in v])
+        for k in KINDS
+        if any(kk == k for kk, _ in res)
+    }
+    job = {
+        j: excess([x for (kk, _), v in res.items() if _JOB[kk] == j for x in v])
+        if any(_JOB[kk] == j for kk, _ in res)
+        else None
+        for j in ("train", "serve")
+    }
+    full = [excess(v) for v in res.values() if len(v) >= MIN_POINTS]
+    default = max(full or list(pooled.values()) or [1.0])
+    measured = {fam for _, fam in res}
+    out: dict[str, dict[str, float]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for k in KINDS:
+        out[k], counts[k] = {}, {}
+        for fam in REGIME_FAMILIES:
+            v = res.get((k, fam), [])
+            counts[k][fam] = len(v)
+            if len(v) >= MIN_POINTS:
+                out[k][fam] = excess(v)
+            elif v:
+                out[k][fam] = max(excess(v), pooled[k])
+            elif fam in measured and k in pooled:
+                out[k][fam] = pooled[k]
+            elif fam in measured and (pooled_job := job[_JOB[k]]) is not None:
+                out[k][fam] = pooled_job
+            else:
+                out[k][fam] = default
+    return out, default, counts
+
+
+def fold_laplace(fit: C.Fit, prep: Prepared) -> list[tuple[np.ndarray, float, np.ndarray]]:
+    """:func:`laplace` of every fold of a fit (fold 0: all sources; fold k: k-th held out)."""
+    data = C.fit_data(prep)
+    _, weights = C.fold_weights(
+        [m.source for m in prep.points], [m.unmodelled for m in prep.points]
+    )
+    out = []
+    for k in range(len(fit.folds)):
+        theta = jax.tree_util.tree_map(lambda x, k=k: x[k], fit.thetas)
+        w = jnp.asarray(weights[k], dtype=data.log_measured.dtype)
+        out.append(laplace(theta, data, fit.chosen[k], w))
+    return out
+
+
+def loso_param_variance(fit: C.Fit, prep: Prepared, folds: list) -> np.ndarray:
+    """Per point, the variance of its held-out log prediction (``loso_rows``) under the
+    posterior of the fold that predicted it, ``J_i Sigma_u J_i^T``."""
+    fold_of = {s: i for i, s in enumerate(fit.folds)}
+    out = np.zeros(len(prep.points))
+    for i, m in enumerate(prep.points):
+        cov_u, _, jac = folds[fold_of.get(m.source, 0)]
+        out[i] = jac[i] @ cov_u @ jac[i]
+    return out
+
+
+def posterior(fit: C.Fit, prep: Prepared, fold: int = 0, folds: list | None = None) -> Posterior:
+    """The posterior of fold ``fold`` of a fit: Laplace covariance at its optimum, discrepancy
+    from the leave-one-source-out rows of every source but the fold's own (fold 0: all);
+    ``folds``: :func:`fold_laplace` of the fit when already computed."""
+    folds = fold_laplace(fit, prep) if folds is None else folds
+    cov_u, s2, _ = folds[fold]
+    theta = jax.tree_util.tree_map(lambda x: x[fold], fit.thetas)
+    exclude = fit.folds[fold] if fold > 0 else None
+    pv = loso_param_variance(fit, prep, folds)
+    disc, default, counts = discrepancy(fit.loso_rows, prep.chips, pv, exclude)
+    return Posterior(log_constant_cov(theta, cov_u), disc, default, counts, s2)
+
+
+# --- honest coverage ---------------------------------------------------------------------------
+def loso_coverage(fit: C.Fit, prep: Prepared) -> list[dict[str, Any]]:
+    """Per held-out source: the share of its points inside the nominal 80% interval computed
+    from the posterior and discrepancy of the fold that never saw the source, the median
+    half-width ``exp(Z80 sigma) - 1`` and the median absolute error of those points."""
+    folds = fold_laplace(fit, prep)
+    pv = loso_param_variance(fit, prep, folds)
+    out = []
+    for k, src in enumerate(fit.folds):
+        if k == 0:
+            continue
+        disc, default, _ = discrepancy(fit.loso_rows, prep.chips, pv, exclude=src)
+        inside, width, error, kinds = [], [], [], set()
+        for i, (m, row) in enumerate(zip(prep.points, fit.loso_rows, strict=True)):
+            if m.source != src:
+                continue
+            fam = regime_family(prep.chips[i])
+            sigma = math.sqrt(pv[i] + disc[m.metric].get(fam, default))
+            inside.append(abs(math.log(row["predicted"] / row["measured"])) <= Z80 * sigma)
+            width.append(math.exp(Z80 * sigma) - 1.0)
+            error.append(abs(row["error"]))
+            kinds.add(m.kind)
+        out.append(
+            {
+                "source": str(src),
+                "kind": "/".join(sorted(kinds)),
+                "n": len(inside),
+                "coverage_80": float(np.mean(inside)),
+                "median_half_width": float(np.median(width)),
+                "median_abs_error": float(np.median(error)),
+            }
+        )
+    return out
+
+
+def pooled_coverage(per_source: list[dict[str, Any]], kind: str) -> float:
+    """Share of the held-out points of ``kind`` ("train"/"serve") inside their 80% interval."""
+    rows = [r for r in per_source if r["kind"] == kind]
+    n = sum(r["n"] for r in rows)
+    return sum(r["coverage_80"] * r["n"] for r in rows) / n if n else float("nan")
+
+
+# --- storage -----------------------------------------------------------------------------------
+def posterior_path(calibration: str | Path) -> Path:
+    """Where a calibration's posterior lives: ``<calibration stem>.posterior.json`` beside it."""
+    path = resolve("calibration", calibration)
+    return path.with_name(path.stem + ".posterior.json")
+
+
+def posterior_json(post: Posterior, fit: C.Fit, prep: Prepared, command: str) -> dict[str, Any]:
+    """The stored form of a posterior, with its provenance."""
+    date = _dt.date.today().isoformat()
+    source = (
+        f"Computed {date} with `{command}` (diffcost/_analysis/uncertainty.py) from the fit of "
+        f"`diffcost calibrate` on {len(prep.points)} points ({', '.join(fit.folds[1:])} held "
+        "out in turn): log_covariance = Laplace approximation at the fitted optimum "
+        f"(s2 = {post.s2:.4g}, the weighted mean square in-sample log error; MacKay 1992), "
+        "mapped to log constants per family; discrepancy_log_variance = mean square of the "
+        "leave-one-source-out log errors per metric kind and chip family (Kennedy & O'Hagan "
+        f"2001); regimes with < {MIN_POINTS} points take at least their kind's pooled value, "
+        "regimes with none the worst regime's value (default_log_variance)."
+    )
+    sig = lambda m: [[float(f"{x:.6g}") for x in row] for row in m]  # noqa: E731
+    return {
+        "schema_version": 1,
+        "kind": "calibration-posterior",
+        "constants": list(C.NAMES),
+        "log_covariance": {k: sig(v) for k, v in post.log_cov.items()},
+        "discrepancy_log_variance": post.discrepancy,
+        "default_log_variance": post.default,
+        "held_out_points": post.counts,
+        "s2": post.s2,
+        "source": source,
+    }
+
+
+@cache
+def _load(path: str) -> Posterior | None:
+    p = Path(path)
+    if not p.is_file():
+        return None
+    d = json.loads(p.read_text())
+    if list(d["constants"]) != list(C.NAMES):
+        return None  # written for another set of fitted constants: not this model's
+    return Posterior(
+        {k: np.asarray(v, dtype=float) for k, v in d["log_covariance"].items()},
+        d["discrepancy_log_variance"],
+        float(d["default_log_variance"]),
+        d["held_out_points"],
+        float(d["s2"]),
+        d["source"],
+    )
+
+
+def load_posterior(calibration: str | Path = "default") -> Posterior | None:
+    """The stored posterior of a calibration (None when it has none)."""
+    return _load(str(posterior_path(calibration).resolve()))
+
+
+def write_posterior(fit: C.Fit, prep: Prepared, path: str | Path, command: str) -> Path:
+    """Compute fold 0's posterior of a fit and write it as JSON at ``path``."""
+    target = Path(path)
+    d = posterior_json(posterior(fit, prep), fit, prep, command)
+    # one line per key (and per basis of the covariance): readable diffs after a refit
+    lines = [
+        f"  {json.dumps(k)}: "
+        + (
+            "{\n"
+            + ",\n".join(f"    {json.dumps(b)}: {json.dumps(m)}" for b, m in v.items())
+            + "\n  }"
+            if k == "log_covariance"
+            else json.dumps(v)
+        )
+        for k, v in d.items()
+    ]
+    target.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+    _load.cache_clear()
+    return target
+
+
+# --- intervals through the model ---------------------------------------------------------------
+#: The outputs given an interval, with the metric kind of their discrepancy (train, serve).
+TRAIN_OUTPUTS = (
+    ("step_time_s", "train_throughput"),
+    ("tokens_per_s", "train_throughput"),
+    ("mfu", "train_throughput"),
+)
+SERVE_OUTPUTS = (
+    ("ttft_s", "ttft"),
+    ("tpot_s", "token_latency"),
+    ("output_tokens_per_s", "serve_throughput"),
+    ("output_tokens_per_s_per_chip", "serve_throughput"),
+)
+
+
+def scaled_efficiency(cost: Any, log_scale: jax.Array) -> Any:
+    """A cost model whose 7 calibrated constants are multiplied by ``exp(log_scale)``."""
+    eff = cost.system.efficiency
+    new = tuple(
+        getattr(eff, n) * jnp.exp(log_scale[k]).astype(jnp.result_type(getattr(eff, n)))
+        for k, n in enumerate(C.NAMES)
+    )
+    eff = eqx.tree_at(lambda e: tuple(getattr(e, n) for n in C.NAMES), eff, new)
+    return eqx.tree_at(lambda c: c.system.efficiency, cost, eff)
+
+
+@eqx.filter_jit
+def log_jacobian(cost: Any, plan: Any, names: tuple[str, ...]) -> tuple[jax.Array, jax.Array]:
+    """Outputs ``names`` of ``cost(plan)`` and ``d log output / d log constant``
+    ``(len(names), 7)`` by forward mode (one JVP per constant, batched by ``jax.jacfwd``)."""
+
+    def f(d):
+        y = jnp.stack([getattr(scaled_efficiency(cost, d)(plan), n) for n in names])
+        return jnp.log(y), y
+
+    zero = jnp.zeros(len(C.NAMES), dtype=cost.system.efficiency.matmul_peak_fraction.dtype)
+    jac, value = jax.jacfwd(f, has_aux=True)(zero)
+    return value, jac
+
+
+def basis_of(chip: str, calibration: str | Path) -> str:
+    """Which covariance of a posterior applies to a chip: its family's, ``prior`` (a chip with
+    its own prior in the calibration file) or ``global``."""
+    spec = load_spec("calibration", calibration)
+    if chip in spec.info.source:
+        return "prior"
+    if chip in spec.values.get("overrides", {}) and C.family_of(chip) < len(C.FAMILIES):
+        return C.FAMILY_NAMES[C.family_of(chip)]
+    return "global"
+
+
+def intervals(
+    cost: Any, plan: Any, chip: str, calibration: str | Path, kind: str
+) -> dict[str, Any] | None:
+    """p10/p90 of the headline outputs of a ``kind`` ("train"/"serve") prediction on ``chip``
+    (module docstring): ``{"<output>_p10": ..., "<output>_p90": ..., "interval": {...}}``;
+    None when the calibration has no stored posterior."""
+    post = load_posterior(calibration)
+    if post is None:
+        return None
+    outputs = TRAIN_OUTPUTS if kind == "train" else SERVE_OUTPUTS
+    value, jac = (
+        np.asarray(a, dtype=float) for a in log_jacobian(cost, plan, tuple(n for n, _ in outputs))
+    )
+    basis, fam = basis_of(chip, calibration), regime_family(chip)
+    cov = post.cov_for(basis)
+    out: dict[str, Any] = {}
+    sigma = {}
+    for (name, metric), y, g in zip(outputs, value, jac, strict=True):
+        param, disc = float(g @ cov @ g), post.variance(metric, fam)
+        s = math.sqrt(param + disc)
+        sigma[name] = {
+            "log_sigma": s,
+            "constants_var": param,
+            "discrepancy_var": disc,
+            "log_variance_shares": variance_shares(g, cov, disc),
+        }
+        out[f"{name}_p10"] = float(y * math.exp(-Z80 * s))
+        out[f"{name}_p90"] = float(y * math.exp(Z80 * s))
+    first = next(iter(sigma.values()))["log_variance_shares"]
+    top, share = next(iter(first.items()))
+    out["interval"] = {
+        "nominal": 0.8,
+        "constants": basis,
+        "regime": fam,
+        "outputs": sigma,
+        "note": (
+            f"p10-p90 by the delta method through the {basis} posterior of the calibration "
+            f"constants plus the {fam} model discrepancy (leave-one-source-out); largest share "
+            f"of the {outputs[0][0]} variance: {top} ({share:.0%})"
+        ),
+    }
+    return out
+
+
+def variance_shares(g: np.ndarray, cov: np.ndarray, disc: float) -> dict[str, float]:
+    """Which uncertainty a log output's variance comes from, largest first: constant ``k``'s
+    covariance-weighted share ``g_k (Sigma g)_k / var`` (the shares of the constants sum to
+    their variance ``g Sigma g``; a correlated constant's share may be negative) and the
+    model discrepancy's ``d^2 / var``.  The constant with the largest share is the one whose
+    measurement would narrow the interval most."""
+    total = float(g @ cov @ g) + disc
+    shares = {n: float(v) / total for n, v in zip(C.NAMES, g * (cov @ g), strict=True)}
+    shares["model discrepancy"] = disc / total
+    return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m diffcost._analysis.uncertainty [--write PATH] [--calibration NAME]``: fit
+    as ``diffcost calibrate`` does, print the posterior and the leave-one-source-out coverage,
+    and write the posterior at PATH (default: beside the calibration)."""
+    import argparse
+
+    from .validate import prepare
+
+    ap = argparse.ArgumentParser(prog="python -m diffcost._analysis.uncertainty")
+    ap.add_argument("--calibration", default="default")
+    ap.add_argument("--write", nargs="?", const="", default=None, metavar="PATH")
+    args = ap.parse_args(argv)
+    prep = prepare(calibration=args.calibration)
+    fit = C.calibrate(prep)
+    for row in loso_coverage(fit, prep):
+        print(json.dumps(row))
+    if args.write is not None:
+        path = args.write or posterior_path(args.calibration)
+        command = "python -m diffcost._analysis.uncertainty --write"
+        print(f"wrote {write_posterior(fit, prep, path, command)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""Error bars (issue 11): Laplace posterior of the constants, model discrepancy per regime,
+intervals through the model by the delta method, and their honest leave-one-source-out coverage."""
+
+import json
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import diffcost as dc
+from diffcost._analysis import calibrate as C
+from diffcost._analysis import uncertainty as U
+from diffcost._analysis.validate import prepare
+from diffcost._inputs.measurements import load_measurements
+from diffcost.cli import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, list(args))
+
+
+SUBSET = (
+    "megatron_sc21_table1_1.7B",
+    "megatron_sc21_table1_3.6B",
+    "trtllm05_ttft_a100_gpt-j6b_tp1_isl128",
+    "trtllm05_ttft_h100_llama7b_tp1_isl2048",
+    "trtllm061_l40s_gpt-j6b_tp1_bs64_128x2048",
+)
+
+
+@pytest.fixture(scope="module")
+def small():
+    """Serving points only: the Hessian of the training rule's candidates compiles slowly."""
+    return prepare([m for m in load_measurements() if m.id in SUBSET and m.kind == "serve"])
+
+
+@pytest.fixture(scope="module")
+def small_fit(small):
+    return C.calibrate(small, steps=20, rounds=1)
+
+
+def _fold0(fit, prep, scale: float = 1.0):
+    data = C.fit_data(prep)
+    _, weights = C.fold_weights(
+        [m.source for m in prep.points], [m.unmodelled for m in prep.points]
+    )
+    theta = jax.tree_util.tree_map(lambda x: x[0], fit.thetas)
+    return U.laplace(theta, data, fit.chosen[0], jnp.asarray(scale * weights[0]))
+
+
+@pytest.mark.slow  # the Hessian of the serving model compiles in ~20 s
+def test_laplace_covariance_is_symmetric_positive_and_shrinks_with_more_data(small, small_fit):
+    cov, s2, jac = _fold0(small_fit, small)
+    assert cov.shape == (4 * len(C.PARAMS),) * 2 and jac.shape == (len(small.points), cov.shape[0])
+    assert np.allclose(cov, cov.T) and np.min(np.linalg.eigvalsh(cov)) > 0 and s2 > 0
+    # four times the weight of every point (as if each were measured four times): the
+    # temperature s2 is unchanged, the data curvature grows, the constants are surer
+    cov4, s2_4, _ = _fold0(small_fit, small, 4.0)
+    assert s2_4 == pytest.approx(s2)
+    assert np.trace(cov4) < 0.9 * np.trace(cov)
+
+
+def test_log_constant_covariance_is_the_jacobian_map_of_the_parameters():
+    n = len(C.PARAMS)
+    rng = np.random.default_rng(0)
+    theta = C.initial_theta()
+    theta = {**theta, "family": jnp.asarray(0.3 * rng.standard_normal(theta["family"].shape))}
+    a = rng.standard_normal((4 * n, 4 * n))
+    cov_u = a @ a.T
+    out = U.log_constant_cov(theta, cov_u)
+    # the same map by autodiff: log v of family 1 (hopper) as a function of the flat parameters
+    f = lambda x: jnp.log(C.from_u(x[:n] + x[2 * n : 3 * n]))  # noqa: E731
+    j = np.asarray(jax.jacfwd(f)(U._flat(theta)))
+    assert np.allclose(out["hopper"], j @ cov_u @ j.T, rtol=1e-9)
+    assert np.allclose(out["prior"], np.diag(C._WIDTH**2))
+
+
+def _row(source, metric, predicted, measured=1.0):
+    return {"source": source, "metric": metric, "predicted": predicted, "measured": measured}
+
+
+def test_discrepancy_per_regime_with_a_wide_default_where_nothing_was_held_out():
+    e = math.exp
+    rows = [_row("a", "train_throughput", e(0.1)) for _ in range(4)]  # ampere, 0.01
+    rows += [_row("b", "train_throughput", e(0.3)) for _ in range(4)]  # hopper, 0.09
+    rows += [_row("c", "ttft", e(0.2))]  # one ampere TTFT point, 0.04
+    chips = ["a100-sxm-80gb"] * 4 + ["h100-sxm"] * 4 + ["a100-sxm-80gb"]
+    pv = np.full(len(rows), 0.005)
+    disc, default, counts = U.discrepancy(rows, chips, pv)
+    assert disc["train_throughput"]["ampere"] == pytest.approx(0.01 - 0.005)
+    assert disc["train_throughput"]["hopper"] == pytest.approx(0.09 - 0.005)
+    assert default == pytest.approx(0.085)  # the worst regime with enough points
+    assert disc["ttft"]["ampere"] == pytest.approx(0.035)  # few points: >= kind pooled
+    assert disc["ttft"]["hopper"] == pytest.approx(0.035)  # family measured: kind pooled
+    assert disc["train_throughput"]["ada"] == default  # family never measured
+    assert disc["train_throughput"]["other"] == default
+    assert disc["serve_throughput"]["ampere"] == pytest.approx(0.035)  # serve jobs pooled
+    assert counts["train_throughput"]["hopper"] == 4
+    # leaving a source out removes its rows: hopper training is then unmeasured
+    disc_b, default_b, _ = U.discrepancy(rows, chips, pv, exclude="b")
+    assert disc_b["train_throughput"]["hopper"] == pytest.approx(0.005)  # kind pooled (ampere)
+    assert default_b == pytest.approx(0.005)
+    # the constants' own variance is not counted twice, and never below zero
+    disc_big, *_ = U.discrepancy(rows, chips, np.full(len(rows), 1.0))
+    assert disc_big["train_throughput"]["hopper"] == 0.0
+
+
+def test_log_jacobian_matches_finite_differences(h100_64, llama70):
+    cost = dc.TrainCost(h100_64, llama70)
+    plan = dc.train_plan(tp=8, pp=2, dp=4, global_batch=256, seq_len=4096, micro_batch=1)
+    names = ("step_time_s", "mfu")
+    value, jac = (np.asarray(a) for a in U.log_jacobian(cost, plan, names))
+    assert value[0] == pytest.approx(float(cost(plan).step_time_s), rel=1e-12)
+    h = 1e-6
+    step = eqx.filter_jit(lambda d: jnp.log(U.scaled_efficiency(cost, d)(plan).step_time_s))
+    for k in range(len(C.NAMES)):
+        d = jnp.zeros(len(C.NAMES)).at[k].set(h)
+        numeric = (float(step(d)) - float(step(-d))) / (2 * h)
+        assert jac[0, k] == pytest.approx(numeric, rel=1e-4, abs=1e-8), C.NAMES[k]
+    # MFU is inversely proportional to step time: the same sensitivities, opposite sign
+    assert np.allclose(jac[1], -jac[0], atol=1e-9)
+    assert jac[0, C.NAMES.index("matmul_peak_fraction")] < -0.3  # a 70B step is GEMM-bound
+
+
+def _post(default: float = 0.04) -> U.Posterior:
+    n = len(C.NAMES)
+    cov = {b: np.eye(n) * 0.01 for b in ("global", *C.FAMILY_NAMES)}
+    cov["prior"] = np.diag(C._WIDTH**2)
+    disc = {k: {f: 0.0025 for f in C.FAMILY_NAMES} | {"other": default} for k in U.KINDS}
+    return U.Posterior(cov, disc, default, {}, 0.01)
+
+
+def test_intervals_bracket_the_prediction_and_widen_without_data(monkeypatch, h100_64, llama70):
+    monkeypatch.setattr(U, "load_posterior", lambda calibration="default": _post())
+    cost = dc.TrainCost(h100_64, llama70)
+    plan = dc.train_plan(tp=8, pp=2, dp=4, global_batch=256, seq_len=4096, micro_batch=1)
+    out = cost(plan)
+    iv = U.intervals(cost, plan, "h100-sxm", "default", "train")
+    assert iv is not None and iv["interval"]["constants"] == "hopper"
+    for name in ("step_time_s", "tokens_per_s", "mfu"):
+        assert iv[f"{name}_p10"] < float(getattr(out, name)) < iv[f"{name}_p90"]
+        # median of a log-normal: the prediction is the geometric middle of p10 and p90
+        assert math.sqrt(iv[f"{name}_p10"] * iv[f"{name}_p90"]) == pytest.approx(
+            float(getattr(out, name)), rel=1e-9
+        )
+    s = iv["interval"]["outputs"]["step_time_s"]
+    assert s["log_sigma"] ** 2 == pytest.approx(s["constants_var"] + s["discrepancy_var"])
+    assert sum(s["log_variance_shares"].values()) == pytest.approx(1.0)
+    # a chip with no measurement (its own prior, regime "other") gets a wider interval
+    mi = dc.TrainCost(dc.load_system("mi300x-platform", chips=64), llama70)
+    wide = U.intervals(mi, plan, "mi300x", "default", "train")
+    assert wide is not None and wide["interval"]["constants"] == "prior"
+    assert wide["interval"]["regime"] == "other"
+    ratio = lambda v: v["step_time_s_p90"] / v["step_time_s_p10"]  # noqa: E731
+    assert ratio(wide) > ratio(iv)
+
+
+def test_no_posterior_no_interval(monkeypatch, h100_64, llama70):
+    monkeypatch.setattr(U, "load_posterior", lambda calibration="default": None)
+    cost = dc.TrainCost(h100_64, llama70)
+    assert U.intervals(cost, dc.train_plan(), "h100-sxm", "default", "train") is None
+
+
+def test_stored_posterior_loads_with_the_calibration():
+    post = U.load_posterior("default")
+    assert post is not None
+    assert U.posterior_path("default").name == "default.posterior.json"
+    for basis in ("global", *C.FAMILY_NAMES, "prior"):
+        cov = post.cov_for(basis)
+        assert cov.shape == (len(C.NAMES),) * 2 and np.min(np.linalg.eigvalsh(cov)) > 0
+    assert all(post.variance(k, "other") == post.default for k in U.KINDS)
+    assert post.default >= max(max(v.values()) for v in post.discrepancy.values())
+    assert "Laplace" in post.source
+
+
+def test_cli_json_carries_p10_p90_and_flags():
+    for cmd, names in (
+        ("train", ("step_time_s", "tokens_per_s", "mfu")),
+        ("serve", ("ttft_s", "tpot_s", "output_tokens_per_s")),
+    ):
+        result = run(cmd, "--json")
+        assert result.exit_code == 0, result.output
+        d = json.loads(result.stdout)
+        for name in names:
+            assert d[f"{name}_p10"] < d[name] < d[f"{name}_p90"], (cmd, name)
+        assert d["interval"]["nominal"] == 0.8 and "coverage" in d
+
+
+def test_cli_tables_have_an_interval_column():
+    result = run("train")
+    assert result.exit_code == 0, result.output
+    assert "p10 - p90" in result.stdout
+    line = next(x for x in result.stdout.splitlines() if "MFU (bf16" in x)
+    assert line.count("%") == 3  # the MFU, its p10 and its p90
+
+
+@pytest.mark.slow
+def test_leave_one_source_out_coverage():
+    """Honest coverage: every held-out source's points against the nominal 80% interval of the
+    fold that never saw it.  Figures of the 2026-11-23 data (6 sources, 35 training and 57
+    serving held-out points): training 25/35 = 71% (target 70-90%: met; NeMo's FP8 Hopper
+    training, a regime no other source measures, 7/15); serving 53/57 = 93% (target: above it,
+    each serving source is the only one of its metric, so its fold falls back to wider
+    pooled values)."""
+    prep = prepare()
+    fit = C.calibrate(prep)
+    rows = U.loso_coverage(fit, prep)
+    by = {r["source"]: r for r in rows}
+    assert set(by) == set(fit.folds[1:])
+    train, serve = U.pooled_coverage(rows, "train"), U.pooled_coverage(rows, "serve")
+    assert 0.70 <= train <= 0.90
+    assert train == pytest.approx(25 / 35)
+    assert serve == pytest.approx(53 / 57)
+    for r in rows:  # a source wrong by more gets a wider interval, not a narrower one
+        assert r["median_half_width"] > 0.5 * r["median_abs_error"], r
+
+
+@pytest.mark.slow
+def test_stored_posterior_matches_the_fit():
+    """The stored posterior is the one of today's fit (else: regenerate it with
+    ``python -m diffcost._analysis.uncertainty --write``)."""
+    prep = prepare()
+    fit = C.calibrate(prep)
+    post, stored = U.posterior(fit, prep), U.load_posterior("default")
+    assert stored is not None
+    # the file is written in float32 (as `diffcost calibrate` fits), the test runs in float64:
+    # standard deviations within 1%, correlations within 0.02
+    for basis, cov in post.log_cov.items():
+        sd, sd_stored = np.sqrt(np.diag(cov)), np.sqrt(np.diag(stored.log_cov[basis]))
+        assert np.allclose(sd_stored, sd, rtol=5e-2), basis
+        corr = cov / np.outer(sd, sd)
+        corr_stored = stored.log_cov[basis] / np.outer(sd_stored, sd_stored)
+        assert np.allclose(corr_stored, corr, atol=0.05), basis
+    assert stored.default == pytest.approx(post.default, rel=5e-2)
+    for kind, by_family in post.discrepancy.items():
+        for fam, var in by_family.items():
+            assert stored.variance(kind, fam) == pytest.approx(var, rel=5e-2, abs=1e-4)
+
+
+def test_variance_shares_name_the_constant_to_measure_next():
+    n = len(C.NAMES)
+    g = np.zeros(n)
+    g[C.NAMES.index("matmul_peak_fraction")] = -0.9
+    g[C.NAMES.index("link_bandwidth_fraction")] = -0.1
+    cov = np.diag(np.full(n, 0.01))
+    shares = U.variance_shares(g, cov, 0.002)
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert next(iter(shares)) == "matmul_peak_fraction"
+    assert shares["matmul_peak_fraction"] == pytest.approx(0.0081 / (0.0082 + 0.002))
+    assert shares["model discrepancy"] == pytest.approx(0.002 / 0.0102)
+    # correlated constants: the shares still add up to the constants' variance
+    a = np.random.default_rng(1).standard_normal((n, n))
+    g2 = np.random.default_rng(2).standard_normal(n)
+    shares2 = U.variance_shares(g2, a @ a.T, 0.0)
+    assert sum(shares2.values()) == pytest.approx(1.0)
