@@ -99,6 +99,12 @@ PARAMS: tuple[Param, ...] = (
     # ~0.3: gpu-benches gpu-l2-cache A100-80GB 5.4 vs 1.73 TB/s, H200 9.8 vs 3.9 TB/s) and a
     # full miss (1); the prior is the geometric middle of those bounds.
     Param("kv_reread_fraction", 0.25, 1.0, 0.55, 0.5, "kv_reread_fraction"),
+    # Share of the per-kernel cost a CUDA-graph replay keeps (the GPU-side part: a graph removes
+    # the host launch, not the kernel's own ramp and tail; NVIDIA "Getting Started with CUDA
+    # Graphs" shows a ~2x cut of per-kernel overhead for short kernels): between a small share
+    # (launch mostly host-side) and 1 (no saving); prior the middle, 0.5, wide in log space.
+    # Only decode passes of engines with CUDA graphs constrain it.
+    Param("graph_kernel_fraction", 0.1, 1.0, 0.5, 0.7, "graph_kernel_fraction"),
 )
 NAMES = tuple(p.name for p in PARAMS)
 #: Chip families: one set of offsets each, written as overrides for every member chip.
@@ -428,6 +434,7 @@ _ORDER = (
     "memory_fragmentation_fraction",
     "overlap_contention",
     "kv_reread_fraction",
+    "graph_kernel_fraction",
 )
 
 

@@ -7,7 +7,7 @@ is read as a negative log posterior at temperature ``s2``: ``-log p(u | data) = 
 with ``s2 = sum_i w_i r_i^2 / sum_i w_i`` the weighted mean square of the fit's in-sample log
 errors ``r_i = log(predicted_i / measured_i)`` (for a Gaussian likelihood of variance
 ``s2 / w_i`` the quadratic part of the loss is exactly that).  Around the fitted optimum ``u*``
-(global and per-family unconstrained parameters, 7 + 3 x 7 = 28) the posterior is Gaussian with
+(global and per-family unconstrained parameters, n + 3 n for the n constants) the posterior is Gaussian with
 covariance ``Sigma_u = s2 H^-1``, ``H = jax.hessian(loss)(u*)`` (the chosen training plans held
 fixed).  Eigenvalues of ``H`` below the prior's smallest curvature (a direction the data leave
 flat or, away from convergence, slightly concave) are raised to it.  The covariance of a
@@ -23,7 +23,7 @@ family or a kind never measured) takes the worst regime's value: a prediction wi
 measurement behind it gets the widest interval the data justify, not a narrow one.
 
 **Intervals** (delta method in log space): for an output ``y`` the Jacobian
-``g = d log y / d log v`` with respect to the 7 constants of the chip (one ``jax.jacfwd`` over
+``g = d log y / d log v`` with respect to the n calibrated constants of the chip (one ``jax.jacfwd`` over
 log scale factors, one jit per entry point) gives ``var log y = g Sigma_f g^T + d^2``;
 ``p50 = y`` (the median of a log-normal), ``p10/p90 = y exp(-/+ z sigma)``, ``z`` the standard
 normal 0.9 quantile (1.2816).
@@ -370,7 +370,7 @@ SERVE_OUTPUTS = (
 
 
 def scaled_efficiency(cost: Any, log_scale: jax.Array) -> Any:
-    """A cost model whose 7 calibrated constants are multiplied by ``exp(log_scale)``."""
+    """A cost model whose calibrated constants are multiplied by ``exp(log_scale)``."""
     eff = cost.system.efficiency
     new = tuple(
         getattr(eff, n) * jnp.exp(log_scale[k]).astype(jnp.result_type(getattr(eff, n)))
@@ -383,7 +383,7 @@ def scaled_efficiency(cost: Any, log_scale: jax.Array) -> Any:
 @eqx.filter_jit
 def log_jacobian(cost: Any, plan: Any, names: tuple[str, ...]) -> tuple[jax.Array, jax.Array]:
     """Outputs ``names`` of ``cost(plan)`` and ``d log output / d log constant``
-    ``(len(names), 7)`` by forward mode (one JVP per constant, batched by ``jax.jacfwd``)."""
+    ``(len(names), n)`` by forward mode (one JVP per constant, batched by ``jax.jacfwd``)."""
 
     def f(d):
         y = jnp.stack([getattr(scaled_efficiency(cost, d)(plan), n) for n in names])

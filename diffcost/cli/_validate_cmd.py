@@ -320,7 +320,9 @@ def _check_write_target(write: str) -> None:
 
 
 def _write_fit(fit, prep, summary, calibration: str, write: str, flags: dict[str, Any]) -> str:
-    """Write the fit as a calibration file at ``write``, its command in the provenance."""
+    """Write the fit as a calibration file at ``write``, its command in the provenance, and its
+    posterior (:mod:`diffcost._analysis.uncertainty`) beside it as ``<stem>.posterior.json``."""
+    from .._analysis import uncertainty
     from .._analysis.calibrate import calibration_toml, write_calibration
 
     command = f"diffcost calibrate --steps {flags['steps']} --rounds {flags['rounds']}"
@@ -330,7 +332,9 @@ def _write_fit(fit, prep, summary, calibration: str, write: str, flags: dict[str
     command += f" --write {shlex.quote(write)}"
     name = Path(write).stem if Path(write).suffix == ".toml" else Path(write).name
     text = calibration_toml(fit, prep, summary, command, calibration, name=name)
-    return str(write_calibration(text, write))
+    written = write_calibration(text, write)
+    uncertainty.write_posterior(fit, prep, uncertainty.posterior_path(written), command)
+    return str(written)
 
 
 def _fit_json(fit, summary: dict[str, Any], written: str | None) -> dict[str, Any]:
