@@ -66,13 +66,13 @@ def test_mfu_flag_triggers_above_the_best_published_only():
     assert C.mfu_check("a100-sxm-80gb", "fp16", 0.66)["above_best_published"]  # issue 17
     assert not C.mfu_check("a100-sxm-80gb", "fp16", best)["above_best_published"]
     note = C.mfu_check("a100-sxm-80gb", "fp16", 0.66)["note"]
-    assert "above the best published fp16 MFU" in note
+    assert "above the best published bf16/fp16 MFU" in note
 
 
 def test_mfu_check_says_when_nothing_is_published():
     check = C.mfu_check("mi300x", "bf16", 0.9)
     assert check["best_published_mfu"] is None and not check["above_best_published"]
-    assert check["note"] == "no published bf16 training measurement on mi300x to compare MFU"
+    assert check["note"] == "no published bf16/fp16 training measurement on mi300x to compare MFU"
 
 
 def test_coverage_lines_flag_an_implausible_mfu():
@@ -81,3 +81,39 @@ def test_coverage_lines_flag_an_implausible_mfu():
     lines = C.coverage_lines(cov)
     assert lines[0].startswith("coverage: 26 published train measurements on a100-sxm-80gb")
     assert lines[1].startswith("IMPLAUSIBLE: predicted MFU 66.0% is above")
+
+
+def test_bf16_mfu_is_compared_with_fp16_runs_of_the_same_peak():
+    """GPT-3 175B on 1,024 A100 plans in bf16; the published A100 runs are fp16 (one peak)."""
+    bf16 = C.mfu_check("a100-sxm-80gb", "bf16", 0.646)
+    assert (
+        bf16["best_published_point"]
+        == C.mfu_check("a100-sxm-80gb", "fp16", 0.5)["best_published_point"]
+    )
+    assert bf16["above_best_published"]
+    assert C.mfu_check("h100-sxm", "fp8", 0.5)["best_published_mfu"] is not None  # fp8 alone
+
+
+def _plan(**kw):
+    import diffcost as dc
+
+    return dc.train_plan(**kw)
+
+
+@pytest.mark.parametrize(
+    "plan,domain,flagged",
+    [
+        (dict(tp=1, dp=64, zero=3), 8.0, True),  # 64 sharding ranks over 8 nodes
+        (dict(tp=8, dp=8, zero=3), 8.0, True),  # TP innermost: the shard group spans nodes
+        (dict(tp=1, dp=8, zero=3), 8.0, False),  # one node
+        (dict(tp=1, dp=64, zero=3, shard_group=8), 8.0, False),  # HSDP inside a node
+        (dict(tp=1, dp=64, zero=1), 8.0, False),  # ZeRO-1: modelled (SC'21 PTD-P, NeMo)
+    ],
+)
+def test_zero3_over_nodes_is_named_as_unmodelled(plan, domain, flagged):
+    regimes = C.unmodelled_regimes("train", _plan(**plan), domain)
+    assert bool(regimes) == flagged
+    if flagged:
+        assert regimes[0]["source"] == "megatron-sc21-zero3"
+        cov = {"note": "x", "unmodelled": regimes}
+        assert C.coverage_lines(cov)[1].startswith("UNMODELLED: ZeRO-3 sharding over more")

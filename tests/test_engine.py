@@ -97,10 +97,22 @@ def test_cuda_graph_replaces_host_launches_of_a_decode_step(h100, llama8, fracti
         assert float(graph.tpot_s) < 1.1 * floor
 
 
-def test_graph_kernel_fraction_defaults_to_no_saving_until_calibrated(h100):
-    """Prior 1: the fitted per-kernel cost is not assumed to be host launch (no published
-    split); a calibration file may set it."""
-    assert float(h100.efficiency.graph_kernel_fraction) == 1.0
+def test_graph_kernel_fraction_defaults_to_no_saving_until_calibrated(h100, tmp_path):
+    """A calibration without the key assumes no saving (1: the fitted per-kernel cost is not
+    assumed to be host launch, no published split); the default calibration fits it from the
+    CUDA-graph decode points (gpt-fast, NIM, vLLM CI) inside its bounds (0.1, 1)."""
+    assert 0.1 < float(h100.efficiency.graph_kernel_fraction) < 1.0
+    from diffcost._inputs.checker import specs_dir
+
+    text = (specs_dir() / "calibration" / "default.toml").read_text()
+    path = tmp_path / "nographs.toml"
+    path.write_text(
+        "\n".join(
+            ln for ln in text.splitlines() if not ln.startswith("graph_kernel_fraction")
+        ).replace('name = "default"', 'name = "nographs"', 1)
+    )
+    system = dc.load_system("dgx-h100", calibration=path)
+    assert float(system.efficiency.graph_kernel_fraction) == 1.0
 
 
 def test_tp8_batch1_decode_with_graphs_is_bound_by_weights_not_launches(h100):
@@ -194,10 +206,11 @@ def test_a_calibration_may_set_the_graph_kernel_fraction(tmp_path):
     text = (specs_dir() / "calibration" / "default.toml").read_text()
     assert "[efficiency]\n" in text
     path = tmp_path / "graphs.toml"
+    kept = [ln for ln in text.splitlines() if not ln.startswith("graph_kernel_fraction")]
     path.write_text(
-        text.replace("[efficiency]\n", "[efficiency]\ngraph_kernel_fraction = 0.25\n", 1).replace(
-            'name = "default"', 'name = "graphs"', 1
-        )
+        "\n".join(kept)
+        .replace("[efficiency]", "[efficiency]\ngraph_kernel_fraction = 0.25", 1)
+        .replace('name = "default"', 'name = "graphs"', 1)
     )
     system = dc.load_system("dgx-h100", calibration=path)
     assert float(system.efficiency.graph_kernel_fraction) == 0.25

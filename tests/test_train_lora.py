@@ -7,7 +7,7 @@ import pytest
 
 import diffcost as dc
 from diffcost._core.errors import SpecError
-from diffcost._core.smooth import EXACT
+from diffcost._core.smooth import EXACT, Smoothing
 from diffcost._terms.layer import logits_gemm
 from diffcost._train.cost import (
     adapter_forward_s,
@@ -18,6 +18,12 @@ from diffcost._train.cost import (
     tokens_per_chip,
 )
 from diffcost._train.memory import adapter_params_per_layer, train_memory
+
+# The relaxed plan fields must equal the exact model at integer points; continuous maxima (the
+# roofline's compute vs memory) blend within ``rel_width`` of a tie by design (smooth.smax), and
+# whether a test plan sits near such a tie depends on the calibrated constants.  A narrow blend
+# isolates the plan relaxation from that.
+SHARP = Smoothing(relaxed=True, rel_width=1e-9)
 
 # NeMo 24.07 LoRA row: Llama 2 7B on 8 H100, rank 32 on the fused QKV (NeMo's defaults)
 PLAN = dict(tp=1, pp=1, dp=8, global_batch=32, seq_len=4096, precision="fp8", recompute="none")
@@ -98,7 +104,7 @@ def test_model_flop_counts_no_weight_gradients(llama7):
 def test_relaxed_equals_exact_and_gradients_are_finite(h100_8, llama7):
     plan = dc.train_plan(**PLAN, lora_rank=32)
     exact = dc.TrainCost(h100_8, llama7)(plan)
-    relaxed = dc.TrainCost(h100_8, llama7, dc.RELAXED)(plan)
+    relaxed = dc.TrainCost(h100_8, llama7, SHARP)(plan)
     assert float(relaxed.step_time_s) == pytest.approx(float(exact.step_time_s), rel=1e-9)
     grads = jax.grad(lambda p: dc.TrainCost(h100_8, llama7, dc.RELAXED)(p).step_time_s)(plan)
     assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree_util.tree_leaves(grads))

@@ -6,10 +6,17 @@ import numpy as np
 import pytest
 
 import diffcost as dc
+from diffcost._core.smooth import Smoothing
 from diffcost._terms.comm import all_gather_s, tp_all_reduce_s
 from diffcost._train.cost import gathered_weight_bytes, layer_forward, tp_comm_layer_s
 from diffcost._train.memory import params_per_chip
 from diffcost._train.rules import tp_overlap_violation, with_padded_vocab
+
+# The relaxed plan fields must equal the exact model at integer points; continuous maxima (the
+# roofline's compute vs memory) blend within ``rel_width`` of a tie by design (smooth.smax), and
+# whether a test plan sits near such a tie depends on the calibrated constants.  A narrow blend
+# isolates the plan relaxation from that.
+SHARP = Smoothing(relaxed=True, rel_width=1e-9)
 
 PLAN = dict(tp=4, pp=8, dp=4, global_batch=256, seq_len=2048, precision="fp8")
 
@@ -47,7 +54,8 @@ def test_tp_overlap_makes_the_step_faster_and_keeps_gradients_finite(h100_64, gp
     assert float(on.step_time_s) < float(off.step_time_s)
     relaxed = dc.TrainCost(h100_64, gpt3, smoothing=dc.RELAXED)
     plan = dc.train_plan(**PLAN, tp_comm_overlap=True)
-    assert float(relaxed(plan).step_time_s) == pytest.approx(float(on.step_time_s), rel=1e-6)
+    sharp = dc.TrainCost(h100_64, gpt3, smoothing=SHARP)
+    assert float(sharp(plan).step_time_s) == pytest.approx(float(on.step_time_s), rel=1e-6)
     g = jax.grad(lambda tp: relaxed(type(plan)(**{**vars(plan), "tp": tp})).step_time_s)
     for tp in (3.3, 4.0, 6.5):
         assert np.isfinite(float(g(jnp.asarray(tp))))

@@ -8,11 +8,17 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT
+from diffcost._core.smooth import EXACT, Smoothing
 from diffcost._search.train import TrainSearchSpace, enumerate_space
 from diffcost._train.cost import layer_forward, stage_times
 from diffcost._train.memory import stage_layers, stage_memory, train_memory
 from diffcost._train.rules import pipeline_split_problems, pipeline_split_violation
+
+# The relaxed plan fields must equal the exact model at integer points; continuous maxima (the
+# roofline's compute vs memory) blend within ``rel_width`` of a tie by design (smooth.smax), and
+# whether a test plan sits near such a tie depends on the calibrated constants.  A narrow blend
+# isolates the plan relaxation from that.
+SHARP = Smoothing(relaxed=True, rel_width=1e-9)
 
 # llama-2-70b has 80 layers; 16 stages, 64 chips.
 PLAN = dict(tp=4, pp=16, dp=1, micro_batch=1, global_batch=32, seq_len=4096, recompute="none")
@@ -96,7 +102,7 @@ def test_memory_of_the_heaviest_stage(h100_64, llama70):
 def test_relaxed_equals_exact_at_an_uneven_plan_and_gradients_are_finite(h100_64, llama70):
     plan = dc.train_plan(**PLAN, first_stage_layers=2, last_stage_layers=8)
     exact = dc.TrainCost(h100_64, llama70)(plan)
-    relaxed = dc.TrainCost(h100_64, llama70, dc.RELAXED)(plan)
+    relaxed = dc.TrainCost(h100_64, llama70, SHARP)(plan)
     assert float(relaxed.step_time_s) == pytest.approx(float(exact.step_time_s), rel=1e-9)
     assert float(relaxed.memory.total_bytes) == pytest.approx(
         float(exact.memory.total_bytes), rel=1e-9

@@ -37,7 +37,9 @@ PINNED = {
     # "modelled": the six SC'21 ZeRO-3 points (megatron-sc21-zero3) are 1.5-4x too fast with a
     # named unmodelled effect and are pinned by source below
     ("train_throughput", "modelled"): (0.055, 0.155),
-    ("serve_throughput", "all"): (0.05, 0.12),
+    # p90 0.111 -> 0.124 after the refit with the CUDA-graph decode points (the global and Ampere
+    # memory-bandwidth fractions drop ~1.5% and 3%)
+    ("serve_throughput", "all"): (0.05, 0.13),
     # median 0.0424 -> 0.0510: skinny GEMM rows at the full clock (issue 17 item 4) speed up
     # the 128-token prefills by ~7%, which trtllm-0.5 on H100 does not show
     ("ttft", "all"): (0.052, 0.20),
@@ -54,7 +56,7 @@ PINNED_SOURCES = {
     ("train_throughput", "korthikanti-2022"): (0.062, 0.115),
     # median 0.0732 -> 0.0864 after the issue-17 item-4 refit (hopper f 0.6253 -> 0.6308)
     ("train_throughput", "nemo-24.07"): (0.088, 0.19),
-    ("serve_throughput", "trtllm-0.6.1-throughput"): (0.05, 0.12),
+    ("serve_throughput", "trtllm-0.6.1-throughput"): (0.05, 0.13),  # as above
     ("ttft", "trtllm-0.5-latency"): (0.052, 0.20),  # median 0.0424 -> 0.0510, as above
 }
 

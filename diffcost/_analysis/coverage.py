@@ -144,17 +144,26 @@ def _note(c: dict[str, Any], kind: str) -> str:
     return f"{head}; efficiency from {eff}{tail}"
 
 
+#: Training precisions that run at the same dense peak (the 16-bit tensor-core formats: every
+#: chip spec that lists both gives them one peak), so an MFU in one is compared with MFUs in
+#: either.
+_SAME_PEAK = {"bf16": ("bf16", "fp16"), "fp16": ("bf16", "fp16")}
+
+
 def mfu_check(
     chip: str, precision: str, mfu: float, points: Sequence[Measured] | None = None
 ) -> dict[str, Any]:
-    """A predicted training MFU against the best published one for the same chip and
-    precision (``above_best_published``: flagged); where none exists, says so."""
+    """A predicted training MFU against the best published one for the same chip and a
+    precision of the same peak (bf16 and fp16 together; ``above_best_published``: flagged);
+    where none exists, says so."""
     pts = builtin_index() if points is None else points
-    same = [p for p in pts if p.chip == chip and p.mfu is not None and precision in p.formats]
+    peers = _SAME_PEAK.get(precision, (precision,))
+    same = [p for p in pts if p.chip == chip and p.mfu is not None and set(peers) & set(p.formats)]
     out: dict[str, Any] = {"predicted_mfu": mfu, "precision": precision}
+    label = "/".join(peers)
     if not same:
         out.update(best_published_mfu=None, best_published_point=None, above_best_published=False)
-        out["note"] = f"no published {precision} training measurement on {chip} to compare MFU"
+        out["note"] = f"no published {label} training measurement on {chip} to compare MFU"
         return out
     best = max(same, key=lambda p: float(np.asarray(p.mfu)))
     best_mfu = float(np.asarray(best.mfu))
@@ -166,9 +175,36 @@ def mfu_check(
     )
     verdict = "above" if above else "within"
     out["note"] = (
-        f"predicted MFU {mfu:.1%} is {verdict} the best published {precision} MFU on {chip}: "
+        f"predicted MFU {mfu:.1%} is {verdict} the best published {label} MFU on {chip}: "
         f"{best_mfu:.1%} ({best.id}, {best.source})"
     )
+    return out
+
+
+#: Regimes where published runs disagree with the model far beyond its error and no mechanism
+#: is modelled: (name, source of the measurements, what they show).
+UNMODELLED_REGIMES = {
+    "zero3_multi_node": (
+        "megatron-sc21-zero3",
+        "ZeRO-3 sharding over more than one node: the published DeepSpeed ZeRO-3 runs at 384-2,240 "
+        "A100 (Narayanan et al. SC'21, Table 2; specs/measurements/megatron-sc21-zero3.toml) ran "
+        "several times slower than this model predicts and did not speed up with more GPUs; the "
+        "mechanism is not modelled (see `diffcost validate`)",
+    ),
+}
+
+
+def unmodelled_regimes(kind: str, plan: Any, domain_chips: float) -> list[dict[str, str]]:
+    """The :data:`UNMODELLED_REGIMES` an exact plan is in (``domain_chips``: chips per
+    scale-up domain).  ZeRO-3 over more than one node: ZeRO stage 3 and the sharding group,
+    ``tp * shard_group * cp`` consecutive chips (Megatron's rank order puts TP innermost), larger
+    than one scale-up domain."""
+    out: list[dict[str, str]] = []
+    if kind == "train" and int(np.argmax(np.asarray(plan.zero))) == 3:
+        span = float(np.asarray(plan.tp)) * float(np.asarray(plan.shard_ranks()))
+        if span > domain_chips:
+            source, note = UNMODELLED_REGIMES["zero3_multi_node"]
+            out.append({"regime": "zero3_multi_node", "source": source, "note": note})
     return out
 
 
@@ -187,15 +223,23 @@ def job_chip(refs: dict[str, Any]) -> str:
 
 
 def job_coverage(
-    kind: str, refs: dict[str, Any], plan: Any, calibration: str, mfu: float | None = None
+    kind: str,
+    refs: dict[str, Any],
+    plan: Any,
+    calibration: str,
+    mfu: float | None = None,
+    domain_chips: float | None = None,
 ) -> dict[str, Any]:
     """The ``coverage`` object of a ``diffcost train|serve`` prediction: :func:`coverage` of
-    its chip and formats, and for training (``mfu`` given) :func:`mfu_check` under ``"mfu"``."""
+    its chip and formats, for training (``mfu`` given) :func:`mfu_check` under ``"mfu"``, and
+    (``domain_chips`` given) the :func:`unmodelled_regimes` of the plan under ``"unmodelled"``."""
     chip = job_chip(refs)
     formats = formats_of(plan, kind)
     out = coverage(chip, kind, formats, calibration)
     if mfu is not None:
         out["mfu"] = mfu_check(chip, formats[0], mfu)
+    if domain_chips is not None:
+        out["unmodelled"] = unmodelled_regimes(kind, plan, domain_chips)
     return out
 
 
@@ -208,10 +252,12 @@ def coverage_lines(cov: dict[str, Any]) -> list[str]:
         lines.append(
             f"{'IMPLAUSIBLE' if mfu['above_best_published'] else 'MFU check'}: {mfu['note']}"
         )
+    lines += [f"UNMODELLED: {r['note']}" for r in cov.get("unmodelled", [])]
     return lines
 
 
 __all__ = [
+    "UNMODELLED_REGIMES",
     "Measured",
     "builtin_index",
     "coverage",
@@ -223,4 +269,5 @@ __all__ = [
     "job_coverage",
     "measured_mfu",
     "mfu_check",
+    "unmodelled_regimes",
 ]

@@ -2,17 +2,18 @@
 
 **Posterior of the constants** (Laplace approximation, MacKay 1992, "A practical Bayesian
 framework for backpropagation networks", Neural Computation 4(3); Bishop, *Pattern Recognition
-and Machine Learning*, sec. 4.4).  The calibration loss :func:`diffcost._analysis.calibrate.loss`
+and Machine Learning*, sec. 4.4). The calibration loss :func:`diffcost._analysis.calibrate.loss`
 is read as a negative log posterior at temperature ``s2``: ``-log p(u | data) = loss(u) / s2``
 with ``s2 = sum_i w_i r_i^2 / sum_i w_i`` the weighted mean square of the fit's in-sample log
-errors ``r_i = log(predicted_i / measured_i)`` (for a Gaussian likelihood of variance
-``s2 / w_i`` the quadratic part of the loss is exactly that).  Around the fitted optimum ``u*``
-(global and per-family unconstrained parameters, n + 3 n for the n constants) the posterior is Gaussian with
-covariance ``Sigma_u = s2 H^-1``, ``H = jax.hessian(loss)(u*)`` (the chosen training plans held
-fixed).  Eigenvalues of ``H`` below the prior's smallest curvature (a direction the data leave
-flat or, away from convergence, slightly concave) are raised to it.  The covariance of a
-family's log constants follows from ``log v = log lo + (log hi - log lo) sigmoid(u_g + u_f)``:
-``Sigma_f = J_f Sigma_u J_f^T`` with ``J_f = diag((log hi - log lo) s (1 - s)) [I, I_f]``.
+errors ``r_i = log(predicted_i / measured_i)`` (for a Gaussian likelihood of variance ``s2 /
+w_i`` the quadratic part of the loss is exactly that). Around the fitted optimum ``u*`` (global
+and per-family unconstrained parameters, ``n + 3 n`` for ``n`` constants) the posterior is
+Gaussian with covariance ``Sigma_u = s2 H^-1``, ``H = jax.hessian(loss)(u*)`` (the chosen
+training plans held fixed). Eigenvalues of ``H`` below the prior's smallest curvature (a
+direction the data leave flat or, away from convergence, slightly concave) are raised to it. The
+covariance of a family's log constants follows from ``log v = log lo + (log hi - log lo)
+sigmoid(u_g + u_f)``: ``Sigma_f = J_f Sigma_u J_f^T`` with ``J_f = diag((log hi - log lo) s (1 -
+s)) [I, I_f]``.
 
 **Model discrepancy** (Kennedy & O'Hagan 2001, "Bayesian calibration of computer models",
 JRSS B 63(3)): what the constants cannot explain.  Its variance per regime (metric kind x chip
@@ -23,8 +24,9 @@ family or a kind never measured) takes the worst regime's value: a prediction wi
 measurement behind it gets the widest interval the data justify, not a narrow one.
 
 **Intervals** (delta method in log space): for an output ``y`` the Jacobian
-``g = d log y / d log v`` with respect to the n calibrated constants of the chip (one ``jax.jacfwd`` over
-log scale factors, one jit per entry point) gives ``var log y = g Sigma_f g^T + d^2``;
+``g = d log y / d log v`` with respect to the calibrated constants of the chip (one
+``jax.jacfwd`` over log scale factors, one jit per entry point) gives
+``var log y = g Sigma_f g^T + d^2``;
 ``p50 = y`` (the median of a log-normal), ``p10/p90 = y exp(-/+ z sigma)``, ``z`` the standard
 normal 0.9 quantile (1.2816).
 

@@ -6,13 +6,22 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from .._analysis.coverage import (
+    coverage,
+    coverage_lines,
+    formats_of,
+    job_chip,
+    mfu_check,
+    unmodelled_regimes,
+)
 from .._core.errors import Problem, SpecError
 from .._core.options import ServeObjective, TrainObjective, coerce
 from .._inputs.loader import load_model, load_spec, load_system
 from .._search.core import SearchResult
 from .._search.launch import megatron_flags
 from .._search.train import TrainSearchSpace, search_train
-from .._train.plan import RECOMPUTE, TRAINING_PRECISIONS, ZERO_STAGES
+from .._train.cost import TrainCost
+from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STAGES, train_plan
 from . import app
 from ._common import EXIT_INFEASIBLE, JsonFlag, console, friendly_errors, print_json
 
@@ -130,15 +139,38 @@ def _finish(
     chips: int,
     json_out: bool,
     show: tuple[str, Callable[[float], str]],
+    checks: dict[str, Any] | None = None,
 ) -> None:
-    """Print the search result (``show``: title and objective formatter); exit 1 when no plan
-    is feasible."""
+    """Print the search result (``show``: title and objective formatter) and the checks of the
+    chosen plan (``checks``: a training plan's MFU plausibility and unmodelled regimes); exit 1
+    when no plan is feasible."""
     if json_out:
-        print_json({"model": model, "chips": chips, **result_json(result, launch)})
+        extra = {} if checks is None else {"checks": checks}
+        print_json({"model": model, "chips": chips, **result_json(result, launch), **extra})
     else:
         print_result(result, show[0], show[1], launch)
+        for line in [] if checks is None else coverage_lines(checks):
+            console.print(line, highlight=False, markup=False)
     if result.best is None:
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _train_checks(
+    system: Any, model: Any, chip: str, best: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The chosen training plan against what is published: the coverage of its chip, its MFU
+    against the best published on that chip (:func:`~diffcost._analysis.coverage.mfu_check`)
+    and the unmodelled regimes it is in; evaluated with the exact model."""
+    if best is None:
+        return None
+    names = {f.name for f in TRAIN_FIELDS}
+    plan = train_plan(**{k: v for k, v in best.items() if k in names})
+    mfu = float(TrainCost(system, model)(plan).mfu)
+    fmt = formats_of(plan, "train")
+    out = coverage(chip, "train", fmt)
+    out["mfu"] = mfu_check(chip, fmt[0], mfu)
+    out["unmodelled"] = unmodelled_regimes("train", plan, float(system.scale_up_domain_chips))
+    return out
 
 
 @plan_app.command("train")
@@ -188,7 +220,9 @@ def plan_train(
     name = load_spec("model", model).info.display_name
     label, fmt = _UNITS[objective]
     title = f"{name} on {n}x {hw_name}: minimise {label}"
-    _finish(result, launch, model, n, json_out, (title, fmt))
+    refs = {"system": system, "chip": chip} if system or chip else {"system": "dgx-h100"}
+    checks = _train_checks(sys_, model_, job_chip(refs), result.best)
+    _finish(result, launch, model, n, json_out, (title, fmt), checks)
 
 
 _SERVE_UNITS = {

@@ -320,8 +320,10 @@ def _check_write_target(write: str) -> None:
 
 
 def _write_fit(fit, prep, summary, calibration: str, write: str, flags: dict[str, Any]) -> str:
-    """Write the fit as a calibration file at ``write``, its command in the provenance, and its
-    posterior (:mod:`diffcost._analysis.uncertainty`) beside it as ``<stem>.posterior.json``."""
+    """Write the fit as a calibration file at ``write``, its command in the provenance, and,
+    when the leave-one-source-out folds ran (the model discrepancy is estimated from them), its
+    posterior (:mod:`diffcost._analysis.uncertainty`) beside it as ``<stem>.posterior.json``;
+    without them the calibration has no posterior and predictions carry no interval."""
     from .._analysis import uncertainty
     from .._analysis.calibrate import calibration_toml, write_calibration
 
@@ -333,7 +335,8 @@ def _write_fit(fit, prep, summary, calibration: str, write: str, flags: dict[str
     name = Path(write).stem if Path(write).suffix == ".toml" else Path(write).name
     text = calibration_toml(fit, prep, summary, command, calibration, name=name)
     written = write_calibration(text, write)
-    uncertainty.write_posterior(fit, prep, uncertainty.posterior_path(written), command)
+    if flags["loso"]:
+        uncertainty.write_posterior(fit, prep, uncertainty.posterior_path(written), command)
     return str(written)
 
 
