@@ -52,11 +52,47 @@ FlashAttention = Annotated[
         show_default=False,
     ),
 ]
+TpCommOverlap = Annotated[
+    bool | None,
+    typer.Option(
+        "--tp-comm-overlap/--no-tp-comm-overlap",
+        help="Pipeline TP collectives with the GEMMs (Megatron --tp-comm-overlap; needs SP).",
+        show_default=False,
+    ),
+]
+Fp8ParamGather = Annotated[
+    bool | None,
+    typer.Option(
+        "--fp8-param-gather/--no-fp8-param-gather",
+        help="All-gather weights in fp8 (fp8 training; Megatron --fp8-param-gather).",
+        show_default=False,
+    ),
+]
+
+
+def train_feature_flags(
+    shard_group: Annotated[
+        int | None, Opt("Ranks sharding the ZeRO state (HSDP; default dp: full sharding).")
+    ] = None,
+    first_stage_layers: Annotated[
+        int | None, Opt("Layers on the first pipeline stage (0: even split).")
+    ] = None,
+    last_stage_layers: Annotated[
+        int | None, Opt("Layers on the last pipeline stage (0: even split).")
+    ] = None,
+    lora_rank: Annotated[int | None, Opt("LoRA rank (0: full training).")] = None,
+    lora_targets: Annotated[
+        str | None, Opt("LoRA targets: attention_qkv | attention | mlp | all.")
+    ] = None,
+    tp_comm_overlap: TpCommOverlap = None,
+    fp8_param_gather: Fp8ParamGather = None,
+) -> None:
+    """Option group: hybrid sharding, uneven pipeline split, LoRA and communication overlap."""
 
 
 @app.command()
 @friendly_errors
-@with_options(parallel=train_parallel_flags)
+@with_options(parallel=train_parallel_flags, features=train_feature_flags)
 def train(
     *,
     scenario: Annotated[
@@ -82,6 +118,7 @@ def train(
     optimizer: Optimizer = None,
     sequence_parallel: SequenceParallel = None,
     flash_attention: FlashAttention = None,
+    features: Flags,
     calibration: CalibrationOpt = "default",
     json_out: JsonFlag = False,
 ) -> None:
@@ -93,6 +130,7 @@ def train(
         optimizer=optimizer,
         sequence_parallel=sequence_parallel,
         flash_attention=flash_attention,
+        **features,
     )
     refs_flags = {"model": model, "system": system, "chip": chip, "chips": chips}
     job = resolve_job("train", scenario, refs_flags, flags, calibration)
