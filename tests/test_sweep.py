@@ -263,13 +263,15 @@ def test_interval_band_is_drawn(serve_result, tmp_path):
     ax = fig.axes[0]
     bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
     assert len(bands) == 2  # one band per system
-    assert [t.get_text() for t in ax.get_legend().get_texts()].count("80% interval") == 1
+    legend = ax.get_legend()
+    assert legend is not None
+    assert [t.get_text() for t in legend.get_texts()].count("80% interval") == 1
     # the band spans p10..p90 of the best (lowest) TPOT per batch
     rows = serve_result.table[
         serve_result.table.feasible & (serve_result.table.system == "dgx-h100")
     ]
     best = rows.loc[rows.groupby("batch").tpot_s.idxmin()]
-    ys = bands[0].get_paths()[0].vertices[:, 1]
+    ys = np.asarray(bands[0].get_paths()[0].vertices)[:, 1]
     assert ys.min() == pytest.approx(best.tpot_s_p10.min()) and ys.max() == pytest.approx(
         best.tpot_s_p90.max()
     )

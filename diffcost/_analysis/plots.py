@@ -292,15 +292,18 @@ def interval_band(
         raise ValueError(f"no interval columns {lo} / {hi}: run the sweep with intervals")
     best = (not y.endswith("_s")) if maximize is None else maximize
     fig, ax = _axes(ax)
-    rows = df[df.feasible] if "feasible" in df else df
+    rows = pd.DataFrame(df[df.feasible] if "feasible" in df else df)
     groups = [(None, rows)] if hue is None else list(rows.groupby(hue, observed=True))
-    for name, g in groups:
-        g = g[np.isfinite(g[y].to_numpy(dtype=float))]
+    labelled = False
+    for name, group in groups:
+        g = pd.DataFrame(group)
+        g = pd.DataFrame(g[np.isfinite(g[y].to_numpy(dtype=float))])
         if g.empty:
             continue
         by_x = g.groupby(x, observed=True)[y]
-        line = g.loc[(by_x.idxmax() if best else by_x.idxmin()).to_numpy()].sort_values(x)
-        (drawn,) = ax.plot(line[x], line[y], "-o", ms=3, label=str(name) if name else y)
+        line = pd.DataFrame(g.loc[(by_x.idxmax() if best else by_x.idxmin()).to_numpy()])
+        line = line.sort_values(x)
+        (drawn,) = ax.plot(line[x], line[y], "-o", ms=3, label=y if name is None else str(name))
         ax.fill_between(
             line[x].to_numpy(dtype=float),
             line[lo].to_numpy(dtype=float),
@@ -308,9 +311,11 @@ def interval_band(
             color=drawn.get_color(),
             alpha=0.2,
             lw=0,
-            label="80% interval" if name is None or name == groups[0][0] else None,
+            label=None if labelled else "80% interval",  # one legend entry for every band
         )
-    if (rows[x] > 0).all() and rows[x].max() >= 8 * rows[x].min():
+        labelled = True
+    xs = rows[x].to_numpy(dtype=float)
+    if len(xs) and bool((xs > 0).all()) and xs.max() >= 8 * xs.min():
         ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel(x.replace("_", " "))

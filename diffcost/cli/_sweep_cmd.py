@@ -4,6 +4,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -12,6 +13,15 @@ from .._core.errors import Problem, SpecError
 from . import app
 from ._common import CalibrationOpt, console, friendly_errors, output_problems, print_json
 
+#: ``--intervals/--no-intervals``: the p10/p90 columns of the headline outputs.
+IntervalsFlag = Annotated[
+    bool,
+    typer.Option(
+        "--intervals/--no-intervals",
+        help="Add <output>_p10 / <output>_p90 columns for the headline outputs (the "
+        "calibration's posterior; none when it has none).",
+    ),
+]
 #: Column to rank by, and whether larger is better, per job.
 BEST = {"train": ("step_time_s", False), "serve": ("output_tokens_per_s_per_chip", True)}
 _SHOW = {
@@ -34,7 +44,9 @@ def band_axes(result: SweepResult, job: str, varying: list[str]) -> tuple[str, s
     table, y = result.table, BEST[job][0]
     hue = next((c for c in ("system", "chip", "model") if c in varying), None)
     numeric = [
-        c for c in varying if c in table and table[c].dtype.kind in "if" and table[c].nunique() > 1
+        c
+        for c in varying
+        if c in table and table[c].dtype.kind in "if" and np.unique(table[c].to_numpy()).size > 1
     ]
     numeric.sort(key=lambda c: c != "batch")
     return (numeric[0] if numeric and f"{y}_p10" in table else ""), y, hue
@@ -91,14 +103,7 @@ def sweep(
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
     ] = True,
     top: Annotated[int, typer.Option(help="Best feasible points to show.", min=0)] = 5,
-    intervals: Annotated[
-        bool,
-        typer.Option(
-            "--intervals/--no-intervals",
-            help="Add <output>_p10 / <output>_p90 columns for the headline outputs (the "
-            "calibration's posterior; none when it has none).",
-        ),
-    ] = True,
+    intervals: IntervalsFlag = True,
     calibration: CalibrationOpt = "default",
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
@@ -116,19 +121,11 @@ def sweep(
         where = lambda p: Problem(str(sw.source), f"output.{p.key}", p.reason)  # noqa: E731
         raise SpecError([where(p) if p.key in from_file else p for p in problems])
     result = run_sweep(sw, progress=progress and not json_out, chunk=chunk, intervals=intervals)
-    for path, write in ((csv, result.to_csv), (parquet, result.to_parquet)):
-        if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            write(path)
-    varying = [*sw.grid, *sw.zip]
-    written = write_plots(result, sw.job, varying, Path(plots)) if plots is not None else []
-    best = best_rows(result, sw.job, top)
-    show = [c for c in [*varying, *_SHOW[sw.job]] if c in result.table]
-    head = BEST[sw.job][0]
-    if head in show:  # the headline's interval next to it
-        at = show.index(head) + 1
-        show[at:at] = [c for c in (f"{head}_p10", f"{head}_p90") if c in result.table]
     files = {"csv": csv, "parquet": parquet}
+    varying = [*sw.grid, *sw.zip]
+    written = _write_outputs(result, sw, varying, files, plots)
+    best = best_rows(result, sw.job, top)
+    show = _shown_columns(result, sw.job, varying)
     if json_out:
         print_json(_summary_json(sw, result, best[show], files, written))
         return
@@ -139,6 +136,28 @@ def sweep(
             console.print(f"{label}: {path}", highlight=False)
     for p in written:
         console.print(f"plot: {p}", highlight=False)
+
+
+def _shown_columns(result: SweepResult, job: str, varying: list[str]) -> list[str]:
+    """The columns of the best-points table: the swept inputs, the job's outputs, the
+    headline's p10 and p90 next to it."""
+    show = [c for c in [*varying, *_SHOW[job]] if c in result.table]
+    head = BEST[job][0]
+    if head in show:
+        at = show.index(head) + 1
+        show[at:at] = [c for c in (f"{head}_p10", f"{head}_p90") if c in result.table]
+    return show
+
+
+def _write_outputs(
+    result: SweepResult, sw: Sweep, varying: list[str], files: dict[str, Any], plots: Any
+) -> list[Path]:
+    """Write the table (CSV / Parquet where asked) and the plots; return the plots written."""
+    for path, write in ((files["csv"], result.to_csv), (files["parquet"], result.to_parquet)):
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            write(path)
+    return write_plots(result, sw.job, varying, Path(plots)) if plots is not None else []
 
 
 def _summary_json(
