@@ -17,7 +17,15 @@ from typer.testing import CliRunner
 import diffcost as dc
 import diffcost.cli._sweep_cmd  # noqa: F401  (registers the subcommand)
 from diffcost._analysis import plots as _plots
-from diffcost._analysis.sweep import SERVE_OUTPUTS, TRAIN_OUTPUTS, Sweep, load_sweep, run_sweep
+from diffcost._analysis.sweep import (
+    INTERVAL_OUTPUTS,
+    SERVE_OUTPUTS,
+    TRAIN_OUTPUTS,
+    Sweep,
+    load_sweep,
+    run_sweep,
+)
+from diffcost._analysis.uncertainty import intervals as one_interval
 from diffcost._core.errors import SpecError
 from diffcost._serve.cost import serve_problems
 from diffcost._train.problems import train_problems
@@ -77,9 +85,11 @@ def test_grid_times_zip_order_and_columns(train_result):
         "zero",
         "model",
     ]
-    # outputs follow the inputs; an effective plan value (global_batch) replaces its input
+    # outputs follow the inputs; an effective plan value (global_batch) replaces its input; the
+    # interval columns come last
     outputs = [c for c in TRAIN_OUTPUTS if c != "global_batch"]
-    assert list(t.columns[-len(outputs) :]) == outputs
+    bands = [f"{n}_{q}" for n, _, _ in INTERVAL_OUTPUTS["train"] for q in ("p10", "p90")]
+    assert list(t.columns[-len(outputs) - len(bands) :]) == outputs + bands
     assert (t.chips == 32).all() and (t.chips_used[t.feasible] == 32).all()
     # the last axis (the zip) varies fastest, zipped columns together
     assert list(t.model[:4]) == ["llama-3-8b", "llama-2-13b", "llama-3-8b", "llama-2-13b"]
@@ -153,6 +163,120 @@ def test_serve_points_equal_the_exact_model(serve_result):
         assert row.replicas == 8 // row.tp
         assert bool(row.feasible) == (not serve_problems(model, plan, out, 8.0))
     assert set(SERVE_OUTPUTS) <= set(t.columns)
+
+
+# --- intervals ------------------------------------------------------------------------------------
+def test_interval_columns_bracket_every_headline_output(train_result, serve_result):
+    for job, res in (("train", train_result), ("serve", serve_result)):
+        t = res.table
+        assert "delta method" in res.interval_note
+        for name, _, _ in INTERVAL_OUTPUTS[job]:
+            lo, hi = t[f"{name}_p10"], t[f"{name}_p90"]
+            ok = np.isfinite(t[name]) & (t[name] > 0)
+            assert ok[t.feasible].all() and t.feasible.any()
+            assert (lo[ok] < t[name][ok]).all() and (t[name][ok] < hi[ok]).all(), name
+            # log-symmetric: the value is the geometric mean of its p10 and p90
+            np.testing.assert_allclose(np.sqrt(lo[ok] * hi[ok]), t[name][ok], rtol=1e-10)
+
+
+def test_train_interval_columns_equal_the_single_plan_intervals(train_result):
+    """A row of a sweep has the p10/p90 of ``uncertainty.intervals`` on the same plan."""
+    row = train_result.table.iloc[5]
+    system = dc.load_system("dgx-h100", chips=32)
+    plan = dc.train_plan(
+        tp=int(row.tp),
+        pp=int(row.pp),
+        dp=int(32 / (row.tp * row.pp)),
+        micro_batch=int(row.micro_batch),
+        global_batch=64,
+        seq_len=4096,
+        recompute="full",
+        zero=int(row.zero),
+    )
+    cost = dc.TrainCost(system, dc.load_model(row.model))
+    ref = one_interval(cost, plan, "h100-sxm", "default", "train")
+    assert ref is not None
+    for name in ("step_time_s", "tokens_per_s", "mfu"):
+        for q in ("p10", "p90"):
+            assert row[f"{name}_{q}"] == pytest.approx(ref[f"{name}_{q}"], rel=1e-10), name
+    # tokens/s per chip: the tokens/s interval over the chip count
+    assert row.tokens_per_s_per_chip_p90 == pytest.approx(ref["tokens_per_s_p90"] / 32, rel=1e-10)
+
+
+def test_serve_interval_columns_equal_the_single_plan_intervals(serve_result):
+    """The same on the serving sweep (hardware and model overrides, an H200 row)."""
+    t = serve_result.table
+    row = t[(t.system == "hgx-h200") & (t.tp == 2) & (t.batch == 64)].iloc[0]
+    system = dc.load_system("hgx-h200", chips=8)
+    scale = row["scale.system.chip.memory_bandwidth_bytes_per_s"]
+    chip = system.chip
+    system = eqx.tree_at(
+        lambda s: (s.chip.memory_bandwidth_bytes_per_s, s.chip.peak_flop_per_s),
+        system,
+        (chip.memory_bandwidth_bytes_per_s * scale, chip.peak_flop_per_s.at[2].set(1.2e15)),
+    )
+    model = dc.load_model("llama-2-70b")
+    model = eqx.tree_at(lambda m: m.layers, model, model.layers * 0.75)
+    plan = dc.serve_plan(
+        tp=2,
+        replicas=4,
+        batch=64,
+        input_len=512,
+        output_len=128,
+        weight_format=row.weight_format,
+        kv_format="fp8",
+    )
+    ref = one_interval(dc.ServeCost(system, model), plan, "h200", "default", "serve")
+    assert ref is not None
+    for name, _, _ in INTERVAL_OUTPUTS["serve"]:
+        for q in ("p10", "p90"):
+            assert row[f"{name}_{q}"] == pytest.approx(ref[f"{name}_{q}"], rel=1e-10), name
+
+
+def test_no_posterior_no_interval_columns_and_a_note(tmp_path):
+    calibration = tmp_path / "bare.toml"  # the default constants, no posterior beside them
+    text = (SWEEPS.parent / "calibration" / "default.toml").read_text()
+    calibration.write_text(text.replace('name = "default"', 'name = "bare"', 1))
+    sweep = Sweep(
+        "serve",
+        base=dict(model="llama-3-8b", chip="h100-sxm", chips=1, input_len=256, output_len=64),
+        grid=dict(batch=[1, 8]),
+        calibration=str(calibration),
+    )
+    res = run_sweep(sweep, progress=False)
+    assert not [c for c in res.table.columns if c.endswith(("_p10", "_p90"))]
+    assert "no interval columns" in res.interval_note and "has no posterior" in res.interval_note
+    # the same constants as the default calibration: the same values
+    off = run_sweep(
+        sweep.__class__(**{**sweep.__dict__, "calibration": "default"}), intervals=False
+    )
+    assert "tpot_s_p10" not in off.table and "not asked for" in off.interval_note
+    np.testing.assert_array_equal(off.table.tpot_s, res.table.tpot_s)
+
+
+def test_interval_band_is_drawn(serve_result, tmp_path):
+    from matplotlib.collections import PolyCollection
+
+    fig = _plots.interval_band(serve_result.table, "batch", "tpot_s", hue="system")
+    path = _plots.save(fig, tmp_path / "band.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    ax = fig.axes[0]
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == 2  # one band per system
+    legend = ax.get_legend()
+    assert legend is not None
+    assert [t.get_text() for t in legend.get_texts()].count("80% interval") == 1
+    # the band spans p10..p90 of the best (lowest) TPOT per batch
+    rows = serve_result.table[
+        serve_result.table.feasible & (serve_result.table.system == "dgx-h100")
+    ]
+    best = rows.loc[rows.groupby("batch").tpot_s.idxmin()]
+    ys = np.asarray(bands[0].get_paths()[0].vertices)[:, 1]
+    assert ys.min() == pytest.approx(best.tpot_s_p10.min()) and ys.max() == pytest.approx(
+        best.tpot_s_p90.max()
+    )
+    with pytest.raises(ValueError, match="no interval columns"):
+        _plots.interval_band(serve_result.table, "batch", "max_batch")
 
 
 def test_sharded_over_four_cpu_devices_in_chunks_gives_identical_results(train_result, tmp_path):
@@ -267,8 +391,10 @@ def test_cli_sweep_writes_csv_parquet_and_plots(tmp_path):
     np.testing.assert_allclose(csv.step_time_s, parquet.step_time_s, rtol=1e-12)
     best = out["best"][0]
     assert best["step_time_s"] == pytest.approx(parquet[parquet.feasible].step_time_s.min())
-    for name in ["mfu_heatmap.png", "memory.png"]:
+    for name in ["mfu_heatmap.png", "memory.png", "step_time_s_interval.png"]:
         assert (tmp_path / "plots" / name).read_bytes()[:4] == b"\x89PNG"
+    assert "delta method" in out["interval"] and out["calibration"] == "default"
+    assert best["step_time_s_p10"] < best["step_time_s"] < best["step_time_s_p90"]
 
 
 def test_cli_sweep_serve_table_and_pareto(tmp_path):

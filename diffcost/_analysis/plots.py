@@ -9,6 +9,7 @@ headless, under the Agg canvas, and in notebooks), or draws on a given ``ax``.
 * :func:`pareto`: latency-throughput trade-off of a serving sweep and its Pareto front;
 * :func:`memory_bars`: stacked memory per chip of a few plans against capacity;
 * :func:`mfu_heatmap`: best MFU over tensor x pipeline parallel degrees of a training sweep;
+* :func:`interval_band`: one output of a sweep along one input, with its p10-p90 band;
 * :func:`tornado`: exact metric change when each parameter alone is halved or doubled.
 """
 
@@ -270,6 +271,61 @@ def mfu_heatmap(
     return fig
 
 
+def interval_band(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    hue: str | None = None,
+    maximize: bool | None = None,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """``y`` against ``x`` for the feasible rows of a sweep, one line per ``hue`` value, with
+    the p10-p90 interval (the ``<y>_p10`` / ``<y>_p90`` columns of
+    :func:`diffcost._analysis.sweep.run_sweep`) as a shaded band labelled "80% interval".
+
+    Where several rows share an ``x`` (other inputs swept too) the line follows the best of
+    them (largest ``y``, or smallest for a time: ``maximize`` defaults to ``y`` not ending in
+    ``_s``) and the band is that row's interval."""
+    lo, hi = f"{y}_p10", f"{y}_p90"
+    if lo not in df or hi not in df:
+        raise ValueError(f"no interval columns {lo} / {hi}: run the sweep with intervals")
+    best = (not y.endswith("_s")) if maximize is None else maximize
+    fig, ax = _axes(ax)
+    rows = pd.DataFrame(df[df.feasible] if "feasible" in df else df)
+    groups = [(None, rows)] if hue is None else list(rows.groupby(hue, observed=True))
+    labelled = False
+    for name, group in groups:
+        g = pd.DataFrame(group)
+        g = pd.DataFrame(g[np.isfinite(g[y].to_numpy(dtype=float))])
+        if g.empty:
+            continue
+        by_x = g.groupby(x, observed=True)[y]
+        line = pd.DataFrame(g.loc[(by_x.idxmax() if best else by_x.idxmin()).to_numpy()])
+        line = line.sort_values(x)
+        (drawn,) = ax.plot(line[x], line[y], "-o", ms=3, label=y if name is None else str(name))
+        ax.fill_between(
+            line[x].to_numpy(dtype=float),
+            line[lo].to_numpy(dtype=float),
+            line[hi].to_numpy(dtype=float),
+            color=drawn.get_color(),
+            alpha=0.2,
+            lw=0,
+            label=None if labelled else "80% interval",  # one legend entry for every band
+        )
+        labelled = True
+    xs = rows[x].to_numpy(dtype=float)
+    if len(xs) and bool((xs > 0).all()) and xs.max() >= 8 * xs.min():
+        ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(x.replace("_", " "))
+    ax.set_ylabel(y.replace("_", " "))
+    ax.set_title(title or f"best feasible {y} per {x}")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    return fig
+
+
 # --- sensitivity ----------------------------------------------------------------------------------
 def tornado(
     swings: pd.DataFrame, metric: str, title: str | None = None, ax: Axes | None = None
@@ -298,6 +354,7 @@ def tornado(
 
 
 __all__ = [
+    "interval_band",
     "memory_bars",
     "mfu_heatmap",
     "pareto",

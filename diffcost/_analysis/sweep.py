@@ -34,7 +34,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,8 @@ from .._serve.cost import ServeCost
 from .._serve.plan import MODES, ServePlan, default_compute_format, encode_serve
 from .._train.cost import TrainCost
 from .._train.plan import TRAIN_FIELDS, TrainPlan, encode_train
+from . import uncertainty as U
+from .coverage import job_chip
 from .sweep_spec import (  # noqa: F401  (re-exported)
     JOBS,
     OUTPUTS,
@@ -158,8 +160,8 @@ def _pick(table, code):
     return jtu.tree_map(lambda x: x[code.astype(jnp.int32)], table)
 
 
-def evaluate_point(structure: _Structure, tables, consts, index) -> dict[str, jax.Array]:
-    """Inputs of point ``index`` decoded from its digits, then the exact cost model."""
+def _point(structure: _Structure, tables, consts, index):
+    """Point ``index`` decoded from its digits: its inputs ``r``, cost model and exact plan."""
     r = dict(consts)
     for size, stride, names in structure.axes:
         digit = (index // stride) % size
@@ -175,24 +177,75 @@ def evaluate_point(structure: _Structure, tables, consts, index) -> dict[str, ja
         else:
             model = _apply(model, o, r[o.column])
     if structure.job == "train":
-        plan = _train_plan(r)
-        out = TrainCost(system, model)(plan)
-        flat = _flatten(out)
+        return r, TrainCost(system, model), _train_plan(r)
+    return r, ServeCost(system, model), _serve_plan(r)
+
+
+def _outputs(job: str, cost, plan, r) -> dict[str, jax.Array]:
+    """Every output column of one point: the breakdown, flattened, and the feasibility flags."""
+    out = cost(plan)
+    flat = _flatten(out)
+    if job == "train":
         flat["tokens_per_s_per_chip"] = out.tokens_per_s / out.chips
         flat["dp"], flat["global_batch"] = plan.dp, plan.global_batch
         layout = (jnp.abs(out.chips - r["chips"]) < 0.5) & (plan.dp >= 1.0) & _is_int(plan.dp)
         layout &= (plan.virtual_stages == 1.0) | (plan.pp > 1.0)
     else:
-        plan = _serve_plan(r)
-        out = ServeCost(system, model)(plan)
-        flat = _flatten(out)
         flat["replicas"] = plan.replicas
         layout = out.chips <= r["chips"] + 0.5
-        layout &= plan.input_len + plan.output_len <= model.max_seq_len
+        layout &= plan.input_len + plan.output_len <= cost.model.max_seq_len
     fits = out.headroom_bytes >= 0.0
     flat["fits"] = fits
     flat["feasible"] = fits & layout & (out.divisibility_violation <= 1e-9)
-    return {k: flat[k] for k in structure.outputs}
+    return flat
+
+
+def _with_intervals(structure: _Structure, tables, cost, plan, r) -> dict[str, jax.Array]:
+    """:func:`_outputs` plus ``<name>_p10`` / ``<name>_p90`` for every name of
+    ``structure.intervals``: the delta method of :mod:`diffcost._analysis.uncertainty` in log
+    space, ``sigma^2 = g Sigma g^T + d^2`` with ``g = d log y / d log constants`` (by autodiff
+    over the log scale factors of ``uncertainty.scaled_efficiency``), ``Sigma`` and ``d^2`` those
+    of the point's chip (``tables["interval"]``, :func:`with_intervals`);
+    ``p10/p90 = y exp(-/+ Z80 sigma)``.
+
+    ``g`` is computed once per distinct :data:`INTERVAL_OUTPUTS` ``jacobian_of`` output: one
+    reverse pass when there is one (training: every headline output is step time times a factor
+    the constants do not change), forward mode over the constants otherwise."""
+    names = structure.intervals
+    share = dict((n, j) for n, _, j in INTERVAL_OUTPUTS[structure.job])
+    primary = tuple(dict.fromkeys(share[n] for n in names))
+
+    def f(d):
+        flat = _outputs(structure.job, U.scaled_efficiency(cost, d), plan, r)
+        return jnp.log(jnp.stack([flat[n] for n in primary])), flat
+
+    zero = jnp.zeros(len(U.C.NAMES), dtype=cost.system.efficiency.matmul_peak_fraction.dtype)
+    jac = jax.jacrev if len(primary) == 1 else jax.jacfwd
+    g, flat = jac(f, has_aux=True)(zero)
+    cov = _pick(tables["interval"]["cov"], r["_hw"]).astype(g.dtype)
+    disc = _pick(tables["interval"]["disc"], r["_hw"]).astype(g.dtype)
+    param = jnp.einsum("on,nm,om->o", g, cov, g)
+    for k, name in enumerate(names):
+        sigma = jnp.sqrt(param[primary.index(share[name])] + disc[k])
+        flat[f"{name}_p10"] = flat[name] * jnp.exp(-U.Z80 * sigma)
+        flat[f"{name}_p90"] = flat[name] * jnp.exp(U.Z80 * sigma)
+    return flat
+
+
+def interval_columns(structure: _Structure) -> tuple[str, ...]:
+    """The ``_p10`` / ``_p90`` columns of a prepared sweep, in table order."""
+    return tuple(f"{n}_{q}" for n in structure.intervals for q in ("p10", "p90"))
+
+
+def evaluate_point(structure: _Structure, tables, consts, index) -> dict[str, jax.Array]:
+    """Inputs of point ``index`` decoded from its digits, then the exact cost model (and the
+    interval columns when ``structure.intervals`` names any)."""
+    r, cost, plan = _point(structure, tables, consts, index)
+    if structure.intervals:
+        flat = _with_intervals(structure, tables, cost, plan, r)
+    else:
+        flat = _outputs(structure.job, cost, plan, r)
+    return {k: flat[k] for k in (*structure.outputs, *interval_columns(structure))}
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -225,6 +278,8 @@ class SweepResult:
         compile_s: compilation time; run_s: evaluation time of all chunks (after compilation).
         memory_bytes: the compiled chunk's memory (arguments + outputs + temporaries).
         output_devices: ids of the devices that held the outputs of the first chunk.
+        interval_note: how the ``<output>_p10`` / ``<output>_p90`` columns were computed, or
+            why there are none.
     """
 
     table: pd.DataFrame
@@ -235,6 +290,7 @@ class SweepResult:
     run_s: float
     memory_bytes: int
     output_devices: tuple[int, ...] = ()
+    interval_note: str = ""
 
     @property
     def points_per_s(self) -> float:
@@ -246,6 +302,70 @@ class SweepResult:
 
     def to_parquet(self, path: str | Path) -> None:
         self.table.to_parquet(path, index=False)
+
+
+#: Outputs given an interval per job: ``(name, metric kind of its model discrepancy,
+#: jacobian_of)``, the outputs of :mod:`diffcost._analysis.uncertainty` plus training tokens/s
+#: per chip.  ``jacobian_of`` names the output whose ``|d log y / d log constants|`` is the
+#: same: training tokens/s ``= B S / t_step``, MFU ``= F / (t_step N peak)`` and tokens/s per
+#: chip ``= B S / (t_step N)`` (``diffcost/_train/cost.py``, ``TrainCost.__call__``) differ from
+#: the step time ``t_step`` by factors no calibrated constant changes (batch, sequence, model
+#: FLOP, chips, datasheet peak), so their log Jacobian is minus its; serving output tokens/s
+#: per chip is output tokens/s over the chip count.
+INTERVAL_OUTPUTS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "train": (
+        ("step_time_s", "train_throughput", "step_time_s"),
+        ("tokens_per_s", "train_throughput", "step_time_s"),
+        ("mfu", "train_throughput", "step_time_s"),
+        ("tokens_per_s_per_chip", "train_throughput", "step_time_s"),
+    ),
+    "serve": (
+        ("ttft_s", "ttft", "ttft_s"),
+        ("tpot_s", "token_latency", "tpot_s"),
+        ("output_tokens_per_s", "serve_throughput", "output_tokens_per_s"),
+        ("output_tokens_per_s_per_chip", "serve_throughput", "output_tokens_per_s"),
+    ),
+}
+
+
+def with_intervals(prep: _Prepared) -> tuple[_Prepared, str]:
+    """``prep`` with interval columns for the headline outputs it keeps (:data:`INTERVAL_OUTPUTS`)
+    and, per hardware entry, the log covariance of the constants of its chip's basis and the
+    discrepancy variance of each output in its chip's regime
+    (:func:`diffcost._analysis.uncertainty.basis_of`, ``regime_family``); unchanged, and a note
+    saying so, when the calibration has no posterior.  Returns the prepared sweep and the note."""
+    calibration = prep.sweep.calibration
+    post = U.load_posterior(calibration)
+    if post is None:
+        return prep, (
+            f"no interval columns: calibration {calibration!r} has no posterior "
+            f"({U.posterior_path(calibration).name}; write one with "
+            "`python -m diffcost._analysis.uncertainty --write`)"
+        )
+    outputs = [
+        (n, m) for n, m, _ in INTERVAL_OUTPUTS[prep.sweep.job] if n in prep.structure.outputs
+    ]
+    covs, discs, bases = [], [], []
+    for kind, name in prep.hardware:
+        chip = job_chip({kind: name})
+        basis, family = U.basis_of(chip, calibration), U.regime_family(chip)
+        covs.append(post.cov_for(basis))
+        discs.append([post.variance(metric, family) for _, metric in outputs])
+        bases.append(f"{chip}: {basis} constants, {family} discrepancy")
+    dtype = jnp.result_type(float)
+    tables = {
+        **prep.tables,
+        "interval": {
+            "cov": jnp.asarray(np.stack(covs), dtype),
+            "disc": jnp.asarray(np.asarray(discs).reshape(len(covs), len(outputs)), dtype),
+        },
+    }
+    structure = replace(prep.structure, intervals=tuple(n for n, _ in outputs))
+    note = (
+        "p10-p90 (nominal 80%) by the delta method through the posterior of calibration "
+        f"{calibration!r} plus the model discrepancy of each chip's regime ({'; '.join(bases)})"
+    )
+    return replace(prep, structure=structure, tables=tables), note
 
 
 def _host_table(prep: _Prepared, outputs: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -268,7 +388,9 @@ def _host_table(prep: _Prepared, outputs: dict[str, np.ndarray]) -> pd.DataFrame
         digit = (idx // stride) % size
         for key, values in axis.items():
             data[key] = column(values, digit)
-    data.update({k: outputs[k] for k in prep.structure.outputs})
+    data.update(
+        {k: outputs[k] for k in (*prep.structure.outputs, *interval_columns(prep.structure))}
+    )
     return pd.DataFrame(data)
 
 
@@ -330,14 +452,20 @@ def run_sweep(
     devices: Sequence[jax.Device] | None = None,  # pyright: ignore[reportInvalidTypeForm]
     memory_fraction: float = 0.25,
     max_chunk_per_device: int = 1 << 18,
+    intervals: bool = True,
 ) -> SweepResult:
     """Evaluate every point of ``sweep`` with the exact model; see the module docstring.
 
     ``chunk`` (points per chunk, a multiple of the device count) defaults to the largest power
     of two per device, up to ``max_chunk_per_device``, whose compiled memory fits in
-    ``memory_fraction`` of the free memory of a device.
+    ``memory_fraction`` of the free memory of a device.  With ``intervals`` the headline outputs
+    get ``_p10`` / ``_p90`` columns (:func:`with_intervals`; none when the sweep's calibration has
+    no posterior, said in ``interval_note``).
     """
     prep = prepare(sweep)
+    note = "no interval columns: not asked for"
+    if intervals:
+        prep, note = with_intervals(prep)
     devices = list(devices or jax.devices())
     nd = len(devices)
     mesh = Mesh(np.asarray(devices), ("points",))
@@ -367,9 +495,8 @@ def run_sweep(
         host, placed = _run_chunks(compiled, tables, consts, indices, n, size, advance)
     run_s = time.perf_counter() - t0
     chunks = len(range(0, n, size))
-    return SweepResult(
-        _host_table(prep, host), nd, size, chunks, compile_s, run_s, int(used), placed
-    )
+    table = _host_table(prep, host)
+    return SweepResult(table, nd, size, chunks, compile_s, run_s, int(used), placed, note)
 
 
 def _progress(enabled: bool, total: int, name: str, devices: int):
@@ -416,6 +543,7 @@ def _progress(enabled: bool, total: int, name: str, devices: int):
 
 
 __all__ = [
+    "INTERVAL_OUTPUTS",
     "OUTPUTS",
     "PLAN_FIELDS",
     "SERVE_OUTPUTS",
@@ -425,6 +553,8 @@ __all__ = [
     "SweepResult",
     "evaluate_point",
     "free_memory_bytes",
+    "interval_columns",
+    "with_intervals",
     "load_sweep",
     "prepare",
     "run_sweep",

@@ -93,6 +93,8 @@ class Sweep:
         zip: equal-length lists sharing one axis.
         outputs: output columns to keep (default: all of :data:`OUTPUTS` of the job).
         name: for messages; source: the file it came from (for error messages).
+        calibration: the calibration (name or path) of every system's efficiency constants,
+            and whose posterior gives the interval columns.
     """
 
     job: str
@@ -102,6 +104,7 @@ class Sweep:
     outputs: tuple[str, ...] | None = None
     name: str = "sweep"
     source: str = "<sweep>"
+    calibration: str = "default"
 
     def size(self) -> int:
         """Number of points: the product of the grid lengths times the zip length."""
@@ -127,6 +130,8 @@ class _Structure:
     axes: tuple[tuple[int, int, tuple[str, ...]], ...]  # (size, stride, columns)
     overrides: tuple[_Override, ...]
     outputs: tuple[str, ...]
+    #: headline outputs given ``_p10`` / ``_p90`` columns (empty: no intervals)
+    intervals: tuple[str, ...] = ()
 
 
 def _override(key: str, problems: list[Problem], where: str) -> _Override | None:
@@ -176,6 +181,7 @@ class _Prepared:
     consts: dict[str, Any]  # encoded base values
     host_axes: list[dict[str, list[Any]]]  # original values per axis column
     n: int
+    hardware: tuple[tuple[str, str], ...] = ()  # ("system" | "chip", name) per ``_hw`` code
 
 
 def _encode(job: str, key: str, value: Any, hardware: list, models: list) -> float:
@@ -276,7 +282,7 @@ def _load_refs(sweep: Sweep, owner: dict, all_cols: dict, problems: list[Problem
     systems, loaded_models = [], []
     for kind, name in hardware:
         try:
-            systems.append(load_system(**{kind: name}))
+            systems.append(load_system(**{kind: name}, calibration=sweep.calibration))
         except SpecError as err:
             problems += [_in_sweep(sweep, p) for p in err.problems]
     for name in models:
@@ -373,7 +379,7 @@ def prepare(sweep: Sweep) -> _Prepared:
     outputs = tuple(sweep.outputs or OUTPUTS[sweep.job])
     structure = _Structure(sweep.job, axes, tuple(overrides), outputs)
     tabs = {"systems": stack(systems), "models": stack(loaded_models), "columns": columns}
-    return _Prepared(sweep, structure, tabs, consts, axis_cols, n)
+    return _Prepared(sweep, structure, tabs, consts, axis_cols, n, tuple(hardware))
 
 
 # --- one point (device) ---------------------------------------------------------------------------
