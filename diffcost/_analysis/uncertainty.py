@@ -52,6 +52,7 @@ provenance) and recomputed from the fit by ``python -m diffcost._analysis.uncert
 import datetime as _dt
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -201,7 +202,7 @@ def discrepancy(
     chips: list[str],
     param_var: np.ndarray,
     exclude: str | None = None,
-    layouts: list[str | None] | None = None,
+    layouts: Sequence[str | None] | None = None,
 ) -> tuple[dict[str, dict[str, float]], float, dict[str, dict[str, int]]]:
     """Discrepancy variance of log outputs per kind and regime family from held-out rows
     (``loso_rows`` of a fit, ``chips`` their chips), leaving out the rows of source
@@ -210,10 +211,10 @@ def discrepancy(
     Rows with a layout regime (``layouts``, :func:`point_layouts`) count in that regime only,
     stored under ``train_throughput`` (module docstring).
     Returns the variances, the default (worst family regime) and the counts."""
-    layouts = layouts or [None] * len(rows)
+    where_of: Sequence[str | None] = layouts or [None] * len(rows)
     res: dict[tuple[str, str], list[tuple[float, float]]] = {}
     lay: dict[str, list[tuple[float, float]]] = {name: [] for name in LAYOUT_REGIMES}
-    for row, chip, pv, where in zip(rows, chips, param_var, layouts, strict=True):
+    for row, chip, pv, where in zip(rows, chips, param_var, where_of, strict=True):
         if row["source"] == exclude:
             continue
         r = math.log(row["predicted"] / row["measured"])

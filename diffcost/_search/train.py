@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.errors import Problem, SpecError
 from .._core.options import (
     Optimizer,
     Recompute,
@@ -31,7 +32,6 @@ from .._core.options import (
     plain_value,
     values,
 )
-from .._core.errors import Problem, SpecError
 from .._core.smooth import RELAXED
 from .._inputs.hardware import System
 from .._inputs.model import Model
