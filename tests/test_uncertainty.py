@@ -175,7 +175,11 @@ def test_stored_posterior_loads_with_the_calibration():
         cov = post.cov_for(basis)
         assert cov.shape == (len(C.NAMES),) * 2 and np.min(np.linalg.eigvalsh(cov)) > 0
     assert all(post.variance(k, "other") == post.default for k in U.KINDS)
-    assert post.default >= max(max(v.values()) for v in post.discrepancy.values())
+    # the default is the worst chip-family regime; a layout regime (ZeRO-3 across nodes) is
+    # a plan's own and may be wider still
+    families = [v[f] for v in post.discrepancy.values() for f in U.REGIME_FAMILIES]
+    assert post.default >= max(families)
+    assert post.layout_variance("zero3_multinode") >= post.default
     assert "Laplace" in post.source
 
 
