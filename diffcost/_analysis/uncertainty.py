@@ -309,7 +309,10 @@ def posterior(fit: C.Fit, prep: Prepared, fold: int = 0, folds: list | None = No
     exclude = fit.folds[fold] if fold > 0 else None
     pv = loso_param_variance(fit, prep, folds)
     layouts = point_layouts(prep, fit.chosen[0])
-    disc, default, counts = discrepancy(fit.loso_rows, prep.chips, pv, exclude, layouts)
+    if not fit.loso_rows:  # a fit without leave-one-source-out: no held-out data, widest values
+        pv, layouts = pv[:0], []
+    chips = prep.chips if fit.loso_rows else []
+    disc, default, counts = discrepancy(fit.loso_rows, chips, pv, exclude, layouts)
     return Posterior(log_constant_cov(theta, cov_u), disc, default, counts, s2)
 
 
