@@ -227,13 +227,9 @@ def plan_train(
     name = load_spec("model", model).info.display_name
     label, fmt = _UNITS[objective]
     title = f"{name} on {n}x {hw_name}: minimise {label}"
-    refs = {"system": system, "chip": chip} if system or chip else {"system": "dgx-h100"}
-    checks = _train_checks(sys_, model_, job_chip(refs), result.best)
-    risk = None
-    if objective == "p90" and result.best is not None:
-        mean = search_train(sys_, model_, replace(space, objective="time"), exhaustive=exhaustive)
-        risk = risk_comparison(sys_, model_, space.chip, mean.best, result.best)
-    if json_out and risk is not None:
+    checks = _train_checks(sys_, model_, space.chip, result.best)
+    risk = _risk(sys_, model_, space, result, exhaustive)
+    if json_out and risk is not None:  # the search found a plan: nothing to exit with
         extra = {} if checks is None else {"checks": checks}
         print_json(
             {"model": model, "chips": n, **result_json(result, launch), **extra, "risk": risk}
@@ -242,6 +238,15 @@ def plan_train(
     _finish(result, launch, model, n, json_out, (title, fmt), checks)
     if risk is not None:
         print_risk(risk)
+
+
+def _risk(system: Any, model: Any, space: TrainSearchSpace, result: SearchResult, exhaustive):
+    """For a p90 search that found a plan, the mean-optimal plan beside it
+    (:func:`risk_comparison`); None otherwise."""
+    if space.objective != "p90" or result.best is None:
+        return None
+    mean = search_train(system, model, replace(space, objective="time"), exhaustive=exhaustive)
+    return risk_comparison(system, model, space.chip, mean.best, result.best)
 
 
 def _chip_name(system: str | None, chip: str | None) -> str:
