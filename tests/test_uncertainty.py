@@ -175,7 +175,11 @@ def test_stored_posterior_loads_with_the_calibration():
         cov = post.cov_for(basis)
         assert cov.shape == (len(C.NAMES),) * 2 and np.min(np.linalg.eigvalsh(cov)) > 0
     assert all(post.variance(k, "other") == post.default for k in U.KINDS)
-    assert post.default >= max(max(v.values()) for v in post.discrepancy.values())
+    # the default is the worst chip-family regime; a layout regime (ZeRO-3 across nodes) is
+    # a plan's own and may be wider still
+    families = [v[f] for v in post.discrepancy.values() for f in U.REGIME_FAMILIES]
+    assert post.default >= max(families)
+    assert post.layout_variance("zero3_multinode") >= post.default
     assert "Laplace" in post.source
 
 
@@ -203,11 +207,13 @@ def test_cli_tables_have_an_interval_column():
 @pytest.mark.slow
 def test_leave_one_source_out_coverage():
     """Honest coverage: every held-out source's points against the nominal 80% interval of the
-    fold that never saw it.  Figures of the 2026-11-23 data (6 sources, 35 training and 57
-    serving held-out points): training 25/35 = 71% (target 70-90%: met; NeMo's FP8 Hopper
-    training, a regime no other source measures, 7/15); serving 53/57 = 93% (target: above it,
-    each serving source is the only one of its metric, so its fold falls back to wider
-    pooled values)."""
+    fold that never saw it.  Figures of the 2026-11-23 data (9 sources, 38 training and 70
+    serving held-out points), with the ZeRO-3-across-nodes runs (SC'21 Table 2, never fitted)
+    in their own layout regime: training 28/38 = 74% (target 70-90%: met; NeMo's FP8 Hopper
+    training, a regime no other source measures, 10/18; with those runs pooled into the A100
+    regime every training interval was +-85-117% wide for errors of 2-7%, 38/38); serving
+    66/70 = 94% (above the target: each serving source is the only one of its metric, so its
+    fold falls back to wider pooled values)."""
     prep = prepare()
     fit = C.calibrate(prep)
     rows = U.loso_coverage(fit, prep)
@@ -215,8 +221,8 @@ def test_leave_one_source_out_coverage():
     assert set(by) == set(fit.folds[1:])
     train, serve = U.pooled_coverage(rows, "train"), U.pooled_coverage(rows, "serve")
     assert 0.70 <= train <= 0.90
-    assert train == pytest.approx(25 / 35)
-    assert serve == pytest.approx(53 / 57)
+    assert train == pytest.approx(28 / 38)
+    assert serve == pytest.approx(66 / 70)
     for r in rows:  # a source wrong by more gets a wider interval, not a narrower one
         assert r["median_half_width"] > 0.5 * r["median_abs_error"], r
 

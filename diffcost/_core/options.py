@@ -88,20 +88,26 @@ class ServeMode(enum.StrEnum):
 
 
 class TrainObjective(enum.StrEnum):
-    """What a training search minimises: seconds per step, USD per token, joules per token."""
+    """What a training search minimises: seconds per step, USD per token, joules per token, or
+    the upper (p90) quantile of seconds per step (risk-aware: the calibrated constants'
+    posterior and the model discrepancy of the plan's regime, :mod:`diffcost._analysis.
+    uncertainty`)."""
 
     TIME = "time"
     COST = "cost"
     ENERGY = "energy"
+    P90 = "p90"
 
 
 class ServeObjective(enum.StrEnum):
     """What a serving search minimises: chip-seconds per output token (throughput), request
-    latency, or USD per million tokens."""
+    latency, USD per million tokens, or the upper (p90) quantile of the time per output token
+    (TPOT; risk-aware, :mod:`diffcost._analysis.uncertainty`)."""
 
     THROUGHPUT = "throughput"
     LATENCY = "latency"
     COST = "cost"
+    P90 = "p90"
 
 
 E = TypeVar("E", bound=enum.Enum)

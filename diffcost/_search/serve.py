@@ -90,6 +90,10 @@ class ServeSearchSpace:
     max_batch: int = 1024
     mode: ServeMode | str = ServeMode.CONTINUOUS
     accuracy_cost: tuple[tuple[Format | str, float], ...] = ()
+    # The chip and calibration whose posterior the p90 objective reads (its constants' basis
+    # and discrepancy regime, :func:`diffcost._analysis.uncertainty.risk_for`).
+    chip: str = ""
+    calibration: str = "default"
 
     def __post_init__(self) -> None:
         typed = {
@@ -128,6 +132,7 @@ class ServeProblem(SearchProblem):
         self.system, self.model, self.space = system, model, space
         self.objective = space.objective
         require_price(system, space.objective)
+        serve_risk(space)  # a p90 search without a posterior fails here, before any solving
         n = space.chips
         layers = int(model.layers)
         tps = tuple(float(t) for t in range(1, n + 1) if n % t == 0 and _tp_ok(t, model))
@@ -195,9 +200,9 @@ class ServeProblem(SearchProblem):
         limits = jnp.asarray(
             [min(self.space.ttft_slo_s, _NO_LIMIT), min(self.space.tpot_slo_s, _NO_LIMIT)]
         )
-        objective = self.space.objective
+        objective, risk = self.space.objective, serve_risk(self.space)
         obj, ok, out = evaluate_in_buckets(
-            lambda rows: _evaluate(cost, self.to_plans(rows), limits, objective), c, _CHUNK
+            lambda rows: _evaluate(cost, self.to_plans(rows), limits, objective, risk), c, _CHUNK
         )
         return Evaluation(obj, ok, out)
 
@@ -286,11 +291,36 @@ class ServeProblem(SearchProblem):
         return lines or ["the limits can each be met, but not together: relax one of them"]
 
 
+def serve_risk(space: ServeSearchSpace) -> Any:
+    """The :class:`~diffcost._analysis.uncertainty.Risk` of TPOT a p90 search ranks by (None
+    for the other objectives); a SpecError without a chip name or a stored posterior."""
+    if space.objective != ServeObjective.P90:
+        return None
+    from .._analysis.uncertainty import risk_for
+
+    risk = risk_for(space.chip, space.calibration, "token_latency") if space.chip else None
+    if risk is None:
+        raise SpecError(
+            [
+                Problem(
+                    "<search space>",
+                    "objective",
+                    "p90 needs the chip name (chip=...) and a calibration with a stored "
+                    "posterior (python -m diffcost._analysis.uncertainty --write)",
+                )
+            ]
+        )
+    return risk
+
+
 def serve_objective(out: ServeBreakdown, objective: str) -> jax.Array:
     """Chip-seconds per output token, request latency (s), or USD per million tokens, times
-    ``1 + accuracy_cost``."""
+    ``1 + accuracy_cost`` (``p90``: the median TPOT in s, which the exact evaluation raises to
+    its upper quantile, :func:`_evaluate`)."""
     if objective == "latency":
         base = out.request_latency_s
+    elif objective == "p90":
+        base = out.tpot_s
     elif objective == "cost":
         base = out.cost_per_million_tokens_usd
     else:
@@ -299,11 +329,18 @@ def serve_objective(out: ServeBreakdown, objective: str) -> jax.Array:
 
 
 @eqx.filter_jit
-def _evaluate(cost: ServeCost, plans: ServePlan, limits, objective: str):
+def _evaluate(cost: ServeCost, plans: ServePlan, limits, objective: str, risk=None):
+    """Exact objective and limits of every plan; with ``risk`` (the p90 objective) the TPOT's
+    upper quantile ``y exp(Z80 sigma)`` (:mod:`diffcost._analysis.uncertainty`)."""
+    from .._analysis.uncertainty import log_sigma, upper_quantile
+
     def one(plan):
         out = cost(plan)
         ok = (out.headroom_bytes >= 0) & (out.ttft_s <= limits[0]) & (out.tpot_s <= limits[1])
-        return serve_objective(out, objective), ok, out
+        obj = serve_objective(out, objective)
+        if risk is not None:
+            obj = upper_quantile(obj, log_sigma(cost, plan, "tpot_s", risk, 0.0))
+        return obj, ok, out
 
     return jax.vmap(one)(plans)
 

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.errors import Problem, SpecError
 from .._core.options import (
     Optimizer,
     Recompute,
@@ -79,6 +80,10 @@ class TrainSearchSpace:
     optimizer: Optimizer | str = Optimizer.ADAM
     flash_attention: bool = True
     objective: TrainObjective | str = TrainObjective.TIME
+    # The chip and calibration whose posterior the p90 objective reads (its constants' basis
+    # and discrepancy regime, :func:`diffcost._analysis.uncertainty.risk_for`).
+    chip: str = ""
+    calibration: str = "default"
     # Discrete-only, fixed for the whole search (never relaxed or enumerated): the pipeline
     # split's first/last stage layers (0 = even) and LoRA (rank 0 = full training), given by
     # the user as in :func:`diffcost.train_plan`.
@@ -235,7 +240,8 @@ def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
 
 
 def objective_of(out: TrainBreakdown, objective: TrainObjective | str) -> jax.Array:
-    """Seconds per step, USD per token, or joules per token."""
+    """Seconds per step, USD per token, or joules per token (``p90``: the median seconds per
+    step, which the exact evaluation raises to its upper quantile, :func:`_evaluate`)."""
     objective = coerce(TrainObjective, objective, "objective")
     tokens = out.tokens_per_s * out.step_time_s
     if objective is TrainObjective.COST:
@@ -246,20 +252,53 @@ def objective_of(out: TrainBreakdown, objective: TrainObjective | str) -> jax.Ar
 
 
 @eqx.filter_jit
-def _evaluate(cost: TrainCost, plans: TrainPlan, objective: str):
+def _evaluate(cost: TrainCost, plans: TrainPlan, objective: str, risk=None):
+    """Exact objective of every plan; with ``risk`` (the p90 objective) the step time's upper
+    quantile ``y exp(Z80 sigma)`` (:mod:`diffcost._analysis.uncertainty`: the constants'
+    posterior and the discrepancy of the plan's regime, ZeRO-3 across nodes or not)."""
+    from .._analysis.uncertainty import log_sigma, upper_quantile, zero3_multinode_weight
+
     def one(plan):
         system = eqx.tree_at(lambda s: s.num_chips, cost.system, plan.num_chips())
-        out = TrainCost(system, cost.model)(plan)
-        return objective_of(out, objective), out.headroom_bytes, out
+        one_cost = TrainCost(system, cost.model)
+        out = one_cost(plan)
+        obj = objective_of(out, objective)
+        if risk is not None:
+            w = zero3_multinode_weight(plan, system)
+            obj = upper_quantile(obj, log_sigma(one_cost, plan, "step_time_s", risk, w))
+        return obj, out.headroom_bytes, out
 
     return jax.vmap(one)(plans)
+
+
+def risk_of(space: TrainSearchSpace, objective: str | None = None) -> Any:
+    """The :class:`~diffcost._analysis.uncertainty.Risk` a p90 search ranks by (None for the
+    other objectives); a SpecError without a chip name or a stored posterior."""
+    if (objective or space.objective) != TrainObjective.P90:
+        return None
+    from .._analysis.uncertainty import risk_for
+
+    risk = risk_for(space.chip, space.calibration, "train_throughput") if space.chip else None
+    if risk is None:
+        raise SpecError(
+            [
+                Problem(
+                    "<search space>",
+                    "objective",
+                    "p90 needs the chip name (chip=...) and a calibration with a stored "
+                    "posterior (python -m diffcost._analysis.uncertainty --write)",
+                )
+            ]
+        )
+    return risk
 
 
 def evaluate_exact(system: System, model: Model, c: Candidates, space: TrainSearchSpace):
     """Exact objective, headroom and breakdowns of every candidate, in fixed-size chunks."""
     cost = TrainCost(system, model)
+    risk = risk_of(space)
     return evaluate_in_buckets(
-        lambda rows: _evaluate(cost, to_plans(rows, space), space.objective), c, _CHUNK
+        lambda rows: _evaluate(cost, to_plans(rows, space), space.objective, risk), c, _CHUNK
     )
 
 
@@ -364,6 +403,7 @@ class TrainProblem(SearchProblem):
         self.system, self.model, self.space = system, model, space
         self.objective = space.objective
         require_price(system, space.objective)
+        risk_of(space)  # a p90 search without a posterior fails here, before any solving
         axes, choices = axes_for(model, space)
         self.axes, self.choices = tuple(axes), tuple(choices)
 

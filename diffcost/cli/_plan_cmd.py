@@ -1,8 +1,11 @@
 """``diffcost plan train|serve``: search for the best plan, verified with the exact model."""
 
+import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Annotated, Any
 
+import jax.numpy as jnp
 import typer
 from rich.table import Table
 
@@ -112,6 +115,7 @@ def result_json(result: SearchResult, launch: str | None) -> dict:
 
 _UNITS = {
     "time": ("step_time_s", lambda v: f"{v:.3f} s"),
+    "p90": ("step_time_s_p90", lambda v: f"{v:.3f} s"),
     "cost": ("cost_usd_per_token", lambda v: f"${v * 1e6:.3f}/Mtok"),
     "energy": ("energy_j_per_token", lambda v: f"{v:.3f} J/tok"),
 }
@@ -184,7 +188,9 @@ def plan_train(
     ] = None,
     global_batch: Annotated[int, typer.Option(help="Sequences per step.", min=1)] = 512,
     seq_len: Annotated[int, typer.Option(help="Tokens per sequence.", min=1)] = 4096,
-    objective: Annotated[str, typer.Option(help="time | cost | energy (per token).")] = "time",
+    objective: Annotated[
+        str, typer.Option(help="time | cost | energy (per token) | p90 (upper quantile of time).")
+    ] = "time",
     search_chips: Annotated[
         bool, typer.Option(help="Also search the chip count (powers of two up to --chips).")
     ] = False,
@@ -212,6 +218,7 @@ def plan_train(
         precision=_csv(precision, "precision", TRAINING_PRECISIONS),
         max_cp=max_cp,
         objective=objective,
+        chip=_chip_name(system, chip),
     )
     model_ = load_model(model)
     result = search_train(sys_, model_, space, exhaustive=exhaustive)
@@ -220,15 +227,108 @@ def plan_train(
     name = load_spec("model", model).info.display_name
     label, fmt = _UNITS[objective]
     title = f"{name} on {n}x {hw_name}: minimise {label}"
-    refs = {"system": system, "chip": chip} if system or chip else {"system": "dgx-h100"}
-    checks = _train_checks(sys_, model_, job_chip(refs), result.best)
+    checks = _train_checks(sys_, model_, space.chip, result.best)
+    risk = _risk(sys_, model_, space, result, exhaustive)
+    if json_out and risk is not None:  # the search found a plan: nothing to exit with
+        extra = {} if checks is None else {"checks": checks}
+        print_json(
+            {"model": model, "chips": n, **result_json(result, launch), **extra, "risk": risk}
+        )
+        return
     _finish(result, launch, model, n, json_out, (title, fmt), checks)
+    if risk is not None:
+        print_risk(risk)
+
+
+def _risk(system: Any, model: Any, space: TrainSearchSpace, result: SearchResult, exhaustive):
+    """For a p90 search that found a plan, the mean-optimal plan beside it
+    (:func:`risk_comparison`); None otherwise."""
+    if space.objective != "p90" or result.best is None:
+        return None
+    mean = search_train(system, model, replace(space, objective="time"), exhaustive=exhaustive)
+    return risk_comparison(system, model, space.chip, mean.best, result.best)
+
+
+def _chip_name(system: str | None, chip: str | None) -> str:
+    """The chip of a system or chip argument (the posterior's basis and regime)."""
+    return job_chip({"system": system, "chip": chip} if system or chip else {"system": "dgx-h100"})
+
+
+def _train_interval(system: Any, model: Any, chip: str, row: dict) -> dict[str, Any]:
+    """p10/p50/p90 of the step time of a searched plan row and its variance per term
+    (:func:`diffcost._analysis.uncertainty.intervals`)."""
+    import equinox as eqx
+
+    from .._analysis.uncertainty import intervals
+    from .._train.cost import TrainCost
+    from .._train.plan import train_plan
+
+    keys = ("tp", "pp", "dp", "cp", "micro_batch", "global_batch", "seq_len", "virtual_stages")
+    keys += ("sequence_parallel", "recompute", "zero", "precision")
+    plan = train_plan(**{k: row[k] for k in keys})
+    sys_ = eqx.tree_at(lambda s: s.num_chips, system, jnp.asarray(float(row["chips"])))
+    iv = intervals(TrainCost(sys_, model), plan, chip, "default", "train")
+    assert iv is not None  # a p90 search already required the posterior
+    out = iv["interval"]["outputs"]["step_time_s"]
+    var = out["log_sigma"] ** 2
+    p10, p90 = iv["step_time_s_p10"], iv["step_time_s_p90"]
+    return {
+        "plan": row,
+        "step_time_s_p10": p10,
+        "step_time_s_p50": math.sqrt(p10 * p90),
+        "step_time_s_p90": p90,
+        "regime": iv["interval"]["regime"],
+        "log_variance": {k: v * var for k, v in out["log_variance_shares"].items()},
+    }
+
+
+def risk_comparison(system: Any, model: Any, chip: str, mean_row, p90_row) -> dict[str, Any]:
+    """The mean-optimal and the p90-optimal plans with their p10/p50/p90 step times and, when
+    they differ, the reason: the term (a constant or the model discrepancy) of the log
+    variance (:func:`diffcost._analysis.uncertainty.variance_shares`) whose contribution
+    differs most between the two plans."""
+    mean = _train_interval(system, model, chip, mean_row) if mean_row else None
+    best = _train_interval(system, model, chip, p90_row)
+    differ = mean is not None and mean_row != p90_row
+    reason = None
+    if differ and mean is not None:
+        terms = set(mean["log_variance"]) | set(best["log_variance"])
+        gap = {
+            t: mean["log_variance"].get(t, 0.0) - best["log_variance"].get(t, 0.0) for t in terms
+        }
+        top = max(gap, key=lambda t: gap[t])
+        reason = (
+            f"{top}: log variance {mean['log_variance'].get(top, 0.0):.4f} for the mean-optimal "
+            f"plan ({mean['regime']}) vs {best['log_variance'].get(top, 0.0):.4f} for the "
+            f"p90-optimal one ({best['regime']})"
+        )
+    return {"mean_optimal": mean, "p90_optimal": best, "differ": differ, "reason": reason}
+
+
+def print_risk(risk: dict[str, Any]) -> None:
+    """The mean-optimal and p90-optimal plans side by side, when they differ."""
+    if not risk["differ"]:
+        console.print("the p90-optimal plan is also the mean-optimal one", highlight=False)
+        return
+    table = Table(title="mean-optimal vs p90-optimal", title_justify="left")
+    table.add_column("")
+    for col in ("plan", "regime", "p10 s", "p50 s", "p90 s"):
+        table.add_column(col)
+    for label in ("mean_optimal", "p90_optimal"):
+        r = risk[label]
+        p = r["plan"]
+        desc = f"tp{p['tp']} pp{p['pp']} dp{p['dp']} mb{p['micro_batch']} zero{p['zero']}"
+        nums = (r["step_time_s_p10"], r["step_time_s_p50"], r["step_time_s_p90"])
+        table.add_row(label.replace("_", "-"), desc, r["regime"], *(f"{v:.3f}" for v in nums))
+    console.print(table)
+    console.print(f"why they differ: {risk['reason']}", highlight=False)
 
 
 _SERVE_UNITS = {
     "throughput": ("chip_s_per_output_token", lambda v: f"{1 / v:,.0f} tok/s/chip"),
     "latency": ("request_latency_s", lambda v: f"{v:.3f} s"),
     "cost": ("usd_per_million_tokens", lambda v: f"${v:.3f}/Mtok"),
+    "p90": ("tpot_s_p90", lambda v: f"{v * 1e3:.2f} ms"),
 }
 
 
@@ -273,7 +373,8 @@ def plan_serve(
     input_len: Annotated[int, typer.Option(help="Prompt tokens per request.", min=1)] = 2048,
     output_len: Annotated[int, typer.Option(help="Generated tokens per request.", min=1)] = 256,
     objective: Annotated[
-        str, typer.Option(help="throughput (per chip) | latency | cost (per Mtok).")
+        str,
+        typer.Option(help="throughput (per chip) | latency | cost (per Mtok) | p90 (of TPOT)."),
     ] = "throughput",
     ttft_slo_ms: TtftSlo = None,
     tpot_slo_ms: TpotSlo = None,
@@ -309,6 +410,7 @@ def plan_serve(
         kv_formats=_csv(kv_formats, "kv_formats", FORMATS),
         max_batch=max_batch,
         accuracy_cost=costs,
+        chip=_chip_name(system, chip),
     )
     result = search_serve(sys_, load_model(model), space, exhaustive=exhaustive)
     result.alternatives = result.alternatives[:top]
