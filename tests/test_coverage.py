@@ -117,3 +117,12 @@ def test_zero3_over_nodes_is_named_as_unmodelled(plan, domain, flagged):
         assert regimes[0]["source"] == "megatron-sc21-zero3"
         cov = {"note": "x", "unmodelled": regimes}
         assert C.coverage_lines(cov)[1].startswith("UNMODELLED: ZeRO-3 sharding over more")
+
+
+def test_lora_points_do_not_set_the_best_published_mfu():
+    """NeMo's LoRA runs do about 4N FLOP per token: in the 6N convention they read >100% MFU."""
+    check = C.mfu_check("h100-sxm", "fp8", 0.5)
+    assert "lora" not in check["best_published_point"]
+    assert check["best_published_mfu"] < 1.0
+    lora = [p for p in C.builtin_index() if "lora" in p.id]
+    assert lora and all(p.mfu is None for p in lora)

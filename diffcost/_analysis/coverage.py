@@ -67,7 +67,10 @@ def index(points: Sequence[Measurement]) -> list[Measured]:
         if m.excluded is not None:
             continue
         chip = chip_name(m)
-        mfu = measured_mfu(m, chip) if m.metric == "train_throughput" else None
+        # LoRA trains less than the model's 6N FLOP per token (no weight gradients of frozen
+        # weights): its "MFU" in the full-training convention is not comparable (>100%).
+        full = m.metric == "train_throughput" and not m.plan.get("lora_rank", 0)
+        mfu = measured_mfu(m, chip) if full else None
         out.append(Measured(m.id, m.source, chip, m.kind, _point_formats(m), mfu))
     return out
 
