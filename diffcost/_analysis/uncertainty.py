@@ -604,6 +604,21 @@ def risk_for(chip: str, calibration: str | Path, metric: str) -> Risk | None:
     )
 
 
+def required_risk(chip: str | None, calibration: Any, kind: str) -> Any:
+    """:func:`risk_for` of a p90 search, or a :class:`SpecError` naming the search space's
+    ``objective`` when there is no chip name or no stored posterior to rank by."""
+    from .._core.errors import Problem, SpecError
+
+    risk = risk_for(chip, calibration, kind) if chip else None
+    if risk is None:
+        reason = (
+            "p90 needs the chip name (chip=...) and a calibration with a stored "
+            "posterior (python -m diffcost._analysis.uncertainty --write)"
+        )
+        raise SpecError([Problem("<search space>", "objective", reason)])
+    return risk
+
+
 def log_sigma(cost: Any, plan: Any, name: str, risk: Risk, layout_weight: Any) -> jax.Array:
     """Log standard deviation of output ``name`` of ``cost(plan)`` (module docstring):
     ``sqrt(g Sigma g + (1 - w) d_family^2 + w d_layout^2)``, ``g = d log y / d log v`` by

@@ -296,21 +296,9 @@ def serve_risk(space: ServeSearchSpace) -> Any:
     for the other objectives); a SpecError without a chip name or a stored posterior."""
     if space.objective != ServeObjective.P90:
         return None
-    from .._analysis.uncertainty import risk_for
+    from .._analysis.uncertainty import required_risk
 
-    risk = risk_for(space.chip, space.calibration, "token_latency") if space.chip else None
-    if risk is None:
-        raise SpecError(
-            [
-                Problem(
-                    "<search space>",
-                    "objective",
-                    "p90 needs the chip name (chip=...) and a calibration with a stored "
-                    "posterior (python -m diffcost._analysis.uncertainty --write)",
-                )
-            ]
-        )
-    return risk
+    return required_risk(space.chip, space.calibration, "token_latency")
 
 
 def serve_objective(out: ServeBreakdown, objective: str) -> jax.Array:

@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.errors import Problem, SpecError
 from .._core.options import (
     Optimizer,
     Recompute,
@@ -276,21 +275,9 @@ def risk_of(space: TrainSearchSpace, objective: str | None = None) -> Any:
     other objectives); a SpecError without a chip name or a stored posterior."""
     if (objective or space.objective) != TrainObjective.P90:
         return None
-    from .._analysis.uncertainty import risk_for
+    from .._analysis.uncertainty import required_risk
 
-    risk = risk_for(space.chip, space.calibration, "train_throughput") if space.chip else None
-    if risk is None:
-        raise SpecError(
-            [
-                Problem(
-                    "<search space>",
-                    "objective",
-                    "p90 needs the chip name (chip=...) and a calibration with a stored "
-                    "posterior (python -m diffcost._analysis.uncertainty --write)",
-                )
-            ]
-        )
-    return risk
+    return required_risk(space.chip, space.calibration, "train_throughput")
 
 
 def evaluate_exact(system: System, model: Model, c: Candidates, space: TrainSearchSpace):
