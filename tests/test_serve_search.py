@@ -51,7 +51,7 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
         **kw,
     )
     oracle = dc.search_serve(sys_, model, space, exhaustive=True)
-    found = dc.search_serve(sys_, model, space)
+    found = dc.search_serve(sys_, model, space, exhaustive=False)
     assert found.best_objective == pytest.approx(oracle.best_objective, rel=1e-9)
     # the gradient phase itself lands near the optimum (see the docstring)
     best = oracle.best_objective
@@ -152,7 +152,7 @@ def test_infeasible_memory_says_how_many_chips():
         dc.load_model("llama-3-405b"),
         dc.ServeSearchSpace(input_len=1024, output_len=128, chips=2),
     )
-    assert res.best is None and "enumerated" in res.method
+    assert res.best is None and res.method.startswith("exhaustive (auto")  # a small space
     assert res.suggestions[0].startswith("nothing fits in memory: the weights alone need")
 
 

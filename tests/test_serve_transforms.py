@@ -182,6 +182,7 @@ def test_system_gradients_match_finite_differences(h100, llama70):
     )
 
 
+@pytest.mark.slow  # every chip x every model
 def test_gradients_finite_on_whole_catalogue():
     """d (latency, throughput) / d (plan, system, model) is finite for every chip and model."""
     models = _stack([dc.load_model(n) for n in dc.builtin_names("model")])

@@ -183,6 +183,7 @@ def test_system_gradients_match_finite_differences(h100_64, llama70):
     np.testing.assert_allclose(grads.chip.peak_flop_per_s, peak_fd, rtol=1e-4, atol=1e-30)
 
 
+@pytest.mark.slow  # every chip x every model: about 30 s on 2 cores
 def test_gradients_finite_on_whole_catalogue():
     """d step_time / d (plan, system, model) is finite for every built-in chip and model."""
     models = _stack([dc.load_model(n) for n in dc.builtin_names("model")])
@@ -262,7 +263,7 @@ factors = st.floats(1.01, 4.0)
 @given(kwargs=plans, factor=factors)
 def test_more_bandwidth_is_never_slower(h100_64, llama70, kwargs, factor):
     plan = dc.train_plan(**kwargs)
-    base = float(dc.TrainCost(h100_64, llama70)(plan).step_time_s)
+    base = float(_step_time(h100_64, llama70, plan))
     for path in [
         lambda s: s.chip.memory_bandwidth_bytes_per_s,
         lambda s: s.scale_up_bandwidth_bytes_per_s,
@@ -270,7 +271,13 @@ def test_more_bandwidth_is_never_slower(h100_64, llama70, kwargs, factor):
         lambda s: s.chip.peak_flop_per_s,
     ]:
         faster = eqx.tree_at(path, h100_64, path(h100_64) * factor)
-        assert float(dc.TrainCost(faster, llama70)(plan).step_time_s) <= base * (1 + 1e-12)
+        assert float(_step_time(faster, llama70, plan)) <= base * (1 + 1e-12)
+
+
+@eqx.filter_jit
+def _step_time(system, model, plan):
+    """Exact step time, compiled once for the property tests (their plans share shapes)."""
+    return dc.TrainCost(system, model)(plan).step_time_s
 
 
 @settings(max_examples=25, deadline=None)
@@ -282,11 +289,16 @@ def test_more_chips_never_more_weight_memory(tp_log, pp_log, zero):
 
     def weights(tp, pp, dp):
         plan = dc.train_plan(tp=tp, pp=pp, dp=dp, global_batch=64, zero=zero)
-        return float(dc.TrainCost(system, model)(plan).memory.weights_bytes)
+        return float(_weights_bytes(system, model, plan))
 
     assert weights(tp * 2, pp, 1) <= weights(tp, pp, 1)
     assert weights(tp, pp * 2, 1) <= weights(tp, pp, 1)
     assert weights(tp, pp, 2) <= weights(tp, pp, 1)
+
+
+@eqx.filter_jit
+def _weights_bytes(system, model, plan):
+    return dc.TrainCost(system, model)(plan).memory.weights_bytes
 
 
 @settings(max_examples=20, deadline=None)

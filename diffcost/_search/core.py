@@ -9,8 +9,9 @@
    evaluated with the *exact* model in one batched call and the best feasible plan is kept.
 3. Refinement: exact local search from the best rounded plans (:mod:`.discrete`, which also
    holds the candidate table, :class:`Candidates`).
-4. Enumeration: the whole discrete space, evaluated exactly in chunks; the oracle for tests and
-   the ``--exhaustive`` option.
+4. Enumeration: the whole discrete space, evaluated exactly in chunks; the oracle for tests, the
+   ``--exhaustive`` option and the default for spaces of at most :data:`AUTO_EXHAUSTIVE_MAX`
+   plans (there enumeration is faster than compiling the relaxed search, and exact).
 """
 
 import abc
@@ -316,10 +317,22 @@ def _relaxed_candidates(
     return cand, groups, losses
 
 
+#: Spaces of at most this many discrete plans (valid or not) are searched by enumeration when
+#: the caller leaves the method to the search (``exhaustive=None``): on a 2-core CPU the
+#: vectorised exact model evaluates them in seconds with no compilation of the gradient
+#: (``benchmarks/bench_search.py``), while compiling the relaxed search takes 20-60 s.
+AUTO_EXHAUSTIVE_MAX = 2_000_000
+
+
+def space_size(problem: SearchProblem) -> int:
+    """Discrete plans in a problem's space (the product of its axes and choices)."""
+    return Candidates.size_of(problem.axes, problem.choices)
+
+
 def search(
     problem: SearchProblem,
     *,
-    exhaustive: bool = False,
+    exhaustive: bool | None = None,
     starts: int = 32,
     steps: int = 150,
     learning_rate: float = 0.15,
@@ -329,11 +342,20 @@ def search(
     """Best exact plan: relaxed search, exact rounding and exact local refinement of the
     ``refine_top`` best rounded plans (0: rounding alone), or exhaustive enumeration.
 
+    ``exhaustive=None`` (the default) enumerates a space of at most
+    :data:`AUTO_EXHAUSTIVE_MAX` plans and searches a larger one; True or False forces either.
     An answer of "infeasible" is always confirmed by enumerating the whole space.
     """
     t0 = time.perf_counter()
+    size = space_size(problem)
+    auto = exhaustive is None
+    if auto:
+        exhaustive = size <= AUTO_EXHAUSTIVE_MAX
     if exhaustive:
-        result = _result(problem, enumerate_all(problem), "exhaustive")
+        method = "exhaustive"
+        if auto:
+            method += f" (auto: {size:,} plans <= {AUTO_EXHAUSTIVE_MAX:,})"
+        result = _result(problem, enumerate_all(problem), method)
         result.wall_s = time.perf_counter() - t0
         return result
     cand, groups, losses = _relaxed_candidates(problem, starts, steps, learning_rate, seed)

@@ -6,6 +6,7 @@ a single plan is a table of one row.
 """
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,9 +79,19 @@ class Candidates:
             else list(a.values if isinstance(a, Axis) else a.options)
             for n, a in zip(names, [*axes, *choices], strict=True)
         ]
-        rows = list(itertools.product(*pools))
-        cols = {n: np.asarray([r[i] for r in rows]) for i, n in enumerate(names)}
+        sizes = [len(p) for p in pools]
+        total = math.prod(sizes)
+        flat = np.arange(total, dtype=np.int64)
+        cols, stride = {}, total
+        for n, pool, size in zip(names, pools, sizes, strict=True):
+            stride //= size  # mixed radix, the last name fastest (itertools.product's order)
+            cols[n] = np.asarray(pool)[(flat // stride) % size]
         return Candidates(cols)
+
+    @staticmethod
+    def size_of(axes: Sequence[Axis], choices: Sequence[Choice]) -> int:
+        """Rows of :meth:`product` of the whole space (valid or not), without building it."""
+        return math.prod([len(a.values) for a in axes] + [len(c.options) for c in choices])
 
     @staticmethod
     def concat(parts: Sequence["Candidates"]) -> "Candidates":

@@ -123,7 +123,15 @@ _UNITS = {
 PlanModel = Annotated[str, typer.Option(help="Built-in model, model TOML or HF config.json.")]
 PlanSystem = Annotated[str | None, typer.Option(help="Built-in system or system TOML.")]
 PlanChip = Annotated[str | None, typer.Option(help="Built-in chip or chip TOML.")]
-Exhaustive = Annotated[bool, typer.Option(help="Enumerate the whole discrete space instead.")]
+Exhaustive = Annotated[
+    bool | None,
+    typer.Option(
+        "--exhaustive/--relaxed",
+        help="Enumerate the whole discrete space, or run the relaxed gradient search "
+        "(default: enumerate spaces of at most 2,000,000 plans, search larger ones).",
+        show_default=False,
+    ),
+]
 Runners = Annotated[int, typer.Option(help="Runners-up to show.", min=0)]
 
 
@@ -200,7 +208,7 @@ def plan_train(
     zero: Annotated[str, typer.Option(help="Allowed ZeRO stages.")] = "0,1,2,3",
     precision: Annotated[str, typer.Option(help="Allowed GEMM precisions.")] = "bf16",
     max_cp: Annotated[int, typer.Option(help="Largest context-parallel degree.", min=1)] = 8,
-    exhaustive: Exhaustive = False,
+    exhaustive: Exhaustive = None,
     top: Runners = 5,
     json_out: JsonFlag = False,
 ) -> None:
@@ -384,7 +392,7 @@ def plan_serve(
         int, typer.Option(help="Largest concurrent batch per instance.", min=1)
     ] = 1024,
     accuracy_cost: AccuracyCosts = "",
-    exhaustive: Exhaustive = False,
+    exhaustive: Exhaustive = None,
     top: Runners = 5,
     json_out: JsonFlag = False,
 ) -> None:
