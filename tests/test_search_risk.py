@@ -64,13 +64,13 @@ def test_layout_regime_has_its_own_discrepancy_and_leaves_the_family_alone():
     chips = ["a100-sxm-80gb"] * 7
     layouts = [None] * 4 + ["zero3_multinode"] * 3
     pv = np.zeros(len(rows))
-    disc, default, counts = U.discrepancy(rows, chips, pv, layouts=layouts)
+    disc, default, counts = U.discrepancy(rows, chips, pv, regimes=layouts)
     assert disc["train_throughput"]["ampere"] == pytest.approx(0.01)
     assert disc["train_throughput"]["zero3_multinode"] == pytest.approx(1.0)
     assert default == pytest.approx(0.01)  # families only
     assert counts["train_throughput"]["zero3_multinode"] == 3
     # held out, the regime has no data: at least the worst family regime's value
-    held, default_z, _ = U.discrepancy(rows, chips, pv, exclude="z", layouts=layouts)
+    held, default_z, _ = U.discrepancy(rows, chips, pv, exclude="z", regimes=layouts)
     assert held["train_throughput"]["zero3_multinode"] == default_z
 
 

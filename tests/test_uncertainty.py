@@ -111,6 +111,43 @@ def test_discrepancy_per_regime_with_a_wide_default_where_nothing_was_held_out()
     assert disc_big["train_throughput"]["hopper"] == 0.0
 
 
+def test_an_engine_with_an_unmodelled_runtime_is_its_own_regime():
+    """Serving points of an engine whose runtime the model lacks count in that engine's regime
+    (per serving kind), not in their chip family's: the family's variance is the modelled
+    engines' alone, and a prediction names the engine to get the engine's."""
+    e = math.exp
+    rows = [_row("t", "token_latency", e(0.05)) for _ in range(4)]  # modelled engine: 0.0025
+    rows += [_row("d", "token_latency", e(-0.4)) for _ in range(4)]  # a slow runtime: 0.16
+    chips = ["a100-sxm-80gb"] * 8
+    regimes = [None] * 4 + [U.engine_regime("ds-2022")] * 4
+    pv = np.zeros(len(rows))
+    disc, _, counts = U.discrepancy(rows, chips, pv, regimes=regimes)
+    assert disc["token_latency"]["ampere"] == pytest.approx(0.0025)
+    assert disc["token_latency"]["engine ds-2022"] == pytest.approx(0.16)
+    assert counts["token_latency"] == {**counts["token_latency"], "ampere": 4, "engine ds-2022": 4}
+    pooled, *_ = U.discrepancy(rows, chips, pv)  # before: one ampere regime of both engines
+    assert pooled["token_latency"]["ampere"] == pytest.approx((0.0025 + 0.16) / 2)
+    # holding the engine's only source out leaves it no point: no regime, the family's applies
+    held, *_ = U.discrepancy(rows, chips, pv, exclude="d", regimes=regimes)
+    assert "engine ds-2022" not in held["token_latency"]
+    post = U.Posterior({}, disc, 0.1, counts, 0.01)
+    assert post.engine_variance("token_latency", "ds-2022") == pytest.approx(0.16)
+    assert post.engine_variance("token_latency", "vllm-0.10") is None
+    assert post.engine_variance("token_latency", None) is None
+
+
+def test_serve_interval_of_an_engine_regime_is_wider_and_named():
+    """The stored posterior: BLOOM's DeepSpeed-Inference (2022) points (5-47% slower than
+    predicted) widen that engine's interval, not every A100 serving interval."""
+    args = ("serve", "--model", "bloom-176b", "--system", "dgx-a100", "--tp", "8", "--batch", "8")
+    base = json.loads(run(*args, "--json").stdout)
+    ds = json.loads(run(*args, "--engine", "deepspeed-inference-2022", "--json").stdout)
+    assert ds["interval"]["regime"] == "ampere engine deepspeed-inference-2022"
+    assert base["interval"]["regime"] == "ampere"
+    ratio = lambda d: d["tpot_s_p90"] / d["tpot_s"]  # noqa: E731
+    assert ratio(ds) > 1.3 > 1.15 > ratio(base)
+
+
 def test_log_jacobian_matches_finite_differences(h100_64, llama70):
     cost = dc.TrainCost(h100_64, llama70)
     plan = dc.train_plan(tp=8, pp=2, dp=4, global_batch=256, seq_len=4096, micro_batch=1)
@@ -212,8 +249,9 @@ def test_leave_one_source_out_coverage():
     in their own layout regime: training 28/38 = 74% (target 70-90%: met; NeMo's FP8 Hopper
     training, a regime no other source measures, 10/18; with those runs pooled into the A100
     regime every training interval was +-85-117% wide for errors of 2-7%, 38/38); serving
-    66/70 = 94% (above the target: each serving source is the only one of its metric, so its
-    fold falls back to wider pooled values)."""
+    55/70 = 79% (met) with BLOOM's DeepSpeed-Inference / HF Accelerate points (never fitted)
+    in their engines' regimes: pooled into the A100 token-latency regime they made every
+    A100 serving interval +-35% wide, 66/70 = 94%."""
     prep = prepare()
     fit = C.calibrate(prep)
     rows = U.loso_coverage(fit, prep)
@@ -222,7 +260,8 @@ def test_leave_one_source_out_coverage():
     train, serve = U.pooled_coverage(rows, "train"), U.pooled_coverage(rows, "serve")
     assert 0.70 <= train <= 0.90
     assert train == pytest.approx(28 / 38)
-    assert serve == pytest.approx(66 / 70)
+    assert 0.70 <= serve <= 0.90
+    assert serve == pytest.approx(55 / 70)
     for r in rows:  # a source wrong by more gets a wider interval, not a narrower one
         assert r["median_half_width"] > 0.5 * r["median_abs_error"], r
 
@@ -265,3 +304,56 @@ def test_variance_shares_name_the_constant_to_measure_next():
     g2 = np.random.default_rng(2).standard_normal(n)
     shares2 = U.variance_shares(g2, a @ a.T, 0.0)
     assert sum(shares2.values()) == pytest.approx(1.0)
+
+
+def test_energy_and_cost_intervals_are_the_times_and_a_zero_price_has_none(h100_64, llama70):
+    """Energy and cost are TDP and price times the time: the same relative interval as the
+    step time; a system without a price keeps cost p10 = p90 = 0 (no NaN from log 0)."""
+    plan = dc.train_plan(tp=8, pp=2, dp=4, global_batch=64, seq_len=2048)
+    iv = U.intervals(dc.TrainCost(h100_64, llama70), plan, "h100-sxm", "default", "train")
+    assert iv is not None
+    rel = iv["step_time_s_p90"] / iv["step_time_s_p10"]
+    assert iv["energy_j_p90"] / iv["energy_j_p10"] == pytest.approx(rel, rel=1e-6)
+    free = eqx.tree_at(lambda s: s.price_usd_per_chip_hour, h100_64, jnp.asarray(0.0))
+    iv0 = U.intervals(dc.TrainCost(free, llama70), plan, "h100-sxm", "default", "train")
+    assert iv0 is not None and iv0["cost_usd_p10"] == iv0["cost_usd_p90"] == 0.0
+    assert "cost_usd" not in iv0["interval"]["outputs"] and "energy_j" in iv0["interval"]["outputs"]
+
+
+def test_knowledge_names_the_constant_to_measure_next():
+    """The ranking of constants by their share of an interval, and the measurement that pins
+    the first; a share of the model discrepancy that dominates is reported as such."""
+    shares = {"model discrepancy": 0.5, "kernel_launch_s": 0.3, "matmul_peak_fraction": 0.2}
+    iv = {"interval": {"outputs": {"tpot_s": {"log_sigma": 0.1, "log_variance_shares": shares}}}}
+    know = U.knowledge(iv)
+    row = know["outputs"]["tpot_s"]
+    assert row["top_constant"] == "kernel_launch_s" and row["discrepancy_share"] == 0.5
+    assert row["half_width"] == pytest.approx(math.exp(U.Z80 * 0.1) - 1.0)
+    first = know["ranked_constants"][0]
+    assert first["constant"] == "kernel_launch_s" and "tiny kernels" in first["measure"]
+    assert set(U.MEASURE_NEXT) == set(C.NAMES)  # every calibrated constant has a measurement
+
+
+def test_sensitivity_reports_what_each_interval_comes_from():
+    result = run("sensitivity", "serve", "--json")
+    assert result.exit_code == 0, result.output
+    know = json.loads(result.stdout)["knowledge"]
+    ranked = [r["constant"] for r in know["ranked_constants"]]
+    assert sorted(ranked) == sorted(C.NAMES)
+    shares = [r["largest_share"] for r in know["ranked_constants"]]
+    assert shares == sorted(shares, reverse=True)
+    assert {"ttft_s", "tpot_s", "cost_per_million_tokens_usd"} <= set(know["outputs"])
+    text = run("sensitivity", "serve")
+    assert "measure next: " + ranked[0] in text.stdout
+
+
+def test_throughput_at_the_slo_has_an_interval():
+    """A slower chip meets the same TPOT limit only at a smaller batch: the p10 throughput at
+    the limit is that batch's, below the p50; the p90 above it."""
+    result = run("serve", "--tpot-slo-ms", "30", "--json")
+    assert result.exit_code == 0, result.output
+    slo = json.loads(result.stdout)["slo"]
+    key = "output_tokens_per_s_per_chip"
+    assert slo[key + "_p10"] < slo[key] < slo[key + "_p90"]
+    assert slo["output_tokens_per_s_p10"] < slo["output_tokens_per_s"]
+    assert "p10-p90" in run("serve", "--tpot-slo-ms", "30").stdout

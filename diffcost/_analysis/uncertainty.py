@@ -38,6 +38,14 @@ takes the default (worst family) value.  A plan's weight in the regime,
 smooth in the relaxed plan), and its discrepancy variance is
 ``(1 - w) d^2_family + w d^2_layout``.
 
+An engine axis: serving points whose engine's runtime carries a named unmodelled effect
+(DeepSpeed-Inference 2022 and HF Accelerate, ``specs/measurements/bloom-inference.toml``:
+predicted 5-47% fast) are counted in the regime of that engine (``engine <name>``, per serving
+kind) and not in their chip family's, as the layout regime's points are: the runtime's error is
+not the family's.  A serving prediction made for such an engine (``serve --engine``) takes the
+engine regime's variance; every other engine, the family's.  When the engine's only source is
+held out, its regime has no point and the fold takes the default (worst family) value.
+
 **Intervals** (delta method in log space): for an output ``y`` the Jacobian
 ``g = d log y / d log v`` with respect to the calibrated constants of the chip (one
 ``jax.jacfwd`` over log scale factors, one jit per entry point) gives
@@ -82,6 +90,13 @@ MIN_POINTS = 3
 #: Parallel-layout discrepancy regimes of training (module docstring), stored as extra keys of
 #: the ``train_throughput`` discrepancy.
 LAYOUT_REGIMES = ("zero3_multinode",)
+#: Prefix of an engine regime's key (module docstring), stored under each serving kind.
+ENGINE_REGIME = "engine "
+
+
+def engine_regime(engine: str) -> str:
+    """The discrepancy regime key of a serving engine profile's name."""
+    return ENGINE_REGIME + engine
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,13 @@ class Posterior:
         """Discrepancy variance of a training layout regime (:data:`LAYOUT_REGIMES`); the
         default where the stored posterior predates it."""
         return self.variance("train_throughput", regime)
+
+    def engine_variance(self, kind: str, engine: str | None) -> float | None:
+        """Discrepancy variance of serving ``kind`` on an engine with its own regime (None:
+        the engine has none, the chip family's applies)."""
+        if engine is None:
+            return None
+        return self.discrepancy.get(kind, {}).get(engine_regime(engine))
 
 
 # --- Laplace approximation ---------------------------------------------------------------------
@@ -183,9 +205,19 @@ def zero3_multinode_weight(plan: Any, system: Any, sm: Smoothing = EXACT) -> jax
     return plan.zero[..., 3] * (1.0 - is_one(domains, sm))
 
 
-def point_layouts(prep: Prepared, chosen: Any) -> list[str | None]:
-    """The layout regime of every point (None: none), from the training plans ``chosen`` (one
-    row per point, a fit's fold 0) with each point's system."""
+def point_regimes(prep: Prepared, chosen: Any) -> list[str | None]:
+    """The regime of every point outside its chip family's (None: none): the layout regime of a
+    training plan (``chosen``: one row per point, a fit's fold 0, with each point's system), or
+    the engine regime of a serving point with a named unmodelled effect (module docstring)."""
+    out = _point_layouts(prep, chosen)
+    for i, m in enumerate(prep.points):
+        engine = m.plan.get("engine")
+        if m.kind == "serve" and m.unmodelled is not None and isinstance(engine, str):
+            out[i] = engine_regime(engine)
+    return out
+
+
+def _point_layouts(prep: Prepared, chosen: Any) -> list[str | None]:
     out: list[str | None] = [None] * len(prep.points)
     if prep.train is None:
         return out
@@ -202,31 +234,32 @@ def discrepancy(
     chips: list[str],
     param_var: np.ndarray,
     exclude: str | None = None,
-    layouts: Sequence[str | None] | None = None,
+    regimes: Sequence[str | None] | None = None,
 ) -> tuple[dict[str, dict[str, float]], float, dict[str, dict[str, int]]]:
     """Discrepancy variance of log outputs per kind and regime family from held-out rows
     (``loso_rows`` of a fit, ``chips`` their chips), leaving out the rows of source
     ``exclude``: the mean square log error less the mean variance the constants' posterior
     already gives those rows (``param_var``, :func:`loso_param_variance`), at least 0.
-    Rows with a layout regime (``layouts``, :func:`point_layouts`) count in that regime only,
-    stored under ``train_throughput`` (module docstring).
+    Rows with a regime of their own (``regimes``, :func:`point_regimes`: a layout or an
+    engine) count in that regime only, stored under their kind (module docstring); a layout
+    regime is always stored (the default without points), an engine regime where it has one.
     Returns the variances, the default (worst family regime) and the counts."""
-    where_of: Sequence[str | None] = layouts or [None] * len(rows)
+    where_of: Sequence[str | None] = regimes or [None] * len(rows)
     res: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    lay: dict[str, list[tuple[float, float]]] = {name: [] for name in LAYOUT_REGIMES}
+    own: dict[tuple[str, str], list[tuple[float, float]]] = {
+        ("train_throughput", name): [] for name in LAYOUT_REGIMES
+    }
     for row, chip, pv, where in zip(rows, chips, param_var, where_of, strict=True):
         if row["source"] == exclude:
             continue
         r = math.log(row["predicted"] / row["measured"])
-        if where is not None:
-            lay[where].append((r, float(pv)))
-            continue
-        res.setdefault((row["metric"], regime_family(chip)), []).append((r, float(pv)))
+        key = (row["metric"], where) if where is not None else (row["metric"], regime_family(chip))
+        (own if where is not None else res).setdefault(key, []).append((r, float(pv)))
     out, default, counts = _family_discrepancy(res)
-    for name, v in lay.items():
-        counts["train_throughput"][name] = len(v)
-        own = _excess(v) if v else default
-        out["train_throughput"][name] = own if len(v) >= MIN_POINTS else max(own, default)
+    for (kind, name), v in own.items():
+        counts[kind][name] = len(v)
+        var = _excess(v) if v else default
+        out[kind][name] = var if len(v) >= MIN_POINTS else max(var, default)
     return out, default, counts
 
 
@@ -308,11 +341,11 @@ def posterior(fit: C.Fit, prep: Prepared, fold: int = 0, folds: list | None = No
     theta = jax.tree_util.tree_map(lambda x: x[fold], fit.thetas)
     exclude = fit.folds[fold] if fold > 0 else None
     pv = loso_param_variance(fit, prep, folds)
-    layouts = point_layouts(prep, fit.chosen[0])
+    regimes = point_regimes(prep, fit.chosen[0])
     if not fit.loso_rows:  # a fit without leave-one-source-out: no held-out data, widest values
-        pv, layouts = pv[:0], []
+        pv, regimes = pv[:0], []
     chips = prep.chips if fit.loso_rows else []
-    disc, default, counts = discrepancy(fit.loso_rows, chips, pv, exclude, layouts)
+    disc, default, counts = discrepancy(fit.loso_rows, chips, pv, exclude, regimes)
     return Posterior(log_constant_cov(theta, cov_u), disc, default, counts, s2)
 
 
@@ -323,17 +356,17 @@ def loso_coverage(fit: C.Fit, prep: Prepared) -> list[dict[str, Any]]:
     half-width ``exp(Z80 sigma) - 1`` and the median absolute error of those points."""
     folds = fold_laplace(fit, prep)
     pv = loso_param_variance(fit, prep, folds)
-    layouts = point_layouts(prep, fit.chosen[0])
+    regimes = point_regimes(prep, fit.chosen[0])
     out = []
     for k, src in enumerate(fit.folds):
         if k == 0:
             continue
-        disc, default, _ = discrepancy(fit.loso_rows, prep.chips, pv, src, layouts)
+        disc, default, _ = discrepancy(fit.loso_rows, prep.chips, pv, src, regimes)
         inside, width, error, kinds = [], [], [], set()
         for i, (m, row) in enumerate(zip(prep.points, fit.loso_rows, strict=True)):
             if m.source != src:
                 continue
-            fam = layouts[i] or regime_family(prep.chips[i])
+            fam = regimes[i] or regime_family(prep.chips[i])
             sigma = math.sqrt(pv[i] + disc[m.metric].get(fam, default))
             inside.append(abs(math.log(row["predicted"] / row["measured"])) <= Z80 * sigma)
             width.append(math.exp(Z80 * sigma) - 1.0)
@@ -380,7 +413,8 @@ def posterior_json(post: Posterior, fit: C.Fit, prep: Prepared, command: str) ->
         "regimes with none the worst regime's value (default_log_variance); "
         "train_throughput.zero3_multinode: the parallel-layout regime of ZeRO-3 sharded "
         "across nodes (its points, with a named unmodelled effect and never fitted, count "
-        "there only)."
+        "there only); '<serving kind>.engine <name>': the regime of a serving engine whose "
+        "points carry a named unmodelled effect of its runtime (they count there only)."
     )
     sig = lambda m: [[float(f"{x:.6g}") for x in row] for row in m]  # noqa: E731
     return {
@@ -442,17 +476,47 @@ def write_posterior(fit: C.Fit, prep: Prepared, path: str | Path, command: str) 
 
 # --- intervals through the model ---------------------------------------------------------------
 #: The outputs given an interval, with the metric kind of their discrepancy (train, serve).
+#: Energy and cost are the chips' TDP and price times the time (``_train/cost.py``,
+#: ``_serve/cost.py``): their intervals are the time's (the TDP is a stated upper bound of the
+#: power, not a calibrated constant); the request latency is TTFT plus the output tokens' TPOT,
+#: dominated by the TPOT at the usual output lengths, so it takes the token-latency regime.
 TRAIN_OUTPUTS = (
     ("step_time_s", "train_throughput"),
     ("tokens_per_s", "train_throughput"),
     ("mfu", "train_throughput"),
+    ("energy_j", "train_throughput"),
+    ("cost_usd", "train_throughput"),
 )
 SERVE_OUTPUTS = (
     ("ttft_s", "ttft"),
     ("tpot_s", "token_latency"),
     ("output_tokens_per_s", "serve_throughput"),
     ("output_tokens_per_s_per_chip", "serve_throughput"),
+    ("request_latency_s", "token_latency"),
+    ("energy_per_token_j", "serve_throughput"),
+    ("cost_per_million_tokens_usd", "serve_throughput"),
 )
+#: What pins each calibrated constant: the measurement to make next when its share of an
+#: interval is the largest (:func:`knowledge`).  Each is the quantity the constant is defined
+#: by in :class:`diffcost._inputs.hardware.Efficiency`.
+MEASURE_NEXT = {
+    "matmul_peak_fraction": "time a large GEMM (8192^3) in the plan's precision on this chip: "
+    "achieved / datasheet FLOP/s",
+    "matmul_half_dim": "time GEMMs of shrinking inner size (64 to 4096) on this chip: the size "
+    "at half the large-GEMM efficiency",
+    "memory_bandwidth_fraction": "a large device-to-device copy on this chip: achieved / "
+    "datasheet HBM bandwidth",
+    "link_bandwidth_fraction": "nccl-tests all_reduce_perf bus bandwidth at the plan's group "
+    "sizes: achieved / link bandwidth",
+    "kernel_launch_s": "the time per kernel of a chain of tiny kernels (a batch-1 decode step "
+    "without CUDA graphs)",
+    "overlap_contention": "the step time with and without communication overlap (the "
+    "slowdown of compute while collectives run)",
+    "kv_reread_fraction": "the decode step time against context length at a fixed batch (the "
+    "KV-cache bytes read per step)",
+    "graph_kernel_fraction": "a batch-1 decode step with and without CUDA graphs (the launch "
+    "time a graph leaves)",
+}
 
 
 def scaled_efficiency(cost: Any, log_scale: jax.Array) -> Any:
@@ -492,11 +556,18 @@ def basis_of(chip: str, calibration: str | Path) -> str:
 
 
 def intervals(
-    cost: Any, plan: Any, chip: str, calibration: str | Path, kind: str
+    cost: Any,
+    plan: Any,
+    chip: str,
+    calibration: str | Path,
+    kind: str,
+    engine: str | None = None,
 ) -> dict[str, Any] | None:
     """p10/p90 of the headline outputs of a ``kind`` ("train"/"serve") prediction on ``chip``
-    (module docstring): ``{"<output>_p10": ..., "<output>_p90": ..., "interval": {...}}``;
-    None when the calibration has no stored posterior."""
+    (module docstring), served by ``engine`` (a profile name; its regime where it has one):
+    ``{"<output>_p10": ..., "<output>_p90": ..., "interval": {...}}``; None when the
+    calibration has no stored posterior.  An output of 0 (no price) or inf (an infeasible
+    plan) keeps p10 = p90 = itself and has no entry under ``interval.outputs``."""
     post = load_posterior(calibration)
     if post is None:
         return None
@@ -509,36 +580,79 @@ def intervals(
     w = float(zero3_multinode_weight(plan, cost.system)) if kind == "train" else 0.0
     if w > 0.5:
         fam = f"{fam} {LAYOUT_REGIMES[0]}"
+    if any(post.engine_variance(m, engine) is not None for _, m in outputs):
+        fam = f"{fam} {engine_regime(str(engine))}"
     out: dict[str, Any] = {}
     sigma = {}
     for (name, metric), y, g in zip(outputs, value, jac, strict=True):
-        disc = post.variance(metric, regime_family(chip))
-        if metric == "train_throughput":
-            disc = (1.0 - w) * disc + w * post.layout_variance(LAYOUT_REGIMES[0])
-        param = float(g @ cov @ g)
-        s = math.sqrt(param + disc)
-        sigma[name] = {
-            "log_sigma": s,
-            "constants_var": param,
-            "discrepancy_var": disc,
-            "log_variance_shares": variance_shares(g, cov, disc),
-        }
+        ok = y > 0.0 and math.isfinite(y) and bool(np.all(np.isfinite(g)))
+        if ok:
+            disc = _discrepancy_of(post, metric, chip, engine, w)
+            sigma[name] = _output_sigma(g, cov, disc)
+        s = sigma[name]["log_sigma"] if ok else 0.0
         out[f"{name}_p10"] = float(y * math.exp(-Z80 * s))
         out[f"{name}_p90"] = float(y * math.exp(Z80 * s))
-    first = next(iter(sigma.values()))["log_variance_shares"]
-    top, share = next(iter(first.items()))
-    out["interval"] = {
-        "nominal": 0.8,
-        "constants": basis,
-        "regime": fam,
-        "outputs": sigma,
-        "note": (
-            f"p10-p90 by the delta method through the {basis} posterior of the calibration "
-            f"constants plus the {fam} model discrepancy (leave-one-source-out); largest share "
-            f"of the {outputs[0][0]} variance: {top} ({share:.0%})"
-        ),
-    }
+    out["interval"] = {"nominal": 0.8, "constants": basis, "regime": fam, "outputs": sigma}
+    out["interval"]["note"] = (
+        f"p10-p90 by the delta method through the {basis} posterior of the calibration "
+        f"constants plus the {fam} model discrepancy (leave-one-source-out)"
+    )
+    if sigma:
+        first, shares = next(iter(sigma.items()))
+        top, share = next(iter(shares["log_variance_shares"].items()))
+        out["interval"]["note"] += f"; largest share of the {first} variance: {top} ({share:.0%})"
     return out
+
+
+def _discrepancy_of(post: Posterior, metric: str, chip: str, engine: str | None, w: float) -> float:
+    """The discrepancy variance of one output (module docstring): the engine's regime where it
+    has one, else the chip family's; for training, blended with the layout regime by the
+    plan's weight ``w`` in it."""
+    disc = post.variance(metric, regime_family(chip))
+    if (own := post.engine_variance(metric, engine)) is not None:
+        disc = own
+    if metric == "train_throughput":
+        disc = (1.0 - w) * disc + w * post.layout_variance(LAYOUT_REGIMES[0])
+    return disc
+
+
+def _output_sigma(g: np.ndarray, cov: np.ndarray, disc: float) -> dict[str, Any]:
+    """Log sigma of one output and where its variance comes from (:func:`variance_shares`)."""
+    param = float(g @ cov @ g)
+    return {
+        "log_sigma": math.sqrt(param + disc),
+        "constants_var": param,
+        "discrepancy_var": disc,
+        "log_variance_shares": variance_shares(g, cov, disc),
+    }
+
+
+def knowledge(iv: dict[str, Any]) -> dict[str, Any]:
+    """Which uncertainty each output's interval comes from (an :func:`intervals` object):
+    per output its half-width ``exp(Z80 sigma) - 1``, the model discrepancy's share of the log
+    variance and the calibrated constant with the largest share; and the constants ranked by
+    their largest share over the outputs, each with the measurement that pins it
+    (:data:`MEASURE_NEXT`): the measurement a user should make next is the first one.  A
+    discrepancy share near 1 says no constant's measurement would narrow the interval: the
+    model's error in this regime is what limits it."""
+    rows, best = {}, {}
+    for name, s in iv["interval"]["outputs"].items():
+        shares = s["log_variance_shares"]
+        constants = {k: v for k, v in shares.items() if k in MEASURE_NEXT}
+        top = max(constants, key=lambda k: constants[k])
+        rows[name] = {
+            "half_width": math.exp(Z80 * s["log_sigma"]) - 1.0,
+            "discrepancy_share": shares["model discrepancy"],
+            "top_constant": top,
+            "top_share": constants[top],
+        }
+        for k, v in constants.items():
+            best[k] = max(best.get(k, -math.inf), v)
+    ranked = [
+        {"constant": k, "largest_share": v, "measure": MEASURE_NEXT[k]}
+        for k, v in sorted(best.items(), key=lambda kv: -kv[1])
+    ]
+    return {"outputs": rows, "ranked_constants": ranked}
 
 
 def variance_shares(g: np.ndarray, cov: np.ndarray, disc: float) -> dict[str, float]:

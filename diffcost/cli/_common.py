@@ -195,8 +195,9 @@ def kv_table(
 
 
 def interval_text(iv: dict[str, Any] | None, name: str, fmt: Callable[[float], str]) -> str:
-    """``"p10 - p90"`` of output ``name`` of an interval object, formatted by ``fmt``."""
-    if iv is None or f"{name}_p10" not in iv:
+    """``"p10 - p90"`` of output ``name`` of an interval object, formatted by ``fmt`` (empty
+    where it has none, or none wider than the value: no price, an infeasible plan)."""
+    if iv is None or f"{name}_p10" not in iv or iv[f"{name}_p10"] == iv[f"{name}_p90"]:
         return ""
     return f"{fmt(iv[f'{name}_p10'])} - {fmt(iv[f'{name}_p90'])}"
 

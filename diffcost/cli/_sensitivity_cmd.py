@@ -6,6 +6,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from .._analysis.coverage import job_chip
 from .._analysis.sensitivity import (
     HARDWARE_GROUPS,
     PRIMARY,
@@ -14,8 +15,10 @@ from .._analysis.sensitivity import (
     Sensitivity,
     sensitivity,
 )
+from .._analysis.uncertainty import intervals, knowledge
 from .._core.errors import Problem, SpecError
 from .._serve.cost import ServeCost, serve_problems
+from .._serve.engine import DEFAULT_ENGINE
 from .._serve.plan import ServePlan
 from .._train.cost import TrainCost
 from .._train.plan import TrainPlan
@@ -67,6 +70,12 @@ SHORT = {
     "max_batch": "max batch",
     "chips_needed": "chips needed",
     "min_deployment_tokens_per_s_per_chip": "min-deploy tok/s/chip",
+    "tokens_per_s": "tok/s",
+    "energy_j": "J/step",
+    "cost_usd": "$/step",
+    "output_tokens_per_s": "tok/s",
+    "request_latency_s": "request latency",
+    "cost_per_million_tokens_usd": "$/1M tok",
 }
 GROUPS = {
     "hardware": HARDWARE_GROUPS,
@@ -148,6 +157,41 @@ def _table(sens: Sensitivity, metric: str, ranked: Any, groups: tuple[str, ...] 
     return table
 
 
+def _knowledge(kind: str, job: Job) -> dict[str, Any] | None:
+    """Which calibrated constant's uncertainty each headline output's 80% interval comes from,
+    and the measurement to make next (:func:`diffcost._analysis.uncertainty.knowledge`); None
+    when the calibration has no posterior."""
+    if kind == "train":
+        cost: Any = TrainCost(job.system, job.model)
+        engine = None
+    else:
+        cost = ServeCost(job.system, job.model)
+        engine = job.values.get("engine") or DEFAULT_ENGINE
+    iv = intervals(cost, job.plan, job_chip(job.refs), job.calibration, kind, engine)
+    return None if iv is None else knowledge(iv)
+
+
+def _knowledge_table(know: dict[str, Any]) -> Table:
+    """Per output: the interval's half-width, the discrepancy's share, the top constant."""
+    table = Table(
+        title="what each 80% interval comes from (shares of its log variance)",
+        title_justify="left",
+    )
+    for name in ("output", "p90 vs p50", "model discrepancy", "largest constant", "its share"):
+        table.add_column(
+            name, justify="left" if name in ("output", "largest constant") else "right"
+        )
+    for name, r in know["outputs"].items():
+        table.add_row(
+            SHORT.get(name, name),
+            f"+{r['half_width']:.0%}",
+            f"{r['discrepancy_share']:.0%}",
+            r["top_constant"],
+            f"{r['top_share']:.0%}",
+        )
+    return table
+
+
 def _problems(kind: str, job: Job) -> list[str]:
     """Why the plan is infeasible (memory, degrees, chip count), by the exact model: the
     elasticities of a plan that cannot run are reported, but never as a feasible answer."""
@@ -172,6 +216,7 @@ def _report(kind: str, job: Job, report: Flags, json_out: bool) -> None:
     ranked = ranked[ranked.elasticity != 0.0].head(report["top"])
     model_info, hw_info = spec_infos(job.refs)
     names = (model_info.display_name, hw_info.display_name)
+    know = _knowledge(kind, job)
     tornado: Path | None = report["tornado"]
     if tornado is not None:
         from .._analysis.plots import save
@@ -181,10 +226,11 @@ def _report(kind: str, job: Job, report: Flags, json_out: bool) -> None:
         save(tornado_chart(swings, metric, title=f"{names[0]} on {names[1]}: {metric}"), tornado)
     if json_out:
         obj = _report_json(kind, sens, metric, ranked, job, names)
-        obj |= {"feasible": not problems, "problems": problems}
+        obj |= {"knowledge": know, "feasible": not problems, "problems": problems}
         print_json({**obj, **({"tornado": str(tornado)} if tornado else {})})
     else:
         _print_report(sens, metric, ranked, groups, job, names, tornado)
+        _print_knowledge(know)
         print_problems(problems)
     if problems:
         raise typer.Exit(EXIT_INFEASIBLE)
@@ -211,6 +257,21 @@ def _print_report(
         )
     if tornado is not None:
         console.print(f"tornado chart: {tornado}", highlight=False)
+
+
+def _print_knowledge(know: dict[str, Any] | None) -> None:
+    """The knowledge table and the measurement to make next."""
+    if know is None:
+        console.print("no interval: the calibration has no posterior", highlight=False)
+        return
+    console.print(_knowledge_table(know))
+    first = know["ranked_constants"][0]
+    console.print(
+        f"measure next: {first['constant']} (up to {first['largest_share']:.0%} of an "
+        f"interval's variance): {first['measure']}",
+        highlight=False,
+        markup=False,
+    )
 
 
 @sens_app.command("train")

@@ -7,7 +7,7 @@ import equinox as eqx
 import typer
 
 from .._analysis.coverage import coverage_lines, job_chip, job_coverage
-from .._analysis.uncertainty import intervals
+from .._analysis.uncertainty import Z80, intervals
 from .._core.errors import Problem, SpecError
 from .._serve.cost import ServeBreakdown, ServeCost, serve_problems
 from .._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
@@ -166,6 +166,7 @@ def _at_slo_summary(
     return {
         "ttft_slo_s": ttft if ttft_slo_ms is not None else None,
         "tpot_slo_s": tpot if tpot_slo_ms is not None else None,
+        "limits_s": (ttft, tpot),
         "feasible": bool(res.feasible),
         "batch": int(res.batch),
         "output_tokens_per_s_per_chip": float(b.output_tokens_per_s_per_chip)
@@ -175,6 +176,34 @@ def _at_slo_summary(
         "ttft_s": float(b.ttft_s),
         "tpot_s": float(b.tpot_s),
     }
+
+
+def _slo_interval(
+    cost: ServeCost, plan: ServePlan, limits_s: tuple[float, float], iv: dict[str, Any] | None
+) -> dict[str, Any]:
+    """p10/p90 of the deployment's output tokens/s at the latency limits.  The interval of a
+    throughput at a limit is not the delta method at a fixed batch: a slower chip meets the
+    same TTFT/TPOT limit only at a smaller batch.  If every time is ``k`` times the prediction
+    (``k = exp(+-Z80 sigma)``, ``sigma`` the larger log sigma of the limited latencies), the
+    best batch is the one the limits divided by ``k`` allow and its throughput is divided by
+    ``k``: p10 with ``k > 1``, p90 with ``k < 1``.  A uniform time scale is the leading mode of
+    the delta method here (the constants' and the discrepancy's shares move every time of a
+    decode step together); empty without a posterior."""
+    if iv is None or not iv["interval"]["outputs"]:
+        return {}
+    sig = iv["interval"]["outputs"]
+    limited = [n for n, lim in zip(("ttft_s", "tpot_s"), limits_s, strict=True) if lim < math.inf]
+    sigmas = [sig[n]["log_sigma"] for n in limited if n in sig]
+    if not sigmas:
+        return {}
+    out = {}
+    for key, k in (("p10", math.exp(Z80 * max(sigmas))), ("p90", math.exp(-Z80 * max(sigmas)))):
+        res = _at_slo(cost, plan, limits_s[0] / k, limits_s[1] / k)
+        ok, b = bool(res.feasible), res.breakdown
+        out[f"output_tokens_per_s_{key}"] = float(b.output_tokens_per_s) / k if ok else 0.0
+        per_chip = float(b.output_tokens_per_s_per_chip) / k if ok else 0.0
+        out[f"output_tokens_per_s_per_chip_{key}"] = per_chip
+    return out
 
 
 @app.command()
@@ -218,7 +247,9 @@ def serve(
     problems += _slo_problems(slo)
     cov = job_coverage("serve", job.refs, job.plan, calibration)
     engine = engine_summary(job.values.get("engine"), job.plan)
-    iv = intervals(cost, job.plan, job_chip(job.refs), calibration, "serve")
+    iv = intervals(cost, job.plan, job_chip(job.refs), calibration, "serve", engine["name"])
+    if slo is not None:
+        slo.update(_slo_interval(cost, job.plan, slo.pop("limits_s"), iv))
     if json_out:
         extra_keys: dict[str, Any] = {"slo": slo} if slo is not None else {}
         extra_keys["coverage"] = cov
@@ -333,6 +364,11 @@ def _print_table(
         "output tokens / s / chip": interval_text(
             iv, "output_tokens_per_s_per_chip", lambda v: f"{v:,.1f}"
         ),
+        "request latency": interval_text(iv, "request_latency_s", fmt_time),
+        "energy / output token": interval_text(iv, "energy_per_token_j", lambda v: f"{v:.3f} J"),
+        "cost / 1M output tokens": interval_text(
+            iv, "cost_per_million_tokens_usd", lambda v: f"${v:.3f}"
+        ),
     }
     console.print(kv_table("serving", _rows(out), bands if iv is not None else None))
 
@@ -356,9 +392,14 @@ def _print_slo(slo: dict[str, Any] | None) -> None:
     if slo is None:
         return
     if slo["feasible"]:
+        key = "output_tokens_per_s_per_chip"
+        band = (
+            f" (p10-p90 {slo[key + '_p10']:,.1f} - {slo[key + '_p90']:,.1f})"
+            if (key + "_p10" in slo)
+            else ""
+        )
         console.print(
-            f"at the SLO: batch {slo['batch']}, "
-            f"{slo['output_tokens_per_s_per_chip']:,.1f} output tokens/s/chip "
+            f"at the SLO: batch {slo['batch']}, {slo[key]:,.1f} output tokens/s/chip{band} "
             f"(TTFT {fmt_time(slo['ttft_s'])}, TPOT {fmt_time(slo['tpot_s'])})",
             highlight=False,
         )

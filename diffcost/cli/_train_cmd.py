@@ -203,6 +203,8 @@ def _print_table(
         "tokens / s": interval_text(iv, "tokens_per_s", lambda v: f"{v:,.0f}"),
         "tokens / s / chip": interval_text(iv, "tokens_per_s", lambda v: f"{v / n_chips:,.1f}"),
         "MFU (bf16 dense peak)": interval_text(iv, "mfu", lambda v: f"{v:.1%}"),
+        "energy / step": interval_text(iv, "energy_j", lambda v: f"{v / 3.6e6:.2f} kWh"),
+        "cost / step": interval_text(iv, "cost_usd", lambda v: f"${v:.2f}"),
     }
     console.print(kv_table("training step", rows, bands if iv is not None else None))
     for line in coverage_lines(cov):
