@@ -101,12 +101,13 @@ class TrainObjective(enum.StrEnum):
 
 class ServeObjective(enum.StrEnum):
     """What a serving search minimises: chip-seconds per output token (throughput), request
-    latency, USD per million tokens, or the upper (p90) quantile of the time per output token
-    (TPOT; risk-aware, :mod:`diffcost._analysis.uncertainty`)."""
+    latency, USD per million tokens, the time per output token (TPOT, its median prediction)
+    or its upper (p90) quantile (risk-aware, :mod:`diffcost._analysis.uncertainty`)."""
 
     THROUGHPUT = "throughput"
     LATENCY = "latency"
     COST = "cost"
+    TPOT = "tpot"
     P90 = "p90"
 
 

@@ -302,12 +302,12 @@ def serve_risk(space: ServeSearchSpace) -> Any:
 
 
 def serve_objective(out: ServeBreakdown, objective: str) -> jax.Array:
-    """Chip-seconds per output token, request latency (s), or USD per million tokens, times
-    ``1 + accuracy_cost`` (``p90``: the median TPOT in s, which the exact evaluation raises to
-    its upper quantile, :func:`_evaluate`)."""
+    """Chip-seconds per output token, request latency (s), USD per million tokens or the TPOT
+    (s), times ``1 + accuracy_cost`` (``p90``: the median TPOT in s, which the exact evaluation
+    raises to its upper quantile, :func:`_evaluate`)."""
     if objective == "latency":
         base = out.request_latency_s
-    elif objective == "p90":
+    elif objective in ("p90", "tpot"):
         base = out.tpot_s
     elif objective == "cost":
         base = out.cost_per_million_tokens_usd

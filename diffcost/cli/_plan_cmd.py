@@ -5,7 +5,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Annotated, Any
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -277,26 +279,55 @@ def _train_interval(system: Any, model: Any, chip: str, row: dict) -> dict[str, 
     sys_ = eqx.tree_at(lambda s: s.num_chips, system, jnp.asarray(float(row["chips"])))
     iv = intervals(TrainCost(sys_, model), plan, chip, "default", "train")
     assert iv is not None  # a p90 search already required the posterior
-    out = iv["interval"]["outputs"]["step_time_s"]
+    return _quantiles(iv, "step_time_s", row)
+
+
+def _serve_interval(system: Any, model: Any, space: Any, row: dict) -> dict[str, Any]:
+    """p10/p50/p90 of the TPOT of a searched serving plan row (the default engine's regime, as
+    the search ranks it) and its variance per term."""
+    from .._analysis.uncertainty import intervals
+    from .._search.core import Candidates
+    from .._search.serve import ServeProblem
+    from .._serve.cost import ServeCost
+
+    problem = ServeProblem(system, model, space)
+    names = [a.name for a in problem.axes] + [c.name for c in problem.choices]
+    plans = problem.to_plans(Candidates({k: np.asarray([row[k]]) for k in names}))
+    plan = jax.tree_util.tree_map(lambda x: x[0], plans)
+    iv = intervals(ServeCost(system, model), plan, space.chip, space.calibration, "serve")
+    assert iv is not None  # a p90 search already required the posterior
+    return _quantiles(iv, "tpot_s", row)
+
+
+def _quantiles(iv: dict[str, Any], name: str, row: dict) -> dict[str, Any]:
+    """The p10/p50/p90 of output ``name`` of an interval object, its regime and its log
+    variance per term (constants and model discrepancy)."""
+    out = iv["interval"]["outputs"][name]
     var = out["log_sigma"] ** 2
-    p10, p90 = iv["step_time_s_p10"], iv["step_time_s_p90"]
+    p10, p90 = iv[f"{name}_p10"], iv[f"{name}_p90"]
     return {
         "plan": row,
-        "step_time_s_p10": p10,
-        "step_time_s_p50": math.sqrt(p10 * p90),
-        "step_time_s_p90": p90,
+        f"{name}_p10": p10,
+        f"{name}_p50": math.sqrt(p10 * p90),
+        f"{name}_p90": p90,
         "regime": iv["interval"]["regime"],
         "log_variance": {k: v * var for k, v in out["log_variance_shares"].items()},
     }
 
 
 def risk_comparison(system: Any, model: Any, chip: str, mean_row, p90_row) -> dict[str, Any]:
-    """The mean-optimal and the p90-optimal plans with their p10/p50/p90 step times and, when
-    they differ, the reason: the term (a constant or the model discrepancy) of the log
+    """The mean-optimal and the p90-optimal training plans with their p10/p50/p90 step times
+    and, when they differ, the reason (:func:`compare_risk`)."""
+    return compare_risk(lambda row: _train_interval(system, model, chip, row), mean_row, p90_row)
+
+
+def compare_risk(interval_of: Callable[[dict], dict], mean_row, p90_row) -> dict[str, Any]:
+    """The mean-optimal and the p90-optimal plans with their quantiles (``interval_of``) and,
+    when they differ, the reason: the term (a constant or the model discrepancy) of the log
     variance (:func:`diffcost._analysis.uncertainty.variance_shares`) whose contribution
     differs most between the two plans."""
-    mean = _train_interval(system, model, chip, mean_row) if mean_row else None
-    best = _train_interval(system, model, chip, p90_row)
+    mean = interval_of(mean_row) if mean_row else None
+    best = interval_of(p90_row)
     differ = mean is not None and mean_row != p90_row
     reason = None
     if differ and mean is not None:
@@ -313,8 +344,9 @@ def risk_comparison(system: Any, model: Any, chip: str, mean_row, p90_row) -> di
     return {"mean_optimal": mean, "p90_optimal": best, "differ": differ, "reason": reason}
 
 
-def print_risk(risk: dict[str, Any]) -> None:
-    """The mean-optimal and p90-optimal plans side by side, when they differ."""
+def print_risk(risk: dict[str, Any], name: str = "step_time_s") -> None:
+    """The mean-optimal and p90-optimal plans side by side (their ``name`` quantiles), when
+    they differ."""
     if not risk["differ"]:
         console.print("the p90-optimal plan is also the mean-optimal one", highlight=False)
         return
@@ -325,9 +357,12 @@ def print_risk(risk: dict[str, Any]) -> None:
     for label in ("mean_optimal", "p90_optimal"):
         r = risk[label]
         p = r["plan"]
-        desc = f"tp{p['tp']} pp{p['pp']} dp{p['dp']} mb{p['micro_batch']} zero{p['zero']}"
-        nums = (r["step_time_s_p10"], r["step_time_s_p50"], r["step_time_s_p90"])
-        table.add_row(label.replace("_", "-"), desc, r["regime"], *(f"{v:.3f}" for v in nums))
+        if "micro_batch" in p:
+            desc = f"tp{p['tp']} pp{p['pp']} dp{p['dp']} mb{p['micro_batch']} zero{p['zero']}"
+        else:
+            desc = f"tp{p['tp']} pp{p['pp']} batch{p['batch']} {p['weight_format']}"
+        nums = (r[f"{name}_p10"], r[f"{name}_p50"], r[f"{name}_p90"])
+        table.add_row(label.replace("_", "-"), desc, r["regime"], *(f"{v:.4g}" for v in nums))
     console.print(table)
     console.print(f"why they differ: {risk['reason']}", highlight=False)
 
@@ -337,6 +372,7 @@ _SERVE_UNITS = {
     "latency": ("request_latency_s", lambda v: f"{v:.3f} s"),
     "cost": ("usd_per_million_tokens", lambda v: f"${v:.3f}/Mtok"),
     "p90": ("tpot_s_p90", lambda v: f"{v * 1e3:.2f} ms"),
+    "tpot": ("tpot_s", lambda v: f"{v * 1e3:.2f} ms"),
 }
 
 
@@ -382,7 +418,10 @@ def plan_serve(
     output_len: Annotated[int, typer.Option(help="Generated tokens per request.", min=1)] = 256,
     objective: Annotated[
         str,
-        typer.Option(help="throughput (per chip) | latency | cost (per Mtok) | p90 (of TPOT)."),
+        typer.Option(
+            help="throughput (per chip) | latency | cost (per Mtok) | tpot (median) | p90 "
+            "(of TPOT)."
+        ),
     ] = "throughput",
     ttft_slo_ms: TtftSlo = None,
     tpot_slo_ms: TpotSlo = None,
@@ -420,10 +459,21 @@ def plan_serve(
         accuracy_cost=costs,
         chip=_chip_name(system, chip),
     )
-    result = search_serve(sys_, load_model(model), space, exhaustive=exhaustive)
+    model_ = load_model(model)
+    result = search_serve(sys_, model_, space, exhaustive=exhaustive)
     result.alternatives = result.alternatives[:top]
     info = load_spec("model", model).info
     launch = serving_flags(result.best, info.name, space) if result.best else None
     label, fmt = _SERVE_UNITS[objective]
     title = f"{info.display_name} on {n}x {hw_name}: serve, objective {label}"
+    risk = None
+    if objective == "p90" and result.best is not None:  # beside it, the median-TPOT optimum
+        mean = search_serve(sys_, model_, replace(space, objective="tpot"), exhaustive=exhaustive)
+        interval_of = lambda row: _serve_interval(sys_, model_, space, row)  # noqa: E731
+        risk = compare_risk(interval_of, mean.best, result.best)
+    if json_out and risk is not None:
+        print_json({"model": model, "chips": n, **result_json(result, launch), "risk": risk})
+        return
     _finish(result, launch, model, n, json_out, (title, fmt))
+    if risk is not None:
+        print_risk(risk, "tpot_s")
