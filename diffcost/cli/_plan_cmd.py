@@ -405,6 +405,18 @@ def _accuracy_costs(text: str) -> tuple[tuple[str, float], ...]:
     return tuple(sorted(costs.items()))
 
 
+def _serve_risk(system: Any, model: Any, space: Any, result: SearchResult, exhaustive):
+    """For a p90 serving search that found a plan, the median-TPOT optimum beside it
+    (:func:`compare_risk`); None otherwise."""
+    from .._search.serve import search_serve
+
+    if space.objective != "p90" or result.best is None:
+        return None
+    mean = search_serve(system, model, replace(space, objective="tpot"), exhaustive=exhaustive)
+    interval_of = lambda row: _serve_interval(system, model, space, row)  # noqa: E731
+    return compare_risk(interval_of, mean.best, result.best)
+
+
 @plan_app.command("serve")
 @friendly_errors
 def plan_serve(
@@ -466,11 +478,7 @@ def plan_serve(
     launch = serving_flags(result.best, info.name, space) if result.best else None
     label, fmt = _SERVE_UNITS[objective]
     title = f"{info.display_name} on {n}x {hw_name}: serve, objective {label}"
-    risk = None
-    if objective == "p90" and result.best is not None:  # beside it, the median-TPOT optimum
-        mean = search_serve(sys_, model_, replace(space, objective="tpot"), exhaustive=exhaustive)
-        interval_of = lambda row: _serve_interval(sys_, model_, space, row)  # noqa: E731
-        risk = compare_risk(interval_of, mean.best, result.best)
+    risk = _serve_risk(sys_, model_, space, result, exhaustive)
     if json_out and risk is not None:
         print_json({"model": model, "chips": n, **result_json(result, launch), "risk": risk})
         return
