@@ -449,8 +449,7 @@ def plan_serve(
 ) -> None:
     """Find the best serving plan under latency limits; every answer is checked exactly."""
     from .._inputs.hardware import FORMATS
-    from .._search.launch import serving_flags
-    from .._search.serve import ServeSearchSpace, search_serve
+    from .._search.serve import ServeSearchSpace
 
     objective = coerce(ServeObjective, objective, "objective").value
     if max_batch < 1:
@@ -471,14 +470,26 @@ def plan_serve(
         accuracy_cost=costs,
         chip=_chip_name(system, chip),
     )
+    _serve_report(sys_, hw_name, model, space, (exhaustive, top, json_out))
+
+
+def _serve_report(
+    system: Any, hw_name: str, model: str, space: Any, how: tuple[bool | None, int, bool]
+) -> None:
+    """Search a serving space and print (or JSON) the answer, with the p90 comparison."""
+    from .._search.launch import serving_flags
+    from .._search.serve import search_serve
+
+    exhaustive, top, json_out = how
+    n = int(system.num_chips)
     model_ = load_model(model)
-    result = search_serve(sys_, model_, space, exhaustive=exhaustive)
+    result = search_serve(system, model_, space, exhaustive=exhaustive)
     result.alternatives = result.alternatives[:top]
     info = load_spec("model", model).info
     launch = serving_flags(result.best, info.name, space) if result.best else None
-    label, fmt = _SERVE_UNITS[objective]
+    label, fmt = _SERVE_UNITS[str(space.objective)]
     title = f"{info.display_name} on {n}x {hw_name}: serve, objective {label}"
-    risk = _serve_risk(sys_, model_, space, result, exhaustive)
+    risk = _serve_risk(system, model_, space, result, exhaustive)
     if json_out and risk is not None:
         print_json({"model": model, "chips": n, **result_json(result, launch), "risk": risk})
         return
