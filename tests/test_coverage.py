@@ -2,6 +2,7 @@
 
 import pytest
 
+import diffcost as dc
 from diffcost._analysis import coverage as C
 from diffcost._inputs.measurements import load_measurements
 
@@ -95,8 +96,6 @@ def test_bf16_mfu_is_compared_with_fp16_runs_of_the_same_peak():
 
 
 def _plan(**kw):
-    import diffcost as dc
-
     return dc.train_plan(**kw)
 
 
@@ -108,10 +107,13 @@ def _plan(**kw):
         (dict(tp=1, dp=8, zero=3), 8.0, False),  # one node
         (dict(tp=1, dp=64, zero=3, shard_group=8), 8.0, False),  # HSDP inside a node
         (dict(tp=1, dp=64, zero=1), 8.0, False),  # ZeRO-1: modelled (SC'21 PTD-P, NeMo)
+        (dict(tp=16, dp=1, zero=3), 8.0, False),  # TP over nodes, but nothing sharded
     ],
 )
 def test_zero3_over_nodes_is_named_as_unmodelled(plan, domain, flagged):
-    regimes = C.unmodelled_regimes("train", _plan(**plan), domain)
+    system = dc.load_system(chip="a100-sxm-80gb", chips=64)
+    assert float(system.scale_up_domain_chips) == domain
+    regimes = C.unmodelled_regimes("train", _plan(**plan), system)
     assert bool(regimes) == flagged
     if flagged:
         assert regimes[0]["source"] == "megatron-sc21-zero3"

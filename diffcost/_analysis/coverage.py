@@ -21,11 +21,14 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import jax
 import numpy as np
 
+from .._core.smooth import EXACT, Smoothing, is_one
 from .._inputs.hardware import FORMATS
 from .._inputs.loader import load_chip, load_model, load_spec
 from .._inputs.measurements import Measurement, load_measurements
+from .._terms.comm import local_members
 from .calibrate import FAMILIES
 from .validate import chip_name
 
@@ -197,17 +200,27 @@ UNMODELLED_REGIMES = {
 }
 
 
-def unmodelled_regimes(kind: str, plan: Any, domain_chips: float) -> list[dict[str, str]]:
-    """The :data:`UNMODELLED_REGIMES` an exact plan is in (``domain_chips``: chips per
-    scale-up domain).  ZeRO-3 over more than one node: ZeRO stage 3 and the sharding group,
-    ``tp * shard_group * cp`` consecutive chips (Megatron's rank order puts TP innermost), larger
-    than one scale-up domain."""
+def zero3_multinode_weight(plan: Any, system: Any, sm: Smoothing = EXACT) -> jax.Array:
+    """Weight of a training plan in the ZeRO-3-over-nodes regime (dimensionless, 0..1):
+    ``zero[3] * (1 - is_one(r))`` with ``r = n / l`` the scale-up domains (nodes) one ZeRO
+    shard group of ``n = shard_ranks`` ranks, ``tp`` apart (Megatron's rank order puts TP
+    innermost), spans and ``l`` its members per domain
+    (:func:`diffcost._terms.comm.local_members`, the grouping of the ZeRO-3 collectives in
+    :func:`diffcost._train.cost.zero3_s`).  Exact 0/1 at integer plans, smooth relaxed: the one
+    predicate of the regime, for the UNMODELLED flag here and for its discrepancy
+    (:mod:`diffcost._analysis.uncertainty`)."""
+    shard = plan.shard_ranks()
+    domains = shard / local_members(shard, plan.tp, system, sm)
+    return plan.zero[..., 3] * (1.0 - is_one(domains, sm))
+
+
+def unmodelled_regimes(kind: str, plan: Any, system: Any) -> list[dict[str, str]]:
+    """The :data:`UNMODELLED_REGIMES` an exact plan on ``system`` is in: ZeRO-3 sharding over
+    more than one node (:func:`zero3_multinode_weight`)."""
     out: list[dict[str, str]] = []
-    if kind == "train" and int(np.argmax(np.asarray(plan.zero))) == 3:
-        span = float(np.asarray(plan.tp)) * float(np.asarray(plan.shard_ranks()))
-        if span > domain_chips:
-            source, note = UNMODELLED_REGIMES["zero3_multi_node"]
-            out.append({"regime": "zero3_multi_node", "source": source, "note": note})
+    if kind == "train" and float(zero3_multinode_weight(plan, system)) > 0.5:
+        source, note = UNMODELLED_REGIMES["zero3_multi_node"]
+        out.append({"regime": "zero3_multi_node", "source": source, "note": note})
     return out
 
 
@@ -231,18 +244,18 @@ def job_coverage(
     plan: Any,
     calibration: str,
     mfu: float | None = None,
-    domain_chips: float | None = None,
+    system: Any = None,
 ) -> dict[str, Any]:
     """The ``coverage`` object of a ``diffcost train|serve`` prediction: :func:`coverage` of
     its chip and formats, for training (``mfu`` given) :func:`mfu_check` under ``"mfu"``, and
-    (``domain_chips`` given) the :func:`unmodelled_regimes` of the plan under ``"unmodelled"``."""
+    (``system`` given) the :func:`unmodelled_regimes` of the plan under ``"unmodelled"``."""
     chip = job_chip(refs)
     formats = formats_of(plan, kind)
     out = coverage(chip, kind, formats, calibration)
     if mfu is not None:
         out["mfu"] = mfu_check(chip, formats[0], mfu)
-    if domain_chips is not None:
-        out["unmodelled"] = unmodelled_regimes(kind, plan, domain_chips)
+    if system is not None:
+        out["unmodelled"] = unmodelled_regimes(kind, plan, system)
     return out
 
 

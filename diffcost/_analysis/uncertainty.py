@@ -71,10 +71,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.smooth import EXACT, Smoothing, is_one
 from .._inputs.loader import load_spec, resolve
-from .._terms.comm import local_members
 from . import calibrate as C
+from .coverage import zero3_multinode_weight
 from .validate import Prepared
 
 #: Standard normal quantile of 0.9: the nominal 80% interval is ``exp(+-Z80 sigma)``.
@@ -192,17 +191,6 @@ def log_constant_cov(theta, cov_u: np.ndarray) -> dict[str, np.ndarray]:
 def regime_family(chip: str) -> str:
     """The discrepancy regime family of a chip (``"other"`` outside the fitted families)."""
     return REGIME_FAMILIES[C.family_of(chip)]
-
-
-def zero3_multinode_weight(plan: Any, system: Any, sm: Smoothing = EXACT) -> jax.Array:
-    """Weight of a training plan in the ``zero3_multinode`` regime (dimensionless, 0..1):
-    ``zero[3] * (1 - is_one(r))`` with ``r = n / l`` the scale-up domains (nodes) one ZeRO
-    shard group of ``n = shard_ranks`` ranks, ``tp`` apart, spans and ``l`` its members per
-    domain (:func:`diffcost._terms.comm.local_members`, the grouping of the ZeRO-3 collectives
-    in :func:`diffcost._train.cost.zero3_s`).  Exact 0/1 at integer plans, smooth relaxed."""
-    shard = plan.shard_ranks()
-    domains = shard / local_members(shard, plan.tp, system, sm)
-    return plan.zero[..., 3] * (1.0 - is_one(domains, sm))
 
 
 def point_regimes(prep: Prepared, chosen: Any) -> list[str | None]:

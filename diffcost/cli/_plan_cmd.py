@@ -183,7 +183,7 @@ def _train_checks(
     fmt = formats_of(plan, "train")
     out = coverage(chip, "train", fmt)
     out["mfu"] = mfu_check(chip, fmt[0], mfu)
-    out["unmodelled"] = unmodelled_regimes("train", plan, float(system.scale_up_domain_chips))
+    out["unmodelled"] = unmodelled_regimes("train", plan, system)
     return out
 
 
