@@ -311,19 +311,25 @@ class SweepResult:
 #: chip ``= B S / (t_step N)`` (``diffcost/_train/cost.py``, ``TrainCost.__call__``) differ from
 #: the step time ``t_step`` by factors no calibrated constant changes (batch, sequence, model
 #: FLOP, chips, datasheet peak), so their log Jacobian is minus its; serving output tokens/s
-#: per chip is output tokens/s over the chip count.
+#: per chip is output tokens/s over the chip count.  Energy and cost are TDP and price times
+#: the step time (training) or over the output tokens/s (serving, ``_serve/cost.py``).
 INTERVAL_OUTPUTS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "train": (
         ("step_time_s", "train_throughput", "step_time_s"),
         ("tokens_per_s", "train_throughput", "step_time_s"),
         ("mfu", "train_throughput", "step_time_s"),
         ("tokens_per_s_per_chip", "train_throughput", "step_time_s"),
+        ("energy_j", "train_throughput", "step_time_s"),
+        ("cost_usd", "train_throughput", "step_time_s"),
     ),
     "serve": (
         ("ttft_s", "ttft", "ttft_s"),
         ("tpot_s", "token_latency", "tpot_s"),
         ("output_tokens_per_s", "serve_throughput", "output_tokens_per_s"),
         ("output_tokens_per_s_per_chip", "serve_throughput", "output_tokens_per_s"),
+        ("request_latency_s", "token_latency", "request_latency_s"),
+        ("energy_per_token_j", "serve_throughput", "output_tokens_per_s"),
+        ("cost_per_million_tokens_usd", "serve_throughput", "output_tokens_per_s"),
     ),
 }
 
