@@ -438,3 +438,43 @@ def test_roofline_ops_sit_under_the_achievable_roof(tmp_path):
         _plots.save(_plots.roofline(ops, system), tmp_path / "roofline.png")
     decode = ops[ops.op.str.startswith("decode")]
     assert (decode.intensity < 20).all()  # 16 tokens: memory-bound side of the ridge
+
+
+def test_a_sweep_file_names_its_calibration(tmp_path):
+    """``calibration = "bare.toml"`` in the sweep file, relative to it: its constants and its
+    (missing) posterior are used, and ``--calibration`` overrides the file's."""
+    text = (SWEEPS.parent / "calibration" / "default.toml").read_text()
+    (tmp_path / "bare.toml").write_text(text.replace('name = "default"', 'name = "bare"', 1))
+    path = tmp_path / "cal.toml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            schema_version = 1
+            kind = "sweep"
+            name = "cal"
+            display_name = "calibration named by the file"
+            job = "serve"
+            calibration = "bare.toml"
+
+            [base]
+            model = "llama-3-8b"
+            chip = "h100-sxm"
+            chips = 1
+            input_len = 256
+            output_len = 64
+
+            [grid]
+            batch = [1, 8]
+
+            [source]
+            sweep = "test"
+            """
+        )
+    )
+    spec = load_sweep(path)
+    assert spec.sweep.calibration == str(tmp_path / "bare.toml")
+    args = ["sweep", str(path), "--no-progress", "--json"]
+    out = json.loads(CliRunner().invoke(dc.cli.app, args).stdout)
+    assert "has no posterior" in out["interval"] and out["calibration"].endswith("bare.toml")
+    out = json.loads(CliRunner().invoke(dc.cli.app, [*args, "--calibration", "default"]).stdout)
+    assert "delta method" in out["interval"] and out["calibration"] == "default"

@@ -396,6 +396,15 @@ class SweepFile:
     plots: Path | None = None
 
 
+def _calibration_of(value: str | None, path: Path) -> str:
+    """A sweep file's calibration: a built-in name as written, a file relative to the sweep."""
+    if value is None:
+        return "default"
+    if value.endswith(".toml") and not Path(value).is_absolute():
+        return str(path.parent / value)
+    return value
+
+
 def load_sweep(path: str | Path) -> SweepFile:
     """Read and check a sweep file (``specs/SCHEMA.md``, "Sweep"): its keys by the one checker
     of every spec kind (:data:`diffcost._inputs.schema.KINDS` ``["sweep"]``), then every plan,
@@ -419,6 +428,7 @@ def load_sweep(path: str | Path) -> SweepFile:
         outputs=tuple(values["outputs"]) if values.get("outputs") else None,
         name=name,
         source=str(path),
+        calibration=_calibration_of(values.get("calibration"), path),
     )
     prepare(sweep)  # every remaining problem, now
     out = values.get("output", {})

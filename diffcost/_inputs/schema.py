@@ -482,6 +482,11 @@ KINDS: dict[str, Kind] = {
         top={
             "job": Field("enum", required=True, choices=("train", "serve"), doc="what is swept"),
             "outputs": Field("list", doc="breakdown fields to keep (default: all)"),
+            "calibration": Field(
+                "str",
+                doc="calibration (built-in name, or a file relative to the sweep file) of every "
+                "system's efficiency constants and of the interval columns (default: default)",
+            ),
         },
         # plan, hardware and model keys of the job: checked by diffcost._analysis.sweep_spec
         tables={

@@ -11,7 +11,7 @@ from rich.table import Table
 from .._analysis.sweep import Sweep, SweepResult, load_sweep, run_sweep
 from .._core.errors import Problem, SpecError
 from . import app
-from ._common import CalibrationOpt, console, friendly_errors, output_problems, print_json
+from ._common import console, friendly_errors, output_problems, print_json
 
 #: ``--intervals/--no-intervals``: the p10/p90 columns of the headline outputs.
 IntervalsFlag = Annotated[
@@ -104,13 +104,16 @@ def sweep(
     ] = True,
     top: Annotated[int, typer.Option(help="Best feasible points to show.", min=0)] = 5,
     intervals: IntervalsFlag = True,
-    calibration: CalibrationOpt = "default",
+    calibration: Annotated[
+        str | None,
+        typer.Option(help="Calibration file or name (default: the sweep file's, else default)."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Evaluate every point of a sweep file with the exact model (vmapped, in chunks sharded
     over all devices) and write a tidy table (CSV / Parquet) and plots."""
     spec = load_sweep(spec_file)
-    sw = replace(spec.sweep, calibration=calibration)
+    sw = replace(spec.sweep, calibration=calibration) if calibration else spec.sweep
     from_file = {
         k for k, flag in (("csv", csv), ("parquet", parquet), ("plots", plots)) if not flag
     }
