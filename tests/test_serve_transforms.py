@@ -279,6 +279,7 @@ print(json.dumps(bad))
 """
 
 
+@pytest.mark.slow  # a float32 subprocess over every plan: about 12 s on 2 cores
 def test_relaxed_plan_gradients_finite_in_float32():
     """The CLI and library run in float32 (x64 off, unlike this suite): the relaxed gradient
     must be finite there too.  A decode-only pass has exactly zero prefill attention, whose

@@ -281,6 +281,7 @@ def test_interval_band_is_drawn(serve_result, tmp_path):
         _plots.interval_band(serve_result.table, "batch", "max_batch")
 
 
+@pytest.mark.slow  # a subprocess with four host devices: about 8 s on 2 cores
 def test_sharded_over_four_cpu_devices_in_chunks_gives_identical_results(train_result, tmp_path):
     """The same sweep in a process that sees 4 CPU devices, in 6 chunks of 12 points sharded
     over all four, equals the one-device, one-chunk result of this process."""
