@@ -524,7 +524,8 @@ def log_jacobian(cost: Any, plan: Any, names: tuple[str, ...]) -> tuple[jax.Arra
     ``(len(names), n)`` by forward mode (one JVP per constant, batched by ``jax.jacfwd``)."""
 
     def f(d):
-        y = jnp.stack([getattr(scaled_efficiency(cost, d)(plan), n) for n in names])
+        out = scaled_efficiency(cost, d)(plan)  # one trace of the model for every output
+        y = jnp.stack([getattr(out, n) for n in names])
         return jnp.log(y), y
 
     zero = jnp.zeros(len(C.NAMES), dtype=cost.system.efficiency.matmul_peak_fraction.dtype)
