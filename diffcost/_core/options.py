@@ -18,6 +18,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+import jax.numpy as jnp
+import numpy as np
+from jax import dtypes
+from jaxtyping import Array, Float
+
 from .errors import Problem, SpecError
 
 
@@ -256,6 +261,12 @@ def check_fields(
     return [p for p in found if p is not None]
 
 
+def one_hot(index: int, size: int) -> Float[Array, " k"]:
+    """One-hot weight vector of a categorical plan field's option (built on the host: one
+    transfer, not a zeros and a scatter on the device)."""
+    return jnp.asarray(np.eye(size)[index], dtype=dtypes.canonicalize_dtype(np.float64))
+
+
 __all__ = [
     "Format",
     "Optimizer",
@@ -269,5 +280,6 @@ __all__ = [
     "check_fields",
     "coerce",
     "coerce_all",
+    "one_hot",
     "values",
 ]

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from .._core.errors import Problem, SpecError
-from .._core.options import Format, PlanField, ServeMode, check_fields, values
+from .._core.options import Format, PlanField, ServeMode, check_fields, one_hot, values
 from .._inputs import schema as S
 from .._inputs.hardware import FORMATS
 from .engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, load_engine
@@ -314,7 +314,7 @@ def serve_plan(
     if problems:
         raise SpecError(problems)
     instance = tp * pp
-    one = lambda names, value: jnp.zeros(len(names)).at[names.index(value)].set(1.0)  # noqa: E731
+    one = lambda names, value: one_hot(names.index(value), len(names))  # noqa: E731
     encoded = {
         k: one(_FIELD[k].options(), _FIELD[k].plain(v))
         if _FIELD[k].kind == "categorical"

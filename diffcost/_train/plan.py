@@ -28,6 +28,7 @@ from .._core.options import (
     TrainPrecision,
     ZeroStage,
     check_fields,
+    one_hot,
     values,
 )
 from .._inputs import schema as S
@@ -157,11 +158,6 @@ _FIELD = {f.name: f for f in TRAIN_FIELDS}
 
 #: ``[plan]`` table of a ``kind = "train"`` scenario, derived from :data:`TRAIN_FIELDS`.
 TRAIN_PLAN: dict[str, S.Field] = S.plan_table(TRAIN_FIELDS)
-
-
-def one_hot(index: int, size: int) -> Float[Array, " k"]:
-    """One-hot weight vector."""
-    return jnp.zeros(size).at[index].set(1.0)
 
 
 class TrainPlan(eqx.Module):
