@@ -1,5 +1,7 @@
 """Coverage: which measurements stand behind a prediction, and the MFU plausibility check."""
 
+import json
+
 import pytest
 
 import diffcost as dc
@@ -128,3 +130,34 @@ def test_lora_points_do_not_set_the_best_published_mfu():
     assert check["best_published_mfu"] < 1.0
     lora = [p for p in C.builtin_index() if "lora" in p.id]
     assert lora and all(p.mfu is None for p in lora)
+
+
+def test_plan_features_name_what_no_published_run_has():
+    """A parallel, batching or engine feature that no published run of the job has is listed
+    (training: ZeRO-2 never published; serving: every published point is static batching)."""
+    train = C.plan_features("train", dict(tp=8, pp=4, virtual_stages=2, cp=2, zero=2, dp=4))
+    assert train == {
+        "pipeline parallelism",
+        "interleaved pipeline",
+        "context parallelism",
+        "ZeRO-2",
+    }
+    cov = C.coverage("h100-sxm", "train", ("bf16",), features=train)
+    assert cov["features_unmeasured"] == ["ZeRO-2"]
+    assert "no published run has: ZeRO-2" in cov["note"]
+    serve = C.plan_features("serve", dict(tp=8, pp=1, mode="continuous", engine="trtllm-0.6"))
+    assert serve == {"engine trtllm-0.6", "continuous batching"}
+    cov = C.coverage("h100-sxm", "serve", ("bf16",), features=serve)
+    assert cov["features_unmeasured"] == ["continuous batching"]
+    # the default engine is named when a plan names none
+    assert "engine vllm-0.10" in C.plan_features("serve", dict(tp=1, pp=1, mode="static"))
+
+
+def test_serve_json_lists_the_unmeasured_engine():
+    from typer.testing import CliRunner
+
+    from diffcost.cli import app
+
+    result = CliRunner().invoke(app, ["serve", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["coverage"]["features_unmeasured"] == ["engine vllm-0.10"]

@@ -16,7 +16,7 @@ published one for the same chip and training precision is flagged.  Where no poi
 chip and precision exists the check says so and flags nothing.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -28,6 +28,7 @@ from .._core.smooth import EXACT, Smoothing, is_one
 from .._inputs.hardware import FORMATS
 from .._inputs.loader import load_chip, load_model, load_spec
 from .._inputs.measurements import Measurement, load_measurements
+from .._serve.engine import DEFAULT_ENGINE
 from .._terms.comm import local_members
 from .calibrate import FAMILIES
 from .validate import chip_name
@@ -45,6 +46,36 @@ class Measured:
     kind: str
     formats: tuple[str, ...]
     mfu: float | None
+    features: frozenset[str] = frozenset()
+
+
+def plan_features(kind: str, values: Mapping[str, Any]) -> frozenset[str]:
+    """The parallel, batching and engine features of a plan's plain values (a published
+    point's ``[point.plan]``, a job's plan values, a searched plan row) that a published run
+    may or may not stand behind.  Only features every published point records are named
+    (degrees, ZeRO stage, LoRA, engine, batching mode; not recomputation, which the training
+    rule chooses where a paper does not say)."""
+    v = values
+    out: set[str] = set()
+    if kind == "train":
+        if int(v.get("pp", 1)) > 1:
+            out.add("pipeline parallelism")
+        if int(v.get("virtual_stages") or 1) > 1:
+            out.add("interleaved pipeline")
+        if int(v.get("cp", 1)) > 1:
+            out.add("context parallelism")
+        out.add(f"ZeRO-{int(v.get('zero', 0))}")
+        if v.get("lora_rank"):
+            out.add("LoRA")
+        shard = v.get("shard_group")
+        if shard and int(shard) < int(v.get("dp", shard)):
+            out.add("hybrid sharding")
+    else:
+        out.add(f"engine {v.get('engine') or DEFAULT_ENGINE}")
+        out.add(f"{v.get('mode') or 'static'} batching")
+        if int(v.get("pp", 1)) > 1:
+            out.add("pipeline parallelism")
+    return frozenset(out)
 
 
 def _point_formats(m: Measurement) -> tuple[str, ...]:
@@ -74,7 +105,8 @@ def index(points: Sequence[Measurement]) -> list[Measured]:
         # weights): its "MFU" in the full-training convention is not comparable (>100%).
         full = m.metric == "train_throughput" and not m.plan.get("lora_rank", 0)
         mfu = measured_mfu(m, chip) if full else None
-        out.append(Measured(m.id, m.source, chip, m.kind, _point_formats(m), mfu))
+        feats = plan_features(m.kind, m.plan)
+        out.append(Measured(m.id, m.source, chip, m.kind, _point_formats(m), mfu, feats))
     return out
 
 
@@ -106,11 +138,13 @@ def coverage(
     formats: Sequence[str],
     calibration: str = "default",
     points: Sequence[Measured] | None = None,
+    features: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Whether measurements stand behind a ``kind`` ("train"/"serve") job on ``chip`` using
     ``formats``: the chip measured (any job), this job measured on it, the formats never
-    measured on it, the chip's family and whether any of its chips is measured, and where
-    the efficiency constants come from; ``note`` says it in one sentence."""
+    measured on it, the chip's family and whether any of its chips is measured, where the
+    efficiency constants come from, and the plan's ``features`` (:func:`plan_features`) no
+    published ``kind`` run on any chip has; ``note`` says it in one sentence."""
     pts = builtin_index() if points is None else points
     on_chip = [p for p in pts if p.chip == chip]
     fam = family_of(chip)
@@ -126,6 +160,9 @@ def coverage(
         "formats": sorted(set(formats)),
         "formats_unmeasured": sorted(set(formats) - measured_formats),
         "efficiency": efficiency_basis(chip, calibration),
+        "features_unmeasured": sorted(
+            features - {f for p in pts if p.kind == kind for f in p.features}
+        ),
     }
     out["note"] = _note(out, kind)
     return out
@@ -147,6 +184,8 @@ def _note(c: dict[str, Any], kind: str) -> str:
     tail = ""
     if c["formats_unmeasured"]:
         tail = f"; never measured on it: {', '.join(c['formats_unmeasured'])}"
+    if c.get("features_unmeasured"):
+        tail += f"; no published run has: {', '.join(c['features_unmeasured'])}"
     return f"{head}; efficiency from {eff}{tail}"
 
 
@@ -245,13 +284,16 @@ def job_coverage(
     calibration: str,
     mfu: float | None = None,
     system: Any = None,
+    values: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``coverage`` object of a ``diffcost train|serve`` prediction: :func:`coverage` of
-    its chip and formats, for training (``mfu`` given) :func:`mfu_check` under ``"mfu"``, and
-    (``system`` given) the :func:`unmodelled_regimes` of the plan under ``"unmodelled"``."""
+    its chip, formats and (``values``: the plan's plain values) plan features, for training
+    (``mfu`` given) :func:`mfu_check` under ``"mfu"``, and (``system`` given) the
+    :func:`unmodelled_regimes` of the plan under ``"unmodelled"``."""
     chip = job_chip(refs)
     formats = formats_of(plan, kind)
-    out = coverage(chip, kind, formats, calibration)
+    feats = plan_features(kind, values) if values is not None else frozenset()
+    out = coverage(chip, kind, formats, calibration, features=feats)
     if mfu is not None:
         out["mfu"] = mfu_check(chip, formats[0], mfu)
     if system is not None:
@@ -284,6 +326,7 @@ __all__ = [
     "job_chip",
     "job_coverage",
     "measured_mfu",
+    "plan_features",
     "mfu_check",
     "unmodelled_regimes",
 ]

@@ -17,6 +17,7 @@ from .._analysis.coverage import (
     formats_of,
     job_chip,
     mfu_check,
+    plan_features,
     unmodelled_regimes,
 )
 from .._core.errors import Problem, SpecError
@@ -181,7 +182,7 @@ def _train_checks(
     plan = train_plan(**{k: v for k, v in best.items() if k in names})
     mfu = float(TrainCost(system, model)(plan).mfu)
     fmt = formats_of(plan, "train")
-    out = coverage(chip, "train", fmt)
+    out = coverage(chip, "train", fmt, features=plan_features("train", best))
     out["mfu"] = mfu_check(chip, fmt[0], mfu)
     out["unmodelled"] = unmodelled_regimes("train", plan, system)
     return out

@@ -245,7 +245,7 @@ def serve(
     slo = _at_slo_summary(cost, job.plan, ttft_slo_ms, tpot_slo_ms)
     problems = serve_problems(job.model, job.plan, out, float(job.system.num_chips))
     problems += _slo_problems(slo)
-    cov = job_coverage("serve", job.refs, job.plan, calibration)
+    cov = job_coverage("serve", job.refs, job.plan, calibration, values=job.values)
     engine = engine_summary(job.values.get("engine"), job.plan)
     iv = intervals(cost, job.plan, job_chip(job.refs), calibration, "serve", engine["name"])
     if slo is not None:

@@ -139,7 +139,8 @@ def train(
     out = _predict(cost, job.plan)
     check_finite(out, "training", job.system, job.model, job.inputs())
     problems = train_problems(job.model, job.plan, out, float(job.system.num_chips))
-    cov = job_coverage("train", job.refs, job.plan, calibration, float(out.mfu), job.system)
+    mfu = float(out.mfu)
+    cov = job_coverage("train", job.refs, job.plan, calibration, mfu, job.system, job.values)
     iv = intervals(cost, job.plan, job_chip(job.refs), calibration, "train")
     if json_out:
         counts = {"chips": job.chips}
