@@ -16,8 +16,8 @@ from diffcost._inputs.measurements import load_measurements
         ("b200", "serve", ["fp4", "fp8"], False, ["fp4", "fp8"], "prior"),
         ("h100-sxm", "train", ["fp8"], True, [], "family fit"),
         ("a100-sxm-80gb", "serve", ["bf16"], True, [], "family fit"),
-        # H100 has fp8 points only (NeMo 24.07, TensorRT-LLM): bf16 there is unmeasured
-        ("h100-sxm", "train", ["bf16"], True, ["bf16"], "family fit"),
+        # H100 trains in fp8 (NeMo 24.07) and bf16 (Llama 3 405B): fp16 there is unmeasured
+        ("h100-sxm", "train", ["fp16"], True, ["fp16"], "family fit"),
         # H200 has bf16 serving points only (vLLM CI latency tests): fp8 there is unmeasured
         ("h200", "serve", ["fp8"], True, ["fp8"], "family fit"),
         ("h100-pcie", "serve", ["fp8"], False, ["fp8"], "family fit"),

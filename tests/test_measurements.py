@@ -4,6 +4,7 @@ import collections
 
 import pytest
 
+import diffcost as dc
 from diffcost import SpecError
 from diffcost._inputs.loader import load_spec
 from diffcost._inputs.measurements import load_measurements
@@ -66,6 +67,7 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
         ("korthikanti-2022", "train_throughput"): 9,
         ("megatron-readme", "train_throughput"): 1,
         ("nemo-24.07", "train_throughput"): 18,
+        ("llama3-herd", "train_throughput"): 2,
         ("trtllm-0.6.1-throughput", "serve_throughput"): 37,
         ("trtllm-0.5-latency", "ttft"): 20,
         ("bloom-inference", "token_latency"): 22,
@@ -79,8 +81,9 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     # only BLOOM's Python-driven runtimes and the SC'21 ZeRO-3 runs keep a named unmodelled
     # effect; the GQA-unaware decode kernel (TensorRT-LLM) and DeepSpeed's separate int8
     # dequantization are plan fields now
-    assert {m.source for m in points if m.unmodelled} == {"bloom-inference", "megatron-sc21-zero3"}
-    assert sum(1 for m in points if m.unmodelled) == 22 + 6
+    unmodelled = {"bloom-inference", "megatron-sc21-zero3", "llama3-herd"}
+    assert {m.source for m in points if m.unmodelled} == unmodelled
+    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2
     trt = [m for m in points if m.source.startswith("trtllm")]
     assert all(m.plan["gqa_decode_kernel"] is False for m in trt)
     assert {m.id for m in points if m.plan.get("fused_dequant") is False} == {
@@ -214,3 +217,13 @@ def test_every_problem_of_every_file_at_once(tmp_path):
     assert "one.toml: point[p1].kind: must be one of train, serve; got 'training'" in text
     assert "two.toml: source.data: missing required key" in text
     assert "two.toml: point: missing: at least one [[point]] table" in text
+
+
+def test_6n_12lhs_convention_converts_model_tflops_to_tokens():
+    """Llama 3 405B, 430 model TFLOP/s per GPU on 8,192 GPUs at s = 8,192: tokens/s =
+    X chips / (6 N + 12 l h s), N every parameter of the built model."""
+    (m,) = [p for p in load_measurements() if p.id == "llama3_405b_8192gpu_tp8_pp16_dp64"]
+    model = dc.load_model("llama-3-405b")
+    per_token = 6.0 * float(model.num_params()) + 12.0 * 126 * 16384 * 8192
+    assert m.measured == pytest.approx(430e12 * 8192 / per_token, rel=1e-9)
+    assert 4.0e11 < float(model.num_params()) < 4.1e11

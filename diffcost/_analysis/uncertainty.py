@@ -91,6 +91,9 @@ MIN_POINTS = 3
 LAYOUT_REGIMES = ("zero3_multinode",)
 #: Prefix of an engine regime's key (module docstring), stored under each serving kind.
 ENGINE_REGIME = "engine "
+#: Prefix of the regime of any other point with a named unmodelled effect (by its source): its
+#: error is that effect's, not its chip family's; no prediction is mapped to it.
+UNMODELLED_REGIME = "unmodelled "
 
 
 def engine_regime(engine: str) -> str:
@@ -195,13 +198,16 @@ def regime_family(chip: str) -> str:
 
 def point_regimes(prep: Prepared, chosen: Any) -> list[str | None]:
     """The regime of every point outside its chip family's (None: none): the layout regime of a
-    training plan (``chosen``: one row per point, a fit's fold 0, with each point's system), or
-    the engine regime of a serving point with a named unmodelled effect (module docstring)."""
+    training plan (``chosen``: one row per point, a fit's fold 0, with each point's system),
+    the engine regime of a serving point with a named unmodelled effect (module docstring), or
+    for any other point with a named unmodelled effect, its source's own regime."""
     out = _point_layouts(prep, chosen)
     for i, m in enumerate(prep.points):
         engine = m.plan.get("engine")
         if m.kind == "serve" and m.unmodelled is not None and isinstance(engine, str):
             out[i] = engine_regime(engine)
+        elif m.unmodelled is not None and out[i] is None:
+            out[i] = UNMODELLED_REGIME + m.source  # its own effect: no plan predicate maps here
     return out
 
 

@@ -7,7 +7,8 @@ metrics, each compared as ``predicted / measured - 1``:
 
 * ``train_throughput``: tokens/s of the whole job, from ``step_time_s`` (``B s / t``),
   ``tokens_per_s_per_chip`` (``x chips``) or ``achieved_per_chip_tflop_per_s`` with
-  ``flop_convention = "narayanan-eq3"`` (``X chips / (96 l h^2 (1 + s/6h + V/16lh))``);
+  ``flop_convention = "narayanan-eq3"`` (``X chips / (96 l h^2 (1 + s/6h + V/16lh))``) or
+  ``"6n-12lhs"`` (``X chips / (6 N + 12 l h s)``);
 * ``serve_throughput``: output tokens/s per chip, from ``output_tokens_per_s_per_chip``;
 * ``ttft``: seconds to the first token, from ``ttft_ms`` (any time unit);
 * ``token_latency``: seconds per output token of one sequence (batch wall time / output
@@ -29,7 +30,7 @@ from .._serve.plan import SERVE_PLAN, plan_kwargs, serve_plan
 from .._train.plan import TRAIN_PLAN, train_plan
 from . import schema as S
 from .checker import Checker, read_toml, specs_dir
-from .loader import load_spec, resolve
+from .loader import load_model, load_spec, resolve
 
 METRICS: tuple[str, ...] = ("train_throughput", "serve_throughput", "ttft", "token_latency")
 METRIC_LABELS = {
@@ -295,6 +296,22 @@ def _check_plan(ck: Checker, pre: str, kind: str, plan: dict[str, Any], chips: i
         ck.add(pre + "chips", f"{what} = {used} but chips = {chips}")
 
 
+def _flop_per_token(convention: str, model_path: str, plan: dict[str, Any]) -> float:
+    """FLOP per trained token of a source's convention (:data:`FLOP_CONVENTIONS`).
+
+    ``narayanan-eq3``: ``96 l h^2 (1 + s/6h + V/16lh)`` (Narayanan et al. SC'21 eq. 3, with the
+    recomputed forward pass).  ``6n-12lhs``: ``6 N + 12 l h s`` with ``N`` every parameter
+    (model FLOPs with the full attention matrix, no recomputation: PaLM's MFU, Chowdhery et al.
+    2022 app. B, as NeMo's performance summary and torchtitan's ``get_num_flop_per_token``
+    count it)."""
+    mv = load_spec("model", model_path).values
+    n, h, vocab, s = mv["layers"], mv["hidden"], mv["vocab"], plan["seq_len"]
+    if convention == "narayanan-eq3":
+        return 96.0 * n * h * h * (1.0 + s / (6.0 * h) + vocab / (16.0 * n * h))
+    params = float(load_model(model_path).num_params())
+    return 6.0 * params + 12.0 * n * h * s
+
+
 def _canonical(
     key: str, measured: dict[str, Any], plan: dict[str, Any], chips: int, model_path: str
 ) -> float:
@@ -303,11 +320,8 @@ def _canonical(
         return plan["global_batch"] * plan["seq_len"] / x
     if key == "tokens_per_s_per_chip":
         return x * chips
-    if key == "achieved_per_chip_flop_per_s":  # narayanan-eq3
-        mv = load_spec("model", model_path).values
-        n, h, vocab, s = mv["layers"], mv["hidden"], mv["vocab"], plan["seq_len"]
-        flop_per_token = 96.0 * n * h * h * (1.0 + s / (6.0 * h) + vocab / (16.0 * n * h))
-        return x * chips / flop_per_token
+    if key == "achieved_per_chip_flop_per_s":
+        return x * chips / _flop_per_token(measured["flop_convention"], model_path, plan)
     if key == "amortized_time_per_token_s":
         return x * plan["batch"]
     return x  # output_tokens_per_s_per_chip, ttft_s

@@ -318,7 +318,7 @@ SCENARIO_TOP = {
 }
 
 # --- measurements -----------------------------------------------------------------------------
-FLOP_CONVENTIONS = ("narayanan-eq3",)
+FLOP_CONVENTIONS = ("narayanan-eq3", "6n-12lhs")
 MEASUREMENT_SOURCE_KEYS = ("reference", "conventions", "hardware", "unreported", "data")
 POINT = {
     "id": Field("str", required=True, doc="unique over all files"),
