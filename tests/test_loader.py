@@ -7,6 +7,8 @@ import pytest
 
 import diffcost as dc
 
+SPECS = Path(__file__).resolve().parent.parent / "specs"
+
 FIX = Path(__file__).parent / "fixtures"
 
 
@@ -118,7 +120,7 @@ def test_missing_source_key_and_enum():
     path = FIX / "bad" / "no-source.toml"
     problems, _ = _messages(lambda: dc.load_model(path))
     assert f"{path}: hidden: must be positive, got 0" in problems
-    assert f"{path}: mlp: must be one of gelu, swiglu, relu; got 'geglu'" in problems
+    assert f"{path}: mlp: must be one of gelu, swiglu, relu, geglu; got 'reglu'" in problems
     assert f"{path}: layers: missing required key" in problems
     assert f"{path}: source: missing [source] table: every number needs a source" in problems
 
@@ -322,3 +324,21 @@ def test_scenario_name_must_equal_its_file_name(tmp_path):
     assert f"{path}: name: must equal the file name 'mine', got 'default-train'" in str(err.value)
     path.write_text(text.replace('name = "default-train"', 'name = "mine"'))
     assert dc.load_scenario(path).name == "mine"
+
+
+def test_moe_keys_are_checked_together(tmp_path):
+    """Experts without top-k, top-k above experts, more MoE blocks than blocks, and MoE keys on
+    a dense model are each named."""
+    text = (SPECS / "models" / "mixtral-8x7b.toml").read_text()
+    bad = text.replace("experts_per_token = 2", "moe_layers = 40")
+    (tmp_path / "mixtral-8x7b.toml").write_text(bad)
+    with pytest.raises(dc.SpecError) as err:
+        dc.load_model(tmp_path / "mixtral-8x7b.toml")
+    msg = str(err.value)
+    assert "experts_per_token: required for a mixture of 8 experts" in msg
+    assert "moe_layers: 40 is more than the 32 layers" in msg
+    dense = (SPECS / "models" / "llama-3-8b.toml").read_text()
+    dense = dense.replace("dropout = false", "dropout = false\nexperts_per_token = 2")
+    (tmp_path / "llama-3-8b.toml").write_text(dense)
+    with pytest.raises(dc.SpecError, match="experts_per_token: given for a dense model"):
+        dc.load_model(tmp_path / "llama-3-8b.toml")

@@ -42,3 +42,34 @@ def test_flop_counts_are_jnp_functions():
     m = dc.load_model("llama-2-7b")
     tokens = jnp.asarray([1.0, 2.0])
     assert m.layer_matmul_flop(tokens).shape == (2,)
+
+
+def test_mixtral_total_and_active_params():
+    """Mixtral 8x7B: 46.7B parameters, 12.9B per token (Mistral AI, 2023-12-11): the experts
+    multiply only the MLP; the attention, embeddings and router are shared."""
+    m = dc.load_model("mixtral-8x7b")
+    h, f, L = 4096, 14336, 32
+    attention = h * (32 + 2 * 8) * 128 + 32 * 128 * h
+    shared = L * (attention + h * 8 + 2 * h) + 2 * 32000 * h + h  # + router, norms, emb, out
+    assert float(m.num_params()) == pytest.approx(shared + L * 8 * 3 * h * f, rel=1e-6)
+    assert float(m.active_params()) == pytest.approx(shared + L * 2 * 3 * h * f, rel=1e-6)
+    assert float(m.num_params()) / 1e9 == pytest.approx(46.7, rel=0.003)
+    assert float(m.active_params()) / 1e9 == pytest.approx(12.9, rel=0.003)
+
+
+def test_moe_flop_counts_active_experts_only():
+    """A token runs through its top-k experts: forward FLOP per token is 2 x active matrices
+    (no attention at s = 1 aside), far below 2 x total parameters."""
+    m = dc.load_model("mixtral-8x7b")
+    per_token = float(m.layer_matmul_flop(1.0)) * float(m.layers) + float(m.logits_flop(1.0))
+    embedding = float(m.vocab * m.hidden)
+    norms = float(m.layers) * float(m.layer_norm_params()) + float(m.hidden)
+    assert per_token == pytest.approx(2 * (float(m.active_params()) - embedding - norms), rel=1e-6)
+
+
+def test_a_dense_model_has_no_moe_terms():
+    """experts = 0: total = active parameters; the dense MLP width is ffn_hidden."""
+    m = dc.load_model("llama-3-8b")
+    assert float(m.active_params()) == float(m.num_params())
+    assert float(m.active_ffn_hidden()) == float(m.ffn_hidden)
+    assert float(m.layer_expert_params()) == 0.0

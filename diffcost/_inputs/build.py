@@ -65,8 +65,10 @@ def efficiency_module(values: dict[str, Any]) -> Efficiency:
 
 
 def model_module(v: dict[str, Any]) -> Model:
-    """A model from its shape values (``head_dim`` defaults to ``hidden / heads``)."""
+    """A model from its shape values (``head_dim`` defaults to ``hidden / heads``; a MoE model's
+    ``expert_ffn_hidden`` to ``ffn_hidden`` and ``moe_layers`` to all ``layers``)."""
     head_dim = v.get("head_dim", v["hidden"] / v["heads"])
+    experts = v.get("experts", 0)
     return Model(
         layers=_f(v["layers"]),
         hidden=_f(v["hidden"]),
@@ -83,4 +85,9 @@ def model_module(v: dict[str, Any]) -> Model:
         bias=_f(v["bias"]),
         dropout=_f(v["dropout"]),
         causal=_f(v["architecture"] == "decoder"),
+        experts=_f(experts),
+        experts_per_token=_f(v.get("experts_per_token", 0)),
+        expert_ffn_hidden=_f(v.get("expert_ffn_hidden", v["ffn_hidden"])),
+        shared_ffn_hidden=_f(v.get("shared_expert_ffn_hidden", 0)),
+        moe_layers=_f(v.get("moe_layers", v["layers"] if experts else 0)),
     )

@@ -1,9 +1,20 @@
 """The transformer being trained or served, and its parameter and FLOP counts.
 
-A dense decoder (or encoder) stack of ``layers`` identical blocks: attention with ``heads`` query
-heads and ``kv_heads`` key/value heads (MHA: equal, GQA: fewer, MQA: one) of size ``head_dim``,
-and an MLP of ``mlp_matrices`` matrices of size ``hidden x ffn_hidden`` (2 for GeLU/ReLU, 3 for
-SwiGLU).  Every field is a float leaf so models stack for ``vmap`` and get gradients.
+A decoder (or encoder) stack of ``layers`` blocks: attention with ``heads`` query heads and
+``kv_heads`` key/value heads (MHA: equal, GQA: fewer, MQA: one) of size ``head_dim``, and an MLP
+of ``mlp_matrices`` matrices of size ``hidden x width`` (2 for GeLU/ReLU, 3 for SwiGLU/GeGLU).
+
+Mixture of experts (Shazeer et al. 2017; Fedus et al., "Switch Transformers", JMLR 2022; Jiang et
+al., "Mixtral of Experts", arXiv:2401.04088; DeepSeek-AI, "DeepSeek-V3", arXiv:2412.19437 §2.1):
+``moe_layers`` of the blocks replace the dense MLP (width ``ffn_hidden``) by a router
+(``hidden x experts``), ``experts`` routed experts of width ``expert_ffn_hidden`` of which each
+token uses ``experts_per_token`` (top-k), and always-active shared experts of total width
+``shared_ffn_hidden``.  The cost model treats the blocks as identical, each carrying the average
+over blocks: a fraction ``phi = moe_layers / layers`` of a MoE MLP and ``1 - phi`` of a dense one
+(a pipeline stage's layers are charged the average, not its own mix).  A dense model has
+``experts = moe_layers = 0`` and every MoE term vanishes.
+
+Every field is a float leaf so models stack for ``vmap`` and get gradients.
 
 References:
     Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
@@ -16,7 +27,9 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-MLP_MATRICES = {"gelu": 2.0, "relu": 2.0, "swiglu": 3.0}
+from .._core.smooth import safe_div
+
+MLP_MATRICES = {"gelu": 2.0, "relu": 2.0, "swiglu": 3.0, "geglu": 3.0}
 NORM_PARAMS = {"layernorm": 2.0, "rmsnorm": 1.0}  # parameters per norm per hidden unit
 
 
@@ -32,6 +45,11 @@ class Model(eqx.Module):
         bias: 1 if linear layers carry biases.
         dropout: 1 if training uses dropout (stores 1-byte masks, Korthikanti Table 2).
         causal: 1 for a decoder (causal attention), 0 for an encoder.
+        experts: routed experts per MoE block (0 for a dense model).
+        experts_per_token: routed experts each token uses (top-k).
+        expert_ffn_hidden: MLP width of one routed expert.
+        shared_ffn_hidden: total MLP width of a MoE block's always-active shared experts.
+        moe_layers: blocks with a MoE MLP (the others have the dense MLP of ``ffn_hidden``).
     """
 
     layers: Float[Array, ""]
@@ -49,6 +67,36 @@ class Model(eqx.Module):
     bias: Float[Array, ""]
     dropout: Float[Array, ""]
     causal: Float[Array, ""]
+    experts: Float[Array, ""]
+    experts_per_token: Float[Array, ""]
+    expert_ffn_hidden: Float[Array, ""]
+    shared_ffn_hidden: Float[Array, ""]
+    moe_layers: Float[Array, ""]
+
+    # --- mixture of experts: widths averaged over blocks --------------------------------------
+    def moe_fraction(self) -> Array:
+        """Fraction of blocks with a MoE MLP: ``phi = moe_layers / layers``."""
+        return safe_div(self.moe_layers, self.layers)
+
+    def dense_ffn_hidden(self) -> Array:
+        """Average width of the MLP every expert-parallel rank holds (tensor-parallel sharded):
+        ``(1 - phi) ffn_hidden + phi shared_ffn_hidden``."""
+        phi = self.moe_fraction()
+        return (1.0 - phi) * self.ffn_hidden + phi * self.shared_ffn_hidden
+
+    def routed_ffn_hidden(self) -> Array:
+        """Average width of the routed experts a block holds: ``phi experts expert_ffn_hidden``
+        (sharded over the expert-parallel ranks)."""
+        return self.moe_fraction() * self.experts * self.expert_ffn_hidden
+
+    def active_ffn_hidden(self) -> Array:
+        """Average MLP width one token runs through: ``dense + phi k expert_ffn_hidden``."""
+        routed = self.moe_fraction() * self.experts_per_token * self.expert_ffn_hidden
+        return self.dense_ffn_hidden() + routed
+
+    def router_params(self) -> Array:
+        """Router (gate) weights per block, average: ``phi hidden experts`` (no bias)."""
+        return self.moe_fraction() * self.hidden * self.experts
 
     # --- parameters ---------------------------------------------------------------------------
     def attention_width(self) -> Array:
@@ -56,29 +104,49 @@ class Model(eqx.Module):
         return (self.heads + 2.0 * self.kv_heads) * self.head_dim
 
     def layer_matrix_params(self) -> Array:
-        """Weights of one block's matrices, which tensor parallelism shards.
+        """Weights of one block's matrices that every expert-parallel rank holds (tensor
+        parallelism shards them; the small router is counted here too).
 
         ``hidden * attention_width`` (QKV) + ``heads * head_dim * hidden`` (output projection)
-        + ``mlp_matrices * hidden * ffn_hidden``.  For GPT (MHA, ffn = 4h): 12 h^2.
+        + ``mlp_matrices * hidden * dense_ffn_hidden`` + router.  For GPT (MHA, ffn = 4h): 12 h^2.
         """
         h = self.hidden
         return (
             h * self.attention_width()
             + self.heads * self.head_dim * h
-            + self.mlp_matrices * h * self.ffn_hidden
+            + self.mlp_matrices * h * self.dense_ffn_hidden()
+            + self.router_params()
         )
 
     def layer_bias_params(self) -> Array:
-        """Biases of one block: QKV, output projection, MLP in (all but last matrix) and out."""
-        mlp_in = (self.mlp_matrices - 1.0) * self.ffn_hidden
-        return self.bias * (self.attention_width() + self.hidden + mlp_in + self.hidden)
+        """Biases of one block's shared matrices: QKV, output projection, dense MLP in (all but
+        the last matrix) and out.  Shared experts carry none (DeepSeek-V3, Qwen-MoE have no
+        biases); routed-expert biases (GPT-OSS) are in :meth:`layer_expert_params`."""
+        dense = 1.0 - self.moe_fraction()
+        mlp = dense * ((self.mlp_matrices - 1.0) * self.ffn_hidden + self.hidden)
+        return self.bias * (self.attention_width() + self.hidden + mlp)
+
+    def layer_expert_params(self) -> Array:
+        """Routed-expert weights and biases of one block (average), which expert parallelism
+        shards: ``mlp_matrices hidden routed + bias phi experts ((m - 1) f_e + hidden)``."""
+        phi_e = self.moe_fraction() * self.experts
+        mlp_in = (self.mlp_matrices - 1.0) * self.expert_ffn_hidden
+        biases = self.bias * phi_e * (mlp_in + self.hidden)
+        return self.mlp_matrices * self.hidden * self.routed_ffn_hidden() + biases
+
+    def layer_active_expert_params(self) -> Array:
+        """Routed-expert weights and biases one token uses per block (top-k of them)."""
+        return safe_div(self.layer_expert_params() * self.experts_per_token, self.experts)
 
     def layer_norm_params(self) -> Array:
         """Two norms per block, replicated across tensor-parallel ranks."""
         return 2.0 * self.norm_params * self.hidden
 
     def layer_params(self) -> Array:
-        """All parameters of one block.  GPT: ``12 h^2 + 13 h`` (Narayanan eq. 2)."""
+        """Parameters of one block every expert-parallel rank holds (all but routed experts).
+
+        GPT: ``12 h^2 + 13 h`` (Narayanan eq. 2).
+        """
         return self.layer_matrix_params() + self.layer_bias_params() + self.layer_norm_params()
 
     def embedding_params(self) -> Array:
@@ -97,15 +165,25 @@ class Model(eqx.Module):
         GPT reproduces Narayanan eq. (2): ``12 l h^2 (1 + 13/(12 h) + (V + s)/(12 l h))``
         (eq. 2 omits the final LayerNorm's 2h, which is included here).
         """
-        return self.layers * self.layer_params() + self.embedding_params() + self.output_params()
+        per_layer = self.layer_params() + self.layer_expert_params()
+        return self.layers * per_layer + self.embedding_params() + self.output_params()
+
+    def active_params(self) -> Array:
+        """Parameters one token uses: all but the routed experts it is not sent to
+        (``num_params`` for a dense model; Mixtral 8x7B 12.9B of 46.7B)."""
+        unused = self.layer_expert_params() - self.layer_active_expert_params()
+        return self.num_params() - self.layers * unused
 
     # --- FLOPs (one forward pass) -------------------------------------------------------------
     def layer_matmul_flop(self, tokens: ArrayLike) -> Array:
-        """Dense-matrix FLOP of one block's forward pass over ``tokens`` tokens: 2 per MAC.
+        """Matrix FLOP of one block's forward pass over ``tokens`` tokens: 2 per MAC, each token
+        through the shared matrices and its top-k experts (active parameters).
 
-        ``2 * tokens * layer_matrix_params``; GPT: ``24 b s h^2``.
+        ``2 * tokens * (layer_matrix_params + phi k expert)``; GPT: ``24 b s h^2``.
         """
-        return 2.0 * jnp.asarray(tokens) * self.layer_matrix_params()
+        routed = self.mlp_matrices * self.hidden * self.moe_fraction() * self.experts_per_token
+        active = self.layer_matrix_params() + routed * self.expert_ffn_hidden
+        return 2.0 * jnp.asarray(tokens) * active
 
     def layer_attention_flop(self, batch: ArrayLike, seq_len: ArrayLike) -> Array:
         """Attention-core FLOP of one block's forward pass (``QK^T`` and ``AV``), full matrix.

@@ -198,7 +198,10 @@ MODEL_TOP = {
     "vocab": Field("count", required=True, doc="vocabulary size"),
     "max_seq_len": Field("count", required=True, doc="longest context"),
     "mlp": Field(
-        "enum", required=True, choices=("gelu", "swiglu", "relu"), doc="MLP: 2, 3, 2 matrices"
+        "enum",
+        required=True,
+        choices=("gelu", "swiglu", "relu", "geglu"),
+        doc="MLP: 2, 3, 2, 3 matrices (geglu: gated GELU, Gemma)",
     ),
     "norm": Field("enum", required=True, choices=("layernorm", "rmsnorm"), doc="norm type"),
     "position": Field(
@@ -209,6 +212,16 @@ MODEL_TOP = {
     "parallel_attention": Field("bool", doc="GPT-J/Falcon parallel attention + MLP block"),
     "dropout": Field("bool", required=True, doc="training uses dropout"),
     "params_b": Field("number", doc="published parameter count, billions (checked)"),
+    "experts": Field("count", positive=False, doc="routed experts per MoE block (0: dense)"),
+    "experts_per_token": Field("count", doc="top-k: routed experts each token uses"),
+    "expert_ffn_hidden": Field("count", doc="MLP width of one routed expert (default ffn_hidden)"),
+    "shared_expert_ffn_hidden": Field(
+        "count", positive=False, doc="total MLP width of a MoE block's shared experts (default 0)"
+    ),
+    "moe_layers": Field("count", positive=False, doc="blocks with a MoE MLP (default all)"),
+    "params_active_b": Field(
+        "number", doc="published active (per-token) parameter count, billions (checked)"
+    ),
 }
 #: Keys a model needs before its parameter count can be computed.
 MODEL_SHAPE_KEYS = tuple(k for k, f in MODEL_TOP.items() if f.required)
@@ -236,20 +249,44 @@ def _model_shape(values: dict[str, Any], add: Callable[[str, str], None]) -> Non
         )
 
 
+def _model_moe(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    """A MoE model (``experts`` > 0) names its top-k, at most ``experts`` of them, and at most
+    ``layers`` MoE blocks; a dense model has no MoE keys."""
+    experts = values.get("experts", 0)
+    moe_keys = ("experts_per_token", "expert_ffn_hidden", "shared_expert_ffn_hidden")
+    if not experts:
+        for key in (*moe_keys, "moe_layers"):
+            if values.get(key):
+                add(key, "given for a dense model (experts is 0 or absent)")
+        return
+    top_k = values.get("experts_per_token")
+    if top_k is None:
+        add("experts_per_token", f"required for a mixture of {experts} experts")
+    elif top_k > experts:
+        add("experts_per_token", f"{top_k} is more than the {experts} experts")
+    if values.get("moe_layers", 0) > values.get("layers", float("inf")):
+        add("moe_layers", f"{values['moe_layers']} is more than the {values['layers']} layers")
+
+
 def _model_params(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
-    """`params_b` agrees with the shape's parameter count within 3% (:data:`PARAMS_TOLERANCE`)."""
-    if "params_b" not in values or not all(k in values for k in MODEL_SHAPE_KEYS):
+    """`params_b` (total) and `params_active_b` (per token) agree with the shape's counts
+    within 3% (:data:`PARAMS_TOLERANCE`)."""
+    if not all(k in values for k in MODEL_SHAPE_KEYS):
         return
     from .build import model_module
 
-    computed = float(model_module(values).num_params()) / 1e9
-    rel = abs(computed - values["params_b"]) / values["params_b"]
-    if rel > PARAMS_TOLERANCE:
-        add(
-            "params_b",
-            f"published {values['params_b']}B disagrees with the shape's "
-            f"{computed:.2f}B by {rel:.0%} (> {PARAMS_TOLERANCE:.0%})",
-        )
+    model = model_module(values)
+    for key, count in (("params_b", model.num_params), ("params_active_b", model.active_params)):
+        if key not in values:
+            continue
+        computed = float(count()) / 1e9
+        rel = abs(computed - values[key]) / values[key]
+        if rel > PARAMS_TOLERANCE:
+            add(
+                key,
+                f"published {values[key]}B disagrees with the shape's "
+                f"{computed:.2f}B by {rel:.0%} (> {PARAMS_TOLERANCE:.0%})",
+            )
 
 
 # --- calibration ------------------------------------------------------------------------------
@@ -427,8 +464,8 @@ KINDS: dict[str, Kind] = {
         "models",
         top=MODEL_TOP,
         source=SPEC_SOURCE,
-        rules=(_model_shape, _model_params),
-        doc="a dense transformer's shape",
+        rules=(_model_shape, _model_moe, _model_params),
+        doc="a transformer's shape (dense or mixture of experts)",
     ),
     "calibration": Kind(
         "calibration",
