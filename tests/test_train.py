@@ -72,6 +72,7 @@ def test_breakdown_sums_to_step_time(h100_64):
         + out.recompute_time_s
         + out.tp_comm_time_s
         + out.cp_comm_time_s
+        + out.ep_comm_time_s
         + out.pp_bubble_time_s
         + out.pp_p2p_time_s
         + out.dp_comm_time_s

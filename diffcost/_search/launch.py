@@ -10,7 +10,9 @@ from .serve import ServeSearchSpace
 
 
 def megatron_flags(best: dict) -> str:
-    """Megatron-LM launch flags for a training plan."""
+    """Megatron-LM launch flags for a training plan (the model's own flags, including a
+    mixture of experts' ``--num-experts``, ``--moe-router-topk`` and widths, come from the
+    model: :func:`megatron_model_flags`)."""
     flags = [
         f"--tensor-model-parallel-size {best['tp']}",
         f"--pipeline-model-parallel-size {best['pp']}",
@@ -19,6 +21,8 @@ def megatron_flags(best: dict) -> str:
         f"--global-batch-size {best['global_batch']}",
         f"--seq-length {best['seq_len']}",
     ]
+    if best.get("ep", 1) > 1:
+        flags.append(f"--expert-model-parallel-size {best['ep']}")
     if best["virtual_stages"] > 1:
         flags.append(f"--num-virtual-stages-per-pipeline-rank {best['virtual_stages']}")
     if best["sequence_parallel"]:
@@ -44,6 +48,29 @@ def megatron_flags(best: dict) -> str:
     flags.append("--fp8-format hybrid --bf16" if precision == "fp8" else f"--{precision}")
     flags.append("--use-flash-attn")
     return " \\\n    ".join(flags)
+
+
+def megatron_model_flags(model) -> list[str]:
+    """Megatron-LM flags of a mixture of experts (Megatron-Core ``megatron/training/
+    arguments.py``: ``--num-experts``, ``--moe-router-topk``, ``--moe-ffn-hidden-size``,
+    ``--moe-shared-expert-intermediate-size``, and ``--moe-layer-freq`` as a list with the dense
+    blocks first, DeepSeek-V3's ``first_k_dense_replace`` layout: the model keeps only their
+    count).  Empty for a dense model."""
+    experts = int(model.experts)
+    if not experts:
+        return []
+    flags = [
+        f"--num-experts {experts}",
+        f"--moe-router-topk {int(model.experts_per_token)}",
+        f"--moe-ffn-hidden-size {int(model.expert_ffn_hidden)}",
+        "--moe-token-dispatcher-type alltoall",
+    ]
+    moe, layers = int(model.moe_layers), int(model.layers)
+    if moe < layers:
+        flags.append(f"--moe-layer-freq '([0]*{layers - moe}+[1]*{moe})'")
+    if int(model.shared_ffn_hidden):
+        flags.append(f"--moe-shared-expert-intermediate-size {int(model.shared_ffn_hidden)}")
+    return flags
 
 
 def serving_flags(best: dict, model_name: str, space: ServeSearchSpace) -> str:
@@ -73,4 +100,4 @@ def serving_flags(best: dict, model_name: str, space: ServeSearchSpace) -> str:
     return " \\\n    ".join(vllm) + f"\n# x {best['replicas']} replicas\n" + " \\\n    ".join(trt)
 
 
-__all__ = ["megatron_flags", "serving_flags"]
+__all__ = ["megatron_flags", "megatron_model_flags", "serving_flags"]

@@ -133,6 +133,8 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
             tuple(float(v) for v in range(1, min(space.max_virtual_stages, layers) + 1)),
         ),
         Axis("chips", tuple(float(c) for c in sorted(space.chips))),
+        # expert parallelism: a divisor of the routed experts (1 for a dense model)
+        Axis("ep", _divisors(int(model.experts), n_max) if int(model.experts) else (1.0,)),
     ]
     choices = [
         Choice("recompute", tuple(space.recompute)),
@@ -146,7 +148,8 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
 def valid(c: Candidates, model: Model, space: TrainSearchSpace) -> np.ndarray:
     """Joint validity, the rules of :func:`diffcost.train_problems`: integer dp, divisibility,
     KV heads a multiple or divisor of tp, interleaving only with pp > 1 and a micro-batch count
-    that pp divides (Megatron-LM, :mod:`diffcost._train.rules`), SP only with tp > 1."""
+    that pp divides (Megatron-LM, :mod:`diffcost._train.rules`), SP only with tp > 1, ``ep``
+    dividing dp and each expert's width divisible by tp (Megatron-Core)."""
     col = c.columns
     dp = col["chips"] / (col["tp"] * col["pp"] * col["cp"])
     layers, kv = int(model.layers), int(model.kv_heads)
@@ -159,6 +162,7 @@ def valid(c: Candidates, model: Model, space: TrainSearchSpace) -> np.ndarray:
     ok &= (col["virtual_stages"] == 1) | (micro_batches % col["pp"] == 0)
     ok &= (kv % col["tp"] == 0) | (col["tp"] % kv == 0)
     ok &= (col["tp"] > 1) | (~col["sequence_parallel"].astype(bool))
+    ok &= (dpi % col["ep"] == 0) & (int(model.expert_ffn_hidden) % col["tp"] == 0)
     return ok
 
 
@@ -221,6 +225,7 @@ def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
             "pp": f(col["pp"]),
             "cp": f(col["cp"]),
             "dp": f(col["chips"] / (col["tp"] * col["pp"] * col["cp"])),
+            "ep": f(col["ep"]),
             "micro_batch": f(col["micro_batch"]),
             "global_batch": full(space.global_batch),
             "seq_len": full(space.seq_len),
@@ -292,7 +297,7 @@ def evaluate_exact(system: System, model: Model, c: Candidates, space: TrainSear
 # --- relaxed search ----------------------------------------------------------------------------
 def _layout(space: TrainSearchSpace) -> dict[str, slice]:
     names = ("recompute", "zero", "precision", "sequence_parallel")
-    return layout(6, [(name, len(getattr(space, name))) for name in names])
+    return layout(7, [(name, len(getattr(space, name))) for name in names])
 
 
 def relaxed_plan(
@@ -308,6 +313,7 @@ def relaxed_plan(
     x = theta[lay["x"]]
     tp, pp, cp, mb, v = (2.0 ** x[i] for i in range(5))
     chips = 2.0 ** x[5] if len(space.chips) > 1 else sizes[2]
+    ep = 2.0 ** x[6]
 
     def soft(name: str) -> jax.Array:
         w = jax.nn.softmax(theta[lay[name]] / tau)
@@ -323,6 +329,7 @@ def relaxed_plan(
             "pp": pp,
             "cp": cp,
             "dp": chips / (tp * pp * cp),
+            "ep": ep,
             "micro_batch": mb,
             "global_batch": sizes[0],
             "seq_len": sizes[1],
@@ -353,6 +360,7 @@ def relaxed_loss(theta, tau, system: System, model: Model, space: TrainSearchSpa
     penalty += 10.0 * jnp.sum(sq(lo - x) + sq(x - hi))
     penalty += 10.0 * sq(x[0] + x[1] + x[2] - jnp.log2(chips))
     penalty += 10.0 * sq(jnp.log2(plan.dp * plan.micro_batch / plan.global_batch))
+    penalty += 10.0 * sq(x[6] - jnp.log2(plan.dp))  # ep ranks come from the dp ones
     penalty += 0.05 * out.divisibility_violation
     penalty += 10.0 * out.unsupported_format  # a refusal, not a cost: as strong as memory
     return jnp.log(objective_of(out, space.objective)) + penalty
@@ -480,6 +488,7 @@ def binding(out, i: int) -> str:
         "pipeline bubble": float(out.pp_bubble_time_s[i] + out.pp_p2p_time_s[i]),
         "data-parallel communication": float(out.dp_comm_time_s[i]),
         "context-parallel communication": float(out.cp_comm_time_s[i]),
+        "expert-parallel all-to-all": float(out.ep_comm_time_s[i]),
     }
     top = max(terms, key=lambda name: terms[name])
     mem = (

@@ -55,9 +55,11 @@ def serve_params_per_chip(model: Model, tp: ArrayLike, pp: ArrayLike, sm: Smooth
     ``(L/p) * (matrices_and_biases / t + norms) + word_embedding / t + positions`` and, when
     ``p = 1``, the untied output projection ``vocab * hidden / t`` and the final norm (with
     ``p > 1`` the output layer sits on the last stage, the embedding on the first; the larger of
-    the two is the same ``vocab * hidden / t``).
+    the two is the same ``vocab * hidden / t``).  A mixture of experts' routed experts are
+    sharded over the ``t`` ranks too (by width, or whole experts with expert parallelism over
+    the same ranks: the same count per chip).
     """
-    sharded = model.layer_matrix_params() + model.layer_bias_params()
+    sharded = model.layer_matrix_params() + model.layer_bias_params() + model.layer_expert_params()
     layers = model.layers / pp * (sharded / tp + model.layer_norm_params())
     word = model.vocab * model.hidden / tp
     positions = model.learned_positions * model.max_seq_len * model.hidden
@@ -93,11 +95,12 @@ def activation_bytes_per_token(model: Model, tp: ArrayLike, sm: Smoothing) -> Ar
     Inference frees each tensor once consumed, so the peak is the larger of the attention phase
     and the MLP phase, each with the residual stream and the norm output (``2 h``, replicated):
     ``2 * max(2 h + ((heads + 2 kv_heads) e + heads e) / t, 2 h + n_mat f / t)`` (QKV and
-    attention output; MLP-in outputs and the activation's output).
+    attention output; MLP-in outputs and the activation's output; ``f`` the width a token runs
+    through, its top-k experts' for a mixture of experts).
     """
     h = model.hidden
     attention = model.attention_width() + model.heads * model.head_dim
-    mlp = model.mlp_matrices * model.ffn_hidden
+    mlp = model.mlp_matrices * model.active_ffn_hidden()
     return 2.0 * (2.0 * h + smax(attention / tp, mlp / tp, sm))
 
 

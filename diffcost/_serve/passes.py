@@ -61,7 +61,8 @@ from .._terms.kernels import (
     launch_s,
     quantize_bytes,
 )
-from .._terms.layer import layer_gemm_s, logits_gemm
+from .._terms.layer import ExpertSplit, layer_gemm_s, logits_gemm
+from .._terms.moe import mixed_active_fraction
 from .kv import kv_heads_per_chip
 from .plan import ServePlan
 
@@ -254,8 +255,10 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     quant = quantize_bytes(tokens, model, t, c.quantized_acts, c.act_bytes)
     kv_write = tokens * shape.kv_token_bytes()
     extra_kernels = GEMMS_PER_LAYER * (c.separate_dequant + c.quantized_acts)
+    active = mixed_active_fraction(dec * w.query_tokens, pre, w.prefill_piece, model, sm)
+    split = ExpertSplit(active_fraction=active)
     return LayerTime(
-        gemm_s=layer_gemm_s(tokens, model, t, c.gemm_format(), system, sm),
+        gemm_s=layer_gemm_s(tokens, model, t, c.gemm_format(), system, sm, split),
         attention_s=decode.time_s + prefill.time_s,
         memory_s=stream_time_s(kv_write + elementwise + quant, system),
         launch_s=launch_time_s(c, w, extra_kernels),
@@ -288,7 +291,15 @@ def pass_time(c: Consts, w: Work) -> PassTime:
     round_s = smax(traversal, m * stage, sm)
     # roofline floors of the bottleneck chip over the round
     matrices = model.layer_matrix_params() / t
-    weight_bytes = (per_stage * matrices + vocab * h / t) * c.weight_element_bytes()
+    # a mixture of experts reads the experts the pass's tokens activate, computes with top-k
+    active = mixed_active_fraction(
+        w.decode_seqs / m * w.query_tokens, w.prefill_tokens / m, w.prefill_piece, model, sm
+    )
+    experts_read = model.layer_expert_params() * active / t
+    weight_bytes = (
+        per_stage * (matrices + experts_read) + vocab * h / t
+    ) * c.weight_element_bytes()
+    matrices = matrices + model.layer_active_expert_params() / t
     kv_bytes = per_stage * (layer.decode.kv_bytes + layer.prefill.kv_bytes)
     flop = (
         per_stage * (2.0 * tokens * matrices + layer.decode.flop + layer.prefill.flop)

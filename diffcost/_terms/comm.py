@@ -85,6 +85,33 @@ def all_gather_s(
     return 0.5 * all_reduce_s(bytes_per_rank_out, group, stride, system, sm)
 
 
+def all_to_all_s(
+    bytes_per_rank: ArrayLike,
+    group: ArrayLike,
+    stride: ArrayLike,
+    system: System,
+    sm: Smoothing,
+) -> Array:
+    """Seconds for an all-to-all in which each of ``group`` ranks (``stride`` apart) sends
+    ``bytes_per_rank`` spread evenly over all ranks.
+
+    Of the ``g`` destinations ``l = clip(domain / stride, 1, g)`` share the scale-up domain: a
+    rank sends ``B (l - 1) / g`` over the scale-up links and ``B (g - l) / g`` over its
+    scale-out share, concurrently with ``g - 1`` point-to-point pairs (NCCL ``ncclSend`` /
+    ``ncclRecv`` in a group, as ``torch.distributed.all_to_all_single``): the slower of the two
+    plus one latency of each level used.  Zero for a group of one.  (Alpha-beta: Thakur et al.,
+    IJHPCA 2005 §4.5; the hierarchical split as in :func:`all_reduce_s`.)
+    """
+    b, g = jnp.asarray(bytes_per_rank), jnp.asarray(group)
+    frac = system.efficiency.link_bandwidth_fraction
+    local = local_members(g, stride, system, sm)
+    up = b * (local - 1.0) / g / (system.scale_up_bandwidth_bytes_per_s * frac)
+    out = b * (g - local) / g / (system.scale_out_bandwidth_bytes_per_s * frac)
+    crosses = 1.0 - is_one(g / local, sm)
+    latency = system.scale_up_latency_s + crosses * system.scale_out_latency_s
+    return (smax(up, out, sm) + latency) * (1.0 - is_one(g, sm))
+
+
 def exposed_s(comm_s: ArrayLike, window_s: ArrayLike, system: System, sm: Smoothing) -> Array:
     """Time a collective adds when overlapped with ``window_s`` of independent computation.
 

@@ -42,13 +42,20 @@ def elementwise_elements(
 ) -> Array:
     """16-bit elements the elementwise kernels of one layer read or write, count.
 
-    ``tokens * (10 h r + n_mat f / t)``: norms and residual adds over the hidden state (``r``:
-    the fraction of it on this chip, ``1 / t`` with sequence parallelism, else 1) and the MLP
-    activation over the local ``f / t``.  Bytes are twice this (16-bit).
+    ``tokens * (10 h r + n_mat f / t + phi 2 (1 + k) h)``: norms and residual adds over the
+    hidden state (``r``: the fraction of it on this chip, ``1 / t`` with sequence parallelism,
+    else 1), a MoE block's token permutation and un-permutation, and the MLP
+    activation over the local ``f / t`` (``f`` the MLP width a token runs through, its top-k
+    experts' for a mixture of experts: :meth:`~diffcost._inputs.model.Model.active_ffn_hidden`).
+    Bytes are twice this (16-bit).
     """
-    h, f = model.hidden, model.ffn_hidden
+    h, f = model.hidden, model.active_ffn_hidden()
+    # MoE token permutation: gather each token's k copies into expert order and scatter the
+    # weighted results back, each reading and writing (1 + k) h elements (Megatron-Core
+    # ``moe_utils.permute`` / ``unpermute``; Hwang et al., "Tutel", MLSys 2023, §2)
+    permute = model.moe_fraction() * 2.0 * (1.0 + model.experts_per_token) * h
     return jnp.asarray(tokens) * (
-        _ELEMENTWISE_PER_HIDDEN * h * replicated + model.mlp_matrices * f / tp
+        _ELEMENTWISE_PER_HIDDEN * h * replicated + model.mlp_matrices * f / tp + permute
     )
 
 
@@ -65,9 +72,9 @@ def quantize_bytes(
     the QKV and MLP-in inputs (``h`` each, after the sequence-parallel all-gather), the
     projection input (``heads e / t``) and the MLP-out input (``f / t``); ``q`` is 1 when the
     GEMMs run in an 8-bit or narrower format (Transformer Engine FP8 casts; Micikevicius et al.,
-    "FP8 Formats for Deep Learning", 2022).
+    "FP8 Formats for Deep Learning", 2022); ``f`` the active MLP width.
     """
-    h, a, e, f = model.hidden, model.heads, model.head_dim, model.ffn_hidden
+    h, a, e, f = model.hidden, model.heads, model.head_dim, model.active_ffn_hidden()
     return jnp.asarray(quantized) * (2.0 + out_bytes) * tokens * (2.0 * h + (a * e + f) / tp)
 
 

@@ -9,6 +9,9 @@ GEMMs of a layer over ``m`` tokens are (``m x k @ k x n``):
     MLP in         n = (mlp_matrices - 1) ffn_hidden / t    k = hidden   (gate and up for SwiGLU)
     MLP out        n = hidden                               k = ffn_hidden / t
 
+(for a mixture of experts the two MLP GEMMs count ``1 - phi`` times, the dense blocks' share;
+the router, shared experts and routed experts of the MoE blocks are :func:`expert_gemms`)
+
 and the output layer (logits) is ``n = vocab / t, k = hidden``.  The ``k x n`` operand is the
 weight.  :func:`layer_gemms` is the one definition of these shapes: the training step, the
 serving pass and :func:`diffcost._analysis.plots.roofline_ops` all read it.
@@ -16,12 +19,14 @@ serving pass and :func:`diffcost._analysis.plots.roofline_ops` all read it.
 
 from typing import NamedTuple
 
+import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
-from .._core.smooth import Smoothing
+from .._core.smooth import Smoothing, safe_div
 from .._inputs.hardware import System
 from .._inputs.model import Model
 from .gemm import GemmFormat, gemm_bytes, gemm_flop, gemm_time_s
+from .moe import active_expert_fraction
 
 #: Names of the four weight GEMMs of a layer, in the order of :func:`layer_gemms`.
 LAYER_GEMMS = ("QKV", "attention out", "MLP in", "MLP out")
@@ -57,11 +62,12 @@ def layer_gemms(
     Shapes in the module docstring, named by :data:`LAYER_GEMMS`.
     """
     h, a, e, f = model.hidden, model.heads, model.head_dim, model.ffn_hidden
+    dense = 1.0 - model.moe_fraction()
     return (
         GemmOp(tokens, model.attention_width() / tp, h, fmt),
         GemmOp(tokens, h, a * e / tp, fmt),
-        GemmOp(tokens, (model.mlp_matrices - 1.0) * f / tp, h, fmt),
-        GemmOp(tokens, h, f / tp, fmt),
+        GemmOp(tokens, (model.mlp_matrices - 1.0) * f / tp, h, fmt, dense),
+        GemmOp(tokens, h, f / tp, fmt, dense),
     )
 
 
@@ -71,6 +77,75 @@ def logits_gemm(rows: ArrayLike, model: Model, tp: ArrayLike, fmt: GemmFormat) -
     return GemmOp(rows, model.vocab / tp, model.hidden, fmt)
 
 
+#: Names of the expert GEMMs of :func:`expert_gemms`, in order.
+EXPERT_GEMMS = ("router", "shared in", "shared out", "experts in", "experts out")
+
+#: Floor of ``E p`` in the rows per expert: ``E p >= min(E, G k) >= 1`` for every MoE block with
+#: a token (a union bound), so it only keeps a dense model's ``0 / 0`` finite.
+_MIN_ACTIVE = 1e-6
+
+
+class ExpertSplit(NamedTuple):
+    """How one block's routed experts are laid out (defaults: all experts on every rank of the
+    layer's tensor-parallel group, sharded by width like the dense MLP).
+
+    Attributes:
+        ep: ranks the experts are spread over (each holds ``E / ep``).
+        expert_tp: ranks each expert's width is split over (``None``: the layer's ``tp``).
+        group_tokens: distinct tokens routed over the EP group (``None``: ``ep`` times the
+            rank's tokens, EP ranks taken from data-parallel ones).
+        active_fraction: expected fraction of the experts the pass runs, when its passes
+            differ in size (``None``: :func:`~diffcost._terms.moe.active_expert_fraction` of
+            ``group_tokens``; see :func:`~diffcost._terms.moe.mixed_active_fraction`).
+    """
+
+    ep: ArrayLike = 1.0
+    expert_tp: ArrayLike | None = None
+    group_tokens: ArrayLike | None = None
+    active_fraction: ArrayLike | None = None
+
+
+def expert_gemms(
+    tokens: ArrayLike,
+    model: Model,
+    tp: ArrayLike,
+    fmt: GemmFormat,
+    split: ExpertSplit | None = None,
+) -> tuple[GemmOp, GemmOp, GemmOp, GemmOp, GemmOp]:
+    """The router, shared-expert and routed-expert GEMMs of one block (average over blocks) on
+    one rank, named by :data:`EXPERT_GEMMS`.
+
+    Router: ``tokens x hidden @ hidden x E`` (every rank routes its tokens), weight ``phi``.
+    Shared experts: the dense MLP's two GEMMs at width ``shared_ffn_hidden / t``, weight
+    ``phi``.
+    Experts: ``phi (E / ep) p`` active local experts, each ``m x hidden @ hidden x
+    (mlp_matrices - 1) f_e / t_e`` in and ``m x f_e / t_e @ f_e / t_e x hidden`` out, with
+    ``m = G k / (E p)`` rows; together ``G k / ep`` assignments per rank (``T k`` when
+    ``G = ep T``), the active-parameter FLOP of :meth:`Model.layer_matmul_flop`.
+    """
+    split = ExpertSplit() if split is None else split
+    phi, e, k = model.moe_fraction(), model.experts, model.experts_per_token
+    ep = jnp.asarray(split.ep)
+    group = jnp.asarray(tokens) * ep if split.group_tokens is None else split.group_tokens
+    t_e = tp if split.expert_tp is None else split.expert_tp
+    p = active_expert_fraction(group, model)
+    p = p if split.active_fraction is None else jnp.asarray(split.active_fraction)
+    rows = jnp.maximum(safe_div(jnp.asarray(group) * k, jnp.maximum(e * p, _MIN_ACTIVE)), 1.0)
+    active = phi * e / ep * p
+    f_e, h = model.expert_ffn_hidden / t_e, model.hidden
+    # widths floored at 1 with the weight scaled to match: exact for every integer width, and
+    # a zero width (no experts, no shared expert) gives weight 0 instead of a 0/0 efficiency
+    f_s = jnp.maximum(model.shared_ffn_hidden, 1.0)
+    shared = phi * model.shared_ffn_hidden / f_s
+    return (
+        GemmOp(tokens, jnp.maximum(e, 1.0), h, fmt, phi * e / jnp.maximum(e, 1.0)),
+        GemmOp(tokens, (model.mlp_matrices - 1.0) * f_s / tp, h, fmt, shared),
+        GemmOp(tokens, h, f_s / tp, fmt, shared),
+        GemmOp(rows, (model.mlp_matrices - 1.0) * f_e, h, fmt, active),
+        GemmOp(rows, h, f_e, fmt, active),
+    )
+
+
 def layer_gemm_s(
     tokens: ArrayLike,
     model: Model,
@@ -78,16 +153,25 @@ def layer_gemm_s(
     fmt: GemmFormat,
     system: System,
     sm: Smoothing,
+    split: ExpertSplit | None = None,
 ) -> Array:
-    """Seconds of the four weight GEMMs of one layer: the sum of their rooflines.
+    """Seconds of the weight GEMMs of one layer: the sum of their rooflines.
 
-    ``sum_i max(2 m n_i k_i / (peak eff_i), bytes_i / bw_eff)`` over :func:`layer_gemms`
-    (Williams et al., "Roofline", CACM 2009).
+    ``sum_i max(2 m n_i k_i / (peak eff_i), bytes_i / bw_eff)`` over :func:`layer_gemms` and,
+    for a mixture of experts, :func:`expert_gemms` (laid out by ``split``, default
+    :class:`ExpertSplit`) (Williams et al., "Roofline", CACM 2009).
     """
-    qkv, out, mlp_in, mlp_out = (
-        op.time_s(system, sm) for op in layer_gemms(tokens, model, tp, fmt)
-    )
-    return qkv + out + mlp_in + mlp_out
+    ops = (*layer_gemms(tokens, model, tp, fmt), *expert_gemms(tokens, model, tp, fmt, split))
+    return sum((op.time_s(system, sm) for op in ops), start=jnp.zeros(()))
 
 
-__all__ = ["LAYER_GEMMS", "GemmOp", "layer_gemm_s", "layer_gemms", "logits_gemm"]
+__all__ = [
+    "EXPERT_GEMMS",
+    "LAYER_GEMMS",
+    "ExpertSplit",
+    "GemmOp",
+    "expert_gemms",
+    "layer_gemm_s",
+    "layer_gemms",
+    "logits_gemm",
+]

@@ -35,6 +35,7 @@ from .._terms.attention import attention_gemms, causal_skip, gemm_attention_s
 from .._terms.comm import (
     all_gather_s,
     all_reduce_s,
+    all_to_all_s,
     exposed_s,
     point_to_point_s,
     tp_all_reduce_s,
@@ -46,7 +47,7 @@ from .._terms.kernels import (
     launch_s,
     quantize_bytes,
 )
-from .._terms.layer import GemmOp, layer_gemm_s, layer_gemms, logits_gemm
+from .._terms.layer import ExpertSplit, GemmOp, layer_gemm_s, layer_gemms, logits_gemm
 from .memory import (
     TrainMemory,
     adapter_params_per_layer,
@@ -88,6 +89,7 @@ class StageTimes(NamedTuple):
     tp_comm_s: Array
     cp_comm_s: Array
     p2p_s: Array
+    ep_comm_s: Array
 
     def per_micro_s(self) -> Array:
         """Their sum: one micro-batch through the stage."""
@@ -98,6 +100,7 @@ class StageTimes(NamedTuple):
             + self.tp_comm_s
             + self.cp_comm_s
             + self.p2p_s
+            + self.ep_comm_s
         )
 
 
@@ -140,7 +143,8 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     """
     t = plan.tp
     tokens = tokens_per_chip(plan)
-    t_gemm = layer_gemm_s(tokens, model, t, gemm_format(system, plan), system, sm)
+    split = ExpertSplit(ep=plan.ep)
+    t_gemm = layer_gemm_s(tokens, model, t, gemm_format(system, plan), system, sm, split)
     t_attn = gemm_attention_s(
         attention_ops(system, model, plan), causal_skip(model, plan.flash_attention), system, sm
     )
@@ -182,6 +186,26 @@ def tp_comm_layer_s(
     w_full = plan.recompute[2]
     overlapped = pass_s(g) + pass_s(2.0 * g) + w_full * pass_s(g)
     return (1.0 - w) * (4.0 + 2.0 * w_full) * t_ar + w * overlapped
+
+
+def expert_all_to_all_layer_s(
+    system: System, model: Model, plan: TrainPlan, sm: Smoothing
+) -> Array:
+    """Seconds of expert-parallel token exchange one layer adds per micro-batch (exposed).
+
+    ``phi (4 + 2 full) a2a``: each MoE block's forward dispatches its tokens to their experts
+    and combines the results (two all-to-alls), the backward sends the gradients both ways
+    (two more), a recomputed forward repeats the first two (Lepikhin et al., "GShard", ICLR
+    2021 §2.2; Megatron-Core ``MoEAlltoAllTokenDispatcher``, which runs them on the compute
+    stream, not overlapped).  Each moves the ``k`` 16-bit copies of the rank's tokens, ``2 T
+    r k h`` bytes (``r = 1 / t`` with sequence parallelism: a TP rank dispatches its sequence
+    shard), over the ``ep`` ranks ``t cp`` apart (Megatron order tp-cp-ep-dp;
+    :func:`~diffcost._terms.moe.all_to_all_s`).  Zero when ``ep = 1`` or the model is dense.
+    """
+    tokens = tokens_per_chip(plan)
+    sent = 2.0 * tokens * replicated_fraction(plan) * model.experts_per_token * model.hidden
+    a2a = all_to_all_s(sent, plan.ep, plan.tp * plan.cp, system, sm)
+    return model.moe_fraction() * (4.0 + 2.0 * plan.recompute[2]) * a2a
 
 
 def adapter_forward_s(
@@ -265,7 +289,8 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     t_out = t_logits_fwd + t_xent
     t_out_bwd = 2.0 * t_out - lora * t_logits_fwd
     t_tp_layer = tp_comm_layer_s(t_tp_ar, layer.gemm_s, plan, system, sm)
-    t_comm_layer = t_tp_layer + 3.0 * t_cp_exposed
+    t_ep_layer = expert_all_to_all_layer_s(system, model, plan, sm)
+    t_comm_layer = t_tp_layer + 3.0 * t_cp_exposed + t_ep_layer
     per_layer = t_layer + t_layer_bwd + t_recompute_layer + t_comm_layer
     n, out = critical_stage(model, plan, per_layer, t_out + t_out_bwd, sm)
     has_pp = 1.0 - is_one(p, sm)
@@ -283,6 +308,7 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
         tp_comm_s=n * t_tp_layer,
         cp_comm_s=n * (3.0 * t_cp_exposed),
         p2p_s=t_p2p,
+        ep_comm_s=n * t_ep_layer,
     )
 
 
@@ -472,6 +498,7 @@ class TrainBreakdown(eqx.Module):
     recompute_time_s: Float[Array, ""]
     tp_comm_time_s: Float[Array, ""]
     cp_comm_time_s: Float[Array, ""]
+    ep_comm_time_s: Float[Array, ""]
     pp_bubble_time_s: Float[Array, ""]
     pp_p2p_time_s: Float[Array, ""]
     dp_comm_time_s: Float[Array, ""]
@@ -532,6 +559,7 @@ class TrainCost(eqx.Module):
             recompute_time_s=m * stage.recompute_s,
             tp_comm_time_s=m * stage.tp_comm_s,
             cp_comm_time_s=m * stage.cp_comm_s,
+            ep_comm_time_s=m * stage.ep_comm_s,
             pp_bubble_time_s=bubble * per_micro,
             pp_p2p_time_s=m * stage.p2p_s,
             dp_comm_time_s=t_dp_total,

@@ -141,12 +141,15 @@ def params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0
     output projection (untied) or its tied copy when ``p = 1`` (Megatron keeps a word-embedding
     copy on both first and last stage).  Learned positions are not TP-sharded.  Second stage:
     its layers, plus the output matrix (or tied copy) and final norm when it is the last
-    (``p = 2``).
+    (``p = 2``).  A mixture of experts adds its local routed experts
+    (:func:`expert_params_per_chip`).
     """
     t, p = plan.tp, plan.pp
     n = layers_on_stage(model, plan, sm, stage)
     sharded = model.layer_matrix_params() + model.layer_bias_params()
-    layers = n * (sharded / t + model.layer_norm_params())
+    layers = n * (sharded / t + model.layer_norm_params()) + expert_params_per_chip(
+        model, plan, sm, stage
+    )
     word = model.vocab * model.hidden / t
     if stage == 1:
         return layers + is_one(p - 1.0, sm) * (word + model.norm_params * model.hidden)
@@ -156,6 +159,15 @@ def params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0
         (1.0 - model.tied_embeddings) * word + model.norm_params * model.hidden
     )
     return layers + word + positions + output
+
+
+def expert_params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0) -> Array:
+    """Routed-expert parameters one chip of stage ``stage`` holds (before ZeRO sharding):
+    ``n * experts_per_layer / (t ep)``: each of the ``ep`` expert-parallel ranks holds
+    ``E / ep`` experts, each split over the ``t`` tensor-parallel ranks (Megatron-Core expert
+    tensor parallelism = tp).  0 for a dense model."""
+    n = layers_on_stage(model, plan, sm, stage)
+    return n * model.layer_expert_params() / (plan.tp * plan.ep)
 
 
 def zero3_gather_params(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
@@ -173,7 +185,8 @@ def zero3_gather_params(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     parameters) and ``stage3_prefetch_bucket_size`` (DeepSpeed ZeRO config docs).
     """
     sharded = model.layer_matrix_params() + model.layer_bias_params()
-    layer = sharded / plan.tp + model.layer_norm_params()
+    experts = model.layer_expert_params() / plan.ep  # a MoE layer's local experts gather too
+    layer = (sharded + experts) / plan.tp + model.layer_norm_params()
     return smax(layer, model.vocab * model.hidden / plan.tp, sm)
 
 
@@ -196,7 +209,7 @@ def fp8_weight_cache_bytes(model: Model, plan: TrainPlan, sm: Smoothing, stage: 
     (:func:`~diffcost._train.cost.optimizer_s`).
     """
     fp8 = plan.precision[format_index("fp8")]
-    layer = model.layer_matrix_params() / plan.tp
+    layer = (model.layer_matrix_params() + model.layer_expert_params() / plan.ep) / plan.tp
     held_stage = layers_on_stage(model, plan, sm, stage) * layer
     z3 = plan.zero[3]
     shard = 1.0 / plan.shard_ranks()
@@ -214,13 +227,13 @@ def layer_activation_bytes(model: Model, plan: TrainPlan) -> Array:
     sharded = (
         2.0 * model.attention_width()
         + 2.0 * model.heads * model.head_dim
-        + 2.0 * model.mlp_matrices * model.ffn_hidden
+        + 2.0 * model.mlp_matrices * model.active_ffn_hidden()
     ) / t
     # FP8 training (Transformer Engine) saves the inputs of the four GEMMs in fp8: 1 byte
     # instead of 2 for the QKV and MLP inputs, the projection input and the MLP-out input.
     fp8 = plan.precision[format_index("fp8")]
     fp8_saving = fp8 * (
-        2.0 * model.hidden * rep + (model.heads * model.head_dim + model.ffn_hidden) / t
+        2.0 * model.hidden * rep + (model.heads * model.head_dim + model.active_ffn_hidden()) / t
     )
     return tokens * (replicated + sharded - fp8_saving) + attention_score_bytes(model, plan)
 
@@ -298,6 +311,8 @@ def stage_memory(
     the fp8 copies of the GEMM weights (:func:`fp8_weight_cache_bytes`).  Gradients and
     optimizer state cover the trainable parameters only (:func:`trainable_params_per_chip`:
     the LoRA adapters when the base is frozen), whose weights are held besides the base ones.
+    Routed experts shard over their ``dp cp / ep`` copies (:meth:`TrainPlan.
+    expert_shard_fraction`): their sharded state is charged at that fraction, not ``shard``.
     """
     params = params_per_chip(model, plan, sm, stage)
     trained = trainable_params_per_chip(model, plan, sm, stage)
@@ -312,6 +327,13 @@ def stage_memory(
     grads = trained * plan.grad_bytes_per_param * (z[0] + z[1] + (z[2] + z[3]) * shard)
     grads += (1.0 - lora_on(plan, sm)) * unit * plan.grad_bytes_per_param
     optimizer = trained * plan.optimizer_bytes_per_param * (z[0] + (z[1] + z[2] + z[3]) * shard)
+    # routed experts shard over their dp cp / ep copies only (expert data parallelism)
+    experts = expert_params_per_chip(model, plan, sm, stage)
+    extra = experts * (plan.expert_shard_fraction() - shard)
+    trained_extra = (1.0 - lora_on(plan, sm)) * extra
+    weights += extra * plan.weight_bytes_per_param * z[3]
+    grads += trained_extra * plan.grad_bytes_per_param * (z[2] + z[3])
+    optimizer += trained_extra * plan.optimizer_bytes_per_param * (z[1] + z[2] + z[3])
     activations = activation_bytes(model, plan, sm, stage)
     reserved = runtime_reserve_bytes(system)
     total = weights + grads + optimizer + activations + reserved
@@ -347,6 +369,7 @@ __all__ = [
     "stage_layers",
     "stage_memory",
     "trainable_params_per_chip",
+    "expert_params_per_chip",
     "fp8_weight_cache_bytes",
     "params_per_chip",
     "train_memory",

@@ -153,6 +153,12 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "pipeline TP all-gathers/reduce-scatters with the GEMMs (needs SP)",
     ),
     PlanField("fp8_param_gather", "bool", False, "all-gather fp8 weights (fp8 training)"),
+    PlanField(
+        "ep",
+        "degree",
+        1,
+        "expert-parallel degree: routed experts spread over ep of the data-parallel ranks",
+    ),
 )
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
 
@@ -192,6 +198,10 @@ class TrainPlan(eqx.Module):
             Transformer Engine userbuffers).
         fp8_param_gather: 1 to all-gather the weights in fp8 (Megatron-LM
             ``--fp8-param-gather``; applies to fp8 training only).
+        ep: expert-parallel degree: each routed expert lives on one of ``ep`` data-parallel
+            ranks (``dp / ep`` copies of it), its width split over the ``tp`` ranks
+            (Megatron-Core ``--expert-model-parallel-size``, expert tensor parallelism = tp);
+            1 for a dense model.
 
     Every field may carry leading batch dimensions (``*batch``): stacked plans for ``vmap``
     (sweeps, searches, validation) are built with the same constructor.
@@ -221,6 +231,7 @@ class TrainPlan(eqx.Module):
     shard_replicas: Float[Array, "*batch"]
     tp_comm_overlap: Float[Array, "*batch"]
     fp8_param_gather: Float[Array, "*batch"]
+    ep: Float[Array, "*batch"]
 
     def num_micro_batches(self) -> Array:
         """Micro-batches per step per pipeline: ``global_batch / (dp * micro_batch)``."""
@@ -234,6 +245,12 @@ class TrainPlan(eqx.Module):
         """Ranks one copy of the ZeRO state is sharded over: ``shard_group * cp`` (CP ranks
         hold the same weights and shard with the data-parallel ones)."""
         return self.shard_group() * self.cp
+
+    def expert_shard_fraction(self) -> Array:
+        """Fraction of a routed expert's ZeRO state one chip holds: ``ep / shard_ranks`` (the
+        ``dp cp / ep`` copies of an expert shard its state; Megatron-Core's expert data-parallel
+        group; the rules make ``ep`` divide the shard group)."""
+        return self.ep / self.shard_ranks()
 
     def num_chips(self) -> Array:
         """Chips the plan occupies: ``tp * pp * dp * cp``."""
@@ -284,6 +301,7 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
         shard_replicas=_shard_replicas(v),
         tp_comm_overlap=jnp.asarray(v.get("tp_comm_overlap", 0.0)) * jnp.ones_like(a("tp")),
         fp8_param_gather=jnp.asarray(v.get("fp8_param_gather", 0.0)) * jnp.ones_like(a("tp")),
+        ep=jnp.asarray(v.get("ep", 1.0)) * jnp.ones_like(a("tp")),
     )
 
 
@@ -332,6 +350,7 @@ def train_plan(
     shard_group: int | None = None,
     tp_comm_overlap: bool = False,
     fp8_param_gather: bool = False,
+    ep: int = 1,
     source: str = "plan",
 ) -> TrainPlan:
     """Build an exact (integer, one-hot) training plan, checking every field at once

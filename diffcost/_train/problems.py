@@ -42,6 +42,27 @@ def framework_problems(model: Model, plan: TrainPlan) -> list[str]:
     return problems
 
 
+def expert_problems(model: Model, plan: TrainPlan) -> list[str]:
+    """The expert-parallel rules of :func:`~diffcost._train.rules.expert_parallel_violation`,
+    each named."""
+    g = lambda x: float(x)
+    ep, experts, tp = g(plan.ep), g(model.experts), g(plan.tp)
+    if experts == 0:
+        return [f"ep ({ep:.0f}) > 1 but the model has no experts: use ep 1"] if ep > 1 else []
+    problems = []
+    shard, f_e = g(plan.shard_group()), g(model.expert_ffn_hidden)
+    if experts % ep:
+        problems.append(f"experts ({experts:.0f}) is not divisible by ep ({ep:.0f})")
+    if shard % ep:
+        problems.append(
+            f"ep ({ep:.0f}) does not divide the data-parallel ranks sharding the state "
+            f"({shard:.0f}): Megatron-Core builds expert-parallel groups from them"
+        )
+    if f_e % tp:
+        problems.append(f"expert_ffn_hidden ({f_e:.0f}) is not divisible by tp ({tp:.0f})")
+    return problems
+
+
 def train_problems(
     model: Model, plan: TrainPlan, out: TrainBreakdown, system_chips: float
 ) -> list[str]:
@@ -74,6 +95,7 @@ def train_problems(
     if v > 1 and pp == 1:
         problems.append("virtual_stages > 1 needs pipeline parallelism (pp > 1)")
     problems += framework_problems(model, plan)
+    problems += expert_problems(model, plan)
     if g(out.unsupported_format) > 0:
         problems.append(
             "precision fp8 needs FP8 matrix units, which this chip does not have "

@@ -198,6 +198,21 @@ def tp_overlap_violation(plan: TrainPlan) -> Array:
     return plan.tp_comm_overlap * (1.0 - plan.sequence_parallel)
 
 
+def expert_parallel_violation(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Relaxed violation of the expert-parallel rules (0 at a valid exact plan): ``ep`` divides
+    the routed experts and the data-parallel ranks sharding the state (Megatron-Core builds the
+    expert-parallel groups from data-parallel ranks: ``--expert-model-parallel-size`` must
+    divide the data-parallel size, ``megatron/core/parallel_state.py``), each expert's width
+    divides over ``tp``, and a dense model has ``ep = 1``."""
+    dense = 1.0 - clip01(model.experts, sm)
+    return (
+        divisibility_violation(model.experts / plan.ep, sm)
+        + divisibility_violation(plan.shard_group() / plan.ep, sm)
+        + divisibility_violation(model.expert_ffn_hidden / plan.tp, sm)
+        + dense * (1.0 - is_one(plan.ep, sm))
+    )
+
+
 def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, ""]:
     """Sum of the relaxed divisibility violations (0 at a valid exact plan): heads and ffn by
     ``tp``, KV heads a multiple or divisor of ``tp``, layers by ``pp * v``, the micro-batch count
@@ -205,7 +220,8 @@ def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, "
     pipeline split's rules replace the layer rule when a first or last stage count is given
     (:func:`pipeline_split_violation`); a valid hybrid-sharding group
     (:func:`hybrid_shard_violation`) and TP overlap only with sequence parallelism
-    (:func:`tp_overlap_violation`)."""
+    (:func:`tp_overlap_violation`); the expert-parallel rules
+    (:func:`expert_parallel_violation`)."""
     t = plan.tp
     return (
         divisibility_violation(model.heads / t, sm)
@@ -217,12 +233,14 @@ def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, "
         + divisibility_violation(plan.seq_len / plan.cp, sm)
         + hybrid_shard_violation(plan, sm)
         + tp_overlap_violation(plan)
+        + expert_parallel_violation(model, plan, sm)
     )
 
 
 __all__ = [
     "VOCAB_MULTIPLE",
     "divisibility",
+    "expert_parallel_violation",
     "fp8_units",
     "hybrid_shard_violation",
     "interleave_violation",

@@ -32,6 +32,10 @@ Tp = Annotated[int | None, Opt("Tensor-parallel degree.")]
 Pp = Annotated[int | None, Opt("Pipeline-parallel degree.")]
 Dp = Annotated[int | None, Opt("Data-parallel degree (default: chips / (tp*pp*cp)).")]
 Cp = Annotated[int | None, Opt("Context-parallel degree.")]
+Ep = Annotated[
+    int | None,
+    Opt("Expert-parallel degree: routed experts over ep of the dp ranks (Megatron EP)."),
+]
 MicroBatch = Annotated[int | None, Opt("Sequences per micro-batch.")]
 GlobalBatch = Annotated[int | None, Opt("Sequences per optimizer step.")]
 SeqLen = Annotated[int | None, Opt("Tokens per sequence.")]
@@ -75,6 +79,7 @@ def train_parallel_flags(
     pp: Pp = None,
     dp: Dp = None,
     cp: Cp = None,
+    ep: Ep = None,
     micro_batch: MicroBatch = None,
     global_batch: GlobalBatch = None,
     seq_len: SeqLen = None,

@@ -174,6 +174,7 @@ def _print_table(
         ("  recompute", fmt_time(g(out.recompute_time_s))),
         ("  tensor-parallel comm", fmt_time(g(out.tp_comm_time_s))),
         ("  context-parallel comm (exposed)", fmt_time(g(out.cp_comm_time_s))),
+        ("  expert-parallel all-to-all", fmt_time(g(out.ep_comm_time_s))),
         ("  pipeline bubble", fmt_time(g(out.pp_bubble_time_s))),
         ("  pipeline p2p", fmt_time(g(out.pp_p2p_time_s))),
         ("  data-parallel comm (exposed)", fmt_time(g(out.dp_comm_time_s))),

@@ -1,0 +1,63 @@
+"""Mixture-of-experts terms of one block: expert GEMMs at per-expert token counts, and the
+all-to-all that moves tokens to their experts.
+
+Routing (Shazeer et al., "Outrageously Large Neural Networks", ICLR 2017; Fedus et al., "Switch
+Transformers", JMLR 2022; Lepikhin et al., "GShard", ICLR 2021): each token is sent to
+``k = experts_per_token`` of the ``E`` routed experts.  With routing balanced across experts (the
+auxiliary-loss or bias-balanced limit; an imbalance is not modelled), ``G`` distinct tokens reach
+an expert with probability ``1 - (1 - k/E)^G``, so
+
+* the expected number of experts a block runs is ``E (1 - (1 - k/E)^G)``: decode at batch ``B``
+  reads only these experts' weights (batch 1 of Mixtral: 2 of 8), training and prefill all of
+  them;
+* the ``G k`` token-expert assignments split evenly over the active experts: each runs a GEMM of
+  ``m = G k / (E p)`` rows (``p`` the active fraction), never fewer than one.
+
+Expert parallelism (EP; Lepikhin et al. 2021 §2.2; Megatron-Core ``--expert-model-parallel-size``)
+spreads the experts over ``ep`` ranks (each holds ``E / ep``); with ``ep`` ranks carved from the
+data-parallel ones each brings its own tokens (``G = ep T``), and tokens travel by an all-to-all
+before the experts (dispatch) and after them (combine)
+(:func:`diffcost._terms.comm.all_to_all_s`).  The GEMMs are
+:func:`diffcost._terms.layer.expert_gemms`.
+"""
+
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike
+
+from .._core.smooth import Smoothing, safe_div, smax, smin
+from .._inputs.model import Model
+
+
+def active_expert_fraction(group_tokens: ArrayLike, model: Model) -> Array:
+    """Expected fraction of a block's routed experts that ``group_tokens`` tokens use:
+    ``1 - (1 - k/E)^G`` (each token picks ``k`` of ``E``; balanced routing).  0 for a dense
+    model; 1 when every expert is picked."""
+    ratio = jnp.minimum(safe_div(model.experts_per_token, model.experts), 1.0 - 1e-7)
+    return -jnp.expm1(jnp.asarray(group_tokens) * jnp.log1p(-ratio))
+
+
+def mixed_active_fraction(
+    decode_tokens: ArrayLike,
+    prompt_tokens: ArrayLike,
+    piece: ArrayLike,
+    model: Model,
+    sm: Smoothing,
+) -> Array:
+    """Expected active-expert fraction of an averaged engine iteration.
+
+    Continuous batching averages its iterations: ``prompt_tokens`` per iteration on average
+    arrive as chunks of ``piece`` tokens, so a share ``s = min(1, P / piece)`` of the
+    iterations carries ``max(P, piece)`` prompt tokens besides the ``D`` decode tokens and the
+    rest carry none (Sarathi-Serve, OSDI'24).  The fraction is concave in the tokens, so it is
+    averaged over the two kinds of iteration, not taken at the average token count:
+    ``(1 - s) a(D) + s a(D + max(P, piece))`` with ``a`` :func:`active_expert_fraction`
+    (a batch-1 Mixtral decode reads 2 of 8 experts, not the 6 of 5 averaged tokens).
+    """
+    share = smin(safe_div(prompt_tokens, piece), 1.0, sm)
+    chunk = smax(prompt_tokens, piece, sm)
+    decode = jnp.asarray(decode_tokens)
+    with_prompt = active_expert_fraction(decode + chunk, model)
+    return (1.0 - share) * active_expert_fraction(decode, model) + share * with_prompt
+
+
+__all__ = ["active_expert_fraction", "mixed_active_fraction"]
