@@ -73,3 +73,24 @@ def test_a_dense_model_has_no_moe_terms():
     assert float(m.active_params()) == float(m.num_params())
     assert float(m.active_ffn_hidden()) == float(m.ffn_hidden)
     assert float(m.layer_expert_params()) == 0.0
+
+
+def test_deepseek_v3_latent_attention_and_experts():
+    """DeepSeek-V3: 671B total, 37B active (report abstract); MLA's projections per block are
+    q 7168x1536 + 1536x128x192, kv 7168x576 + 512x128x256, o 128x128x7168 (187.1M)."""
+    m = dc.load_model("deepseek-v3")
+    mla = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168
+    assert float(m.attention_projection_params()) == pytest.approx(mla, rel=1e-9)
+    assert float(m.num_params()) / 1e9 == pytest.approx(671, rel=0.002)
+    assert float(m.active_params()) / 1e9 == pytest.approx(37, rel=0.015)
+    # the cache holds the 512-wide latent and the 64-wide rotary key, whatever the KV heads
+    assert float(m.kv_cache_elements(16.0)) == 576.0
+    assert float(m.decode_attention_dim()) == 2 * 512 + 64
+
+
+def test_standard_attention_is_unchanged_by_the_latent_terms():
+    """Without MLA the cache holds K and V of each local KV head, decode multiplies 2 e."""
+    m = dc.load_model("llama-3-70b")
+    assert float(m.kv_cache_elements(1.0)) == 2 * 128
+    assert float(m.decode_attention_dim()) == 2 * 128
+    assert float(m.latent_projection_params()) == 0.0

@@ -31,7 +31,9 @@ def _bw(system):
 
 
 def _shape(heads=8.0, kv_heads=1.0, e=128.0, kv_bytes=2.0, act_bytes=2.0):
-    return AttentionShape(*(jnp.asarray(x) for x in (heads, kv_heads, e, kv_bytes, act_bytes)))
+    """Standard attention: values of the key size, K and V cached, decode dims 2 e."""
+    values = (heads, kv_heads, e, kv_bytes, act_bytes, e, 2.0 * kv_heads * e, 2.0 * e)
+    return AttentionShape(*(jnp.asarray(x) for x in values))
 
 
 def test_causal_skip():

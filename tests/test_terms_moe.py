@@ -143,3 +143,23 @@ def test_relaxed_equals_exact_and_gradients_are_finite_for_moe(mixtral):
 
     grads = jax.grad(step, argnums=(0, 1))(jnp.asarray(6.5), jnp.asarray(1.5))
     assert all(np.isfinite(float(g)) for g in grads)
+
+
+def test_deepseek_v3_serves_with_a_latent_cache_and_trains_with_expert_parallelism():
+    """DeepSeek-V3 on 16 H100s (TP 16, fp8 weights): its KV cache per token is 61 x 576
+    elements on every chip (not 61 x 2 x 128 heads x 192); training with EP 64 over 8 nodes
+    pays an all-to-all and is finite."""
+    model = dc.load_model("deepseek-v3")
+    system = dc.load_system("dgx-h100", chips=16)
+    out = dc.ServeCost(system, model)(dc.serve_plan(tp=16, batch=8, weight_format="fp8"))
+    assert np.isfinite(float(out.tpot_s))
+    from diffcost._serve.kv import kv_bytes_per_token
+
+    per_token = float(kv_bytes_per_token(model, 16.0, 1.0, 2.0, EXACT))
+    assert per_token == pytest.approx(61 * 576 * 2.0)
+    big = dc.load_system("dgx-h100", chips=2048)
+    plan = dc.train_plan(
+        tp=1, pp=16, dp=128, ep=64, micro_batch=1, global_batch=4096, seq_len=4096, precision="fp8"
+    )
+    train = dc.TrainCost(big, model)(plan)
+    assert float(train.ep_comm_time_s) > 0 and np.isfinite(float(train.step_time_s))

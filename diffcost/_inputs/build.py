@@ -90,4 +90,9 @@ def model_module(v: dict[str, Any]) -> Model:
         expert_ffn_hidden=_f(v.get("expert_ffn_hidden", v["ffn_hidden"])),
         shared_ffn_hidden=_f(v.get("shared_expert_ffn_hidden", 0)),
         moe_layers=_f(v.get("moe_layers", v["layers"] if experts else 0)),
+        v_head_dim=_f(v.get("v_head_dim", head_dim)),
+        latent_attention=_f(v.get("kv_lora_rank", 0) > 0),
+        kv_lora_rank=_f(v.get("kv_lora_rank", 0)),
+        q_lora_rank=_f(v.get("q_lora_rank", 0)),
+        rope_head_dim=_f(v.get("rope_head_dim", 0)),
     )

@@ -14,6 +14,13 @@ over blocks: a fraction ``phi = moe_layers / layers`` of a MoE MLP and ``1 - phi
 (a pipeline stage's layers are charged the average, not its own mix).  A dense model has
 ``experts = moe_layers = 0`` and every MoE term vanishes.
 
+Multi-head latent attention (MLA; DeepSeek-AI, "DeepSeek-V2", arXiv:2405.04434 §2.1, and
+"DeepSeek-V3", arXiv:2412.19437 §2.1.1) replaces the K/V projections by a down-projection to a
+latent of ``kv_lora_rank`` plus a shared rotary key of ``rope_head_dim``, which is all a decoder
+caches, and per-head up-projections to keys (``head_dim - rope_head_dim`` plus the shared rotary
+part) and values (``v_head_dim``); queries go through a ``q_lora_rank`` latent when it is
+non-zero.  ``latent_attention`` is 1 for MLA (``kv_lora_rank > 0``), 0 otherwise.
+
 Every field is a float leaf so models stack for ``vmap`` and get gradients.
 
 References:
@@ -50,6 +57,10 @@ class Model(eqx.Module):
         expert_ffn_hidden: MLP width of one routed expert.
         shared_ffn_hidden: total MLP width of a MoE block's always-active shared experts.
         moe_layers: blocks with a MoE MLP (the others have the dense MLP of ``ffn_hidden``).
+        v_head_dim: value head size (``head_dim`` except MLA).
+        latent_attention: 1 for multi-head latent attention, else 0.
+        kv_lora_rank, q_lora_rank, rope_head_dim: MLA's latent sizes (0 without MLA; a zero
+            ``q_lora_rank`` projects queries directly).
     """
 
     layers: Float[Array, ""]
@@ -72,6 +83,11 @@ class Model(eqx.Module):
     expert_ffn_hidden: Float[Array, ""]
     shared_ffn_hidden: Float[Array, ""]
     moe_layers: Float[Array, ""]
+    v_head_dim: Float[Array, ""]
+    latent_attention: Float[Array, ""]
+    kv_lora_rank: Float[Array, ""]
+    q_lora_rank: Float[Array, ""]
+    rope_head_dim: Float[Array, ""]
 
     # --- mixture of experts: widths averaged over blocks --------------------------------------
     def moe_fraction(self) -> Array:
@@ -100,20 +116,57 @@ class Model(eqx.Module):
 
     # --- parameters ---------------------------------------------------------------------------
     def attention_width(self) -> Array:
-        """Columns of the fused QKV projection: ``(heads + 2 kv_heads) * head_dim``."""
-        return (self.heads + 2.0 * self.kv_heads) * self.head_dim
+        """Q, K and V columns per token: ``heads e + kv_heads (e + e_v)`` (``(heads + 2
+        kv_heads) e`` when ``e_v = e``): the fused QKV projection's output, or MLA's
+        up-projected queries, keys and values."""
+        return self.heads * self.head_dim + self.kv_heads * (self.head_dim + self.v_head_dim)
+
+    def latent_projection_params(self) -> Array:
+        """MLA's Q, K, V projections (DeepSeek-V2 §2.1.2-2.1.3, eqs. 9-18): query down
+        ``h r_q`` and up ``r_q heads e`` (or ``h heads e`` without a query latent), KV down
+        ``h (r_kv + e_rope)``, KV up ``r_kv heads (e - e_rope + e_v)``; 0 without MLA."""
+        h, a = self.hidden, self.heads
+        q_in = jnp.where(self.q_lora_rank > 0, self.q_lora_rank, h)
+        query = h * self.q_lora_rank + q_in * a * self.head_dim
+        kv_down = h * (self.kv_lora_rank + self.rope_head_dim)
+        kv_up = self.kv_lora_rank * a * (self.head_dim - self.rope_head_dim + self.v_head_dim)
+        return self.latent_attention * (query + kv_down + kv_up)
+
+    def attention_projection_params(self) -> Array:
+        """Weights of the attention projections: QKV ``hidden * attention_width`` (or MLA's,
+        :meth:`latent_projection_params`) plus the output ``heads e_v hidden``."""
+        qkv = (1.0 - self.latent_attention) * self.hidden * self.attention_width()
+        return qkv + self.latent_projection_params() + self.heads * self.v_head_dim * self.hidden
+
+    def kv_cache_elements(self, kv_heads_local: ArrayLike) -> Array:
+        """Cached elements per token and layer on a chip holding ``kv_heads_local`` KV heads:
+        ``kv_local (e + e_v)``, or MLA's latent and rotary key ``r_kv + e_rope`` (replicated
+        on every tensor-parallel rank; DeepSeek-V2 §2.1.2)."""
+        mla = self.latent_attention
+        latent = self.kv_lora_rank + self.rope_head_dim
+        return mla * latent + (1.0 - mla) * jnp.asarray(kv_heads_local) * (
+            self.head_dim + self.v_head_dim
+        )
+
+    def decode_attention_dim(self) -> Array:
+        """Multiply-adds per query head and cached token of decode attention, halved: score
+        plus value dims, ``e + e_v``; MLA with its up-projections absorbed into the query and
+        output (DeepSeek-V2 §2.1.2; FlashMLA) scores the latent and rotary key and weights the
+        latent: ``(r_kv + e_rope) + r_kv``."""
+        mla = self.latent_attention
+        absorbed = 2.0 * self.kv_lora_rank + self.rope_head_dim
+        return mla * absorbed + (1.0 - mla) * (self.head_dim + self.v_head_dim)
 
     def layer_matrix_params(self) -> Array:
         """Weights of one block's matrices that every expert-parallel rank holds (tensor
         parallelism shards them; the small router is counted here too).
 
-        ``hidden * attention_width`` (QKV) + ``heads * head_dim * hidden`` (output projection)
-        + ``mlp_matrices * hidden * dense_ffn_hidden`` + router.  For GPT (MHA, ffn = 4h): 12 h^2.
+        The attention projections (:meth:`attention_projection_params`) + ``mlp_matrices *
+        hidden * dense_ffn_hidden`` + router.  For GPT (MHA, ffn = 4h): 12 h^2.
         """
         h = self.hidden
         return (
-            h * self.attention_width()
-            + self.heads * self.head_dim * h
+            self.attention_projection_params()
             + self.mlp_matrices * h * self.dense_ffn_hidden()
             + self.router_params()
         )
@@ -139,8 +192,10 @@ class Model(eqx.Module):
         return safe_div(self.layer_expert_params() * self.experts_per_token, self.experts)
 
     def layer_norm_params(self) -> Array:
-        """Two norms per block, replicated across tensor-parallel ranks."""
-        return 2.0 * self.norm_params * self.hidden
+        """Two norms per block, replicated across tensor-parallel ranks, plus MLA's norms of
+        its query and KV latents (DeepSeek-V2 eqs. 9-10)."""
+        latents = self.latent_attention * (self.q_lora_rank + self.kv_lora_rank)
+        return self.norm_params * (2.0 * self.hidden + latents)
 
     def layer_params(self) -> Array:
         """Parameters of one block every expert-parallel rank holds (all but routed experts).
@@ -188,11 +243,12 @@ class Model(eqx.Module):
     def layer_attention_flop(self, batch: ArrayLike, seq_len: ArrayLike) -> Array:
         """Attention-core FLOP of one block's forward pass (``QK^T`` and ``AV``), full matrix.
 
-        ``4 * b * s^2 * heads * head_dim`` (GPT: ``4 b s^2 h``), counting the masked half of a
-        causal matrix as Megatron and PaLM do for model FLOPs.
+        ``2 * b * s^2 * heads * (head_dim + v_head_dim)`` (GPT: ``4 b s^2 h``), counting the
+        masked half of a causal matrix as Megatron and PaLM do for model FLOPs.
         """
         s = jnp.asarray(seq_len)
-        return 4.0 * jnp.asarray(batch) * s * s * self.heads * self.head_dim
+        dims = self.head_dim + self.v_head_dim
+        return 2.0 * jnp.asarray(batch) * s * s * self.heads * dims
 
     def logits_flop(self, tokens: ArrayLike) -> Array:
         """Output projection forward FLOP: ``2 * tokens * hidden * vocab``."""

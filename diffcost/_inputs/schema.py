@@ -219,6 +219,14 @@ MODEL_TOP = {
         "count", positive=False, doc="total MLP width of a MoE block's shared experts (default 0)"
     ),
     "moe_layers": Field("count", positive=False, doc="blocks with a MoE MLP (default all)"),
+    "v_head_dim": Field("count", doc="value head size (default head_dim)"),
+    "kv_lora_rank": Field(
+        "count", positive=False, doc="MLA KV latent size (0: standard attention)"
+    ),
+    "q_lora_rank": Field("count", positive=False, doc="MLA query latent size (0: none)"),
+    "rope_head_dim": Field(
+        "count", positive=False, doc="MLA rotary key size shared by the heads (part of head_dim)"
+    ),
     "params_active_b": Field(
         "number", doc="published active (per-token) parameter count, billions (checked)"
     ),
@@ -266,6 +274,21 @@ def _model_moe(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
         add("experts_per_token", f"{top_k} is more than the {experts} experts")
     if values.get("moe_layers", 0) > values.get("layers", float("inf")):
         add("moe_layers", f"{values['moe_layers']} is more than the {values['layers']} layers")
+
+
+def _model_latent(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    """Multi-head latent attention (``kv_lora_rank`` > 0) up-projects a key and a value per
+    query head (``kv_heads == heads``) and its rotary part is a part of ``head_dim``; its other
+    keys need it."""
+    if not values.get("kv_lora_rank"):
+        for key in ("q_lora_rank", "rope_head_dim"):
+            if values.get(key):
+                add(key, "given without multi-head latent attention (kv_lora_rank is 0 or absent)")
+        return
+    if "kv_heads" in values and "heads" in values and values["kv_heads"] != values["heads"]:
+        add("kv_heads", "must equal heads under multi-head latent attention (one K, V per head)")
+    if values.get("rope_head_dim", 0) >= values.get("head_dim", float("inf")):
+        add("rope_head_dim", f"must be less than head_dim ({values.get('head_dim')})")
 
 
 def _model_params(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
@@ -464,7 +487,7 @@ KINDS: dict[str, Kind] = {
         "models",
         top=MODEL_TOP,
         source=SPEC_SOURCE,
-        rules=(_model_shape, _model_moe, _model_params),
+        rules=(_model_shape, _model_moe, _model_latent, _model_params),
         doc="a transformer's shape (dense or mixture of experts)",
     ),
     "calibration": Kind(

@@ -76,12 +76,14 @@ def kv_heads_per_chip(model: Model, tp: ArrayLike, sm: Smoothing) -> Array:
 def kv_bytes_per_token(
     model: Model, tp: ArrayLike, pp: ArrayLike, element_bytes: ArrayLike, sm: Smoothing
 ) -> Array:
-    """KV-cache bytes of one token on one chip: ``2 * (L/p) * kv_heads_local * head_dim * bytes``.
+    """KV-cache bytes of one token on one chip: ``(L/p) * kv_elements * bytes`` with
+    ``kv_elements = kv_heads_local (e + e_v)`` (:meth:`~diffcost._inputs.model.Model.
+    kv_cache_elements`; MLA: its latent and rotary key, on every TP rank).
 
     With ``tp = pp = 1`` this is Pope et al.'s ``2 * layers * kv_heads * head_dim * bytes``.
     """
     heads = kv_heads_per_chip(model, tp, sm)
-    return 2.0 * model.layers / pp * heads * model.head_dim * element_bytes
+    return model.layers / pp * model.kv_cache_elements(heads) * element_bytes
 
 
 def paged_tokens(tokens: ArrayLike, block: ArrayLike, sm: Smoothing) -> Array:
@@ -99,7 +101,7 @@ def activation_bytes_per_token(model: Model, tp: ArrayLike, sm: Smoothing) -> Ar
     through, its top-k experts' for a mixture of experts).
     """
     h = model.hidden
-    attention = model.attention_width() + model.heads * model.head_dim
+    attention = model.attention_width() + model.heads * model.v_head_dim
     mlp = model.mlp_matrices * model.active_ffn_hidden()
     return 2.0 * (2.0 * h + smax(attention / tp, mlp / tp, sm))
 

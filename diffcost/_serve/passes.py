@@ -101,12 +101,16 @@ class Consts(NamedTuple):
 
     def attention_shape(self) -> AttentionShape:
         """Heads of one layer on one chip: ``heads / tp`` query heads, the local KV heads."""
+        model = self.model
         return AttentionShape(
-            self.model.heads / self.tp,
+            model.heads / self.tp,
             self.kv_heads_local,
-            self.model.head_dim,
+            model.head_dim,
             self.kv_bytes,
             self.act_bytes,
+            model.v_head_dim,
+            model.kv_cache_elements(self.kv_heads_local),
+            model.decode_attention_dim(),
         )
 
 

@@ -39,13 +39,20 @@ def causal_skip(model: Model, flash_attention: ArrayLike) -> Array:
 
 
 def attention_gemms(
-    q_len: ArrayLike, kv_len: ArrayLike, head_dim: ArrayLike, heads: ArrayLike, fmt: GemmFormat
+    q_len: ArrayLike,
+    kv_len: ArrayLike,
+    head_dim: ArrayLike,
+    heads: ArrayLike,
+    fmt: GemmFormat,
+    v_dim: ArrayLike | None = None,
 ) -> tuple[GemmOp, GemmOp]:
     """``QK^T`` (``q_len x head_dim @ head_dim x kv_len``) and ``AV`` (``q_len x kv_len @
-    kv_len x head_dim``), one of each per head of ``heads`` (local heads times sequences)."""
+    kv_len x v_dim``, ``v_dim`` default ``head_dim``), one of each per head of ``heads`` (local
+    heads times sequences)."""
+    v_dim = head_dim if v_dim is None else v_dim
     return (
         GemmOp(q_len, kv_len, head_dim, fmt, heads),
-        GemmOp(q_len, head_dim, kv_len, fmt, heads),
+        GemmOp(q_len, v_dim, kv_len, fmt, heads),
     )
 
 
@@ -84,21 +91,28 @@ def fused_attention_s(
 
 
 class AttentionShape(NamedTuple):
-    """Heads of one layer on one chip: query heads, KV heads, head dim, KV and Q/O element bytes."""
+    """Heads of one layer on one chip: query heads, KV heads, head dims, KV and Q/O element
+    bytes, cached elements per token and decode's dims (see :class:`~diffcost._inputs.model.
+    Model` for multi-head latent attention, whose cache is a latent and whose decode scores it
+    with the up-projections absorbed)."""
 
     heads: Array  # query heads on the chip
     kv_heads: Array  # KV heads on the chip (replicated beyond tp = kv_heads)
-    head_dim: Array
+    head_dim: Array  # score (Q, K) head size
     kv_bytes: Array  # per KV-cache element
     act_bytes: Array  # per Q or O element
+    v_dim: Array  # value head size
+    kv_elements: Array  # cached elements per token: kv_heads (e + e_v), or MLA's latent
+    decode_dim: Array  # score + value dims per head and cached token in decode
 
     def kv_token_bytes(self) -> Array:
-        """K and V of one token: ``2 kv_heads e kv_bytes``."""
-        return 2.0 * self.kv_heads * self.head_dim * self.kv_bytes
+        """Cached K and V of one token: ``kv_elements kv_bytes`` (``2 kv_heads e kv_bytes``)."""
+        return self.kv_elements * self.kv_bytes
 
     def qo_bytes(self, tokens: ArrayLike) -> Array:
-        """Read Q and write O of ``tokens`` tokens: ``2 tokens heads e act_bytes``."""
-        return 2.0 * jnp.asarray(tokens) * self.heads * self.head_dim * self.act_bytes
+        """Read Q and write O of ``tokens`` tokens: ``tokens heads (e + e_v) act_bytes``."""
+        dims = self.head_dim + self.v_dim
+        return jnp.asarray(tokens) * self.heads * dims * self.act_bytes
 
     def group(self) -> Array:
         """Query heads sharing one KV head on the chip."""
@@ -118,13 +132,13 @@ def decode_attention(
     """Decode (or draft verification) attention of ``seqs`` sequences with ``query_tokens`` new
     tokens each over ``context`` cached tokens.
 
-    FLOP ``4 seqs q c heads e``; KV bytes ``seqs c kv_token (1 + u (g - 1) r)`` (``u`` = 1 for a
-    GQA-unaware kernel, ``g`` the group, ``r = kv_reread_fraction``); compute at the large-GEMM
-    achievable peak (split-KV kernel).
+    FLOP ``2 seqs q c heads d`` (``d = decode_dim``, ``2 e`` for standard attention); KV bytes
+    ``seqs c kv_token (1 + u (g - 1) r)`` (``u`` = 1 for a GQA-unaware kernel, ``g`` the group,
+    ``r = kv_reread_fraction``); compute at the large-GEMM achievable peak (split-KV kernel).
     """
     eff = system.efficiency
     seqs, query_tokens, context = (jnp.asarray(x) for x in (seqs, query_tokens, context))
-    flop = 4.0 * seqs * query_tokens * context * shape.heads * shape.head_dim
+    flop = 2.0 * seqs * query_tokens * context * shape.heads * shape.decode_dim
     reads = 1.0 + jnp.asarray(gqa_unaware) * (shape.group() - 1.0) * eff.kv_reread_fraction
     kv = seqs * context * shape.kv_token_bytes() * reads
     traffic = kv + shape.qo_bytes(seqs * query_tokens)
@@ -144,11 +158,12 @@ def prefill_attention(
     """Flash prefill attention of ``tokens`` prompt tokens in chunks of ``piece`` attending on
     average ``context`` earlier tokens.
 
-    FLOP ``4 tokens c heads e``; each of the ``tokens / piece`` chunks reads the context at its
+    FLOP ``2 tokens c heads (e + e_v)`` (MLA prefill up-projects its keys and values: vLLM
+    and SGLang run it unabsorbed); each of the ``tokens / piece`` chunks reads the context at its
     end, ``c + piece / 2`` on average, once; efficiency ``eff(group * piece, c + piece / 2, e)``.
     """
     tokens, piece, context = (jnp.asarray(x) for x in (tokens, piece, context))
-    flop = 4.0 * tokens * context * shape.heads * shape.head_dim
+    flop = 2.0 * tokens * context * shape.heads * (shape.head_dim + shape.v_dim)
     span = context + 0.5 * piece
     kv = tokens / piece * span * shape.kv_token_bytes()
     eff = matmul_efficiency(shape.group() * piece, span, shape.head_dim, system, sm)

@@ -74,7 +74,7 @@ def quantize_bytes(
     GEMMs run in an 8-bit or narrower format (Transformer Engine FP8 casts; Micikevicius et al.,
     "FP8 Formats for Deep Learning", 2022); ``f`` the active MLP width.
     """
-    h, a, e, f = model.hidden, model.heads, model.head_dim, model.active_ffn_hidden()
+    h, a, e, f = model.hidden, model.heads, model.v_head_dim, model.active_ffn_hidden()
     return jnp.asarray(quantized) * (2.0 + out_bytes) * tokens * (2.0 * h + (a * e + f) / tp)
 
 

@@ -5,7 +5,7 @@ columns and the attention-output and MLP-out weights by rows, so on one of ``t``
 GEMMs of a layer over ``m`` tokens are (``m x k @ k x n``):
 
     QKV            n = (heads + 2 kv_heads) head_dim / t    k = hidden
-    attention out  n = hidden                               k = heads head_dim / t
+    attention out  n = hidden                               k = heads v_head_dim / t
     MLP in         n = (mlp_matrices - 1) ffn_hidden / t    k = hidden   (gate and up for SwiGLU)
     MLP out        n = hidden                               k = ffn_hidden / t
 
@@ -61,13 +61,42 @@ def layer_gemms(
 
     Shapes in the module docstring, named by :data:`LAYER_GEMMS`.
     """
-    h, a, e, f = model.hidden, model.heads, model.head_dim, model.ffn_hidden
+    h, a, f = model.hidden, model.heads, model.ffn_hidden
     dense = 1.0 - model.moe_fraction()
     return (
-        GemmOp(tokens, model.attention_width() / tp, h, fmt),
-        GemmOp(tokens, h, a * e / tp, fmt),
+        GemmOp(tokens, model.attention_width() / tp, h, fmt, 1.0 - model.latent_attention),
+        GemmOp(tokens, h, a * model.v_head_dim / tp, fmt),
         GemmOp(tokens, (model.mlp_matrices - 1.0) * f / tp, h, fmt, dense),
         GemmOp(tokens, h, f / tp, fmt, dense),
+    )
+
+
+#: Names of multi-head latent attention's projections (:func:`latent_gemms`), in order.
+LATENT_GEMMS = ("Q down", "Q up", "KV down", "KV up")
+
+
+def latent_gemms(
+    tokens: ArrayLike, model: Model, tp: ArrayLike, fmt: GemmFormat
+) -> tuple[GemmOp, GemmOp, GemmOp, GemmOp]:
+    """Multi-head latent attention's Q and K/V projections on one of ``tp`` ranks, in place of
+    the fused QKV GEMM (weight ``latent_attention``, 0 without MLA).
+
+    The down-projections are replicated on every TP rank (Megatron-Core MLA:
+    ``linear_q_down_proj`` / ``linear_kv_down_proj`` "duplicated"), the up-projections split by
+    heads: Q down ``n = r_q, k = h``; Q up ``n = heads e / t, k = r_q`` (``k = h``, no down
+    projection, when ``r_q = 0``); KV down ``n = r_kv + e_rope, k = h``; KV up ``n = heads
+    (e - e_rope + e_v) / t, k = r_kv`` (DeepSeek-V2 §2.1.2-2.1.3).
+    """
+    h, a, mla = model.hidden, model.heads, model.latent_attention
+    has_q = jnp.where(model.q_lora_rank > 0, 1.0, 0.0)
+    q_in = jnp.where(model.q_lora_rank > 0, model.q_lora_rank, h)
+    kv_latent = jnp.maximum(model.kv_lora_rank, 1.0)  # 0 without MLA: weight 0, no 0/0
+    up = a * (model.head_dim - model.rope_head_dim + model.v_head_dim) / tp
+    return (
+        GemmOp(tokens, jnp.maximum(model.q_lora_rank, 1.0), h, fmt, mla * has_q),
+        GemmOp(tokens, a * model.head_dim / tp, q_in, fmt, mla),
+        GemmOp(tokens, kv_latent + model.rope_head_dim, h, fmt, mla),
+        GemmOp(tokens, up, kv_latent, fmt, mla),
     )
 
 
@@ -157,21 +186,28 @@ def layer_gemm_s(
 ) -> Array:
     """Seconds of the weight GEMMs of one layer: the sum of their rooflines.
 
-    ``sum_i max(2 m n_i k_i / (peak eff_i), bytes_i / bw_eff)`` over :func:`layer_gemms` and,
-    for a mixture of experts, :func:`expert_gemms` (laid out by ``split``, default
+    ``sum_i max(2 m n_i k_i / (peak eff_i), bytes_i / bw_eff)`` over :func:`layer_gemms`,
+    :func:`latent_gemms` (multi-head latent attention) and, for a mixture of experts,
+    :func:`expert_gemms` (laid out by ``split``, default
     :class:`ExpertSplit`) (Williams et al., "Roofline", CACM 2009).
     """
-    ops = (*layer_gemms(tokens, model, tp, fmt), *expert_gemms(tokens, model, tp, fmt, split))
+    ops = (
+        *layer_gemms(tokens, model, tp, fmt),
+        *latent_gemms(tokens, model, tp, fmt),
+        *expert_gemms(tokens, model, tp, fmt, split),
+    )
     return sum((op.time_s(system, sm) for op in ops), start=jnp.zeros(()))
 
 
 __all__ = [
     "EXPERT_GEMMS",
+    "LATENT_GEMMS",
     "LAYER_GEMMS",
     "ExpertSplit",
     "GemmOp",
     "expert_gemms",
     "layer_gemm_s",
+    "latent_gemms",
     "layer_gemms",
     "logits_gemm",
 ]

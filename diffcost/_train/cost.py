@@ -127,7 +127,8 @@ def attention_ops(system: System, model: Model, plan: TrainPlan) -> tuple[GemmOp
     peak; flash attention keeps 16-bit operands even in FP8 training)."""
     fmt = GemmFormat(system.chip.peak_flop_per_s[_BF16], 2.0)
     heads_local = model.heads / plan.tp * plan.micro_batch
-    return attention_gemms(plan.seq_len / plan.cp, plan.seq_len, model.head_dim, heads_local, fmt)
+    q_len, e, e_v = plan.seq_len / plan.cp, model.head_dim, model.v_head_dim
+    return attention_gemms(q_len, plan.seq_len, e, heads_local, fmt, e_v)
 
 
 def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> LayerForward:
@@ -273,7 +274,8 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     fmt = gemm_format(system, plan)
     t_tp_ar = tp_all_reduce_s(tokens, model.hidden, t, system, sm)
     # K and V (bf16) of the local KV heads; TP beyond kv_heads replicates heads (Megatron).
-    kv_bytes = 2.0 * 2.0 * tokens * model.head_dim * smax(model.kv_heads / t, 1.0, sm)
+    kv_dims = model.head_dim + model.v_head_dim
+    kv_bytes = 2.0 * tokens * kv_dims * smax(model.kv_heads / t, 1.0, sm)
     t_cp = all_gather_s(kv_bytes * c, c, t, system, sm)  # K,V ring pass
     t_cp_exposed = exposed_s(t_cp, layer.attention_s, system, sm)
     w_sel, w_full = plan.recompute[1], plan.recompute[2]

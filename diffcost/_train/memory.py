@@ -113,7 +113,7 @@ def adapter_params_per_layer(model: Model, plan: TrainPlan) -> Array:
     sides = jnp.stack(
         [
             h + model.attention_width() / t,
-            model.heads * model.head_dim / t + h,
+            model.heads * model.v_head_dim / t + h,
             h + f_in / t,
             model.ffn_hidden / t + h,
         ]
@@ -226,14 +226,14 @@ def layer_activation_bytes(model: Model, plan: TrainPlan) -> Array:
     replicated = (8.0 + 2.0 * model.dropout) * model.hidden * rep
     sharded = (
         2.0 * model.attention_width()
-        + 2.0 * model.heads * model.head_dim
+        + 2.0 * model.heads * model.v_head_dim
         + 2.0 * model.mlp_matrices * model.active_ffn_hidden()
     ) / t
     # FP8 training (Transformer Engine) saves the inputs of the four GEMMs in fp8: 1 byte
     # instead of 2 for the QKV and MLP inputs, the projection input and the MLP-out input.
     fp8 = plan.precision[format_index("fp8")]
     fp8_saving = fp8 * (
-        2.0 * model.hidden * rep + (model.heads * model.head_dim + model.active_ffn_hidden()) / t
+        2.0 * model.hidden * rep + (model.heads * model.v_head_dim + model.active_ffn_hidden()) / t
     )
     return tokens * (replicated + sharded - fp8_saving) + attention_score_bytes(model, plan)
 
