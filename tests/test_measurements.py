@@ -68,6 +68,7 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
         ("megatron-readme", "train_throughput"): 1,
         ("nemo-24.07", "train_throughput"): 18,
         ("llama3-herd", "train_throughput"): 2,
+        ("megatron-bridge-moe", "train_throughput"): 3,
         ("trtllm-0.6.1-throughput", "serve_throughput"): 37,
         ("trtllm-0.5-latency", "ttft"): 20,
         ("bloom-inference", "token_latency"): 22,
@@ -81,9 +82,10 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     # only BLOOM's Python-driven runtimes and the SC'21 ZeRO-3 runs keep a named unmodelled
     # effect; the GQA-unaware decode kernel (TensorRT-LLM) and DeepSpeed's separate int8
     # dequantization are plan fields now
-    unmodelled = {"bloom-inference", "megatron-sc21-zero3", "llama3-herd"}
+    # the Megatron-Bridge MoE runs carry the MoE layer's efficiency as a named effect
+    unmodelled = {"bloom-inference", "megatron-sc21-zero3", "llama3-herd", "megatron-bridge-moe"}
     assert {m.source for m in points if m.unmodelled} == unmodelled
-    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2
+    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2 + 3
     trt = [m for m in points if m.source.startswith("trtllm")]
     assert all(m.plan["gqa_decode_kernel"] is False for m in trt)
     assert {m.id for m in points if m.plan.get("fused_dequant") is False} == {

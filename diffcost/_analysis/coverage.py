@@ -64,6 +64,8 @@ def plan_features(kind: str, values: Mapping[str, Any]) -> frozenset[str]:
             out.add("interleaved pipeline")
         if int(v.get("cp", 1)) > 1:
             out.add("context parallelism")
+        if int(v.get("ep") or 1) > 1:
+            out.add("expert parallelism")
         out.add(f"ZeRO-{int(v.get('zero', 0))}")
         if v.get("lora_rank"):
             out.add("LoRA")

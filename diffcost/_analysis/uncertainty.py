@@ -71,7 +71,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._inputs.loader import load_spec, resolve
+from .._inputs.loader import load_model, load_spec, resolve
 from . import calibrate as C
 from .coverage import zero3_multinode_weight
 from .validate import Prepared
@@ -94,6 +94,10 @@ ENGINE_REGIME = "engine "
 #: Prefix of the regime of any other point with a named unmodelled effect (by its source): its
 #: error is that effect's, not its chip family's; no prediction is mapped to it.
 UNMODELLED_REGIME = "unmodelled "
+#: Regime of every published point of a mixture-of-experts model and of every prediction for
+#: one: the MoE layer's kernel efficiency is not modelled beyond its GEMM rooflines (issue 12),
+#: so MoE errors are their own, not their chip family's.
+MOE_REGIME = "mixture of experts"
 
 
 def engine_regime(engine: str) -> str:
@@ -125,6 +129,15 @@ class Posterior:
         """Discrepancy variance of a training layout regime (:data:`LAYOUT_REGIMES`); the
         default where the stored posterior predates it."""
         return self.variance("train_throughput", regime)
+
+    def moe_variance(self, kind: str) -> float:
+        """Discrepancy variance of a mixture-of-experts prediction of ``kind``: its regime's,
+        at least the worst family's (``default``) where it has fewer than :data:`MIN_POINTS`
+        or none."""
+        own = self.discrepancy.get(kind, {}).get(MOE_REGIME)
+        if own is None or self.counts.get(kind, {}).get(MOE_REGIME, 0) < MIN_POINTS:
+            return max(own or 0.0, self.default)
+        return own
 
     def engine_variance(self, kind: str, engine: str | None) -> float | None:
         """Discrepancy variance of serving ``kind`` on an engine with its own regime (None:
@@ -204,7 +217,9 @@ def point_regimes(prep: Prepared, chosen: Any) -> list[str | None]:
     out = _point_layouts(prep, chosen)
     for i, m in enumerate(prep.points):
         engine = m.plan.get("engine")
-        if m.kind == "serve" and m.unmodelled is not None and isinstance(engine, str):
+        if float(load_model(m.model).experts) > 0:
+            out[i] = MOE_REGIME
+        elif m.kind == "serve" and m.unmodelled is not None and isinstance(engine, str):
             out[i] = engine_regime(engine)
         elif m.unmodelled is not None and out[i] is None:
             out[i] = UNMODELLED_REGIME + m.source  # its own effect: no plan predicate maps here
@@ -408,7 +423,8 @@ def posterior_json(post: Posterior, fit: C.Fit, prep: Prepared, command: str) ->
         "train_throughput.zero3_multinode: the parallel-layout regime of ZeRO-3 sharded "
         "across nodes (its points, with a named unmodelled effect and never fitted, count "
         "there only); '<serving kind>.engine <name>': the regime of a serving engine whose "
-        "points carry a named unmodelled effect of its runtime (they count there only)."
+        "points carry a named unmodelled effect of its runtime (they count there only); "
+        "'mixture of experts': the points of MoE models (they count there only)."
     )
     sig = lambda m: [[float(f"{x:.6g}") for x in row] for row in m]  # noqa: E731
     return {
@@ -577,12 +593,17 @@ def intervals(
         fam = f"{fam} {LAYOUT_REGIMES[0]}"
     if any(post.engine_variance(m, engine) is not None for _, m in outputs):
         fam = f"{fam} {engine_regime(str(engine))}"
+    moe = float(cost.model.experts) > 0
+    if moe:
+        fam = f"{fam} {MOE_REGIME}"
     out: dict[str, Any] = {}
     sigma = {}
     for (name, metric), y, g in zip(outputs, value, jac, strict=True):
         ok = y > 0.0 and math.isfinite(y) and bool(np.all(np.isfinite(g)))
         if ok:
-            disc = _discrepancy_of(post, metric, chip, engine, w)
+            disc = (
+                post.moe_variance(metric) if moe else _discrepancy_of(post, metric, chip, engine, w)
+            )
             sigma[name] = _output_sigma(g, cov, disc)
         s = sigma[name]["log_sigma"] if ok else 0.0
         out[f"{name}_p10"] = float(y * math.exp(-Z80 * s))

@@ -23,6 +23,10 @@ def megatron_flags(best: dict) -> str:
     ]
     if best.get("ep", 1) > 1:
         flags.append(f"--expert-model-parallel-size {best['ep']}")
+    if best.get("expert_tp") is not None and best["expert_tp"] != best["tp"]:
+        flags.append(f"--expert-tensor-parallel-size {best['expert_tp']}")
+    if best.get("ep_overlap"):
+        flags.append("--overlap-moe-expert-parallel-comm")
     if best["virtual_stages"] > 1:
         flags.append(f"--num-virtual-stages-per-pipeline-rank {best['virtual_stages']}")
     if best["sequence_parallel"]:
@@ -50,6 +54,16 @@ def megatron_flags(best: dict) -> str:
     return " \\\n    ".join(flags)
 
 
+def megatron_dispatcher_flags(best: dict) -> list[str]:
+    """The token dispatcher of a MoE plan: Megatron-Core's ``alltoall``, or ``flex`` with
+    DeepEP when the plan deduplicates the dispatch per node (``ep_dedup``;
+    ``moe_token_dispatcher_type``, ``moe_flex_dispatcher_backend`` in
+    ``megatron/core/transformer/transformer_config.py``)."""
+    if best.get("ep_dedup"):
+        return ["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep"]
+    return ["--moe-token-dispatcher-type alltoall"]
+
+
 def megatron_model_flags(model) -> list[str]:
     """Megatron-LM flags of a mixture of experts (Megatron-Core ``megatron/training/
     arguments.py``: ``--num-experts``, ``--moe-router-topk``, ``--moe-ffn-hidden-size``,
@@ -63,7 +77,6 @@ def megatron_model_flags(model) -> list[str]:
         f"--num-experts {experts}",
         f"--moe-router-topk {int(model.experts_per_token)}",
         f"--moe-ffn-hidden-size {int(model.expert_ffn_hidden)}",
-        "--moe-token-dispatcher-type alltoall",
     ]
     moe, layers = int(model.moe_layers), int(model.layers)
     if moe < layers:
@@ -100,4 +113,9 @@ def serving_flags(best: dict, model_name: str, space: ServeSearchSpace) -> str:
     return " \\\n    ".join(vllm) + f"\n# x {best['replicas']} replicas\n" + " \\\n    ".join(trt)
 
 
-__all__ = ["megatron_flags", "megatron_model_flags", "serving_flags"]
+__all__ = [
+    "megatron_dispatcher_flags",
+    "megatron_flags",
+    "megatron_model_flags",
+    "serving_flags",
+]

@@ -91,6 +91,7 @@ def all_to_all_s(
     stride: ArrayLike,
     system: System,
     sm: Smoothing,
+    scale_out_bytes: ArrayLike | None = None,
 ) -> Array:
     """Seconds for an all-to-all in which each of ``group`` ranks (``stride`` apart) sends
     ``bytes_per_rank`` spread evenly over all ranks.
@@ -100,13 +101,16 @@ def all_to_all_s(
     scale-out share, concurrently with ``g - 1`` point-to-point pairs (NCCL ``ncclSend`` /
     ``ncclRecv`` in a group, as ``torch.distributed.all_to_all_single``): the slower of the two
     plus one latency of each level used.  Zero for a group of one.  (Alpha-beta: Thakur et al.,
-    IJHPCA 2005 §4.5; the hierarchical split as in :func:`all_reduce_s`.)
+    IJHPCA 2005 §4.5; the hierarchical split as in :func:`all_reduce_s`.)  ``scale_out_bytes``
+    replaces ``B (g - l) / g`` when fewer bytes leave the domain (a dispatch deduplicated per
+    node: :func:`~diffcost._terms.moe.remote_dispatch_bytes`).
     """
     b, g = jnp.asarray(bytes_per_rank), jnp.asarray(group)
     frac = system.efficiency.link_bandwidth_fraction
     local = local_members(g, stride, system, sm)
     up = b * (local - 1.0) / g / (system.scale_up_bandwidth_bytes_per_s * frac)
-    out = b * (g - local) / g / (system.scale_out_bandwidth_bytes_per_s * frac)
+    remote = b * (g - local) / g if scale_out_bytes is None else jnp.asarray(scale_out_bytes)
+    out = remote / (system.scale_out_bandwidth_bytes_per_s * frac)
     crosses = 1.0 - is_one(g / local, sm)
     latency = system.scale_up_latency_s + crosses * system.scale_out_latency_s
     return (smax(up, out, sm) + latency) * (1.0 - is_one(g, sm))

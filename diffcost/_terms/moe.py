@@ -60,4 +60,23 @@ def mixed_active_fraction(
     return (1.0 - share) * active_expert_fraction(decode, model) + share * with_prompt
 
 
-__all__ = ["active_expert_fraction", "mixed_active_fraction"]
+def remote_dispatch_bytes(
+    token_bytes: ArrayLike, experts_per_token: ArrayLike, group: ArrayLike, local: ArrayLike
+) -> Array:
+    """Bytes a rank sends out of its scale-up domain per dispatch when each token goes once
+    to every remote domain holding any of its experts (DeepEP / HybridEP; DeepSeek-V3
+    §3.2.2: "IB once per node, then NVLink forwarding").
+
+    ``B (n - 1) (1 - (1 - 1/n)^k)`` for ``B`` the rank's token bytes (one copy each) over
+    ``n = group / local`` domains, each of a token's ``k`` experts in any domain with
+    probability ``1/n`` (experts spread evenly).  A plain all-to-all sends all ``k`` copies:
+    ``B k (group - local) / group``.
+    """
+    n = jnp.asarray(group) / jnp.asarray(local)
+    # 1/n < 1 kept away from 1: at n = 1 (no remote domain) the factor n - 1 is 0 anyway
+    miss = jnp.log1p(-jnp.minimum(1.0 / jnp.maximum(n, 1.0), 1.0 - 1e-7))
+    reach = -jnp.expm1(jnp.asarray(experts_per_token) * miss)
+    return jnp.asarray(token_bytes) * (n - 1.0) * reach
+
+
+__all__ = ["active_expert_fraction", "mixed_active_fraction", "remote_dispatch_bytes"]

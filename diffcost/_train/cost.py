@@ -28,7 +28,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._core.smooth import EXACT, Smoothing, clip01, is_one, relu, smax, step
+from .._core.smooth import EXACT, Smoothing, clip01, is_one, relu, smax, smin, step
 from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System, format_index
 from .._inputs.model import Model
 from .._terms.attention import attention_gemms, causal_skip, gemm_attention_s
@@ -37,6 +37,7 @@ from .._terms.comm import (
     all_reduce_s,
     all_to_all_s,
     exposed_s,
+    local_members,
     point_to_point_s,
     tp_all_reduce_s,
 )
@@ -48,6 +49,7 @@ from .._terms.kernels import (
     quantize_bytes,
 )
 from .._terms.layer import ExpertSplit, GemmOp, layer_gemm_s, layer_gemms, logits_gemm
+from .._terms.moe import remote_dispatch_bytes
 from .memory import (
     TrainMemory,
     adapter_params_per_layer,
@@ -144,7 +146,7 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     """
     t = plan.tp
     tokens = tokens_per_chip(plan)
-    split = ExpertSplit(ep=plan.ep)
+    split = expert_split(plan, tokens, sm)
     t_gemm = layer_gemm_s(tokens, model, t, gemm_format(system, plan), system, sm, split)
     t_attn = gemm_attention_s(
         attention_ops(system, model, plan), causal_skip(model, plan.flash_attention), system, sm
@@ -189,24 +191,45 @@ def tp_comm_layer_s(
     return (1.0 - w) * (4.0 + 2.0 * w_full) * t_ar + w * overlapped
 
 
+def expert_split(plan: TrainPlan, tokens: Array, sm: Smoothing) -> ExpertSplit:
+    """The expert layout of a MoE block on one chip (:class:`~diffcost._terms.layer.
+    ExpertSplit`): ``ep`` ranks, each expert split over ``expert_tp``, and the distinct tokens
+    the expert grid routes, ``G = ep T min(1, r expert_tp)`` (a rank holds ``T r`` tokens,
+    ``r = 1 / t`` with sequence parallelism; an expert-TP group of ranks with the same tokens
+    routes them once)."""
+    distinct = tokens * smin(replicated_fraction(plan) * plan.expert_tp, 1.0, sm)
+    return ExpertSplit(ep=plan.ep, expert_tp=plan.expert_tp, group_tokens=distinct * plan.ep)
+
+
 def expert_all_to_all_layer_s(
-    system: System, model: Model, plan: TrainPlan, sm: Smoothing
+    system: System, model: Model, plan: TrainPlan, window_s: Array, sm: Smoothing
 ) -> Array:
-    """Seconds of expert-parallel token exchange one layer adds per micro-batch (exposed).
+    """Seconds of expert-parallel token exchange one layer adds per micro-batch.
 
     ``phi (4 + 2 full) a2a``: each MoE block's forward dispatches its tokens to their experts
     and combines the results (two all-to-alls), the backward sends the gradients both ways
     (two more), a recomputed forward repeats the first two (Lepikhin et al., "GShard", ICLR
-    2021 §2.2; Megatron-Core ``MoEAlltoAllTokenDispatcher``, which runs them on the compute
-    stream, not overlapped).  Each moves the ``k`` 16-bit copies of the rank's tokens, ``2 T
-    r k h`` bytes (``r = 1 / t`` with sequence parallelism: a TP rank dispatches its sequence
-    shard), over the ``ep`` ranks ``t cp`` apart (Megatron order tp-cp-ep-dp;
-    :func:`~diffcost._terms.moe.all_to_all_s`).  Zero when ``ep = 1`` or the model is dense.
+    2021 §2.2; Megatron-Core ``MoEAlltoAllTokenDispatcher`` runs them on the compute stream).
+    Each moves the ``k`` 16-bit copies of the rank's tokens, ``2 T r k h`` bytes (``r = 1 / t``
+    with sequence parallelism: a TP rank dispatches its sequence shard), over the ``ep`` ranks
+    ``expert_tp`` apart (Megatron-Core's expert grid, order tp-ep-dp;
+    :func:`~diffcost._terms.comm.all_to_all_s`); with ``ep_dedup`` a token leaves its node once
+    per remote node (:func:`~diffcost._terms.moe.remote_dispatch_bytes`).  With ``ep_overlap``
+    each all-to-all runs under a quarter of another micro-batch's layer forward and backward
+    (``window_s``), exposed by :func:`~diffcost._terms.comm.exposed_s`.  Zero when ``ep = 1``
+    or the model is dense.
     """
     tokens = tokens_per_chip(plan)
-    sent = 2.0 * tokens * replicated_fraction(plan) * model.experts_per_token * model.hidden
-    a2a = all_to_all_s(sent, plan.ep, plan.tp * plan.cp, system, sm)
-    return model.moe_fraction() * (4.0 + 2.0 * plan.recompute[2]) * a2a
+    token_bytes = 2.0 * tokens * replicated_fraction(plan) * model.hidden
+    k, ep, stride = model.experts_per_token, plan.ep, plan.expert_tp
+    local = local_members(ep, stride, system, sm)
+    naive = token_bytes * k * (ep - local) / ep
+    dedup = remote_dispatch_bytes(token_bytes, k, ep, local)
+    remote = plan.ep_dedup * dedup + (1.0 - plan.ep_dedup) * naive
+    a2a = all_to_all_s(token_bytes * k, ep, stride, system, sm, remote)
+    w = plan.ep_overlap
+    per = (1.0 - w) * a2a + w * exposed_s(a2a, 0.25 * window_s, system, sm)
+    return model.moe_fraction() * (4.0 + 2.0 * plan.recompute[2]) * per
 
 
 def adapter_forward_s(
@@ -291,7 +314,7 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     t_out = t_logits_fwd + t_xent
     t_out_bwd = 2.0 * t_out - lora * t_logits_fwd
     t_tp_layer = tp_comm_layer_s(t_tp_ar, layer.gemm_s, plan, system, sm)
-    t_ep_layer = expert_all_to_all_layer_s(system, model, plan, sm)
+    t_ep_layer = expert_all_to_all_layer_s(system, model, plan, t_layer + t_layer_bwd, sm)
     t_comm_layer = t_tp_layer + 3.0 * t_cp_exposed + t_ep_layer
     per_layer = t_layer + t_layer_bwd + t_recompute_layer + t_comm_layer
     n, out = critical_stage(model, plan, per_layer, t_out + t_out_bwd, sm)

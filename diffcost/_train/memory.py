@@ -163,11 +163,11 @@ def params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0
 
 def expert_params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0) -> Array:
     """Routed-expert parameters one chip of stage ``stage`` holds (before ZeRO sharding):
-    ``n * experts_per_layer / (t ep)``: each of the ``ep`` expert-parallel ranks holds
-    ``E / ep`` experts, each split over the ``t`` tensor-parallel ranks (Megatron-Core expert
-    tensor parallelism = tp).  0 for a dense model."""
+    ``n * experts_per_layer / (expert_tp ep)``: each of the ``ep`` expert-parallel ranks holds
+    ``E / ep`` experts, each split over ``expert_tp`` ranks (Megatron-Core).  0 for a dense
+    model."""
     n = layers_on_stage(model, plan, sm, stage)
-    return n * model.layer_expert_params() / (plan.tp * plan.ep)
+    return n * model.layer_expert_params() / (plan.expert_tp * plan.ep)
 
 
 def zero3_gather_params(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
@@ -185,8 +185,8 @@ def zero3_gather_params(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     parameters) and ``stage3_prefetch_bucket_size`` (DeepSpeed ZeRO config docs).
     """
     sharded = model.layer_matrix_params() + model.layer_bias_params()
-    experts = model.layer_expert_params() / plan.ep  # a MoE layer's local experts gather too
-    layer = (sharded + experts) / plan.tp + model.layer_norm_params()
+    experts = model.layer_expert_params() / (plan.ep * plan.expert_tp)  # gathered too
+    layer = sharded / plan.tp + experts + model.layer_norm_params()
     return smax(layer, model.vocab * model.hidden / plan.tp, sm)
 
 
@@ -209,7 +209,8 @@ def fp8_weight_cache_bytes(model: Model, plan: TrainPlan, sm: Smoothing, stage: 
     (:func:`~diffcost._train.cost.optimizer_s`).
     """
     fp8 = plan.precision[format_index("fp8")]
-    layer = (model.layer_matrix_params() + model.layer_expert_params() / plan.ep) / plan.tp
+    experts = model.layer_expert_params() / (plan.ep * plan.expert_tp)
+    layer = model.layer_matrix_params() / plan.tp + experts
     held_stage = layers_on_stage(model, plan, sm, stage) * layer
     z3 = plan.zero[3]
     shard = 1.0 / plan.shard_ranks()
@@ -311,7 +312,7 @@ def stage_memory(
     the fp8 copies of the GEMM weights (:func:`fp8_weight_cache_bytes`).  Gradients and
     optimizer state cover the trainable parameters only (:func:`trainable_params_per_chip`:
     the LoRA adapters when the base is frozen), whose weights are held besides the base ones.
-    Routed experts shard over their ``dp cp / ep`` copies (:meth:`TrainPlan.
+    Routed experts shard over their ``tp cp dp / (expert_tp ep)`` copies (:meth:`TrainPlan.
     expert_shard_fraction`): their sharded state is charged at that fraction, not ``shard``.
     """
     params = params_per_chip(model, plan, sm, stage)
@@ -327,7 +328,7 @@ def stage_memory(
     grads = trained * plan.grad_bytes_per_param * (z[0] + z[1] + (z[2] + z[3]) * shard)
     grads += (1.0 - lora_on(plan, sm)) * unit * plan.grad_bytes_per_param
     optimizer = trained * plan.optimizer_bytes_per_param * (z[0] + (z[1] + z[2] + z[3]) * shard)
-    # routed experts shard over their dp cp / ep copies only (expert data parallelism)
+    # routed experts shard over their expert data-parallel copies only
     experts = expert_params_per_chip(model, plan, sm, stage)
     extra = experts * (plan.expert_shard_fraction() - shard)
     trained_extra = (1.0 - lora_on(plan, sm)) * extra

@@ -157,8 +157,17 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "ep",
         "degree",
         1,
-        "expert-parallel degree: routed experts spread over ep of the data-parallel ranks",
+        "expert-parallel degree: routed experts spread over ep ranks of a stage",
     ),
+    PlanField(
+        "expert_tp",
+        "degree",
+        None,
+        "ranks each expert's width is split over (default tp)",
+        derived=True,
+    ),
+    PlanField("ep_overlap", "bool", False, "hide the expert all-to-all under another micro-batch"),
+    PlanField("ep_dedup", "bool", False, "send a token once per remote node (DeepEP, HybridEP)"),
 )
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
 
@@ -198,10 +207,20 @@ class TrainPlan(eqx.Module):
             Transformer Engine userbuffers).
         fp8_param_gather: 1 to all-gather the weights in fp8 (Megatron-LM
             ``--fp8-param-gather``; applies to fp8 training only).
-        ep: expert-parallel degree: each routed expert lives on one of ``ep`` data-parallel
-            ranks (``dp / ep`` copies of it), its width split over the ``tp`` ranks
-            (Megatron-Core ``--expert-model-parallel-size``, expert tensor parallelism = tp);
-            1 for a dense model.
+        ep: expert-parallel degree: each routed expert lives on one of ``ep`` ranks of a
+            pipeline stage (Megatron-Core ``--expert-model-parallel-size``); 1 for a dense
+            model.
+        expert_tp: ranks each expert's width is split over (Megatron-Core
+            ``--expert-tensor-parallel-size``, default the attention's ``tp``).  MoE parallel
+            folding lays the ``expert_tp x ep`` expert grid over the ``tp cp dp`` ranks of a
+            stage, each expert kept by ``tp cp dp / (expert_tp ep)`` copies (Liu et al., "MoE
+            Parallel Folding", arXiv:2504.14960; ``megatron/core/parallel_state.py``).
+        ep_overlap: 1 to hide each expert all-to-all under another micro-batch's computation
+            (Megatron-Core ``--overlap-moe-expert-parallel-comm``; DeepSeek-V3's DualPipe,
+            arXiv:2412.19437 §3.2.1).
+        ep_dedup: 1 to send a token once to each remote node holding any of its experts and
+            fan it out over the scale-up links there (Megatron-Core ``--moe-token-dispatcher-type
+            flex`` with DeepEP or HybridEP; DeepSeek-V3 §3.2.2).
 
     Every field may carry leading batch dimensions (``*batch``): stacked plans for ``vmap``
     (sweeps, searches, validation) are built with the same constructor.
@@ -232,6 +251,9 @@ class TrainPlan(eqx.Module):
     tp_comm_overlap: Float[Array, "*batch"]
     fp8_param_gather: Float[Array, "*batch"]
     ep: Float[Array, "*batch"]
+    expert_tp: Float[Array, "*batch"]
+    ep_overlap: Float[Array, "*batch"]
+    ep_dedup: Float[Array, "*batch"]
 
     def num_micro_batches(self) -> Array:
         """Micro-batches per step per pipeline: ``global_batch / (dp * micro_batch)``."""
@@ -247,10 +269,11 @@ class TrainPlan(eqx.Module):
         return self.shard_group() * self.cp
 
     def expert_shard_fraction(self) -> Array:
-        """Fraction of a routed expert's ZeRO state one chip holds: ``ep / shard_ranks`` (the
-        ``dp cp / ep`` copies of an expert shard its state; Megatron-Core's expert data-parallel
-        group; the rules make ``ep`` divide the shard group)."""
-        return self.ep / self.shard_ranks()
+        """Fraction of a chip's routed-expert ZeRO state it keeps: ``expert_tp ep / (tp
+        shard_ranks)``, the ``tp cp shard_group / (expert_tp ep)`` copies of an expert shard
+        its state (Megatron-Core's expert data-parallel group; the rules make ``expert_tp ep``
+        divide ``tp cp shard_group``)."""
+        return self.expert_tp * self.ep / (self.tp * self.shard_ranks())
 
     def num_chips(self) -> Array:
         """Chips the plan occupies: ``tp * pp * dp * cp``."""
@@ -302,7 +325,19 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
         tp_comm_overlap=jnp.asarray(v.get("tp_comm_overlap", 0.0)) * jnp.ones_like(a("tp")),
         fp8_param_gather=jnp.asarray(v.get("fp8_param_gather", 0.0)) * jnp.ones_like(a("tp")),
         ep=jnp.asarray(v.get("ep", 1.0)) * jnp.ones_like(a("tp")),
+        expert_tp=_expert_tp(v),
+        ep_overlap=jnp.asarray(v.get("ep_overlap", 0.0)) * jnp.ones_like(a("tp")),
+        ep_dedup=jnp.asarray(v.get("ep_dedup", 0.0)) * jnp.ones_like(a("tp")),
     )
+
+
+def _expert_tp(v: Mapping[str, ArrayLike]) -> Array:
+    """Expert tensor parallelism: ``tp`` when ``expert_tp`` is absent or NaN."""
+    tp = jnp.asarray(v["tp"])
+    if v.get("expert_tp") is None:
+        return tp
+    etp = jnp.asarray(v["expert_tp"]) * jnp.ones_like(tp)
+    return jnp.where(jnp.isnan(etp), tp, etp)
 
 
 def _shard_replicas(v: Mapping[str, ArrayLike]) -> Array:
@@ -351,6 +386,9 @@ def train_plan(
     tp_comm_overlap: bool = False,
     fp8_param_gather: bool = False,
     ep: int = 1,
+    expert_tp: int | None = None,
+    ep_overlap: bool = False,
+    ep_dedup: bool = False,
     source: str = "plan",
 ) -> TrainPlan:
     """Build an exact (integer, one-hot) training plan, checking every field at once
@@ -374,8 +412,11 @@ def train_plan(
         sequence_parallel = tp > 1
     if shard_group is None:
         shard_group = dp
+    if expert_tp is None:
+        expert_tp = tp
     values_: dict[str, Any] = {
         **given,
+        "expert_tp": expert_tp,
         "global_batch": global_batch,
         "sequence_parallel": sequence_parallel,
         "shard_group": shard_group,

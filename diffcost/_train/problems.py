@@ -47,19 +47,29 @@ def expert_problems(model: Model, plan: TrainPlan) -> list[str]:
     each named."""
     g = lambda x: float(x)
     ep, experts, tp = g(plan.ep), g(model.experts), g(plan.tp)
-    if experts == 0:
-        return [f"ep ({ep:.0f}) > 1 but the model has no experts: use ep 1"] if ep > 1 else []
     problems = []
-    shard, f_e = g(plan.shard_group()), g(model.expert_ffn_hidden)
+    if g(plan.ep_overlap):
+        if ep == 1:
+            problems.append("ep_overlap needs expert parallelism (ep > 1)")
+        if g(plan.pp) > 1 and g(plan.virtual_stages) == 1:
+            problems.append("ep_overlap with pp > 1 needs virtual_stages > 1 (Megatron-Core)")
+        if g(plan.recompute[2]) > 0:
+            problems.append("ep_overlap needs recompute other than full (Megatron-Core)")
+    if experts == 0:
+        if ep > 1:
+            problems.append(f"ep ({ep:.0f}) > 1 but the model has no experts: use ep 1")
+        return problems
+    etp, f_e = g(plan.expert_tp), g(model.expert_ffn_hidden)
+    ranks = tp * g(plan.cp) * g(plan.shard_group())
     if experts % ep:
         problems.append(f"experts ({experts:.0f}) is not divisible by ep ({ep:.0f})")
-    if shard % ep:
+    if ranks % (ep * etp):
         problems.append(
-            f"ep ({ep:.0f}) does not divide the data-parallel ranks sharding the state "
-            f"({shard:.0f}): Megatron-Core builds expert-parallel groups from them"
+            f"expert_tp*ep ({etp * ep:.0f}) does not divide the tp*cp*dp ranks of a stage "
+            f"({ranks:.0f}): Megatron-Core lays the expert grid over them"
         )
-    if f_e % tp:
-        problems.append(f"expert_ffn_hidden ({f_e:.0f}) is not divisible by tp ({tp:.0f})")
+    if f_e % etp:
+        problems.append(f"expert_ffn_hidden ({f_e:.0f}) is not divisible by expert_tp ({etp:.0f})")
     return problems
 
 

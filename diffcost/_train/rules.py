@@ -200,15 +200,21 @@ def tp_overlap_violation(plan: TrainPlan) -> Array:
 
 def expert_parallel_violation(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     """Relaxed violation of the expert-parallel rules (0 at a valid exact plan): ``ep`` divides
-    the routed experts and the data-parallel ranks sharding the state (Megatron-Core builds the
-    expert-parallel groups from data-parallel ranks: ``--expert-model-parallel-size`` must
-    divide the data-parallel size, ``megatron/core/parallel_state.py``), each expert's width
-    divides over ``tp``, and a dense model has ``ep = 1``."""
+    the routed experts, ``expert_tp ep`` divides the ``tp cp shard_group`` ranks of a stage
+    (Megatron-Core lays the expert grid over them: ``initialize_model_parallel`` in
+    ``megatron/core/parallel_state.py`` requires the world size to be a multiple of
+    ``expert_tp ep pp``), each expert's width divides over ``expert_tp``, and a dense model has
+    ``ep = expert_tp / tp = 1``.  The all-to-all overlap needs ``ep > 1``, interleaving when
+    pipelined, and no full recomputation (``TransformerConfig.__post_init__``,
+    ``megatron/core/transformer/transformer_config.py``)."""
     dense = 1.0 - clip01(model.experts, sm)
-    return (
+    stage_ranks = plan.tp * plan.cp * plan.shard_group()
+    pipelined_plain = (1.0 - is_one(plan.pp, sm)) * is_one(plan.virtual_stages, sm)
+    overlap = plan.ep_overlap * (is_one(plan.ep, sm) + pipelined_plain + plan.recompute[2])
+    return overlap + (
         divisibility_violation(model.experts / plan.ep, sm)
-        + divisibility_violation(plan.shard_group() / plan.ep, sm)
-        + divisibility_violation(model.expert_ffn_hidden / plan.tp, sm)
+        + divisibility_violation(stage_ranks / (plan.ep * plan.expert_tp), sm)
+        + divisibility_violation(model.expert_ffn_hidden / plan.expert_tp, sm)
         + dense * (1.0 - is_one(plan.ep, sm))
     )
 

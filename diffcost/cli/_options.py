@@ -34,8 +34,9 @@ Dp = Annotated[int | None, Opt("Data-parallel degree (default: chips / (tp*pp*cp
 Cp = Annotated[int | None, Opt("Context-parallel degree.")]
 Ep = Annotated[
     int | None,
-    Opt("Expert-parallel degree: routed experts over ep of the dp ranks (Megatron EP)."),
+    Opt("Expert-parallel degree: routed experts over ep ranks of a stage (Megatron EP)."),
 ]
+ExpertTp = Annotated[int | None, Opt("Ranks each expert's width is split over (default tp).")]
 MicroBatch = Annotated[int | None, Opt("Sequences per micro-batch.")]
 GlobalBatch = Annotated[int | None, Opt("Sequences per optimizer step.")]
 SeqLen = Annotated[int | None, Opt("Tokens per sequence.")]
@@ -80,6 +81,7 @@ def train_parallel_flags(
     dp: Dp = None,
     cp: Cp = None,
     ep: Ep = None,
+    expert_tp: ExpertTp = None,
     micro_batch: MicroBatch = None,
     global_batch: GlobalBatch = None,
     seq_len: SeqLen = None,

@@ -24,7 +24,7 @@ from .._core.errors import Problem, SpecError
 from .._core.options import ServeObjective, TrainObjective, coerce
 from .._inputs.loader import load_model, load_spec, load_system
 from .._search.core import SearchResult
-from .._search.launch import megatron_flags, megatron_model_flags
+from .._search.launch import megatron_dispatcher_flags, megatron_flags, megatron_model_flags
 from .._search.train import TrainSearchSpace, search_train
 from .._train.cost import TrainCost
 from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STAGES, train_plan
@@ -236,7 +236,8 @@ def plan_train(
     result.alternatives = result.alternatives[:top]
     launch = megatron_flags(result.best) if result.best else None
     if launch is not None and megatron_model_flags(model_):
-        launch += " \\\n    " + " \\\n    ".join(megatron_model_flags(model_))
+        moe = megatron_model_flags(model_) + megatron_dispatcher_flags(result.best)
+        launch += " \\\n    " + " \\\n    ".join(moe)
     name = load_spec("model", model).info.display_name
     label, fmt = _UNITS[objective]
     title = f"{name} on {n}x {hw_name}: minimise {label}"

@@ -70,6 +70,25 @@ Fp8ParamGather = Annotated[
 ]
 
 
+EpOverlap = Annotated[
+    bool | None,
+    typer.Option(
+        "--ep-overlap/--no-ep-overlap",
+        help="Hide the expert all-to-all under another micro-batch (Megatron "
+        "--overlap-moe-expert-parallel-comm).",
+        show_default=False,
+    ),
+]
+EpDedup = Annotated[
+    bool | None,
+    typer.Option(
+        "--ep-dedup/--no-ep-dedup",
+        help="Send a token once per remote node (DeepEP / HybridEP flex dispatcher).",
+        show_default=False,
+    ),
+]
+
+
 def train_feature_flags(
     shard_group: Annotated[
         int | None, Opt("Ranks sharding the ZeRO state (HSDP; default dp: full sharding).")
@@ -86,6 +105,8 @@ def train_feature_flags(
     ] = None,
     tp_comm_overlap: TpCommOverlap = None,
     fp8_param_gather: Fp8ParamGather = None,
+    ep_overlap: EpOverlap = None,
+    ep_dedup: EpDedup = None,
 ) -> None:
     """Option group: hybrid sharding, uneven pipeline split, LoRA and communication overlap."""
 
