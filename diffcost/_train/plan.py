@@ -159,13 +159,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         1,
         "expert-parallel degree: routed experts spread over ep ranks of a stage",
     ),
-    PlanField(
-        "expert_tp",
-        "degree",
-        None,
-        "ranks each expert's width is split over (default tp)",
-        derived=True,
-    ),
+    PlanField("expert_tp", "degree", None, "expert width split (default tp)", derived=True),
     PlanField("ep_overlap", "bool", False, "hide the expert all-to-all under another micro-batch"),
     PlanField("ep_dedup", "bool", False, "send a token once per remote node (DeepEP, HybridEP)"),
 )
@@ -350,6 +344,18 @@ def _shard_replicas(v: Mapping[str, ArrayLike]) -> Array:
     return jnp.where(jnp.isnan(sg), 1.0, dp / jnp.where(jnp.isnan(sg), 1.0, sg))
 
 
+def _with_defaults(given: dict[str, Any]) -> dict[str, Any]:
+    """The derived fields left unset (None) filled in: ``global_batch = dp * micro_batch``,
+    ``sequence_parallel = tp > 1``, ``shard_group = dp``, ``expert_tp = tp``."""
+    defaults = {
+        "global_batch": given["dp"] * given["micro_batch"],
+        "sequence_parallel": given["tp"] > 1,
+        "shard_group": given["dp"],
+        "expert_tp": given["tp"],
+    }
+    return {**given, **{k: d for k, d in defaults.items() if given.get(k) is None}}
+
+
 def choice_weights(name: str, value: object) -> Float[Array, " k"]:
     """One-hot weights of a categorical field's value (a member or its plain value)."""
     f = _FIELD[name]
@@ -396,7 +402,7 @@ def train_plan(
 
     ``global_batch`` defaults to ``dp * micro_batch`` (no gradient accumulation);
     ``sequence_parallel`` defaults to on when ``tp > 1`` (Megatron-LM/NeMo default);
-    ``shard_group`` to ``dp`` (full sharding).
+    ``shard_group`` to ``dp`` (full sharding); ``expert_tp`` to ``tp``.
 
     Raises:
         SpecError: listing every invalid field, named as ``source: field``.
@@ -406,21 +412,7 @@ def train_plan(
     problems: list[Problem] = check_fields(TRAIN_FIELDS, given, source, listing="tuple")
     if problems:
         raise SpecError(problems)
-    if global_batch is None:
-        global_batch = dp * micro_batch
-    if sequence_parallel is None:
-        sequence_parallel = tp > 1
-    if shard_group is None:
-        shard_group = dp
-    if expert_tp is None:
-        expert_tp = tp
-    values_: dict[str, Any] = {
-        **given,
-        "expert_tp": expert_tp,
-        "global_batch": global_batch,
-        "sequence_parallel": sequence_parallel,
-        "shard_group": shard_group,
-    }
+    values_ = _with_defaults(given)
     encoded = {
         k: choice_weights(k, v) if _FIELD[k].kind == "categorical" else jnp.asarray(float(v))
         for k, v in values_.items()

@@ -188,6 +188,17 @@ def _train_checks(
     return out
 
 
+def _megatron_launch(best: dict[str, Any] | None, model: Any) -> str | None:
+    """Megatron-LM launch flags of the best plan, with a mixture of experts' model and
+    dispatcher flags (None without a plan)."""
+    if best is None:
+        return None
+    moe = megatron_model_flags(model)
+    if moe:
+        moe += megatron_dispatcher_flags(best)
+    return " \\\n    ".join([megatron_flags(best), *moe])
+
+
 @plan_app.command("train")
 @friendly_errors
 def plan_train(
@@ -234,10 +245,7 @@ def plan_train(
     model_ = load_model(model)
     result = search_train(sys_, model_, space, exhaustive=exhaustive)
     result.alternatives = result.alternatives[:top]
-    launch = megatron_flags(result.best) if result.best else None
-    if launch is not None and megatron_model_flags(model_):
-        moe = megatron_model_flags(model_) + megatron_dispatcher_flags(result.best)
-        launch += " \\\n    " + " \\\n    ".join(moe)
+    launch = _megatron_launch(result.best, model_)
     name = load_spec("model", model).info.display_name
     label, fmt = _UNITS[objective]
     title = f"{name} on {n}x {hw_name}: minimise {label}"
