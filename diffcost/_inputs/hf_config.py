@@ -39,31 +39,90 @@ class Family:
 #: (training loss only), bookkeeping, and keys that a refusal below checks (``sliding_window``,
 #: ``layer_types``: refused when active, irrelevant when off).
 COMMON_KEYS = (
-    "architectures", "model_type", "_name_or_path", "auto_map", "torch_dtype", "dtype",
-    "transformers_version", "use_cache", "bos_token_id", "eos_token_id", "pad_token_id",
-    "initializer_range", "initializer_factor", "rms_norm_eps", "layer_norm_eps",
-    "layer_norm_epsilon", "rope_theta", "rope_scaling", "rope_parameters", "attention_dropout",
-    "hidden_dropout", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise",
-    "norm_topk_prob", "tokenizer_class", "id2label", "label2id", "problem_type", "return_dict",
-    "output_attentions", "output_hidden_states", "chunk_size_feed_forward", "tie_word_embeddings",
-    "is_encoder_decoder", "sliding_window", "use_sliding_window", "max_window_layers",
-    "layer_types", "quantization_config", "vocab_size", "max_position_embeddings",
-)  # fmt: skip
+    "architectures",
+    "model_type",
+    "_name_or_path",
+    "auto_map",
+    "torch_dtype",
+    "dtype",
+    "transformers_version",
+    "use_cache",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "initializer_range",
+    "initializer_factor",
+    "rms_norm_eps",
+    "layer_norm_eps",
+    "layer_norm_epsilon",
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "attention_dropout",
+    "hidden_dropout",
+    "output_router_logits",
+    "router_aux_loss_coef",
+    "router_jitter_noise",
+    "norm_topk_prob",
+    "tokenizer_class",
+    "id2label",
+    "label2id",
+    "problem_type",
+    "return_dict",
+    "output_attentions",
+    "output_hidden_states",
+    "chunk_size_feed_forward",
+    "tie_word_embeddings",
+    "is_encoder_decoder",
+    "sliding_window",
+    "use_sliding_window",
+    "max_window_layers",
+    "layer_types",
+    "quantization_config",
+    "vocab_size",
+    "max_position_embeddings",
+    "pretraining_tp",
+)
 _DECODER = (
-    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-    "intermediate_size", "hidden_act", "attention_bias", "mlp_bias",
-)  # fmt: skip
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "hidden_act",
+    "attention_bias",
+    "mlp_bias",
+)
 _QWEN_MOE = (
-    "num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step",
+    "num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "decoder_sparse_step",
     "mlp_only_layers",
-)  # fmt: skip
-_GEMMA = ("hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
-          "final_logit_softcapping", "rope_local_base_freq", "sliding_window_pattern",
-          "cache_implementation")  # fmt: skip
+)
+_GEMMA = (
+    "hidden_activation",
+    "query_pre_attn_scalar",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+    "rope_local_base_freq",
+    "sliding_window_pattern",
+    "cache_implementation",
+)
 _MLA = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-_DEEPSEEK_ROUTING = ("n_group", "topk_group", "topk_method", "routed_scaling_factor",
-                     "scoring_func", "aux_loss_alpha", "seq_aux", "ep_size", "rope_interleave",
-                     "num_nextn_predict_layers")  # fmt: skip
+_DEEPSEEK_ROUTING = (
+    "n_group",
+    "topk_group",
+    "topk_method",
+    "routed_scaling_factor",
+    "scoring_func",
+    "aux_loss_alpha",
+    "seq_aux",
+    "ep_size",
+    "rope_interleave",
+    "num_nextn_predict_layers",
+)
 
 #: Per ``model_type``: the keys read, the keys refused when active, the keys irrelevant to cost.
 #: Approximations, all below 0.01 % of the parameters: Qwen2 / Qwen2-MoE q/k/v biases (the
@@ -71,68 +130,134 @@ _DEEPSEEK_ROUTING = ("n_group", "topk_group", "topk_method", "routed_scaling_fac
 #: Gemma's extra post-norms, the Qwen2-MoE shared-expert gate (hidden x 1).  ``rotary_pct`` and
 #: ``partial_rotary_factor`` rotate part of each head (elementwise work only).
 FAMILIES: dict[str, Family] = {
-    "llama": Family(_DECODER, (), ("pretraining_tp",)),
+    "llama": Family(_DECODER, ()),
     "mistral": Family(_DECODER, ("sliding_window",)),
     "mixtral": Family((*_DECODER, "num_local_experts", "num_experts_per_tok"), ("sliding_window",)),
     "qwen2": Family(_DECODER, ("use_sliding_window",), ("use_mrope",)),
-    "qwen2_moe": Family((*_DECODER, *_QWEN_MOE, "shared_expert_intermediate_size"),
-                        ("use_sliding_window",), ("qkv_bias",)),  # fmt: skip
+    "qwen2_moe": Family(
+        (*_DECODER, *_QWEN_MOE, "shared_expert_intermediate_size"),
+        ("use_sliding_window",),
+        ("qkv_bias",),
+    ),
     "qwen3": Family(_DECODER, ("use_sliding_window",)),
     "qwen3_moe": Family((*_DECODER, *_QWEN_MOE), ("use_sliding_window",)),
     "gemma": Family((*_DECODER, "hidden_activation"), ()),
     "gemma2": Family((*_DECODER, *_GEMMA), ("sliding_window", "layer_types")),
-    "gemma3_text": Family((*_DECODER, *_GEMMA), ("sliding_window", "layer_types"),
-                          ("use_bidirectional_attention", "rope_local_base_freq")),  # fmt: skip
-    "phi3": Family(_DECODER, ("sliding_window",),
-                   ("original_max_position_embeddings", "partial_rotary_factor", "resid_pdrop",
-                    "embd_pdrop")),  # fmt: skip
+    "gemma3_text": Family(
+        (*_DECODER, *_GEMMA), ("sliding_window", "layer_types"), ("use_bidirectional_attention",)
+    ),
+    "phi3": Family(
+        _DECODER,
+        ("sliding_window",),
+        ("original_max_position_embeddings", "partial_rotary_factor", "resid_pdrop", "embd_pdrop"),
+    ),
     "olmo": Family(_DECODER, (), ("clip_qkv",)),
     "deepseek_v3": Family(
-        (*_DECODER, *_MLA, "n_routed_experts", "n_shared_experts", "moe_intermediate_size",
-         "first_k_dense_replace", "moe_layer_freq", "num_experts_per_tok"),
+        (
+            *_DECODER,
+            *_MLA,
+            "n_routed_experts",
+            "n_shared_experts",
+            "moe_intermediate_size",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "num_experts_per_tok",
+        ),
         (),
         _DEEPSEEK_ROUTING,
-    ),  # fmt: skip
-    "llama4_text": Family(_DECODER, ("attention_chunk_size",),
-                          ("no_rope_layers", "use_qk_norm", "attn_temperature_tuning",
-                           "floor_scale", "attn_scale")),  # fmt: skip
+    ),
+    "llama4_text": Family(
+        _DECODER,
+        ("attention_chunk_size",),
+        ("no_rope_layers", "use_qk_norm", "attn_temperature_tuning", "floor_scale", "attn_scale"),
+    ),
     "gpt_oss": Family(_DECODER, ("model_type", "layer_types", "sliding_window")),
     "falcon": Family(
-        ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "multi_query",
-         "new_decoder_architecture", "parallel_attn", "bias", "alibi", "ffn_hidden_size",
-         "activation"),
+        (
+            "num_hidden_layers",
+            "hidden_size",
+            "num_attention_heads",
+            "num_kv_heads",
+            "multi_query",
+            "new_decoder_architecture",
+            "parallel_attn",
+            "bias",
+            "alibi",
+            "ffn_hidden_size",
+            "activation",
+        ),
         (),
         ("apply_residual_connection_post_layernorm", "num_ln_in_parallel_attn"),
-    ),  # fmt: skip
+    ),
     "gpt_neox": Family(
-        ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
-         "hidden_act", "use_parallel_residual", "attention_bias"),
+        (
+            "num_hidden_layers",
+            "hidden_size",
+            "num_attention_heads",
+            "intermediate_size",
+            "hidden_act",
+            "use_parallel_residual",
+            "attention_bias",
+        ),
         (),
-        ("rotary_pct", "partial_rotary_factor", "rotary_emb_base", "classifier_dropout",
-         "use_parallel_residual"),
-    ),  # fmt: skip
+        ("rotary_pct", "partial_rotary_factor", "rotary_emb_base", "classifier_dropout"),
+    ),
     "gpt2": Family(
         ("n_layer", "n_embd", "n_head", "n_inner", "n_positions", "activation_function"),
         (),
-        ("n_ctx", "attn_pdrop", "resid_pdrop", "embd_pdrop", "scale_attn_weights",
-         "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "summary_type",
-         "summary_use_proj", "summary_activation", "summary_proj_to_labels",
-         "summary_first_dropout", "task_specific_params"),
-    ),  # fmt: skip
+        (
+            "n_ctx",
+            "attn_pdrop",
+            "resid_pdrop",
+            "embd_pdrop",
+            "scale_attn_weights",
+            "scale_attn_by_inverse_layer_idx",
+            "reorder_and_upcast_attn",
+            "summary_type",
+            "summary_use_proj",
+            "summary_activation",
+            "summary_proj_to_labels",
+            "summary_first_dropout",
+            "task_specific_params",
+        ),
+    ),
     "bert": Family(
-        ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
-         "hidden_act", "attention_probs_dropout_prob", "hidden_dropout_prob"),
+        (
+            "num_hidden_layers",
+            "hidden_size",
+            "num_attention_heads",
+            "intermediate_size",
+            "hidden_act",
+            "attention_probs_dropout_prob",
+            "hidden_dropout_prob",
+        ),
         ("position_embedding_type",),
         ("type_vocab_size", "gradient_checkpointing", "classifier_dropout"),
-    ),  # fmt: skip
+    ),
 }
 #: Shape keys checked as counts before transformers sees them (problems named by the HF key).
 COUNT_KEYS = (
-    "num_hidden_layers", "n_layer", "hidden_size", "n_embd", "num_attention_heads", "n_head",
-    "num_key_value_heads", "num_kv_heads", "intermediate_size", "n_inner", "ffn_hidden_size",
-    "vocab_size", "max_position_embeddings", "n_positions", "head_dim", "num_local_experts",
-    "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
-)  # fmt: skip
+    "num_hidden_layers",
+    "n_layer",
+    "hidden_size",
+    "n_embd",
+    "num_attention_heads",
+    "n_head",
+    "num_key_value_heads",
+    "num_kv_heads",
+    "intermediate_size",
+    "n_inner",
+    "ffn_hidden_size",
+    "vocab_size",
+    "max_position_embeddings",
+    "n_positions",
+    "head_dim",
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+)
 #: Hugging Face keys read as flags or fractions: a string "false" is not false, and a dropout
 #: must be a probability.
 HF_TYPED = {
@@ -174,17 +299,26 @@ def _transformers_config(path: Path, raw: dict[str, Any]) -> Any:
     except Exception as err:  # noqa: BLE001 - any parse failure is the file's problem
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise SpecError(
-            [Problem(str(path), "model_type", f"transformers {transformers.__version__} cannot "
-                     f"read this config ({type(err).__name__}: {reason})")]
-        ) from None  # fmt: skip
+            [
+                Problem(
+                    str(path),
+                    "model_type",
+                    f"transformers {transformers.__version__} cannot "
+                    f"read this config ({type(err).__name__}: {reason})",
+                )
+            ]
+        ) from None
 
 
 def _unknown_keys(ck: Checker, text_raw: dict[str, Any], family: Family, model_type: str) -> None:
     """A key this module does not know for the family may change the architecture: refused."""
     known = {*COMMON_KEYS, *family.read, *family.refused, *family.irrelevant}
     for key in sorted(set(text_raw) - known):
-        ck.add(key, f"not a key diffcost knows for {model_type!r}: it may change the "
-                    "architecture, so the config is refused rather than misread")  # fmt: skip
+        ck.add(
+            key,
+            f"not a key diffcost knows for {model_type!r}: it may change the "
+            "architecture, so the config is refused rather than misread",
+        )
 
 
 # --- refusals: one small function each, so a lifted one is one deletion -------------------------
@@ -192,15 +326,19 @@ def _refuse_sliding_window(ck: Checker, t: Any) -> None:
     """Sliding-window / local attention (Mistral v0.1, Gemma 2/3, gpt-oss, Qwen with
     ``use_sliding_window``): attention cost and KV cache would be overstated."""
     kinds = set(getattr(t, "layer_types", None) or ())
-    if kinds - {"full_attention"}:
-        ck.add("layer_types", f"{sorted(kinds)}: layers with sliding-window attention (window "
-                              f"{getattr(t, 'sliding_window', None)}) are not modelled")  # fmt: skip
+    if kinds - {"full_attention", "chunked_attention"}:  # chunked: _refuse_chunked_attention
+        window = getattr(t, "sliding_window", None)
+        reason = f"layers with sliding-window attention (window {window}) are not modelled"
+        ck.add("layer_types", f"{sorted(kinds)}: {reason}")
         return
     window = getattr(t, "sliding_window", None)
     if window is not None and not getattr(t, "layer_types", None):
         if getattr(t, "use_sliding_window", True) is not False:
-            ck.add("sliding_window", f"{window!r}: sliding-window attention is not modelled (its "
-                   "attention cost and KV cache would be overstated); null means full attention")
+            ck.add(
+                "sliding_window",
+                f"{window!r}: sliding-window attention is not modelled (its "
+                "attention cost and KV cache would be overstated); null means full attention",
+            )
 
 
 def _refuse_chunked_attention(ck: Checker, t: Any) -> None:
@@ -227,8 +365,11 @@ def _refuse_quantized(ck: Checker, raw: dict[str, Any]) -> None:
     quant = raw.get("quantization_config")
     if quant is not None:
         method = quant.get("quant_method") if isinstance(quant, dict) else quant
-        ck.add("quantization_config", f"{method!r}: quantized checkpoints are not modelled; "
-                                      "use the unquantized release's config")  # fmt: skip
+        ck.add(
+            "quantization_config",
+            f"{method!r}: quantized checkpoints are not modelled; "
+            "use the unquantized release's config",
+        )
 
 
 def _refuse_relative_positions(ck: Checker, t: Any) -> None:
@@ -382,10 +523,13 @@ def _values(t: Any, model_type: str) -> dict[str, Any]:
     v["vocab"] = t.vocab_size
     v["max_seq_len"] = getattr(t, "max_position_embeddings", None) or 2048
     act = next(
-        (str(a) for k in ("hidden_activation", "hidden_act", "activation_function", "activation")
-         if (a := getattr(t, k, None))),
+        (
+            str(a)
+            for k in ("hidden_activation", "hidden_act", "activation_function", "activation")
+            if (a := getattr(t, k, None))
+        ),
         "gelu",
-    )  # fmt: skip
+    )
     dropout = max(
         float(getattr(t, k, 0.0) or 0.0)
         for k in ("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob")
@@ -404,9 +548,17 @@ def _family(path: Path, model_type: str) -> Family:
     family = FAMILIES.get(model_type)
     if family is None:
         supported = ", ".join(sorted(FAMILIES))
-        raise SpecError([Problem(str(path), "model_type", f"{model_type!r} is not a family "
-                                 f"diffcost reads (read: {supported}); its layers could be "
-                                 "misread")])  # fmt: skip
+        raise SpecError(
+            [
+                Problem(
+                    str(path),
+                    "model_type",
+                    f"{model_type!r} is not a family "
+                    f"diffcost reads (read: {supported}); its layers could be "
+                    "misread",
+                )
+            ]
+        )
     return family
 
 
