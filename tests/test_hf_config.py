@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import diffcost as dc
+from diffcost._inputs import hf_config
 from diffcost._inputs.build import model_module
 from diffcost._inputs.hf_config import FAMILIES, hf_document
 
@@ -193,3 +194,18 @@ def test_every_family_lists_its_keys_once():
     for name, family in FAMILIES.items():
         read, refused, irrelevant = set(family.read), set(family.refused), set(family.irrelevant)
         assert not (read & refused or refused & irrelevant or read & irrelevant), name
+
+
+def test_gemma2_is_read_as_gated_gelu_with_its_head_dim_before_its_refusal():
+    """The values read for Gemma 2 (then refused for its sliding-window layers) are a GeGLU MLP
+    (3 matrices; the old reader's plain GELU gave 0.79 of the size), head_dim 256 (not
+    2304 / 8 = 288) and tied embeddings: the module sum of gemma-2-2b, 2.614B."""
+    raw = json.loads((HF / "gemma-2-2b" / "config.json").read_text())
+    text = hf_config._transformers_config(HF / "gemma-2-2b", raw).get_text_config()
+    values = hf_config._values(text, "gemma2")
+    assert (values["mlp"], values["head_dim"], values["tied_embeddings"]) == ("geglu", 256, True)
+    h, d = 2304, 256
+    attention = h * 8 * d + 2 * h * 4 * d + 8 * d * h
+    expected = 256000 * h + 26 * (attention + 3 * h * 9216 + 2 * h) + h
+    model = model_module({**values, "architecture": "decoder"})
+    assert float(model.num_params()) == pytest.approx(expected, rel=1e-4)
