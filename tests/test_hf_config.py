@@ -209,3 +209,16 @@ def test_gemma2_is_read_as_gated_gelu_with_its_head_dim_before_its_refusal():
     expected = 256000 * h + 26 * (attention + 3 * h * 9216 + 2 * h) + h
     model = model_module({**values, "architecture": "decoder"})
     assert float(model.num_params()) == pytest.approx(expected, rel=1e-4)
+
+
+def test_gpt_oss_is_refused_for_its_sinks_and_sliding_layers(tmp_path):
+    """gpt-oss: attention sinks and alternating sliding-window layers (transformers' default
+    ``layer_types``), each refused with its key; its MoE keys are known, not "unknown"."""
+    config = {
+        "model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "intermediate_size": 64, "vocab_size": 100, "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+    }  # fmt: skip
+    keys = [p.split(": ")[1] for p in _problems(_write(tmp_path, config))]
+    assert keys == ["layer_types", "model_type"]

@@ -171,7 +171,11 @@ FAMILIES: dict[str, Family] = {
         ("attention_chunk_size",),
         ("no_rope_layers", "use_qk_norm", "attn_temperature_tuning", "floor_scale", "attn_scale"),
     ),
-    "gpt_oss": Family(_DECODER, ("model_type", "layer_types", "sliding_window")),
+    "gpt_oss": Family(
+        (*_DECODER, "num_local_experts", "num_experts_per_tok"),
+        ("model_type", "layer_types", "sliding_window"),
+        ("swiglu_limit",),
+    ),
     "falcon": Family(
         (
             "num_hidden_layers",
