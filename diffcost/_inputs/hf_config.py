@@ -277,9 +277,23 @@ _LEARNED = ("gpt2", "bert")
 _LAYERNORM = ("gpt2", "bert", "falcon", "gpt_neox", "olmo")
 
 
+#: Shape keys a config must state (any one of the names): transformers would fill a default in,
+#: and a config without its layer count or vocabulary is a broken file, not a default model.
+REQUIRED_KEYS = (
+    ("num_hidden_layers", "n_layer", "num_layers"),
+    ("hidden_size", "n_embd", "d_model"),
+    ("num_attention_heads", "n_head"),
+    ("vocab_size",),
+)
+
+
 def _precheck(ck: Checker, raw: dict[str, Any]) -> None:
-    """The raw values diffcost reads: counts are counts, flags are booleans, dropouts are
-    fractions, named by their Hugging Face key (transformers would coerce or crash on them)."""
+    """The raw values diffcost reads: the shape is stated, counts are counts, flags are
+    booleans, dropouts are fractions, named by their Hugging Face key (transformers would fill
+    in, coerce or crash on them)."""
+    for names in REQUIRED_KEYS:
+        if all(raw.get(name) is None for name in names):
+            ck.add(" or ".join(names), "missing required key")
     for key in COUNT_KEYS:
         if raw.get(key) is not None:
             ck.value(key, raw[key], Field("count"))
@@ -296,10 +310,10 @@ def _transformers_config(path: Path, raw: dict[str, Any]) -> Any:
 
     model_type = raw.get("model_type")
     if not isinstance(model_type, str):
-        raise SpecError([Problem(str(path), "model_type", "missing: the architecture is unknown")])
+        _family(path, model_type)  # raises: no model_type, no architecture
     rest = {k: v for k, v in raw.items() if k != "model_type"}
     try:
-        return transformers.AutoConfig.for_model(model_type, **rest)
+        return transformers.AutoConfig.for_model(str(model_type), **rest)
     except Exception as err:  # noqa: BLE001 - any parse failure is the file's problem
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise SpecError(
@@ -548,20 +562,15 @@ def _values(t: Any, model_type: str) -> dict[str, Any]:
     }
 
 
-def _family(path: Path, model_type: str) -> Family:
-    family = FAMILIES.get(model_type)
+def _family(path: Path, model_type: object) -> Family:
+    """The key table of a ``model_type``; any other type is refused: its layers could be
+    misread (transformers may know it, but diffcost's mapping does not)."""
+    family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
     if family is None:
         supported = ", ".join(sorted(FAMILIES))
+        reason = f"{model_type!r} is not a supported architecture (supported: {supported})"
         raise SpecError(
-            [
-                Problem(
-                    str(path),
-                    "model_type",
-                    f"{model_type!r} is not a family "
-                    f"diffcost reads (read: {supported}); its layers could be "
-                    "misread",
-                )
-            ]
+            [Problem(str(path), "model_type", f"{reason}; its layers could be misread")]
         )
     return family
 
