@@ -167,7 +167,9 @@ def test_hugging_face_config_becomes_a_model_document(tmp_path):
         "rmsnorm",
         "rope",
     )
-    assert (doc["ffn_hidden"], doc["max_seq_len"], doc["bias"]) == (256, 2048, False)
+    # keys the file leaves out take transformers' defaults, as the Hugging Face model would be
+    # built (LlamaConfig: intermediate_size 11008, max_position_embeddings 2048)
+    assert (doc["ffn_hidden"], doc["max_seq_len"], doc["bias"]) == (11008, 2048, False)
     with pytest.raises(dc.SpecError) as err:  # then the model checks, as for a TOML model
         dc.load_model(path)
     assert [str(p) for p in err.value.problems] == [

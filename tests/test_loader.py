@@ -162,26 +162,25 @@ def _hf(tmp_path, **changes):
 @pytest.mark.parametrize(
     ("changes", "key", "reason"),
     [
-        ({"model_type": "mixtral", "num_local_experts": 8}, "num_local_experts", "mixture-of-"),
+        ({"moe_frequency": 2}, "moe_frequency", "not a key diffcost knows for 'llama'"),
         ({"model_type": "mamba"}, "model_type", "'mamba' is not a supported architecture"),
         ({"model_type": None}, "model_type", "None is not a supported architecture"),
         ({"sliding_window": 4096}, "sliding_window", "sliding-window attention is not modelled"),
     ],
 )
 def test_hugging_face_feature_it_cannot_represent_is_refused(tmp_path, changes, key, reason):
-    """An architecture the dense model cannot represent is refused, never read as dense."""
+    """An architecture the cost model cannot represent is refused, never approximated (a
+    mixture of experts is read: tests/test_hf_config.py)."""
     path = _hf(tmp_path, **changes)
     problems, _ = _messages(lambda: dc.load_model(path))
     assert any(p.startswith(f"{path}: {key}: ") and reason in p for p in problems), problems
 
 
-def test_hugging_face_sliding_window_off_and_multi_query(tmp_path):
-    """Qwen2's ``use_sliding_window: false`` is full attention; ``multi_query`` (StarCoder)
-    means one K/V head."""
+def test_hugging_face_sliding_window_off(tmp_path):
+    """``use_sliding_window: false`` is full attention (multi-query heads: Falcon-7B in
+    tests/test_hf_config.py)."""
     off = _hf(tmp_path, sliding_window=4096, use_sliding_window=False)
     assert float(dc.load_model(off).kv_heads) == 32
-    mqa = _hf(tmp_path, model_type="gpt_bigcode", multi_query=True, num_key_value_heads=None)
-    assert float(dc.load_model(mqa).kv_heads) == 1
 
 
 def test_bad_plan_lists_every_field():

@@ -15,6 +15,7 @@ Reference: ``transformers/models/<family>/configuration_<family>.py`` and
 """
 
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -313,7 +314,9 @@ def _transformers_config(path: Path, raw: dict[str, Any]) -> Any:
         _family(path, model_type)  # raises: no model_type, no architecture
     rest = {k: v for k, v in raw.items() if k != "model_type"}
     try:
-        return transformers.AutoConfig.for_model(str(model_type), **rest)
+        with warnings.catch_warnings():  # its deprecation notices are not the user's problem
+            warnings.simplefilter("ignore", FutureWarning)
+            return transformers.AutoConfig.for_model(str(model_type), **rest)
     except Exception as err:  # noqa: BLE001 - any parse failure is the file's problem
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise SpecError(
