@@ -46,8 +46,10 @@ def _alarm(signum: int, frame: object) -> None:
     raise _Hang(f"no answer after {CASE_TIMEOUT_S} s")
 
 
-#: Output keys that may be negative (a margin, a signed error, an elasticity).
-_SIGNED = re.compile(r"headroom|error|elastic|gradient|sensitiv|bias|log|delta|margin|slope")
+#: Output keys that may be negative (a margin, a signed error, an elasticity, a variance share:
+#: a correlated constant's covariance-weighted share of a log variance can be below 0,
+#: ``diffcost._analysis.uncertainty.variance_shares``).
+_SIGNED = re.compile(r"headroom|error|elastic|gradient|sensitiv|bias|log|delta|margin|slope|share")
 _NAN_TEXT = re.compile(r"(?<![\w.])-?(nan|inf)(?![\w])", re.IGNORECASE)
 
 
