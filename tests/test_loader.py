@@ -32,6 +32,8 @@ def test_required_catalogue_is_present():
         "h100-sxm",
         "h100-pcie",
         "h200",
+        "h800-sxm",
+        "h20",
         "b200",
         "mi300x",
         "tpu-v4",
