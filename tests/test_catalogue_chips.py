@@ -13,6 +13,7 @@ predict = eqx.filter_jit(lambda cost, plan: cost(plan))
 NEW_CHIPS = {
     "h800-sxm": ("hgx-h800", 989.4e12, 80e9, 3350e9, 200e9),
     "h20": ("hgx-h20", 148e12, 96e9, 4000e9, 450e9),
+    "b300": ("dgx-b300", 2250e12, 288e9, 8000e9, 900e9),
 }
 BATCH1 = dict(batch=1, input_len=128, output_len=128, mode="static")
 
@@ -43,6 +44,14 @@ def test_h800_differs_from_h100_only_in_nvlink():
     )
     for a, b in zip(h100.chip.peak_flop_per_s, h800.chip.peak_flop_per_s, strict=True):
         assert float(a) == float(b)
+
+
+@pytest.mark.parametrize(("system", "chip"), [("gb200-nvl72", "b200"), ("gb300-nvl72", "b300")])
+def test_nvl72_racks_are_one_72_gpu_nvlink_domain(system, chip):
+    rack, node = dc.load_system(system), dc.load_system(chip=chip)
+    assert float(rack.num_chips) == 72 and float(rack.scale_up_domain_chips) == 72
+    assert float(node.scale_up_domain_chips) == 8  # the chip's default stays the HGX board
+    assert float(rack.scale_up_bandwidth_bytes_per_s) == 900e9  # NVLink 5: 1.8 TB/s bidirectional
 
 
 def test_h20_without_published_fp8_peak_falls_back_to_bf16():
@@ -80,9 +89,14 @@ def test_batch1_decode_is_memory_bound(chip, llama8):
     assert tpot_s < 2.5 * floor_s  # weight traffic is what batch-1 decode mostly pays for
 
 
+FITS_LLAMA3_8B_TRAINING = {"h800-sxm": False, "h20": False, "b300": True}
+
+
 @pytest.mark.parametrize("chip", sorted(NEW_CHIPS))
-def test_llama3_8b_training_does_not_fit_on_one_chip(chip, llama8):
-    """bf16 weights + gradients + fp32 Adam state: ~16 bytes per parameter, > 128 GB."""
+def test_llama3_8b_training_on_one_chip_fits_only_in_288_gb(chip, llama8):
+    """bf16 weights + gradients + fp32 Adam state: ~16 bytes per parameter, ~128 GB for 8B."""
     system = dc.load_system(chip=chip, chips=1)
     out = dc.TrainCost(system, llama8)(dc.train_plan(tp=1, pp=1, dp=1, global_batch=8))
-    assert float(out.memory.total_bytes) > NEW_CHIPS[chip][2]
+    assert float(out.memory.total_bytes) > 128e9
+    fits = float(out.memory.total_bytes) < NEW_CHIPS[chip][2]
+    assert fits == FITS_LLAMA3_8B_TRAINING[chip]

@@ -34,6 +34,7 @@ def test_required_catalogue_is_present():
         "h200",
         "h800-sxm",
         "h20",
+        "b300",
         "b200",
         "mi300x",
         "tpu-v4",
