@@ -14,6 +14,8 @@ NEW_CHIPS = {
     "h800-sxm": ("hgx-h800", 989.4e12, 80e9, 3350e9, 200e9),
     "h20": ("hgx-h20", 148e12, 96e9, 4000e9, 450e9),
     "b300": ("dgx-b300", 2250e12, 288e9, 8000e9, 900e9),
+    "mi325x": ("mi325x-platform", 1307.4e12, 256e9, 6000e9, 448e9),
+    "mi355x": ("mi355x-platform", 2500e12, 288e9, 8000e9, 448e9),
 }
 BATCH1 = dict(batch=1, input_len=128, output_len=128, mode="static")
 
@@ -89,11 +91,17 @@ def test_batch1_decode_is_memory_bound(chip, llama8):
     assert tpot_s < 2.5 * floor_s  # weight traffic is what batch-1 decode mostly pays for
 
 
-FITS_LLAMA3_8B_TRAINING = {"h800-sxm": False, "h20": False, "b300": True}
+FITS_LLAMA3_8B_TRAINING = {
+    "h800-sxm": False,
+    "h20": False,
+    "b300": True,
+    "mi325x": True,
+    "mi355x": True,
+}
 
 
 @pytest.mark.parametrize("chip", sorted(NEW_CHIPS))
-def test_llama3_8b_training_on_one_chip_fits_only_in_288_gb(chip, llama8):
+def test_llama3_8b_training_on_one_chip_fits_only_above_160_gb(chip, llama8):
     """bf16 weights + gradients + fp32 Adam state: ~16 bytes per parameter, ~128 GB for 8B."""
     system = dc.load_system(chip=chip, chips=1)
     out = dc.TrainCost(system, llama8)(dc.train_plan(tp=1, pp=1, dp=1, global_batch=8))

@@ -37,6 +37,8 @@ def test_required_catalogue_is_present():
         "b300",
         "b200",
         "mi300x",
+        "mi325x",
+        "mi355x",
         "tpu-v4",
         "tpu-v5e",
         "tpu-v5p",
