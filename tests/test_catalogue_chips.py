@@ -16,7 +16,9 @@ NEW_CHIPS = {
     "b300": ("dgx-b300", 2250e12, 288e9, 8000e9, 900e9),
     "mi325x": ("mi325x-platform", 1307.4e12, 256e9, 6000e9, 448e9),
     "mi355x": ("mi355x-platform", 2500e12, 288e9, 8000e9, 448e9),
+    "tpu-v7": ("tpu-v7-pod", 2307e12, 192 * 2**30, 7370e9, 600e9),
 }
+SYSTEM_CHIPS = {"tpu-v7": 9216}  # the others: one 8-chip node
 BATCH1 = dict(batch=1, input_len=128, output_len=128, mode="static")
 
 
@@ -35,7 +37,8 @@ def test_new_chip_and_its_system_load_with_the_published_numbers(chip):
     assert float(system.chip.memory_capacity_bytes) == pytest.approx(capacity)
     assert float(system.chip.memory_bandwidth_bytes_per_s) == pytest.approx(bandwidth)
     assert float(system.scale_up_bandwidth_bytes_per_s) == pytest.approx(scale_up)
-    assert float(system.num_chips) == 8 and float(system.scale_up_domain_chips) == 8
+    chips = SYSTEM_CHIPS.get(chip, 8)
+    assert float(system.num_chips) == chips and float(system.scale_up_domain_chips) == chips
 
 
 def test_h800_differs_from_h100_only_in_nvlink():
@@ -97,6 +100,7 @@ FITS_LLAMA3_8B_TRAINING = {
     "b300": True,
     "mi325x": True,
     "mi355x": True,
+    "tpu-v7": True,
 }
 
 

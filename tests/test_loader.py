@@ -43,6 +43,7 @@ def test_required_catalogue_is_present():
         "tpu-v5e",
         "tpu-v5p",
         "tpu-v6e",
+        "tpu-v7",
         "groq-lpu",
         "cerebras-wse3",
         "l4",
