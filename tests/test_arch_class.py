@@ -33,6 +33,7 @@ NON_GPU = {
     "tpu-v5e": ("systolic", 128, 0.5),
     "tpu-v5p": ("systolic", 128, 0.5),
     "tpu-v6e": ("systolic", 256, 0.5),
+    "tpu-v7": ("systolic", 256, 0.5),
     "gaudi3": ("systolic", 256, 0.5),
     "groq-lpu": ("dataflow", 320, 0.1),
     "cerebras-wse3": ("dataflow", 8, 0.4),
