@@ -37,6 +37,9 @@ NON_GPU = {
     "gaudi3": ("systolic", 256, 0.5),
     "groq-lpu": ("dataflow", 320, 0.1),
     "cerebras-wse3": ("dataflow", 8, 0.4),
+    "trainium2": ("systolic", 128, 0.5),
+    "apple-m4-ane": ("systolic", 16, 1.0),
+    "snapdragon-x-elite": ("systolic", 32, 1.0),
 }
 SHAPES = [
     (1.0, 8192.0, 8192.0),

@@ -17,8 +17,9 @@ NEW_CHIPS = {
     "mi325x": ("mi325x-platform", 1307.4e12, 256e9, 6000e9, 448e9),
     "mi355x": ("mi355x-platform", 2500e12, 288e9, 8000e9, 448e9),
     "tpu-v7": ("tpu-v7-pod", 2307e12, 192 * 2**30, 7370e9, 600e9),
+    "trainium2": ("trn2-instance", 667e12, 96 * 2**30, 2900e9, 640e9),
 }
-SYSTEM_CHIPS = {"tpu-v7": 9216}  # the others: one 8-chip node
+SYSTEM_CHIPS = {"tpu-v7": 9216, "trainium2": 16}  # the others: one 8-chip node
 BATCH1 = dict(batch=1, input_len=128, output_len=128, mode="static")
 
 
@@ -101,6 +102,7 @@ FITS_LLAMA3_8B_TRAINING = {
     "mi325x": True,
     "mi355x": True,
     "tpu-v7": True,
+    "trainium2": False,
 }
 
 
