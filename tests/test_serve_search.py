@@ -84,7 +84,7 @@ def test_relaxed_serving_gradient_is_finite_in_float32():
     model = dc.load_model("llama-2-7b")
     space = dc.ServeSearchSpace(input_len=1024, output_len=128, chips=8, objective="latency")
     problem = ServeProblem(sys_, model, space)
-    theta = np.asarray([1.0, 0.5, 3.0, 0.1, -0.1])
+    theta = np.asarray([1.0, 0.5, 3.0, 0.1, -0.1, 0.0])  # + one expert-layout logit
     with jax.enable_x64(False):
         sys32, model32, template = jax.tree_util.tree_map(
             lambda x: jnp.asarray(x, jnp.float32) if eqx.is_inexact_array(x) else x,

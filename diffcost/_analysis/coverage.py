@@ -77,6 +77,8 @@ def plan_features(kind: str, values: Mapping[str, Any]) -> frozenset[str]:
         out.add(f"{v.get('mode') or 'static'} batching")
         if int(v.get("pp", 1)) > 1:
             out.add("pipeline parallelism")
+        if v.get("expert_parallel") and int(v.get("tp", 1)) > 1:
+            out.add("expert parallelism")
     return frozenset(out)
 
 

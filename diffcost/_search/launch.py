@@ -104,6 +104,8 @@ def serving_flags(best: dict, model_name: str, space: ServeSearchSpace) -> str:
         )
     if best["kv_format"] == "fp8":
         vllm.append("--kv-cache-dtype fp8")
+    if best.get("expert_parallel"):
+        vllm.append("--enable-expert-parallel")  # EP = TP x DP (DP = 1: one instance)
     trt = [
         f"trtllm-build --tp_size {best['tp']} --pp_size {best['pp']}",
         f"--max_batch_size {best['batch']}",

@@ -90,6 +90,9 @@ class ServeSearchSpace:
     max_batch: int = 1024
     mode: ServeMode | str = ServeMode.CONTINUOUS
     accuracy_cost: tuple[tuple[Format | str, float], ...] = ()
+    # Expert layouts tried for a mixture of experts (ServePlan.expert_parallel): whole experts
+    # spread over the tp ranks (True) or each split by width (False).
+    expert_parallel: tuple[bool, ...] = (False,)
     # The chip and calibration whose posterior the p90 objective reads (its constants' basis
     # and discrepancy regime, :func:`diffcost._analysis.uncertainty.risk_for`).
     chip: str = ""
@@ -144,6 +147,7 @@ class ServeProblem(SearchProblem):
         self.choices = (
             Choice("weight_format", tuple(space.weight_formats)),
             Choice("kv_format", tuple(space.kv_formats)),
+            Choice("expert_parallel", tuple(bool(e) for e in space.expert_parallel)),
         )
 
     def coupled(self) -> dict[str, tuple[str, ...]]:
@@ -154,10 +158,19 @@ class ServeProblem(SearchProblem):
         return _layout(self.space)
 
     def valid(self, c: Candidates) -> np.ndarray:
+        """Instances that divide the chips; expert layouts the engine accepts (expert parallel:
+        a mixture of experts with ``experts % tp == 0`` and ``tp > 1``, at ``tp = 1`` the same
+        plan; tensor-parallel experts: ``expert_ffn_hidden % tp == 0``)."""
         col = c.columns
-        return (self.space.chips % (col["tp"] * col["pp"]) == 0) & (
+        ok = (self.space.chips % (col["tp"] * col["pp"]) == 0) & (
             col["tp"] * col["pp"] <= self.space.chips
         )
+        experts, ffn = int(self.model.experts), int(self.model.expert_ffn_hidden)
+        ep = col["expert_parallel"].astype(bool)
+        if experts == 0:
+            return ok & ~ep
+        ep_ok = (experts % col["tp"] == 0) & (col["tp"] > 1)
+        return ok & np.where(ep, ep_ok, ffn % col["tp"] == 0)
 
     # --- exact evaluation ---------------------------------------------------------------------
     def template(self) -> ServePlan:
@@ -189,6 +202,7 @@ class ServeProblem(SearchProblem):
             "weight_format": onehots(col["weight_format"]),
             "compute_format": onehots([compute_format_for(w) for w in col["weight_format"]]),
             "kv_format": onehots(col["kv_format"]),
+            "expert_parallel": f(col["expert_parallel"].astype(float)),
             "prefill_chips": f(inst),
             "decode_chips": f(inst),
         }
@@ -335,7 +349,12 @@ def _evaluate(cost: ServeCost, plans: ServePlan, limits, objective: str, risk=No
 
 def _layout(space: ServeSearchSpace) -> dict[str, slice]:
     return layout(
-        3, [("weight_format", len(space.weight_formats)), ("kv_format", len(space.kv_formats))]
+        3,
+        [
+            ("weight_format", len(space.weight_formats)),
+            ("kv_format", len(space.kv_formats)),
+            ("expert_parallel", len(space.expert_parallel)),
+        ],
     )
 
 
@@ -347,6 +366,7 @@ def relaxed_serve_plan(
     lay = _layout(space)
     w = jax.nn.softmax(theta[lay["weight_format"]] / tau)
     k = jax.nn.softmax(theta[lay["kv_format"]] / tau)
+    e = jax.nn.softmax(theta[lay["expert_parallel"]] / tau)
     pick = lambda weights, names: sum(weights[i] * one_hot_format(n) for i, n in enumerate(names))  # noqa: E731
     compute = [compute_format_for(n) for n in space.weight_formats]
     searched = {
@@ -357,6 +377,7 @@ def relaxed_serve_plan(
         "weight_format": pick(w, space.weight_formats),
         "compute_format": pick(w, compute),
         "kv_format": pick(k, space.kv_formats),
+        "expert_parallel": sum(e[i] * float(v) for i, v in enumerate(space.expert_parallel)),
         "prefill_chips": tp * pp,
         "decode_chips": tp * pp,
     }

@@ -234,12 +234,18 @@ def accuracy_cost(plan: ServePlan) -> Array:
 
 def divisibility(model: Model, plan: ServePlan, sm: Smoothing) -> Array:
     """Relaxed divisibility violations: heads, ffn and KV heads (or their replication) by
-    ``tp``, layers by ``pp``, and the disaggregated pools by the instance size."""
+    ``tp``, layers by ``pp``, the disaggregated pools by the instance size, and a mixture of
+    experts' routed experts by ``tp`` (expert parallel) or their width by ``tp`` (tensor-parallel
+    experts)."""
     t, d = plan.tp, plan.disaggregated
     instance = plan.tp * plan.pp
     kv_split = smax(model.kv_heads / t, t / model.kv_heads, sm)
+    e, moe = plan.expert_parallel, model.moe_fraction()
+    experts = e * divisibility_violation(model.experts / t, sm)
+    widths = (1.0 - e) * divisibility_violation(model.expert_ffn_hidden / t, sm)
     return (
-        divisibility_violation(model.heads / t, sm)
+        moe * (experts + widths)
+        + divisibility_violation(model.heads / t, sm)
         + divisibility_violation(model.ffn_hidden / t, sm)
         + divisibility_violation(kv_split, sm)
         + divisibility_violation(model.layers / plan.pp, sm)
@@ -376,6 +382,27 @@ class ServeCost(eqx.Module):
         )
 
 
+def _expert_problems(model: Model, plan: ServePlan) -> list[str]:
+    """Expert layout rules: expert parallel needs routed experts, ``E / tp`` whole experts per
+    rank (vLLM ``FusedMoE`` with EP); tensor-parallel experts split each expert's width."""
+    tp, experts = float(plan.tp), float(model.experts)
+    ffn = float(model.expert_ffn_hidden)
+    if float(plan.expert_parallel) > 0.5:
+        if experts == 0:
+            return ["expert_parallel needs a mixture-of-experts model (this one has no experts)"]
+        if experts % tp:
+            return [
+                f"experts ({experts:.0f}) is not divisible by tp ({tp:.0f}) "
+                "(expert parallel puts experts / tp whole experts on each rank)"
+            ]
+    elif experts > 0 and ffn % tp:
+        return [
+            f"expert_ffn_hidden ({ffn:.0f}) is not divisible by tp ({tp:.0f}): remainder "
+            f"{ffn % tp:.0f} (or spread whole experts with expert_parallel)"
+        ]
+    return []
+
+
 def serve_problems(
     model: Model, plan: ServePlan, out: ServeBreakdown, system_chips: float
 ) -> list[str]:
@@ -396,6 +423,7 @@ def serve_problems(
             problems.append(
                 f"{a} ({num:.0f}) is not divisible by {b} ({den:.0f}): remainder {num % den:.0f}"
             )
+    problems += _expert_problems(model, plan)
     if tp <= kv and kv % tp:
         problems.append(f"kv_heads ({kv:.0f}) is not divisible by tp ({tp:.0f})")
     if tp > kv and tp % kv:

@@ -88,6 +88,7 @@ class Consts(NamedTuple):
     separate_dequant: Array  # 1 when a separate kernel writes a compute-format weight copy
     quantized_acts: Array  # 1 when GEMM inputs are 8-bit or narrower (quantized from 16-bit)
     cuda_graphs: Array  # 1 when decode-only passes replay a captured CUDA graph
+    expert_parallel: Array  # 1 when routed experts are spread whole over the tp ranks
 
     def weight_element_bytes(self) -> Array:
         """Bytes moved per weight element a GEMM uses: ``w``, plus ``2 a`` (write the copy,
@@ -141,6 +142,7 @@ def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Cons
         separate_dequant=(1.0 - plan.fused_dequant) * weight_only,
         quantized_acts=jnp.sum(plan.compute_format * _NARROW),
         cuda_graphs=plan.cuda_graphs,
+        expert_parallel=plan.expert_parallel,
     )
 
 
@@ -237,6 +239,30 @@ def launch_time_s(c: Consts, w: Work, extra_kernels: ArrayLike) -> Array:
     return launch_s(extra_kernels, c.system) - graphed(c, w) * saved
 
 
+def expert_split(c: Consts, tokens: ArrayLike, active: ArrayLike) -> ExpertSplit:
+    """Layout of the routed experts over the instance's ``t`` tensor-parallel ranks.
+
+    Every rank of a tensor-parallel group holds the same ``tokens``, so the group routes
+    ``tokens`` distinct tokens either way.  Tensor-parallel experts (``e = 0``): every expert
+    split by width over the ``t`` ranks (``ep = 1``, ``expert_tp = t``).  Expert parallel
+    (``e = 1``, vLLM ``--enable-expert-parallel`` with one data-parallel rank): ``E / t`` whole
+    experts per rank (``ep = t``, ``expert_tp = 1``), each running the tokens routed to it at
+    full width; the ranks' partial outputs are summed by the same all-reduce that closes a
+    tensor-parallel MLP (vLLM ``FusedMoE`` reduces its results over the TP group), so the
+    communication is unchanged and the difference is the GEMM shapes (fewer, wider expert
+    GEMMs with more rows each).  Relaxed ``e`` interpolates both degrees linearly.  The
+    expected read and FLOP per rank are the same; the most loaded rank's excess over the
+    mean (routing imbalance) is not modelled.
+    """
+    e, t = c.expert_parallel, c.tp
+    return ExpertSplit(
+        ep=1.0 + e * (t - 1.0),
+        expert_tp=t + e * (1.0 - t),
+        group_tokens=tokens,
+        active_fraction=active,
+    )
+
+
 def layer_time(c: Consts, w: Work) -> LayerTime:
     """One layer of one micro-batch of the pass ``w`` on one chip (seconds by term).
 
@@ -260,7 +286,7 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     kv_write = tokens * shape.kv_token_bytes()
     extra_kernels = GEMMS_PER_LAYER * (c.separate_dequant + c.quantized_acts)
     active = mixed_active_fraction(dec * w.query_tokens, pre, w.prefill_piece, model, sm)
-    split = ExpertSplit(active_fraction=active)
+    split = expert_split(c, tokens, active)
     return LayerTime(
         gemm_s=layer_gemm_s(tokens, model, t, c.gemm_format(), system, sm, split),
         attention_s=decode.time_s + prefill.time_s,

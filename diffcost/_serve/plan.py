@@ -77,6 +77,10 @@ class ServePlan(eqx.Module):
             separate kernel writes a compute-format copy first.
         cuda_graphs: 1 if decode-only steps replay a CUDA graph (one host launch per step),
             0 if every kernel is launched from the host.
+        expert_parallel: 1 if a mixture of experts' routed experts are spread whole over the
+            instance's ``tp`` ranks (``E / tp`` experts each, at full width: vLLM
+            ``--enable-expert-parallel``, SGLang ``--ep-size``), 0 if every expert is split by
+            width over them like the dense MLP (tensor-parallel experts, the engines' default).
 
     Every field may carry leading batch dimensions (``*batch``): stacked plans for ``vmap``
     (sweeps, searches, validation) are built with the same constructor.
@@ -104,6 +108,7 @@ class ServePlan(eqx.Module):
     gqa_decode_kernel: Float[Array, "*batch"]
     fused_dequant: Float[Array, "*batch"]
     cuda_graphs: Float[Array, "*batch"]
+    expert_parallel: Float[Array, "*batch"]
 
     def instance_chips(self) -> Array:
         """Chips of one model instance: ``tp * pp``."""
@@ -175,6 +180,9 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
     _flag("gqa_decode_kernel", "decode reads each KV head once per group"),
     _flag("fused_dequant", "weight-only formats dequantized inside the GEMM"),
     _flag("cuda_graphs", "decode steps replay a CUDA graph (one launch per step)"),
+    PlanField(
+        "expert_parallel", "bool", False, "routed experts spread whole over the tp ranks (EP = tp)"
+    ),
 )
 _FIELD = {f.name: f for f in SERVE_FIELDS}
 
@@ -217,7 +225,7 @@ _REPORT_ORDER = (
     *("tp", "pp", "replicas", "batch", "input_len", "output_len", "prefill_chunk", "kv_block"),
     *("draft_len", "weight_format", "compute_format", "kv_format", "mode", "acceptance"),
     *("draft_params_fraction", "disaggregated", "gqa_decode_kernel", "fused_dequant"),
-    "cuda_graphs",
+    *("cuda_graphs", "expert_parallel"),
     *("prefill_chips", "decode_chips"),
 )
 
@@ -287,6 +295,7 @@ def serve_plan(
     gqa_decode_kernel: bool | None = None,
     fused_dequant: bool | None = None,
     cuda_graphs: bool | None = None,
+    expert_parallel: bool = False,
     engine: str | None = None,
     source: str = "plan",
 ) -> ServePlan:
@@ -297,8 +306,7 @@ def serve_plan(
     int4 formats (W8A16, W4A16).  ``prefill_chips`` and ``decode_chips`` default to one
     instance (``tp * pp``) each.  ``gqa_decode_kernel``, ``fused_dequant``, ``cuda_graphs`` and
     ``kv_block`` default to the profile of ``engine`` (a built-in name of ``specs/engines/`` or
-    a file; default :data:`~diffcost._serve.engine.DEFAULT_ENGINE`), ``kv_block`` to 16 (vLLM's
-    default block size) when the profile has none.
+    a file; default :data:`~diffcost._serve.engine.DEFAULT_ENGINE`; ``kv_block`` 16 without one).
 
     Raises:
         SpecError: listing every invalid field, named as ``source: field``.

@@ -495,6 +495,8 @@ def _serve_report(
     exhaustive, top, json_out = how
     n = int(system.num_chips)
     model_ = load_model(model)
+    if float(model_.experts) > 0:  # a mixture of experts: try both expert layouts
+        space = replace(space, expert_parallel=(False, True))
     result = search_serve(system, model_, space, exhaustive=exhaustive)
     result.alternatives = result.alternatives[:top]
     info = load_spec("model", model).info

@@ -71,6 +71,18 @@ def _accuracy_costs(items: list[str] | None) -> dict[str, float] | None:
     return out
 
 
+#: ``--expert-parallel/--tensor-parallel-experts`` (``ServePlan.expert_parallel``).
+ExpertParallelOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--expert-parallel/--tensor-parallel-experts",
+        help="Mixture of experts: spread whole experts over the tp ranks (vLLM "
+        "--enable-expert-parallel), or split every expert by width (default).",
+        show_default=False,
+    ),
+]
+
+
 def serve_only_flags(
     draft_len: Annotated[int | None, Opt("Speculative decoding: drafted tokens per step.")] = None,
     acceptance: Annotated[float | None, Opt("Speculative decoding: acceptance rate.")] = None,
@@ -113,6 +125,7 @@ def serve_only_flags(
             show_default=False,
         ),
     ] = None,
+    expert_parallel: ExpertParallelOpt = None,
     engine: Annotated[
         str | None,
         Opt(
@@ -134,7 +147,7 @@ _PLAN_KEYS = (
     *("weight_format", "compute_format", "kv_format", "mode", "prefill_chunk"),
     *("draft_len", "acceptance", "draft_params_fraction", "disaggregated"),
     *("prefill_chips", "decode_chips", "kv_block", "accuracy_cost"),
-    *("gqa_decode_kernel", "fused_dequant", "cuda_graphs", "engine"),
+    *("gqa_decode_kernel", "fused_dequant", "cuda_graphs", "expert_parallel", "engine"),
 )
 
 
