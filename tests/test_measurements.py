@@ -73,6 +73,7 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
         ("trtllm-0.5-latency", "ttft"): 20,
         ("bloom-inference", "token_latency"): 22,
         ("gpt-fast", "token_latency"): 7,
+        ("gpt-fast-mixtral", "token_latency"): 7,
         ("nim-llm-1.8", "token_latency"): 2,
         ("nim-llm-1.8", "ttft"): 2,
         ("vllm-ci-latency", "token_latency"): 2,
@@ -82,10 +83,12 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     # only BLOOM's Python-driven runtimes and the SC'21 ZeRO-3 runs keep a named unmodelled
     # effect; the GQA-unaware decode kernel (TensorRT-LLM) and DeepSpeed's separate int8
     # dequantization are plan fields now
-    # the Megatron-Bridge MoE runs carry the MoE layer's efficiency as a named effect
+    # the Megatron-Bridge MoE runs and gpt-fast's Mixtral runs carry the MoE layer's kernel
+    # efficiency as a named effect
     unmodelled = {"bloom-inference", "megatron-sc21-zero3", "llama3-herd", "megatron-bridge-moe"}
+    unmodelled |= {"gpt-fast-mixtral"}
     assert {m.source for m in points if m.unmodelled} == unmodelled
-    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2 + 3
+    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2 + 3 + 7
     trt = [m for m in points if m.source.startswith("trtllm")]
     assert all(m.plan["gqa_decode_kernel"] is False for m in trt)
     assert {m.id for m in points if m.plan.get("fused_dequant") is False} == {

@@ -100,3 +100,12 @@ def test_launch_line_enables_expert_parallel():
     best = dict(tp=4, pp=1, batch=64, weight_format="bf16", kv_format="bf16", replicas=2)
     assert "--enable-expert-parallel" not in serving_flags(best, "m", space)
     assert "--enable-expert-parallel" in serving_flags(best | {"expert_parallel": True}, "m", space)
+
+
+def test_mixtral_bf16_does_not_fit_one_a100_80gb_but_int8_does(mixtral):
+    """gpt-fast's Mixtral table: bf16 on 1 GPU 'OOM', int8 on 1 GPU runs (93 GB vs 47 GB of
+    weights on an 80 GB A100; specs/measurements/gpt-fast-mixtral.toml)."""
+    system = dc.load_system("dgx-a100", chips=1)
+    for fmt, fits in (("bf16", False), ("int8", True)):
+        plan = dc.serve_plan(batch=1, input_len=5, output_len=200, weight_format=fmt)
+        assert bool(predict(dc.ServeCost(system, mixtral), plan).fits()) == fits
