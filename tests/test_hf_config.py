@@ -105,27 +105,36 @@ def test_an_unknown_architecture_key_is_refused_not_ignored(tmp_path):
     assert problem.startswith(f"{path}: moe_frequency: not a key diffcost knows for 'llama'")
 
 
-def test_gemma2_sliding_window_layers_are_refused():
-    path = HF / "gemma-2-2b" / "config.json"
-    (problem,) = _problems(path)
-    assert problem.startswith(f"{path}: layer_types: ['full_attention', 'sliding_attention']")
+def test_gemma2_local_layers_are_read_as_sliding_window_layers():
+    """Gemma 2 alternates local (sliding window 4096) and global layers: 13 of its 26 layers
+    (transformers' ``layer_types``)."""
+    doc = hf_document(HF / "gemma-2-2b" / "config.json")
+    assert (doc["sliding_window"], doc["sliding_layers"], doc["layers"]) == (4096, 13, 26)
 
 
-@pytest.mark.parametrize("window,refused", [(4096, True), (None, False)])
-def test_mistral_sliding_window_is_refused_only_when_active(tmp_path, window, refused):
-    """Mistral-7B v0.1 has sliding_window 4096 (refused); v0.3 has null (full attention)."""
-    path = _write(tmp_path, _llama(model_type="mistral", sliding_window=window))
-    if refused:
-        (problem,) = _problems(path)
-        assert problem.startswith(f"{path}: sliding_window: 4096: sliding-window attention")
-    else:
-        assert hf_document(path)["kv_heads"] == 8
+@pytest.mark.parametrize("window,sliding", [(4096, 32), (None, 0)])
+def test_mistral_sliding_window_covers_every_layer_only_when_set(tmp_path, window, sliding):
+    """Mistral-7B v0.1 has sliding_window 4096 on every layer; v0.3 has null (full attention)."""
+    doc = hf_document(_write(tmp_path, _llama(model_type="mistral", sliding_window=window)))
+    assert doc.get("sliding_layers", 0) == sliding and doc["kv_heads"] == 8
+    if window:
+        assert doc["sliding_window"] == window
+
+
+def test_an_unknown_layer_kind_is_refused(tmp_path):
+    kinds = ["full_attention", "linear_attention"] * 16
+    path = _write(tmp_path, _llama(model_type="qwen2", layer_types=kinds))
+    problems = _problems(path)
+    assert any(
+        p.startswith(f"{path}: layer_types:") and "'linear_attention'] are not modelled" in p
+        for p in problems
+    )
 
 
 def test_all_problems_come_at_once(tmp_path):
-    path = _write(tmp_path, _llama(model_type="mistral", sliding_window=4096, moe_frequency=2))
-    keys = [p.split(": ")[1] for p in _problems(path)]
-    assert keys == ["moe_frequency", "sliding_window"]
+    raw = _llama(moe_frequency=2, quantization_config={"quant_method": "gptq"})
+    keys = [p.split(": ")[1] for p in _problems(_write(tmp_path, raw))]
+    assert keys == ["moe_frequency", "quantization_config"]
 
 
 def test_llama4_nested_text_config_with_chunked_attention_is_refused(tmp_path):
@@ -196,8 +205,8 @@ def test_every_family_lists_its_keys_once():
         assert not (read & refused or refused & irrelevant or read & irrelevant), name
 
 
-def test_gemma2_is_read_as_gated_gelu_with_its_head_dim_before_its_refusal():
-    """The values read for Gemma 2 (then refused for its sliding-window layers) are a GeGLU MLP
+def test_gemma2_is_read_as_gated_gelu_with_its_head_dim():
+    """The values read for Gemma 2 are a GeGLU MLP
     (3 matrices; the old reader's plain GELU gave 0.79 of the size), head_dim 256 (not
     2304 / 8 = 288) and tied embeddings: the module sum of gemma-2-2b, 2.614B."""
     raw = json.loads((HF / "gemma-2-2b" / "config.json").read_text())
@@ -211,9 +220,9 @@ def test_gemma2_is_read_as_gated_gelu_with_its_head_dim_before_its_refusal():
     assert float(model.num_params()) == pytest.approx(expected, rel=1e-4)
 
 
-def test_gpt_oss_is_refused_for_its_sinks_and_sliding_layers(tmp_path):
-    """gpt-oss: attention sinks and alternating sliding-window layers (transformers' default
-    ``layer_types``), each refused with its key; its MoE keys are known, not "unknown"."""
+def test_gpt_oss_is_refused_for_its_sinks(tmp_path):
+    """gpt-oss: attention sinks are refused with their key (its alternating sliding-window layers
+    are read); its MoE keys are known, not "unknown"."""
     config = {
         "model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 64,
         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
@@ -221,4 +230,4 @@ def test_gpt_oss_is_refused_for_its_sinks_and_sliding_layers(tmp_path):
         "num_experts_per_tok": 2,
     }  # fmt: skip
     keys = [p.split(": ")[1] for p in _problems(_write(tmp_path, config))]
-    assert keys == ["layer_types", "model_type"]
+    assert keys == ["model_type"]

@@ -38,9 +38,10 @@ def _shape(heads=8.0, kv_heads=1.0, e=128.0, kv_bytes=2.0, act_bytes=2.0):
 
 def test_causal_skip():
     gpt, bert = dc.load_model("gpt3-175b"), dc.load_model("bert-large")
-    assert float(causal_skip(gpt, 1.0)) == 0.5  # fused causal kernel skips the masked half
-    assert float(causal_skip(gpt, 0.0)) == 1.0
-    assert float(causal_skip(bert, 1.0)) == 1.0  # an encoder has no masked half
+    s = 2048.0
+    assert float(causal_skip(gpt, 1.0, s, EXACT)) == 0.5  # a fused causal kernel skips half
+    assert float(causal_skip(gpt, 0.0, s, EXACT)) == 1.0
+    assert float(causal_skip(bert, 1.0, s, EXACT)) == 1.0  # an encoder has no masked half
 
 
 def test_gemm_attention_closed_form(h100):

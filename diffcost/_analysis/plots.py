@@ -67,7 +67,7 @@ def roofline_ops(system: System, model: Model, plan: TrainPlan | ServePlan) -> p
     ops: list[tuple[str, GemmOp, ArrayLike]] = []  # (name, op, scale)
     if isinstance(plan, TrainPlan):
         tokens, fmt = tokens_per_chip(plan), gemm_format(system, plan)
-        skip = causal_skip(model, plan.flash_attention)
+        skip = causal_skip(model, plan.flash_attention, plan.seq_len, EXACT)
         ops += [
             (n, op, 1.0)
             for n, op in zip(LAYER_GEMMS, layer_gemms(tokens, model, plan.tp, fmt), strict=True)

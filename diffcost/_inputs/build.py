@@ -95,4 +95,6 @@ def model_module(v: dict[str, Any]) -> Model:
         kv_lora_rank=_f(v.get("kv_lora_rank", 0)),
         q_lora_rank=_f(v.get("q_lora_rank", 0)),
         rope_head_dim=_f(v.get("rope_head_dim", 0)),
+        sliding_window=_f(v.get("sliding_window", 0)),
+        sliding_layers=_f(v.get("sliding_layers", v["layers"] if v.get("sliding_window") else 0)),
     )

@@ -37,8 +37,8 @@ class Family:
 
 #: Keys of every family that do not change cost: token ids, initialisation, numerics (norm
 #: epsilon), rotary frequencies and their scaling (elementwise on q/k), router loss terms
-#: (training loss only), bookkeeping, and keys that a refusal below checks (``sliding_window``,
-#: ``layer_types``: refused when active, irrelevant when off).
+#: (training loss only), bookkeeping, and the attention-layout keys read by :func:`_window`
+#: (``sliding_window``, ``layer_types``; unknown layer kinds refused).
 COMMON_KEYS = (
     "architectures",
     "model_type",
@@ -343,23 +343,17 @@ def _unknown_keys(ck: Checker, text_raw: dict[str, Any], family: Family, model_t
 
 
 # --- refusals: one small function each, so a lifted one is one deletion -------------------------
-def _refuse_sliding_window(ck: Checker, t: Any) -> None:
-    """Sliding-window / local attention (Mistral v0.1, Gemma 2/3, gpt-oss, Qwen with
-    ``use_sliding_window``): attention cost and KV cache would be overstated."""
+#: Attention kinds of ``layer_types`` diffcost reads: full and sliding-window layers
+#: (:func:`_window`); chunked ones are refused by :func:`_refuse_chunked_attention`.
+_LAYER_KINDS = frozenset({"full_attention", "sliding_attention", "chunked_attention"})
+
+
+def _refuse_unknown_layer_kinds(ck: Checker, t: Any) -> None:
+    """A ``layer_types`` entry of another kind (a new attention variant) is refused."""
     kinds = set(getattr(t, "layer_types", None) or ())
-    if kinds - {"full_attention", "chunked_attention"}:  # chunked: _refuse_chunked_attention
-        window = getattr(t, "sliding_window", None)
-        reason = f"layers with sliding-window attention (window {window}) are not modelled"
+    if unknown := kinds - _LAYER_KINDS:
+        reason = f"layer kinds {sorted(unknown)} are not modelled"
         ck.add("layer_types", f"{sorted(kinds)}: {reason}")
-        return
-    window = getattr(t, "sliding_window", None)
-    if window is not None and not getattr(t, "layer_types", None):
-        if getattr(t, "use_sliding_window", True) is not False:
-            ck.add(
-                "sliding_window",
-                f"{window!r}: sliding-window attention is not modelled (its "
-                "attention cost and KV cache would be overstated); null means full attention",
-            )
 
 
 def _refuse_chunked_attention(ck: Checker, t: Any) -> None:
@@ -400,8 +394,27 @@ def _refuse_relative_positions(ck: Checker, t: Any) -> None:
         ck.add("position_embedding_type", f"{kind!r}: only absolute positions are modelled")
 
 
+#: Keys by which a family's attention takes a sliding window (its modeling code reads them).
+_WINDOW_KEYS = frozenset({"sliding_window", "layer_types", "use_sliding_window"})
+
+
+def _refuse_window_without_support(ck: Checker, t: Any, model_type: str) -> None:
+    """A sliding window in a family whose attention has none (e.g. ``llama``: its modeling code
+    never reads ``sliding_window``): the config contradicts its own architecture."""
+    family = FAMILIES.get(model_type)
+    if family is None or _WINDOW_KEYS & set(family.refused):
+        return
+    if _window(t, 1):
+        window = getattr(t, "sliding_window", None)
+        reason = f"{model_type!r} attention has no sliding window; the config is inconsistent"
+        ck.add(
+            "sliding_window", f"{window!r}: sliding-window attention is not modelled for {reason}"
+        )
+
+
 def _refusals(ck: Checker, t: Any, raw: dict[str, Any], model_type: str) -> None:
-    _refuse_sliding_window(ck, t)
+    _refuse_unknown_layer_kinds(ck, t)
+    _refuse_window_without_support(ck, t, model_type)
     _refuse_relative_positions(ck, t)
     _refuse_chunked_attention(ck, t)
     _refuse_attention_sinks(ck, model_type)
@@ -468,6 +481,23 @@ def _moe(t: Any, model_type: str, layers: int) -> dict[str, Any]:
             "moe_layers": sum(1 for i in range(first, layers) if i % step == 0),
         }
     return {}
+
+
+def _window(t: Any, layers: int) -> dict[str, Any]:
+    """Sliding-window layers (Model docstring): those ``layer_types`` marks
+    ``sliding_attention`` (Gemma 2/3, gpt-oss, Qwen2 with ``use_sliding_window``: transformers
+    derives the list from ``sliding_window_pattern`` / ``max_window_layers``), or every layer
+    when a config without ``layer_types`` sets ``sliding_window`` (Mistral v0.1); none when the
+    window is null or ``use_sliding_window`` is false."""
+    window = getattr(t, "sliding_window", None)
+    types = list(getattr(t, "layer_types", None) or ())
+    if types:
+        sliding = sum(1 for kind in types if kind == "sliding_attention")
+    elif window is not None and getattr(t, "use_sliding_window", True) is not False:
+        sliding = layers
+    else:
+        sliding = 0
+    return {"sliding_window": int(window), "sliding_layers": sliding} if sliding and window else {}
 
 
 def _mla(t: Any) -> dict[str, Any]:
@@ -540,7 +570,8 @@ _SHAPES: dict[str, Callable[[Any], dict[str, Any]]] = {
 def _values(t: Any, model_type: str) -> dict[str, Any]:
     """The model document's shape and structure values from a (text) config object."""
     shape = _SHAPES.get(model_type, _decoder_shape)(t)
-    v = {**shape, **_moe(t, model_type, shape["layers"]), **_mla(t)}
+    layers = shape["layers"]
+    v = {**shape, **_moe(t, model_type, layers), **_mla(t), **_window(t, layers)}
     v["vocab"] = t.vocab_size
     v["max_seq_len"] = getattr(t, "max_position_embeddings", None) or 2048
     act = next(

@@ -21,6 +21,15 @@ caches, and per-head up-projections to keys (``head_dim - rope_head_dim`` plus t
 part) and values (``v_head_dim``); queries go through a ``q_lora_rank`` latent when it is
 non-zero.  ``latent_attention`` is 1 for MLA (``kv_lora_rank > 0``), 0 otherwise.
 
+Sliding-window attention (Child et al., "Generating Long Sequences with Sparse Transformers",
+2019; Beltagy et al., "Longformer", 2020; Mistral 7B, arXiv:2310.06825 §2; Gemma 2,
+arXiv:2408.00118 §2, local/global layers): ``sliding_layers`` of the blocks attend only the last
+``sliding_window`` tokens, the others all earlier ones.  A query with ``c`` earlier tokens then
+attends ``c - sigma relu(c - W)`` tokens on average over the layers (``sigma =
+sliding_layers / layers``), which is also the average number of tokens a layer keeps in its KV
+cache: current engines drop the tokens a window no longer reaches (vLLM's hybrid KV-cache
+manager, TensorRT-LLM's cyclic KV cache).
+
 Every field is a float leaf so models stack for ``vmap`` and get gradients.
 
 References:
@@ -34,7 +43,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._core.smooth import safe_div
+from .._core.smooth import Smoothing, relu, safe_div
 
 MLP_MATRICES = {"gelu": 2.0, "relu": 2.0, "swiglu": 3.0, "geglu": 3.0}
 NORM_PARAMS = {"layernorm": 2.0, "rmsnorm": 1.0}  # parameters per norm per hidden unit
@@ -61,6 +70,8 @@ class Model(eqx.Module):
         latent_attention: 1 for multi-head latent attention, else 0.
         kv_lora_rank, q_lora_rank, rope_head_dim: MLA's latent sizes (0 without MLA; a zero
             ``q_lora_rank`` projects queries directly).
+        sliding_window: tokens a sliding-window layer attends (0: no sliding window).
+        sliding_layers: blocks with sliding-window attention (0 without a window).
     """
 
     layers: Float[Array, ""]
@@ -88,6 +99,30 @@ class Model(eqx.Module):
     kv_lora_rank: Float[Array, ""]
     q_lora_rank: Float[Array, ""]
     rope_head_dim: Float[Array, ""]
+    sliding_window: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.zeros(()))
+    sliding_layers: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.zeros(()))
+
+    # --- sliding-window attention ---------------------------------------------------------------
+    def sliding_fraction(self) -> Array:
+        """Fraction of blocks with sliding-window attention: ``sigma = sliding_layers / layers``."""
+        return safe_div(self.sliding_layers, self.layers)
+
+    def attended_tokens(self, context: ArrayLike, sm: Smoothing) -> Array:
+        """Earlier tokens a query with ``context`` of them attends, averaged over the layers
+        (tokens): ``c - sigma relu(c - W)``; equally the tokens a layer keeps cached on average
+        (module docstring).  ``c`` without a sliding window."""
+        c = jnp.asarray(context)
+        beyond = relu(c - self.sliding_window, sm, scale=c + self.sliding_window)
+        return c - self.sliding_fraction() * beyond
+
+    def prompt_attended_tokens(self, prompt: ArrayLike, sm: Smoothing) -> Array:
+        """Mean earlier tokens a token of a ``prompt``-token causal prefill attends, averaged over
+        the layers (tokens): ``s / 2 - sigma relu(s - W)^2 / (2 s)``, the mean of
+        ``min(i, W)`` over the prompt's positions ``i`` in ``[0, s]`` (``s / 2`` for ``s <= W``,
+        ``W - W^2 / (2 s)`` beyond; C1 at ``s = W``)."""
+        s = jnp.asarray(prompt)
+        beyond = relu(s - self.sliding_window, sm, scale=s + self.sliding_window)
+        return 0.5 * s - self.sliding_fraction() * safe_div(beyond * beyond, 2.0 * s)
 
     # --- mixture of experts: widths averaged over blocks --------------------------------------
     def moe_fraction(self) -> Array:

@@ -230,6 +230,12 @@ MODEL_TOP = {
     "params_active_b": Field(
         "number", doc="published active (per-token) parameter count, billions (checked)"
     ),
+    "sliding_window": Field(
+        "count", positive=False, doc="tokens a sliding-window layer attends (0: none)"
+    ),
+    "sliding_layers": Field(
+        "count", positive=False, doc="blocks with sliding-window attention (default all)"
+    ),
 }
 #: Keys a model needs before its parameter count can be computed.
 MODEL_SHAPE_KEYS = tuple(k for k, f in MODEL_TOP.items() if f.required)
@@ -274,6 +280,15 @@ def _model_moe(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
         add("experts_per_token", f"{top_k} is more than the {experts} experts")
     if values.get("moe_layers", 0) > values.get("layers", float("inf")):
         add("moe_layers", f"{values['moe_layers']} is more than the {values['layers']} layers")
+
+
+def _model_window(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    """``sliding_layers`` needs a ``sliding_window`` and is at most ``layers``."""
+    layers = values.get("layers", float("inf"))
+    if values.get("sliding_layers") and not values.get("sliding_window"):
+        add("sliding_layers", "given without a sliding window (sliding_window is 0 or absent)")
+    if values.get("sliding_layers", 0) > layers:
+        add("sliding_layers", f"{values['sliding_layers']} is more than the {layers} layers")
 
 
 def _model_latent(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
@@ -487,7 +502,7 @@ KINDS: dict[str, Kind] = {
         "models",
         top=MODEL_TOP,
         source=SPEC_SOURCE,
-        rules=(_model_shape, _model_moe, _model_latent, _model_params),
+        rules=(_model_shape, _model_moe, _model_latent, _model_window, _model_params),
         doc="a transformer's shape (dense or mixture of experts)",
     ),
     "calibration": Kind(

@@ -49,8 +49,8 @@ from .._train.problems import memory_problem
 from .kv import (
     ServeMemory,
     activation_bytes_per_token,
+    cached_slots,
     kv_bytes_per_token,
-    paged_tokens,
     serve_memory,
 )
 from .modes import (
@@ -179,7 +179,7 @@ def memory_and_limits(c: Consts, plan: ServePlan, r: Regime) -> tuple[ServeMemor
     )
     capacity = c.system.chip.memory_capacity_bytes
     kv_seq = (
-        paged_tokens(context, plan.kv_block, sm)
+        cached_slots(model, context, plan.kv_block, sm)
         * (1.0 + draft_fraction)
         * (kv_bytes_per_token(model, t, p, c.kv_bytes, sm))
     )
@@ -308,7 +308,7 @@ class ServeCost(eqx.Module):
         sys, model, sm = self.system, self.model, self.smoothing
         c = consts(sys, model, plan, sm)
         r = regime(plan, sm)
-        pt = pass_time(c, serve_work(plan, r))
+        pt = pass_time(c, serve_work(plan, r, model, sm))
         static = static_mode(plan, r, pt)
         transfer = kv_transfer_s(c, plan)
         modes = (

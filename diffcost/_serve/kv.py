@@ -23,7 +23,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._core.smooth import Smoothing, ceil, is_one, smax
+from .._core.smooth import Smoothing, ceil, is_one, relu, smax
 from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._terms.reserve import runtime_reserve_bytes
@@ -91,6 +91,17 @@ def paged_tokens(tokens: ArrayLike, block: ArrayLike, sm: Smoothing) -> Array:
     return ceil(tokens / block, sm) * block
 
 
+def cached_slots(model: Model, context: ArrayLike, block: ArrayLike, sm: Smoothing) -> Array:
+    """Paged token slots a sequence of ``context`` tokens holds per layer, averaged over the
+    layers: ``(1 - sigma) slots(c) + sigma slots(min(c, W))`` with ``slots`` =
+    :func:`paged_tokens` (a sliding-window layer keeps the last ``W`` tokens; see
+    :class:`~diffcost._inputs.model.Model`).  ``slots(c)`` without a sliding window."""
+    c = jnp.asarray(context)
+    sigma = model.sliding_fraction()
+    windowed = c - relu(c - model.sliding_window, sm, scale=c + model.sliding_window)
+    return (1.0 - sigma) * paged_tokens(c, block, sm) + sigma * paged_tokens(windowed, block, sm)
+
+
 def activation_bytes_per_token(model: Model, tp: ArrayLike, sm: Smoothing) -> Array:
     """Peak live 16-bit activation bytes of one token inside one layer, on one chip.
 
@@ -134,9 +145,9 @@ def serve_memory(
     sequences, pass_tokens = jnp.asarray(sequences), jnp.asarray(pass_tokens)
     weights = serve_params_per_chip(model, tp, pp, sm) * weight_bytes * draft
     per_token = kv_bytes_per_token(model, tp, pp, kv_element_bytes, sm) * draft
-    slots = paged_tokens(context, kv_block, sm)
+    slots = cached_slots(model, context, kv_block, sm)
     kv = sequences * slots * per_token
-    waste = sequences * (slots - context) * per_token
+    waste = sequences * (slots - model.attended_tokens(context, sm)) * per_token
     activations = pass_tokens * activation_bytes_per_token(model, tp, sm) + logit_rows * 4.0 * (
         model.vocab / tp
     )

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._core.smooth import Smoothing, ceil, smin
+from .._inputs.model import Model
 from .._terms.comm import point_to_point_s
 from .kv import kv_bytes_per_token
 from .passes import Consts, PassTime, Work, expected_tokens_per_step
@@ -64,22 +65,31 @@ def regime(plan: ServePlan, sm: Smoothing) -> Regime:
     )
 
 
-def serve_work(plan: ServePlan, r: Regime) -> Work:
-    """Every pass the modes need, stacked in the order ``_PREFILL ... _ONE_PROMPT``."""
+def serve_work(plan: ServePlan, r: Regime, model: Model, sm: Smoothing) -> Work:
+    """Every pass the modes need, stacked in the order ``_PREFILL ... _ONE_PROMPT``.
+
+    Contexts are the tokens attended, averaged over the layers
+    (:meth:`~diffcost._inputs.model.Model.attended_tokens`: a sliding-window layer attends at
+    most its window; a decode sequence's mean context is taken before the window, exact while
+    the window covers it), and a prompt's causal mean
+    (:meth:`~diffcost._inputs.model.Model.prompt_attended_tokens`, ``input / 2`` without a
+    window)."""
     b, n_in = plan.batch, plan.input_len
-    q, ctx, piece, rate = r.query_tokens, r.context_avg, r.piece, r.prompt_rate
+    q, piece, rate = r.query_tokens, r.piece, r.prompt_rate
+    ctx = model.attended_tokens(r.context_avg, sm)
+    half = model.prompt_attended_tokens(plan.input_len, sm)
     m_b, m_eff, b_eff = r.micro_static, r.micro_cont, r.batch_eff
     graph = r.decode_only_share
     z = jnp.zeros(())
     one = jnp.ones(())
     rows = [  # micro, dec_seqs, q, dec_ctx, pre_tokens, piece, pre_ctx, prompts_done, decode_only
-        (m_b, z, one, n_in, b * n_in, n_in, 0.5 * n_in, b, z),  # static prefill
-        (m_b, b, q, ctx, z, n_in, 0.5 * n_in, z, one),  # decode / verify
-        (m_b, b, one, ctx, z, n_in, 0.5 * n_in, z, one),  # draft-sized decode
-        (m_eff, b_eff, q, ctx, rate, piece, 0.5 * n_in, rate / n_in, graph),  # continuous iter.
-        (m_eff, b_eff, q, ctx, piece, piece, 0.5 * n_in, piece / n_in, z),  # TTFT iteration
-        (m_eff, b_eff, one, ctx, z, n_in, 0.5 * n_in, z, one),  # continuous draft
-        (one, z, one, n_in, n_in, n_in, 0.5 * n_in, one, z),  # one prompt (disaggregated)
+        (m_b, z, one, n_in, b * n_in, n_in, half, b, z),  # static prefill
+        (m_b, b, q, ctx, z, n_in, half, z, one),  # decode / verify
+        (m_b, b, one, ctx, z, n_in, half, z, one),  # draft-sized decode
+        (m_eff, b_eff, q, ctx, rate, piece, half, rate / n_in, graph),  # continuous iter.
+        (m_eff, b_eff, q, ctx, piece, piece, half, piece / n_in, z),  # TTFT iteration
+        (m_eff, b_eff, one, ctx, z, n_in, half, z, one),  # continuous draft
+        (one, z, one, n_in, n_in, n_in, half, one, z),  # one prompt (disaggregated)
     ]
     return Work(*(jnp.stack([jnp.broadcast_to(row[i], ()) for row in rows]) for i in range(9)))
 
@@ -125,7 +135,8 @@ def continuous_mode(plan: ServePlan, r: Regime, pt: PassTime, sm: Smoothing) -> 
 def kv_transfer_s(c: Consts, plan: ServePlan) -> Array:
     """Seconds to send one prompt's KV cache from a prefill to a decode instance:
     ``input * kv_bytes_per_token`` per chip over the link ``prefill_chips`` ranks away."""
-    kv = plan.input_len * kv_bytes_per_token(c.model, plan.tp, plan.pp, c.kv_bytes, c.sm)
+    cached = c.model.attended_tokens(plan.input_len, c.sm)  # a window keeps its last W tokens
+    kv = cached * kv_bytes_per_token(c.model, plan.tp, plan.pp, c.kv_bytes, c.sm)
     return point_to_point_s(kv, plan.prefill_chips, c.system, c.sm)
 
 

@@ -32,10 +32,16 @@ ATTENTION_GEMMS = ("QK^T", "AV")
 
 
 # --- training: attention as batched GEMMs ---------------------------------------------------
-def causal_skip(model: Model, flash_attention: ArrayLike) -> Array:
-    """Fraction of the score matrix computed: ``1 - causal * flash / 2`` (a fused causal kernel
-    skips the masked half; an unfused one computes the whole matrix)."""
-    return 1.0 - 0.5 * model.causal * jnp.asarray(flash_attention)
+def causal_skip(
+    model: Model, flash_attention: ArrayLike, seq_len: ArrayLike, sm: Smoothing
+) -> Array:
+    """Fraction of the ``s x s`` score matrix computed: ``1 - causal * flash * (1 - a / s)``
+    with ``a`` the mean keys a query attends (:meth:`Model.prompt_attended_tokens`: ``s / 2``
+    causal, less under a sliding window); a fused causal kernel skips the masked blocks
+    (FlashAttention-2's ``window_size``, Dao 2023), an unfused one computes the whole matrix."""
+    s = jnp.asarray(seq_len)
+    kept = safe_div(model.prompt_attended_tokens(s, sm), s)
+    return 1.0 - model.causal * jnp.asarray(flash_attention) * (1.0 - kept)
 
 
 def attention_gemms(

@@ -149,7 +149,10 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     split = expert_split(plan, tokens, sm)
     t_gemm = layer_gemm_s(tokens, model, t, gemm_format(system, plan), system, sm, split)
     t_attn = gemm_attention_s(
-        attention_ops(system, model, plan), causal_skip(model, plan.flash_attention), system, sm
+        attention_ops(system, model, plan),
+        causal_skip(model, plan.flash_attention, plan.seq_len, sm),
+        system,
+        sm,
     )
     heads_local = model.heads / t * plan.micro_batch
     s_q, s = plan.seq_len / plan.cp, plan.seq_len
