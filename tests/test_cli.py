@@ -313,6 +313,7 @@ def test_json_refusal_is_one_json_object_on_stdout():
     assert result.stderr.startswith("error: invalid input:")
 
 
+@pytest.mark.slow  # 10-25 s on 2 cores: runs in `.ci/run`'s slow pass
 def test_names_with_brackets_print_as_written(tmp_path):
     """A display name is user text: printed as written in every text report, never read as
     markup (a '[/x]' was a MarkupError traceback in serve and train)."""

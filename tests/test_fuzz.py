@@ -27,6 +27,7 @@ def _run_every(runner: Runner, every: int) -> None:
     assert not any(total[k] for k in BAD), "\n".join(defects)
 
 
+@pytest.mark.slow  # 10-25 s on 2 cores: runs in `.ci/run`'s slow pass
 def test_fuzz_ci_profile(runner):
     _run_every(runner, 80)
     assert sum(runner.tally.total().values()) > 350

@@ -164,6 +164,7 @@ def test_serve_p90_search_ranks_by_the_upper_tpot():
     assert values == sorted(values)
 
 
+@pytest.mark.slow  # 10-25 s on 2 cores: runs in `.ci/run`'s slow pass
 def test_cli_plan_serve_p90_prints_the_median_optimal_plan_beside_it():
     """Llama 3 8B on a DGX H100 at batch-1 latency: the median-TPOT optimum serves fp8 weights,
     where the step is launch-bound and CUDA graphs' uncertain share (graph_kernel_fraction)
@@ -184,6 +185,7 @@ def test_cli_plan_serve_p90_prints_the_median_optimal_plan_beside_it():
     assert "mean-optimal vs p90-optimal" in text.stdout and "why they differ" in text.stdout
 
 
+@pytest.mark.slow  # 10-25 s on 2 cores: runs in `.ci/run`'s slow pass
 def test_tpot_objective_ranks_by_the_median_tpot():
     system, model = dc.load_system("dgx-h100", chips=8), dc.load_model("llama-3-8b")
     space = ServeSearchSpace(input_len=512, output_len=128, chips=8, objective="tpot")

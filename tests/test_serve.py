@@ -376,6 +376,7 @@ def test_max_batch_is_the_largest_batch_that_fits(h100, llama70):
         assert f(run(h100, llama70, batch=int(mb) + 1, **plan).fits()) == 0.0
 
 
+@pytest.mark.slow  # 10-25 s on 2 cores: runs in `.ci/run`'s slow pass
 def test_at_slo_is_the_best_batch_of_the_grid(h100, llama70):
     cost = dc.ServeCost(h100, llama70)
     plan = dc.serve_plan(tp=4, input_len=512, output_len=256)

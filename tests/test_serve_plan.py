@@ -216,6 +216,7 @@ def test_serve_json_keys():
     assert out["accuracy_cost"] == pytest.approx(0.2)
 
 
+@pytest.mark.slow  # 10-25 s on 2 cores: runs in `.ci/run`'s slow pass
 def test_serve_slo_flags():
     result = _run(
         "serve",

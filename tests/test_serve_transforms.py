@@ -134,6 +134,7 @@ RELAXED_PLAN = dict(
 OUTPUTS = ["ttft_s", "tpot_s", "output_tokens_per_s_per_chip", "max_batch"]
 
 
+@pytest.mark.slow  # 10-25 s on 2 cores: runs in `.ci/run`'s slow pass
 def test_plan_gradients_match_finite_differences(h100, llama70):
     """One reverse pass checks every output: the loss weighs their logs differently."""
     cost = dc.ServeCost(h100, llama70, dc.RELAXED)

@@ -371,6 +371,7 @@ def test_sweep_files_load_and_bad_files_are_errors(tmp_path):
 runner = CliRunner()
 
 
+@pytest.mark.slow  # 10-25 s on 2 cores: runs in `.ci/run`'s slow pass
 def test_cli_sweep_writes_csv_parquet_and_plots(tmp_path):
     args = [
         "sweep",

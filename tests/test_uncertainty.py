@@ -347,6 +347,7 @@ def test_sensitivity_reports_what_each_interval_comes_from():
     assert "measure next: " + ranked[0] in text.stdout
 
 
+@pytest.mark.slow  # 10-25 s on 2 cores: runs in `.ci/run`'s slow pass
 def test_throughput_at_the_slo_has_an_interval():
     """A slower chip meets the same TPOT limit only at a smaller batch: the p10 throughput at
     the limit is that batch's, below the p50; the p90 above it."""
