@@ -10,7 +10,7 @@ from diffcost._core.smooth import EXACT, Smoothing
 from diffcost._terms.comm import all_to_all_s
 from diffcost._terms.gemm import GemmFormat
 from diffcost._terms.layer import ExpertSplit, expert_gemms, layer_gemms
-from diffcost._terms.moe import active_expert_fraction, mixed_active_fraction
+from diffcost._terms.moe import active_expert_fraction, expert_imbalance, mixed_active_fraction
 
 FMT = GemmFormat(jnp.asarray(989e12), jnp.asarray(2.0))
 TIGHT = Smoothing(relaxed=True, rel_width=1e-9)
@@ -41,16 +41,30 @@ def test_distinct_experts_match_the_exact_expectation(mixtral, tokens):
 def test_expert_gemms_do_the_active_parameter_flop(mixtral):
     """At any token count the GEMMs of a layer on one of 2 TP ranks do 2 x active matrices per
     token over 2 (the rows per active expert times active experts = T k), whatever the split;
-    the router is replicated, not split."""
-    for tokens, split in ((1.0, None), (7.0, None), (4096.0, ExpertSplit(ep=8.0))):
-        ops = (
-            *layer_gemms(tokens, mixtral, 2.0, FMT),
-            *expert_gemms(tokens, mixtral, 2.0, FMT, split),
-        )
+    the router is replicated, not split.  With expert parallelism the routed experts' GEMMs are
+    the busiest rank's: the mean times the balls-into-bins imbalance."""
+    for tokens in (1.0, 7.0, 4096.0):
+        ops = (*layer_gemms(tokens, mixtral, 2.0, FMT), *expert_gemms(tokens, mixtral, 2.0, FMT))
         flop = sum(float(op.flop()) for op in ops)
         router = 2 * tokens * float(mixtral.router_params())
         whole = float(mixtral.layer_matmul_flop(tokens))
         assert flop == pytest.approx((whole - router) / 2.0 + router, rel=1e-9)
+    mean = sum(float(op.flop()) for op in expert_gemms(4096.0, mixtral, 2.0, FMT)[-2:])
+    busiest = expert_gemms(4096.0, mixtral, 2.0, FMT, ExpertSplit(ep=8.0))[-2:]
+    factor = float(expert_imbalance(8 * 4096 * 2, 8.0))
+    assert sum(float(op.flop()) for op in busiest) == pytest.approx(mean * factor, rel=1e-9)
+
+
+def test_busiest_rank_load_matches_balls_into_bins():
+    """The expected maximum of a multinomial load over ep ranks (Monte Carlo, 4,000 draws)
+    against the Gaussian extreme-value formula; 1 at ep = 1 with a finite gradient."""
+    rng = np.random.default_rng(0)
+    for a, ep in ((4096, 8), (65536, 64), (512, 4)):
+        loads = rng.multinomial(a, [1.0 / ep] * ep, size=4000).max(axis=1)
+        measured = loads.mean() / (a / ep)
+        assert float(expert_imbalance(a, float(ep))) == pytest.approx(measured, rel=0.03)
+    assert float(expert_imbalance(1000.0, 1.0)) == 1.0
+    assert np.isfinite(float(jax.grad(lambda e: expert_imbalance(1000.0, e))(jnp.asarray(1.0))))
 
 
 def test_batch_one_decode_reads_two_experts_and_large_batches_read_all(mixtral):

@@ -26,7 +26,7 @@ from .._core.smooth import Smoothing, safe_div
 from .._inputs.hardware import System
 from .._inputs.model import Model
 from .gemm import GemmFormat, gemm_bytes, gemm_flop, gemm_time_s
-from .moe import active_expert_fraction
+from .moe import active_expert_fraction, expert_imbalance
 
 #: Names of the four weight GEMMs of a layer, in the order of :func:`layer_gemms`.
 LAYER_GEMMS = ("QKV", "attention out", "MLP in", "MLP out")
@@ -150,7 +150,9 @@ def expert_gemms(
     Experts: ``phi (E / ep) p`` active local experts, each ``m x hidden @ hidden x
     (mlp_matrices - 1) f_e / t_e`` in and ``m x f_e / t_e @ f_e / t_e x hidden`` out, with
     ``m = G k / (E p)`` rows; together ``G k / ep`` assignments per rank (``T k`` when
-    ``G = ep T``), the active-parameter FLOP of :meth:`Model.layer_matmul_flop`.
+    ``G = ep T``), the active-parameter FLOP of :meth:`Model.layer_matmul_flop`.  With
+    ``ep > 1`` the rows are the busiest rank's: times
+    :func:`~diffcost._terms.moe.expert_imbalance` of the ``G k`` assignments over ``ep``.
     """
     split = ExpertSplit() if split is None else split
     phi, e, k = model.moe_fraction(), model.experts, model.experts_per_token
@@ -160,6 +162,7 @@ def expert_gemms(
     p = active_expert_fraction(group, model)
     p = p if split.active_fraction is None else jnp.asarray(split.active_fraction)
     rows = jnp.maximum(safe_div(jnp.asarray(group) * k, jnp.maximum(e * p, _MIN_ACTIVE)), 1.0)
+    rows = rows * expert_imbalance(jnp.asarray(group) * k, ep)  # the busiest EP rank
     active = phi * e / ep * p
     f_e, h = model.expert_ffn_hidden / t_e, model.hidden
     # widths floored at 1 with the weight scaled to match: exact for every integer width, and
