@@ -22,8 +22,8 @@ before the experts (dispatch) and after them (combine)
 
 Balanced on average is not balanced per step: the ``G k`` assignments fall on the ``ep`` ranks
 like balls into bins, and the step waits for the busiest rank, whose expected load exceeds the
-mean by a few standard deviations of a binomial load (:func:`expert_imbalance`).  A router skewed beyond
-random (popular experts) adds to this statistical floor and is not modelled.
+mean by a few standard deviations of a binomial load (:func:`expert_imbalance`).  A router
+skewed beyond random (popular experts) adds to this statistical floor and is not modelled.
 """
 
 import jax.numpy as jnp
