@@ -94,3 +94,12 @@ def test_standard_attention_is_unchanged_by_the_latent_terms():
     assert float(m.kv_cache_elements(1.0)) == 2 * 128
     assert float(m.decode_attention_dim()) == 2 * 128
     assert float(m.latent_projection_params()) == 0.0
+
+
+def test_gpt_oss_120b_counts_match_its_model_card():
+    """116.83B total; 5.13B active without the 0.58B input embedding (the card's convention)."""
+    m = dc.load_model("gpt-oss-120b")
+    assert float(m.num_params()) == pytest.approx(116.83e9, rel=0.01)
+    embedding = 201088 * 2880
+    assert float(m.active_params()) - embedding == pytest.approx(5.13e9, rel=0.01)
+    assert (float(m.sliding_window), float(m.sliding_layers)) == (128.0, 18.0)
