@@ -74,6 +74,7 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
         ("bloom-inference", "token_latency"): 22,
         ("gpt-fast", "token_latency"): 7,
         ("gpt-fast-mixtral", "token_latency"): 7,
+        ("trtllm-0.9-mixtral", "serve_throughput"): 16,
         ("nim-llm-1.8", "token_latency"): 2,
         ("nim-llm-1.8", "ttft"): 2,
         ("vllm-ci-latency", "token_latency"): 2,
@@ -83,12 +84,12 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     # only BLOOM's Python-driven runtimes and the SC'21 ZeRO-3 runs keep a named unmodelled
     # effect; the GQA-unaware decode kernel (TensorRT-LLM) and DeepSpeed's separate int8
     # dequantization are plan fields now
-    # the Megatron-Bridge MoE runs and gpt-fast's Mixtral runs carry the MoE layer's kernel
-    # efficiency as a named effect
+    # the Megatron-Bridge MoE runs, gpt-fast's and TensorRT-LLM 0.9's Mixtral runs carry the MoE
+    # layer's kernel efficiency as a named effect
     unmodelled = {"bloom-inference", "megatron-sc21-zero3", "llama3-herd", "megatron-bridge-moe"}
-    unmodelled |= {"gpt-fast-mixtral"}
+    unmodelled |= {"gpt-fast-mixtral", "trtllm-0.9-mixtral"}
     assert {m.source for m in points if m.unmodelled} == unmodelled
-    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2 + 3 + 7
+    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2 + 3 + 7 + 16
     trt = [m for m in points if m.source.startswith("trtllm")]
     assert all(m.plan["gqa_decode_kernel"] is False for m in trt)
     assert {m.id for m in points if m.plan.get("fused_dequant") is False} == {
