@@ -18,8 +18,9 @@ from diffcost._inputs.measurements import load_measurements
         ("a100-sxm-80gb", "serve", ["bf16"], True, [], "family fit"),
         # H100 trains in fp8 (NeMo 24.07) and bf16 (Llama 3 405B): fp16 there is unmeasured
         ("h100-sxm", "train", ["fp16"], True, ["fp16"], "family fit"),
-        # H200 has bf16 serving points only (vLLM CI latency tests): fp8 there is unmeasured
-        ("h200", "serve", ["fp8"], True, ["fp8"], "family fit"),
+        # H200 serves bf16 (vLLM CI latency tests) and fp8 (TensorRT-LLM 0.9 Mixtral rows):
+        # int8 there is unmeasured
+        ("h200", "serve", ["int8"], True, ["int8"], "family fit"),
         ("h100-pcie", "serve", ["fp8"], False, ["fp8"], "family fit"),
     ],
 )
