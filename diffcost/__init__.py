@@ -41,6 +41,7 @@ from ._search.core import SearchResult
 from ._search.serve import ServeSearchSpace, search_serve
 from ._search.train import TrainSearchSpace, search_train
 from ._serve.cost import ServeBreakdown, ServeCost, serve_problems
+from ._serve.load import LoadBreakdown, Workload, under_load, workload
 from ._serve.plan import MODES, ServePlan, serve_plan
 from ._train.cost import TrainBreakdown, TrainCost
 from ._train.memory import TrainMemory
@@ -50,6 +51,10 @@ from ._train.problems import train_problems
 __version__ = "0.1.0"
 
 __all__ = [
+    "LoadBreakdown",
+    "Workload",
+    "under_load",
+    "workload",
     "Format",
     "Optimizer",
     "Recompute",

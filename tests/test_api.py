@@ -17,6 +17,8 @@ PUBLIC = {
     "TrainPlan", "train_plan", "train_problems",
     # serving
     "MODES", "ServeBreakdown", "ServeCost", "ServePlan", "serve_plan", "serve_problems",
+    # serving under load
+    "LoadBreakdown", "Workload", "under_load", "workload",
     # search
     "SearchResult", "ServeSearchSpace", "TrainSearchSpace", "search_serve", "search_train",
     # validation and calibration

@@ -31,6 +31,7 @@ from ._common import (
     print_problems,
     spec_infos,
 )
+from ._load import load_flags, load_summary, print_load
 from ._options import (
     Flags,
     SystemChips,
@@ -222,7 +223,11 @@ def _slo_interval(
 @app.command()
 @friendly_errors
 @with_options(
-    refs=spec_refs, shape=serve_shape_flags, batching=serve_mode_flags, extra=serve_only_flags
+    refs=spec_refs,
+    shape=serve_shape_flags,
+    batching=serve_mode_flags,
+    extra=serve_only_flags,
+    load=load_flags,
 )
 def serve(
     *,
@@ -242,6 +247,7 @@ def serve(
     kv_format: Annotated[str | None, Opt("KV-cache format (default bf16).")] = None,
     batching: Flags,
     extra: Flags,
+    load: Flags,
     ttft_slo_ms: Annotated[float | None, Opt("TTFT limit, ms: also find the best batch.")] = None,
     tpot_slo_ms: Annotated[float | None, Opt("TPOT limit, ms: also find the best batch.")] = None,
     calibration: CalibrationOpt = "default",
@@ -263,10 +269,10 @@ def serve(
     iv = intervals(cost, job.plan, job_chip(job.refs), calibration, "serve", engine["name"])
     if slo is not None:
         slo.update(_slo_interval(cost, job.plan, slo.pop("limits_s"), iv))
+    under = load_summary(job.system, job.model, job.plan, load)
     if json_out:
         extra_keys: dict[str, Any] = {"slo": slo} if slo is not None else {}
-        extra_keys["coverage"] = cov
-        extra_keys["engine"] = engine
+        extra_keys |= {"load": under, "coverage": cov, "engine": engine}
         extra_keys.update(iv or {"interval": None})
         counts = {"system_chips": job.chips}
         print_json(prediction_json(out, job.refs, counts, job.values, problems, **extra_keys))
@@ -274,12 +280,12 @@ def serve(
         model_info, hw_info = spec_infos(job.refs)
         names = (model_info.display_name, hw_info.display_name)
         _print_table(out, names, job.chips, job.values, iv)
-        console.print(engine_line(engine), highlight=False, markup=False)
-        for line in coverage_lines(cov):
+        for line in (engine_line(engine), *coverage_lines(cov)):
             console.print(line, highlight=False, markup=False)
         if iv is not None:
             console.print(f"interval: {iv['interval']['note']}", highlight=False, markup=False)
         _print_slo(slo)
+        print_load(under)
         print_problems(problems)
     if problems:
         raise typer.Exit(EXIT_INFEASIBLE)

@@ -1,0 +1,124 @@
+"""Serving under load (diffcost._serve.load) against a SimPy simulation of the same
+continuous-batching scheduler (tests/serving_sim.py), and its behaviour at and beyond
+saturation.
+
+Measured agreement (`python /tmp/simcmp2.py`-style table in the issue 13 progress note; two
+workloads on one H100, Llama 3 8B, 20,000 requests, loads to 75% utilisation): TPOT mean within
+5%, TPOT p99 within 18% (low), TTFT p99 within 14%, TTFT p50 within 20% (low at 50-75% load,
+where the exponential-tail wait misses the median's share of waiting).  The issue's target is
+10% on p50 and p99: not met yet on TTFT p50 and TPOT p99; the tolerances below pin what is
+measured so that a regression shows.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from serving_sim import IterationTable, simulate
+
+import diffcost as dc
+from diffcost._core.smooth import EXACT, Smoothing
+from diffcost._serve.load import Workload, steady_state, under_load, workload
+
+TIGHT = Smoothing(relaxed=True, rel_width=1e-9)
+
+
+@pytest.fixture(scope="module")
+def case():
+    system = dc.load_system("dgx-h100", chips=1)
+    model = dc.load_model("llama-3-8b")
+    plan = dc.serve_plan(batch=128, input_len=1024, output_len=128, prefill_chunk=2048)
+    return system, model, plan, IterationTable(system, model, plan)
+
+
+@pytest.mark.parametrize("qps", [4.0, 12.0, 16.0])
+def test_analytic_percentiles_track_the_simulation(case, qps):
+    system, model, plan, table = case
+    out = under_load(system, model, plan, workload(qps))
+    ttft, tpot = simulate(table, plan, qps, 8000, seed=3)
+    assert float(out.utilisation) < 0.7 and bool(out.stable)
+    sim = {
+        "ttft_p50_s": np.percentile(ttft, 50),
+        "ttft_p99_s": np.percentile(ttft, 99),
+        "tpot_s": np.median(tpot),
+        "tpot_p99_s": np.percentile(tpot, 99),
+    }
+    tolerance = {"ttft_p50_s": 0.22, "ttft_p99_s": 0.15, "tpot_s": 0.06, "tpot_p99_s": 0.2}
+    for key, tol in tolerance.items():
+        assert float(getattr(out, key)) == pytest.approx(sim[key], rel=tol), key
+
+
+def test_at_low_load_ttft_is_one_prefill_iteration_and_tpot_a_decode_step(case):
+    system, model, plan, _ = case
+    st = steady_state(system, model, plan, 0.01)
+    out = under_load(system, model, plan, workload(0.01))
+    assert float(out.ttft_p50_s) == pytest.approx(float(st.t_chunk_s), rel=0.2)
+    assert float(out.tpot_s) == pytest.approx(float(st.t_decode_s), rel=0.01)
+    assert float(st.t_chunk_s) > 2 * float(st.t_decode_s)  # a 1024-token prefill iteration
+
+
+def test_bursty_arrivals_wait_longer_than_poisson(case):
+    system, model, plan, _ = case
+    poisson = under_load(system, model, plan, workload(12.0, arrival_cv=1.0))
+    bursty = under_load(system, model, plan, workload(12.0, arrival_cv=3.0))
+    assert float(bursty.wait_s) > 2 * float(poisson.wait_s)
+    assert float(bursty.ttft_p99_s) > float(poisson.ttft_p99_s)
+
+
+def test_saturation_is_flagged_steep_and_finite(case):
+    system, model, plan, _ = case
+
+    def at(q, sm):
+        return under_load(system, model, plan, Workload(q, jnp.ones(()), jnp.zeros(())), sm)
+
+    exact = jax.jit(lambda q: at(q, EXACT))
+    waits = []
+    for qps in (20.0, 24.0, 30.0, 60.0):
+        out = exact(jnp.asarray(qps))
+        assert all(np.isfinite(float(x)) for x in out)
+        waits.append(float(out.ttft_p99_s))
+    assert waits == sorted(waits) and waits[-1] > 20 * waits[0]
+    assert not bool(exact(jnp.asarray(60.0)).stable)
+
+
+@pytest.mark.slow  # 25 s on 2 cores (the gradient through the fixed point compiles)
+def test_gradient_in_the_load_is_finite_below_at_and_beyond_saturation(case):
+    system, model, plan, _ = case
+
+    def p99(q):
+        load = Workload(q, jnp.ones(()), jnp.zeros(()))
+        return under_load(system, model, plan, load, TIGHT).ttft_p99_s
+
+    grad = jax.jit(jax.grad(p99))
+    for q in (10.0, 23.0, 40.0):
+        g = grad(jnp.asarray(q))
+        assert np.isfinite(float(g)) and float(g) >= 0
+
+
+def test_relaxed_equals_exact(case):
+    system, model, plan, _ = case
+    exact = under_load(system, model, plan, workload(12.0), EXACT)
+    relaxed = under_load(system, model, plan, workload(12.0), TIGHT)
+    for a, b in zip(exact, relaxed, strict=True):
+        assert float(b) == pytest.approx(float(a), rel=1e-5)
+
+
+@pytest.mark.slow  # 14 s on 2 cores (the goodput grid compiles): runs in the slow pass
+def test_cli_prints_percentiles_and_goodput(tmp_path):
+    from typer.testing import CliRunner
+
+    from diffcost.cli import app
+
+    args = ["serve", "--model", "llama-3-8b", "--chip", "h100-sxm", "--chips", "1"]
+    args += ["--batch", "128", "--input-len", "1024", "--output-len", "128", "--qps", "12"]
+    args += ["--ttft-p99-ms", "2000", "--tpot-p99-ms", "200", "--json"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    import json
+
+    load = json.loads(res.output)["load"]
+    assert load["stable"] and load["meets_limits"]
+    assert load["ttft_p50_s"] <= load["ttft_p90_s"] <= load["ttft_p99_s"]
+    assert load["goodput_qps"] >= 12.0
+    bad = CliRunner().invoke(app, [*args[:-1], "--qps", "-1"])
+    assert bad.exit_code != 0 and "qps: must be a positive number" in bad.output
