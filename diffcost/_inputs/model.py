@@ -107,13 +107,20 @@ class Model(eqx.Module):
         """Fraction of blocks with sliding-window attention: ``sigma = sliding_layers / layers``."""
         return safe_div(self.sliding_layers, self.layers)
 
+    def window_tokens(self, context: ArrayLike, sm: Smoothing) -> Array:
+        """Earlier tokens a sliding-window layer attends (and keeps cached) with ``context`` of
+        them: ``min(c, W) = c - relu(c - W)`` (tokens)."""
+        c = jnp.asarray(context)
+        return c - relu(c - self.sliding_window, sm, scale=c + self.sliding_window)
+
     def attended_tokens(self, context: ArrayLike, sm: Smoothing) -> Array:
         """Earlier tokens a query with ``context`` of them attends, averaged over the layers
-        (tokens): ``c - sigma relu(c - W)``; equally the tokens a layer keeps cached on average
-        (module docstring).  ``c`` without a sliding window."""
+        (tokens): ``(1 - sigma) c + sigma min(c, W)`` (:meth:`window_tokens`); equally the
+        tokens a layer keeps cached on average (module docstring).  ``c`` without a sliding
+        window."""
         c = jnp.asarray(context)
-        beyond = relu(c - self.sliding_window, sm, scale=c + self.sliding_window)
-        return c - self.sliding_fraction() * beyond
+        sigma = self.sliding_fraction()
+        return (1.0 - sigma) * c + sigma * self.window_tokens(c, sm)
 
     def prompt_attended_tokens(self, prompt: ArrayLike, sm: Smoothing) -> Array:
         """Mean earlier tokens a token of a ``prompt``-token causal prefill attends, averaged over

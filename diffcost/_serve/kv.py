@@ -23,7 +23,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._core.smooth import Smoothing, ceil, is_one, relu, smax
+from .._core.smooth import Smoothing, ceil, is_one, smax
 from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._terms.reserve import runtime_reserve_bytes
@@ -96,10 +96,9 @@ def cached_slots(model: Model, context: ArrayLike, block: ArrayLike, sm: Smoothi
     layers: ``(1 - sigma) slots(c) + sigma slots(min(c, W))`` with ``slots`` =
     :func:`paged_tokens` (a sliding-window layer keeps the last ``W`` tokens; see
     :class:`~diffcost._inputs.model.Model`).  ``slots(c)`` without a sliding window."""
-    c = jnp.asarray(context)
+    windowed = paged_tokens(model.window_tokens(context, sm), block, sm)
     sigma = model.sliding_fraction()
-    windowed = c - relu(c - model.sliding_window, sm, scale=c + model.sliding_window)
-    return (1.0 - sigma) * paged_tokens(c, block, sm) + sigma * paged_tokens(windowed, block, sm)
+    return (1.0 - sigma) * paged_tokens(context, block, sm) + sigma * windowed
 
 
 def activation_bytes_per_token(model: Model, tp: ArrayLike, sm: Smoothing) -> Array:

@@ -7,21 +7,24 @@ sequence and spends the rest of a budget of ``prefill_chunk`` tokens on waiting 
 come first served; at most ``batch`` sequences run.  Requests arrive at ``qps / replicas`` per
 instance with a coefficient of variation ``arrival_cv`` of their gaps (1: Poisson).
 
-Steady state (a fixed point, solved inside ``jit`` by a fixed number of damped iterations):
-with ``lambda`` requests/s, an iteration of ``T`` seconds carries ``N = lambda L_out T`` decode
-tokens (Little's law: a request decodes for ``L_out`` iterations) and ``P = lambda L_in T``
-prompt tokens on average, and ``T = t(N, P)``, the cost model's time of such an iteration
-(:func:`iteration_s`).  TPOT is ``T``.
+Steady state (a fixed point, solved inside ``jit`` by a fixed number of damped iterations,
+:func:`steady_state`): with ``lambda`` requests/s and a mean iteration of ``T`` seconds, an
+iteration carries ``N = min(lambda L_out T, batch)`` decode tokens (Little's law: a request
+decodes for ``L_out`` iterations); the decode tokens count against the token budget, so a prompt
+takes ``piece = min(L_in, C - N)`` tokens per iteration, a share ``f`` of the iterations carry a
+chunk, and ``T = f t(N, piece) + (1 - f) t(N, 0)`` with ``t`` the cost model's time of such an
+iteration (:func:`iteration_s`).  The mean TPOT is ``T``.
 
-Waiting: prompts queue for the prefill budget ``C - N`` tokens per iteration, a single server
-of utilisation ``rho = P / (C - N)``; one prompt needs ``S = L_in T / (C - N)`` seconds of it.
-The mean wait is Kingman's G/G/1 formula ``rho / (1 - rho) (c_a^2 + c_s^2) / 2 S`` (Kingman
-1961; exact for M/G/1, the Pollaczek-Khinchine formula, with ``c_s`` the coefficient of
-variation of the prompt length), plus half an iteration for the running one to end.  Waiting
-times are taken exponential beyond zero with ``P(W > 0) = rho`` (the M/G/1 busy probability),
-so the ``q`` quantile is ``W / rho ln(rho / (1 - q))`` when ``rho > 1 - q``, else 0.  TTFT =
-wait + the prompt's own ``ceil(L_in / piece)`` iterations.  The slots are a second limit:
-``N <= batch``; the utilisation reported is the larger of the two shares.
+Waiting (:func:`under_load`): prompts queue for the prefill budget, a single server on which a
+prompt needs ``S = (L_in / piece) t(N, piece)`` seconds, utilisation ``rho = lambda S``.  The
+mean wait is Kingman's G/G/1 formula ``rho / (1 - rho) (c_a^2 + c_s^2) / 2 S`` (Kingman 1961;
+the Pollaczek-Khinchine formula for M/G/1, ``c_s`` the coefficient of variation of the prompt
+length), plus the residual of a decode-only iteration an arrival lands in.  Waits are taken
+exponential beyond zero with ``P(W > 0) = rho`` (the M/G/1 busy probability), so the ``q``
+quantile is ``W / rho ln(rho / (1 - q))`` when ``rho > 1 - q``, else 0.  TTFT = wait + the
+prompt's own chunk iterations.  TPOT percentiles come from the count of chunk iterations a
+request meets while it decodes.  The slots are a second limit, ``N <= batch``; the utilisation
+reported is the larger of the two shares.
 
 Near and beyond saturation ``1 - rho`` is floored smoothly at :data:`RHO_FLOOR`, so the waits
 grow steeply but stay finite (never NaN) and the ``stable`` flag says the load is too high.
@@ -127,11 +130,13 @@ def _floor(gap: ArrayLike, sm: Smoothing) -> Array:
 
 class Steady(NamedTuple):
     """Steady state of one instance: mean iteration ``t_s``, decode tokens ``n`` per
-    iteration, share ``f`` of iterations that carry a prompt chunk, and the times of a
-    decode-only iteration ``t_decode_s`` and of one with a full chunk ``t_chunk_s``."""
+    iteration, prompt tokens ``piece`` a chunk iteration takes, share ``f`` of iterations that
+    carry a chunk, and the times of a decode-only iteration ``t_decode_s`` and of one with a
+    chunk ``t_chunk_s``."""
 
     t_s: Array
     n: Array
+    piece: Array
     f: Array
     t_decode_s: Array
     t_chunk_s: Array
@@ -156,7 +161,7 @@ def steady_state(
         f = smin(rate * plan.input_len * t / piece, jnp.ones(()), sm)
         t_d = iteration_s(system, model, plan, n, jnp.zeros(()), sm)
         t_c = iteration_s(system, model, plan, n, piece, sm)
-        return Steady(f * t_c + (1.0 - f) * t_d, n, f, t_d, t_c)
+        return Steady(f * t_c + (1.0 - f) * t_d, n, piece, f, t_d, t_c)
 
     t0 = iteration_s(system, model, plan, jnp.ones(()), jnp.zeros(()), sm)
     t = jax.lax.fori_loop(0, STEADY_ITERATIONS, lambda _, t: 0.5 * t + 0.5 * parts(t).t_s, t0)
@@ -201,7 +206,7 @@ def under_load(
     """
     rate = load.qps / plan.replicas
     st = steady_state(system, model, plan, rate, sm)
-    chunks = plan.input_len / _piece(plan, st.n, sm)
+    chunks = plan.input_len / st.piece
     service = chunks * st.t_chunk_s  # the prompt's share of chunk iterations
     own = service + (ceil(chunks, sm) - chunks) * st.t_decode_s  # its last, partial chunk
     rho_prefill = rate * service
@@ -217,7 +222,7 @@ def under_load(
         utilisation=rho,
         stable=jnp.where(rho < 1.0, 1.0, 0.0),
         running=st.n,
-        prompt_tokens_per_iteration=st.f * _piece(plan, st.n, sm),
+        prompt_tokens_per_iteration=st.f * st.piece,
         iteration_s=st.t_s,
         wait_s=queue + residual,
         ttft_p50_s=quant(0.5),

@@ -251,8 +251,9 @@ def expert_split(c: Consts, tokens: ArrayLike, active: ArrayLike) -> ExpertSplit
     tensor-parallel MLP (vLLM ``FusedMoE`` reduces its results over the TP group), so the
     communication is unchanged and the difference is the GEMM shapes (fewer, wider expert
     GEMMs with more rows each).  Relaxed ``e`` interpolates both degrees linearly.  The
-    expected read and FLOP per rank are the same; the most loaded rank's excess over the
-    mean (routing imbalance) is not modelled.
+    expected read and FLOP per rank are the same; the busiest rank's excess rows are charged
+    by :func:`~diffcost._terms.layer.expert_gemms` (:func:`~diffcost._terms.moe.
+    expert_imbalance`).
     """
     e, t = c.expert_parallel, c.tp
     return ExpertSplit(
