@@ -35,6 +35,7 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.scipy.special import gammainc
 from jaxtyping import Array, ArrayLike, Float
 
 from .._core.smooth import EXACT, Smoothing, ceil, relu, smax, smin
@@ -116,11 +117,10 @@ def iteration_s(
     return pass_time(c, w).round_s
 
 
-def _piece(plan: ServePlan, decode: ArrayLike, sm: Smoothing) -> Array:
-    """Prompt tokens an iteration with ``decode`` decode tokens takes: ``min(L_in, chunk -
-    decode)``, at least one."""
-    free = smax(plan.prefill_chunk - decode, 1.0, sm)
-    return smin(free, plan.input_len, sm)
+def _budget(plan: ServePlan, decode: ArrayLike, sm: Smoothing) -> Array:
+    """Prompt tokens one iteration with ``decode`` decode tokens has room for: the token budget
+    less the decode tokens, ``chunk - decode``, at least one."""
+    return smax(plan.prefill_chunk - decode, 1.0, sm)
 
 
 def _floor(gap: ArrayLike, sm: Smoothing) -> Array:
@@ -129,17 +129,51 @@ def _floor(gap: ArrayLike, sm: Smoothing) -> Array:
 
 
 class Steady(NamedTuple):
-    """Steady state of one instance: mean iteration ``t_s``, decode tokens ``n`` per
-    iteration, prompt tokens ``piece`` a chunk iteration takes, share ``f`` of iterations that
-    carry a chunk, and the times of a decode-only iteration ``t_decode_s`` and of one with a
-    chunk ``t_chunk_s``."""
+    """Steady state of one instance (seconds unless named otherwise).
+
+    ``t_s`` the mean iteration; ``n`` decode tokens per iteration; ``chunks`` a prompt's length
+    in full budgets (``L_in / (chunk - n)``); ``busy`` the share of time spent in iterations
+    that carry prompt tokens (the prefill server's utilisation); ``service_s`` the time a
+    prompt holds that server; ``f`` the share of iterations that carry prompt tokens;
+    ``t_decode_s``, ``t_first_s``, ``t_full_s`` the iterations without prompt tokens, with a
+    lone prompt's first piece ``min(L_in, budget)``, and with a full budget of them."""
 
     t_s: Array
     n: Array
-    piece: Array
+    chunks: Array
+    busy: Array
+    service_s: Array
     f: Array
     t_decode_s: Array
-    t_chunk_s: Array
+    t_first_s: Array
+    t_full_s: Array
+
+
+def _alone_s(x: Array, t_d: Array, t_1: Array, t_f: Array, sm: Smoothing) -> Array:
+    """Seconds a prompt of ``x`` budgets holds the iterations when no other prompt is waiting:
+    its first piece ``t_1``, then ``ceil(x) - 1`` more iterations, each ``t(N, 0)`` plus its
+    prompt tokens at the full iteration's marginal rate ``(t(N, B) - t(N, 0)) / B`` (the last
+    one partial)."""
+    more = relu(ceil(x, sm) - 1.0, sm, scale=1.0)
+    return t_1 + more * t_d + relu(x - 1.0, sm, scale=1.0) * (t_f - t_d)
+
+
+def _steady_parts(system, model, plan, rate: Array, t: Array, sm: Smoothing) -> Steady:
+    """One evaluation of the steady-state map at a mean iteration ``t`` (:func:`steady_state`)."""
+    n = smin(rate * plan.output_len * t, plan.batch, sm)
+    budget = _budget(plan, n, sm)
+    x = plan.input_len / budget
+    t_d = iteration_s(system, model, plan, n, jnp.zeros(()), sm)
+    t_1 = iteration_s(system, model, plan, n, smin(plan.input_len, budget, sm), sm)
+    t_f = iteration_s(system, model, plan, n, budget, sm)
+    extra = relu(ceil(x, sm) - 1.0, sm, scale=1.0)  # further iterations of a lone prompt
+    alone, bulk = _alone_s(x, t_d, t_1, t_f, sm), x * t_f
+    rho = rate * alone / (1.0 + rate * (alone - bulk))
+    busy = smin(rho, 1.0, sm)
+    chunk_rate = rate * (busy * x + (1.0 - busy) * (1.0 + extra))  # chunk iterations / s
+    t_s = 1.0 / (chunk_rate + (1.0 - busy) / t_d)
+    service = alone - busy * (alone - bulk)
+    return Steady(t_s, n, x, rho, service, chunk_rate * t_s, t_d, t_1, t_f)
 
 
 def steady_state(
@@ -147,25 +181,24 @@ def steady_state(
 ) -> Steady:
     """Steady state of one instance receiving ``rate`` requests/s (module docstring).
 
-    The decode tokens count against the iteration's token budget (vLLM's
-    ``max_num_batched_tokens``), so a prompt is prefilled in ``ceil(L_in / piece)`` iterations
-    that each carry ``piece = min(L_in, chunk - N)`` of its tokens; a share ``f = min(1, rate
-    L_in T / piece)`` of the iterations carry a chunk and ``T = f t(N, piece) + (1 - f)
-    t(N, 0)`` with ``N = min(rate L_out T, batch)`` decode tokens; damped fixed-point
-    iteration from an empty engine."""
+    Prompts are served first come first served out of each iteration's budget of
+    ``B = chunk - N`` prompt tokens (the decode tokens count against vLLM's
+    ``max_num_batched_tokens``).  A prompt of ``x = L_in / B`` budgets that finds no other
+    prompt waiting holds the iterations alone, ``S_alone = t(N, min(L_in, B)) + max(0, x - 1)
+    t(N, B)``; in a backlog the iterations are full and it holds ``S_bulk = x t(N, B)`` (a bulk
+    server: Sarathi-Serve packs several prompts into one chunk).  The next prompt is waiting
+    when one starts with the probability ``rho`` that the server is busy (what a departing
+    prompt leaves behind is what an arrival sees, PASTA), so ``S = S_alone - rho (S_alone -
+    S_bulk)`` and ``rho = lambda S`` solve to ``rho = lambda S_alone / (1 + lambda (S_alone -
+    S_bulk))``: saturation is at ``lambda S_bulk = 1``.  Iterations per second: ``lambda (rho x +
+    (1 - rho)(1 + max(0, x - 1)))`` carry prompt tokens, ``(1 - rho) / t(N, 0)`` do not; the mean
+    iteration ``T`` is one over their sum, and ``N = min(lambda L_out T, batch)`` (Little's law).
+    Damped fixed-point iteration on ``T`` from an empty engine."""
     rate = jnp.asarray(rate)
-
-    def parts(t):
-        n = smin(rate * plan.output_len * t, plan.batch, sm)
-        piece = _piece(plan, n, sm)
-        f = smin(rate * plan.input_len * t / piece, jnp.ones(()), sm)
-        t_d = iteration_s(system, model, plan, n, jnp.zeros(()), sm)
-        t_c = iteration_s(system, model, plan, n, piece, sm)
-        return Steady(f * t_c + (1.0 - f) * t_d, n, piece, f, t_d, t_c)
-
     t0 = iteration_s(system, model, plan, jnp.ones(()), jnp.zeros(()), sm)
-    t = jax.lax.fori_loop(0, STEADY_ITERATIONS, lambda _, t: 0.5 * t + 0.5 * parts(t).t_s, t0)
-    return parts(t)
+    step = lambda _, t: 0.5 * t + 0.5 * _steady_parts(system, model, plan, rate, t, sm).t_s  # noqa: E731
+    t = jax.lax.fori_loop(0, STEADY_ITERATIONS, step, t0)
+    return _steady_parts(system, model, plan, rate, t, sm)
 
 
 #: Standard normal quantiles at 0.90 and 0.99.
@@ -174,20 +207,90 @@ Z90, Z99 = 1.2815516, 2.3263479
 
 def _tpot_spread(plan: ServePlan, st: Steady, busy: Array, sm: Smoothing) -> Array:
     """Standard deviation of a request's TPOT (seconds): its ``L_out`` iterations include
-    ``K`` chunk iterations, each ``t(N, piece) - t(N, 0)`` longer; ``K`` counts prompts
-    arriving while it decodes, Poisson of mean ``L_out f`` with its variance raised by
-    ``1 / (1 - rho)^2``, the clustering of a single-server queue's busy periods (the
-    asymptotic variance of the work a queue serves, Whitt, "Stochastic-Process Limits",
-    2002, §9.6): ``sigma = sqrt(L_out f) / (1 - rho) (t_c - t_d) / L_out``."""
+    ``K`` that carry prompt tokens, each ``t_c - t(N, 0)`` longer (``t_c = rho / `` chunk
+    iterations per second, their mean); ``K`` counts prompts arriving while it decodes,
+    Poisson of mean ``L_out f`` with its variance raised by ``1 / (1 - rho)^2``, the
+    clustering of a single-server queue's busy periods (the asymptotic variance of the work a
+    queue serves, Whitt, "Stochastic-Process Limits", 2002, §9.6): ``sigma = sqrt(L_out f) /
+    (1 - rho) (t_c - t_d) / L_out``."""
+    t_c = busy * st.t_s / smax(st.f, 1e-12, sm)
     count_sd = jnp.sqrt(plan.output_len * st.f + 1e-12) / _floor(1.0 - busy, sm)
-    return count_sd * relu(st.t_chunk_s - st.t_decode_s, sm, scale=st.t_chunk_s) / plan.output_len
+    return count_sd * relu(t_c - st.t_decode_s, sm, scale=t_c) / plan.output_len
 
 
-def _quantile_wait(mean_wait: Array, busy: Array, q: float, sm: Smoothing) -> Array:
-    """``q`` quantile of a wait that is 0 with probability ``1 - busy`` and exponential of mean
-    ``mean_wait / busy`` beyond: ``mean / busy * max(0, ln(busy / (1 - q)))``."""
-    busy = smax(busy, 1e-9, sm)
-    return mean_wait / busy * relu(jnp.log(busy / (1.0 - q)), sm, scale=1.0)
+def _wait(st: Steady, load: Workload, sm: Smoothing) -> tuple[Array, Array]:
+    """Mean and variance (s, s^2) of the queueing delay before a prompt's service starts,
+    given that it is positive (it is with probability ``rho``).
+
+    The mean is Kingman's G/G/1 ``rho / (1 - rho) (c_a^2 + c_s^2) / 2 S`` over ``rho``
+    (Kingman 1961; the Pollaczek-Khinchine formula when ``c_a = 1``), ``c_s`` that of the
+    prompt lengths; the second moment the M/G/1 one (Takacs 1962: ``E[W^2] = 2 E[W]^2 + lambda
+    E[S^3] / (3 (1 - rho))``, service moments of gamma prompt lengths) scaled alike: a uniform
+    residual at light load, exponential in heavy traffic."""
+    rho, s = st.busy, st.service_s
+    cv2 = load.input_cv**2
+    gap = _floor(1.0 - rho, sm)
+    busy = smin(rho, 1.0, sm)
+    pk = busy * (1.0 + cv2) * s / (2.0 * gap)  # M/G/1 mean wait
+    second = 2.0 * pk**2 + busy * (1.0 + cv2) * (1.0 + 2.0 * cv2) * s**2 / (3.0 * gap)
+    b = smax(busy, 1e-9, sm)
+    scale = (load.arrival_cv**2 + cv2) / (1.0 + cv2)  # Kingman over Pollaczek-Khinchine
+    m1, m2 = pk / b * scale, second / b * scale**2
+    return m1, smax(m2 - m1**2, 1e-12 * m1**2 + 1e-30, sm)
+
+
+def _gamma_cdf(t: Array, mean: Array, var: Array) -> Array:
+    """``P(X <= t)`` of a gamma variable of the given mean and variance (shape clamped to
+    [0.05, 1e4]: a near-constant becomes a narrow gamma)."""
+    k = jnp.clip(mean**2 / jnp.maximum(var, 1e-30), 0.05, 1e4)
+    return gammainc(k, jnp.maximum(t, 0.0) * k / jnp.maximum(mean, 1e-30))
+
+
+#: Bisection steps of :func:`_mixture_quantile` (relative resolution 2^-48 of the bracket).
+QUANTILE_STEPS = 48
+
+
+def _mixture_quantile(q: float, parts: tuple[tuple[Array, Array, Array], ...]) -> Array:
+    """``q`` quantile of a mixture of gamma variables, ``parts`` = ``(weight, mean, variance)``.
+
+    Bisection on the mixture's CDF with the parameters held constant, then one Newton step
+    ``t - (F(t) - q) / F'(t)`` through the live parameters: the value is the bisection's, the
+    gradient the implicit-function one, ``dt/dtheta = -(dF/dtheta) / F'(t)``."""
+
+    def cdf(t, ps):
+        return sum(w * _gamma_cdf(t, m, v) for w, m, v in ps)
+
+    frozen = jax.lax.stop_gradient(parts)
+    top = 4.0 * sum(m + 12.0 * jnp.sqrt(v) for _, m, v in frozen)
+
+    def halve(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * (lo + hi)
+        below = cdf(mid, frozen) < q
+        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, QUANTILE_STEPS, halve, (jnp.zeros(()), top))
+    t0 = jax.lax.stop_gradient(0.5 * (lo + hi))
+    slope = jax.grad(cdf)(t0, frozen)
+    return t0 - (cdf(t0, parts) - q) / jnp.maximum(slope, 1e-30)
+
+
+def _ttft_parts(st: Steady, load: Workload, sm: Smoothing):
+    """TTFT as a mixture (weights, means in s, variances in s^2), and the mean of ``O``.
+
+    An arrival that finds the prompt server idle (probability ``1 - rho``) waits the residual
+    of a decode-only iteration (uniform on ``[0, t(N, 0)]``) and then its own iterations
+    ``O``; one that finds it busy waits the queue's positive wait (:func:`_wait`) and then
+    ``O``.  ``O`` has the mean :func:`_alone_s` and the spread of the prompt lengths at the
+    marginal cost of a prompt token, ``(t(N, B) - t(N, 0)) / B``."""
+    busy = smin(st.busy, 1.0, sm)
+    alone = _alone_s(st.chunks, st.t_decode_s, st.t_first_s, st.t_full_s, sm)
+    per_prompt = relu(st.t_full_s - st.t_decode_s, sm, scale=st.t_full_s) * st.chunks
+    var_own = (load.input_cv * per_prompt) ** 2
+    mean_w, var_w = _wait(st, load, sm)
+    idle = (1.0 - busy, alone + 0.5 * st.t_decode_s, var_own + st.t_decode_s**2 / 12.0)
+    queued = (busy, alone + mean_w, var_own + var_w)
+    return (idle, queued), alone
 
 
 def under_load(
@@ -196,38 +299,28 @@ def under_load(
     """One instance of ``plan`` (colocated continuous batching) receiving its share of
     ``load`` (module docstring).  Times in seconds.
 
-    The prompts' server: each prompt occupies ``S = x t(N, piece)`` of chunk iterations
-    (``x = L_in / piece`` chunks: a partial last chunk shares its iteration with the next
-    prompt), utilisation ``rho = rate S``; the mean wait for it is the Pollaczek-Khinchine /
-    Kingman ``rho / (1 - rho) (c_a^2 + c_s^2) / 2 S`` (it includes the residual of a prompt in
-    service), plus the residual ``t(N, 0) / 2`` of a decode-only iteration an arrival lands in
-    (probability ``1 - f``).  TTFT = wait + ``S + (ceil(x) - x) t(N, 0)`` (its last chunk ends
-    one iteration later).
-    """
+    TTFT = the residual ``t(N, 0) / 2`` of the decode-only iteration an arrival to an idle
+    server lands in (probability ``1 - rho``) + the queueing delay (:func:`_wait`) + the
+    prompt's own iterations: ``S_alone`` when it runs alone, ``(x + 1/2) t(N, B)`` in a
+    backlog (its tokens end at a uniform point of a full iteration), weighted ``1 - rho`` and
+    ``rho``."""
     rate = load.qps / plan.replicas
     st = steady_state(system, model, plan, rate, sm)
-    chunks = plan.input_len / st.piece
-    service = chunks * st.t_chunk_s  # the prompt's share of chunk iterations
-    own = service + (ceil(chunks, sm) - chunks) * st.t_decode_s  # its last, partial chunk
-    rho_prefill = rate * service
+    busy = smin(st.busy, 1.0, sm)
     rho_slots = rate * plan.output_len * st.t_s / plan.batch
-    rho = smax(rho_prefill, rho_slots, sm)
-    busy = smin(rho_prefill, 1.0, sm)
-    variability = 0.5 * (load.arrival_cv**2 + load.input_cv**2)
-    queue = busy / _floor(1.0 - rho_prefill, sm) * variability * service
-    residual = (1.0 - st.f) * 0.5 * st.t_decode_s
-    quant = lambda q: own + residual + _quantile_wait(queue, busy, q, sm)  # noqa: E731
+    rho = smax(st.busy, rho_slots, sm)
+    parts, alone = _ttft_parts(st, load, sm)
     spread = _tpot_spread(plan, st, busy, sm)
     return LoadBreakdown(
         utilisation=rho,
         stable=jnp.where(rho < 1.0, 1.0, 0.0),
         running=st.n,
-        prompt_tokens_per_iteration=st.f * st.piece,
+        prompt_tokens_per_iteration=rate * plan.input_len * st.t_s,
         iteration_s=st.t_s,
-        wait_s=queue + residual,
-        ttft_p50_s=quant(0.5),
-        ttft_p90_s=quant(0.9),
-        ttft_p99_s=quant(0.99),
+        wait_s=sum(w * m for w, m, _ in parts) - alone,
+        ttft_p50_s=_mixture_quantile(0.5, parts),
+        ttft_p90_s=_mixture_quantile(0.9, parts),
+        ttft_p99_s=_mixture_quantile(0.99, parts),
         tpot_s=st.t_s,
         tpot_p90_s=st.t_s + Z90 * spread,
         tpot_p99_s=st.t_s + Z99 * spread,
