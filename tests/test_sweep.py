@@ -480,3 +480,51 @@ def test_a_sweep_file_names_its_calibration(tmp_path):
     assert "has no posterior" in out["interval"] and out["calibration"].endswith("bare.toml")
     out = json.loads(CliRunner().invoke(dc.cli.app, [*args, "--calibration", "default"]).stdout)
     assert "delta method" in out["interval"] and out["calibration"] == "default"
+
+
+def test_load_keys_are_checked_and_need_a_serving_sweep():
+    bad = Sweep(
+        "serve",
+        base=dict(model="llama-3-8b", chip="h100-sxm", chips=1, arrival_cv=-1.0),
+        grid=dict(qps=[2.0, 0.0]),
+        outputs=("load_ttft_p99_s",),
+    )
+    with pytest.raises(SpecError) as err:
+        run_sweep(bad, progress=False)
+    text = str(err.value)
+    assert "qps: must be a positive number, got 0.0" in text
+    assert "arrival_cv: must be a non-negative number, got -1.0" in text
+    no_rate = Sweep(
+        "serve",
+        base=dict(model="llama-3-8b", chip="h100-sxm", chips=1),
+        outputs=("load_ttft_p99_s",),
+    )
+    with pytest.raises(SpecError, match="a load output needs qps"):
+        run_sweep(no_rate, progress=False)
+    train = Sweep("train", base=dict(model="llama-3-8b", system="dgx-h100", qps=1.0))
+    with pytest.raises(SpecError, match="base.qps: unknown field for a train sweep"):
+        run_sweep(train, progress=False)
+
+
+@pytest.mark.slow  # 16 s on 2 cores (the steady state and quantiles compile in the sweep)
+def test_serving_knee_sweep_matches_under_load_and_plots_the_knee(tmp_path):
+    from diffcost._serve.load import under_load, workload
+
+    sw = load_sweep(SWEEPS / "serving-knee.toml").sweep
+    res = run_sweep(sw, progress=False)
+    t = res.table
+    stable = t[t["load_stable"] > 0]
+    assert len(stable) >= 10 and (t["load_stable"] <= 0).any()
+    assert stable["load_ttft_p99_s"].is_monotonic_increasing
+    assert (stable["load_ttft_p50_s"] <= stable["load_ttft_p99_s"]).all()
+    system, model = dc.load_system(chip="h100-sxm", chips=1), dc.load_model("llama-3-8b")
+    plan = dc.serve_plan(batch=128, input_len=1024, output_len=128)
+    row = t[t["qps"] == 16.0].iloc[0]
+    direct = under_load(system, model, plan, workload(16.0, 1.0, 0.5))
+    assert row["load_ttft_p99_s"] == pytest.approx(float(direct.ttft_p99_s), rel=1e-4)
+    assert row["load_tpot_p99_s"] == pytest.approx(float(direct.tpot_p99_s), rel=1e-4)
+    proc = CliRunner().invoke(
+        app, ["sweep", str(SWEEPS / "serving-knee.toml"), "--plots", str(tmp_path), "--no-progress"]
+    )
+    assert proc.exit_code == 0, proc.output
+    assert (tmp_path / "latency_vs_load.png").stat().st_size > 10_000

@@ -271,6 +271,34 @@ def mfu_heatmap(
     return fig
 
 
+def latency_vs_load(df: pd.DataFrame, x: str = "qps", hue: str | None = None) -> Figure:
+    """TTFT percentiles (p50 / p90 / p99) and TPOT (mean / p90 / p99), the ``load_*`` columns
+    of a serving sweep with ``qps``, against the arrival rate: the knee where queueing takes
+    over.  Points past saturation (``load_stable`` false) are left out; a dotted line marks the
+    first of them."""
+    fig = Figure(figsize=(10.5, 4.2), layout="constrained")
+    panes = fig.subplots(1, 2)
+    groups = [(None, df)] if hue is None else list(df.groupby(hue, observed=True))
+    for pane, metric in zip(panes, ("ttft", "tpot"), strict=True):
+        for name, g in groups:
+            g = pd.DataFrame(g).sort_values(x)
+            ok = pd.DataFrame(g[g["load_stable"] > 0])
+            for q, style in (("p50", "-o"), ("p90", "--"), ("p99", ":")):
+                col = "load_tpot_s" if (metric, q) == ("tpot", "p50") else f"load_{metric}_{q}_s"
+                q = "mean" if col == "load_tpot_s" else q
+                label = q if name is None else f"{name} {q}"
+                pane.plot(ok[x], 1e3 * ok[col], style, ms=3, label=label)
+            past = g[g["load_stable"] <= 0]
+            if len(past):
+                pane.axvline(float(past[x].to_numpy(dtype=float).min()), color="grey", ls=":", lw=1)
+        pane.set_xlabel("arrival rate (requests/s)" if x == "qps" else x)
+        pane.set_ylabel(f"{metric.upper()} (ms)")
+        pane.set_yscale("log")
+        pane.legend(fontsize=7)
+    fig.suptitle("latency percentiles under load (dotted: saturation)")
+    return fig
+
+
 def interval_band(
     df: pd.DataFrame,
     x: str,

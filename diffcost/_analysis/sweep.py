@@ -48,6 +48,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .._inputs.hardware import FORMATS
 from .._serve.cost import ServeCost
+from .._serve.load import Workload, under_load
 from .._serve.plan import MODES, ServePlan, default_compute_format, encode_serve
 from .._train.cost import TrainCost
 from .._train.plan import TRAIN_FIELDS, TrainPlan, encode_train
@@ -55,6 +56,7 @@ from . import uncertainty as U
 from .coverage import job_chip
 from .sweep_spec import (  # noqa: F401  (re-exported)
     JOBS,
+    LOAD_OUTPUTS,
     OUTPUTS,
     PLAN_FIELDS,
     SERVE_OUTPUTS,
@@ -194,6 +196,10 @@ def _outputs(job: str, cost, plan, r) -> dict[str, jax.Array]:
         flat["replicas"] = plan.replicas
         layout = out.chips <= r["chips"] + 0.5
         layout &= plan.input_len + plan.output_len <= cost.model.max_seq_len
+    if "qps" in r:  # a serving sweep with an offered load (static: the key is in the spec)
+        load = Workload(r["qps"], r["arrival_cv"], r["input_cv"])
+        under = under_load(cost.system, cost.model, plan, load)
+        flat |= {f"load_{k}": v for k, v in under._asdict().items() if f"load_{k}" in LOAD_OUTPUTS}
     fits = out.headroom_bytes >= 0.0
     flat["fits"] = fits
     flat["feasible"] = fits & layout & (out.divisibility_violation <= 1e-9)

@@ -53,6 +53,24 @@ _BUILDERS = {"train": train_plan, "serve": serve_plan}
 #: Plan fields derived per point when not given (NaN / -1 on the device).
 _DERIVED = {f.name for fields in _TABLES_OF.values() for f in fields if f.derived}
 _REFS = ("model", "system", "chip", "chips")
+#: Serving sweeps only: the offered load (:mod:`diffcost._serve.load`); giving ``qps`` adds
+#: the :data:`LOAD_OUTPUTS` columns.  Defaults: Poisson arrivals, prompts of equal length.
+LOAD_KEYS = {"qps": math.nan, "arrival_cv": 1.0, "input_cv": 0.0}
+LOAD_OUTPUTS: tuple[str, ...] = tuple(
+    "load_" + k
+    for k in (
+        "utilisation",
+        "stable",
+        "running",
+        "wait_s",
+        "ttft_p50_s",
+        "ttft_p90_s",
+        "ttft_p99_s",
+        "tpot_s",
+        "tpot_p90_s",
+        "tpot_p99_s",
+    )
+)
 
 
 def _fields_of(cls: type, prefix: str = "") -> list[str]:
@@ -79,7 +97,7 @@ SERVE_OUTPUTS: tuple[str, ...] = tuple(
     + ["memory_" + k for k in _SERVE_MEMORY]
     + ["replicas", "fits", "feasible"]
 )
-OUTPUTS = {"train": TRAIN_OUTPUTS, "serve": SERVE_OUTPUTS}
+OUTPUTS = {"train": TRAIN_OUTPUTS, "serve": SERVE_OUTPUTS + LOAD_OUTPUTS}
 
 
 @dataclass(frozen=True)
@@ -226,6 +244,8 @@ def _check_keys(sweep: Sweep, problems: list[Problem]) -> dict[str, str]:
     """Every key known and given once, axes non-empty lists of equal zip length; returns the
     table (base, grid or zip) that owns each key."""
     w, fields = sweep.source, PLAN_FIELDS[sweep.job]
+    if sweep.job == "serve":
+        fields = {**fields, **dict.fromkeys(LOAD_KEYS, NUM)}
     tables = {"base": dict(sweep.base), "grid": dict(sweep.grid), "zip": dict(sweep.zip)}
     owner: dict[str, str] = {}
     allowed = ", ".join([*_REFS, *fields])
@@ -250,7 +270,9 @@ def _check_keys(sweep: Sweep, problems: list[Problem]) -> dict[str, str]:
     if ("system" in owner) + ("chip" in owner) != 1:
         problems.append(Problem(w, "system/chip", "give exactly one of system or chip"))
     for key in sweep.outputs or ():
-        if key not in OUTPUTS[sweep.job]:
+        if key in LOAD_OUTPUTS and "qps" not in owner:
+            problems.append(Problem(w, f"outputs.{key}", "a load output needs qps (requests/s)"))
+        elif key not in OUTPUTS[sweep.job]:
             reason = f"unknown output (allowed: {', '.join(OUTPUTS[sweep.job])})"
             problems.append(Problem(w, f"outputs.{key}", reason))
     return owner
@@ -310,9 +332,15 @@ def _in_sweep(sweep: Sweep, problem: Problem) -> Problem:
 
 
 def _check_numbers(sweep: Sweep, all_cols: dict, problems: list[Problem]) -> None:
-    """Chip counts are positive integers, overrides non-negative numbers."""
+    """Chip counts are positive integers, overrides and load coefficients of variation
+    non-negative numbers, the arrival rate positive."""
     w = sweep.source
     for key, values in [*((k, [v]) for k, v in sweep.base.items()), *all_cols.items()]:
+        for v in values if key in LOAD_KEYS and sweep.job == "serve" else ():
+            number = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+            if not number or v < 0 or (key == "qps" and v == 0):
+                kind = "positive" if key == "qps" else "non-negative"
+                problems.append(Problem(w, key, f"must be a {kind} number, got {v!r}"))
         for v in values if key == "chips" or _is_override(key) else ():
             if key == "chips" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 problems.append(Problem(w, key, f"must be a positive integer, got {v!r}"))
@@ -373,10 +401,14 @@ def prepare(sweep: Sweep) -> _Prepared:
     consts = {k: enc(k, v) for k, v in sweep.base.items()}
     consts |= {k: enc(k, _default(sweep.job, k)) for k in fields if k not in owner}
     consts.setdefault("chips", math.nan)
+    if sweep.job == "serve" and "qps" in owner:
+        consts |= {k: v for k, v in LOAD_KEYS.items() if k not in owner}
     consts = {_INTERNAL.get(k, k): jnp.asarray(v, dtype) for k, v in consts.items()}
     columns, axes, n = _encode_axes(axis_cols, enc, dtype)
     stack = lambda trees: jtu.tree_map(lambda *x: jnp.stack(x), *trees)  # noqa: E731
-    outputs = tuple(sweep.outputs or OUTPUTS[sweep.job])
+    loaded = sweep.job == "serve" and "qps" in owner
+    default = {"train": TRAIN_OUTPUTS, "serve": SERVE_OUTPUTS + LOAD_OUTPUTS * loaded}
+    outputs = tuple(sweep.outputs or default[sweep.job])
     structure = _Structure(sweep.job, axes, tuple(overrides), outputs)
     tabs = {"systems": stack(systems), "models": stack(loaded_models), "columns": columns}
     return _Prepared(sweep, structure, tabs, consts, axis_cols, n, tuple(hardware))

@@ -26,8 +26,10 @@ prompt's own chunk iterations.  TPOT percentiles come from the count of chunk it
 request meets while it decodes.  The slots are a second limit, ``N <= batch``; the utilisation
 reported is the larger of the two shares.
 
-Near and beyond saturation ``1 - rho`` is floored smoothly at :data:`RHO_FLOOR`, so the waits
-grow steeply but stay finite (never NaN) and the ``stable`` flag says the load is too high.
+Near and beyond saturation ``1 - rho`` is kept positive by a C1 continuation below
+:data:`RHO_FLOOR` (:func:`_floor`), so the waits grow steeply with the load but stay finite
+(never NaN), and the ``stable`` flag says the load is too high.  A third limit, every sequence
+slot taken, adds a slot wait (:func:`_slot_wait`).
 """
 
 from typing import NamedTuple
@@ -124,8 +126,12 @@ def _budget(plan: ServePlan, decode: ArrayLike, sm: Smoothing) -> Array:
 
 
 def _floor(gap: ArrayLike, sm: Smoothing) -> Array:
-    """``max(gap, RHO_FLOOR)`` (smooth when relaxed)."""
-    return smax(gap, RHO_FLOOR, sm)
+    """``1 - rho`` kept positive: itself above :data:`RHO_FLOOR` ``f``, below it ``f^2 / (2 f -
+    gap)``, which meets it with the same value and slope (C1) and decreases towards 0 as the
+    load grows, so waits beyond saturation are finite and keep rising with the load."""
+    gap = jnp.asarray(gap)
+    below = RHO_FLOOR**2 / (2.0 * RHO_FLOOR - jnp.minimum(gap, RHO_FLOOR))
+    return jnp.where(gap >= RHO_FLOOR, gap, below)
 
 
 class Steady(NamedTuple):
@@ -171,6 +177,7 @@ def _steady_parts(system, model, plan, rate: Array, t: Array, sm: Smoothing) -> 
     rho = rate * alone / (1.0 + rate * (alone - bulk))
     busy = smin(rho, 1.0, sm)
     chunk_rate = rate * (busy * x + (1.0 - busy) * (1.0 + extra))  # chunk iterations / s
+    chunk_rate = smin(chunk_rate, 1.0 / t_f, sm)  # saturated: every iteration full
     t_s = 1.0 / (chunk_rate + (1.0 - busy) / t_d)
     service = alone - busy * (alone - bulk)
     return Steady(t_s, n, x, rho, service, chunk_rate * t_s, t_d, t_1, t_f)
@@ -275,14 +282,32 @@ def _mixture_quantile(q: float, parts: tuple[tuple[Array, Array, Array], ...]) -
     return t0 - (cdf(t0, parts) - q) / jnp.maximum(slope, 1e-30)
 
 
-def _ttft_parts(st: Steady, load: Workload, sm: Smoothing):
+def _slot_wait(plan: ServePlan, st: Steady, rate: Array, sm: Smoothing) -> tuple[Array, Array]:
+    """Probability that an arrival finds all ``batch`` sequence slots taken, and its mean wait
+    for one then (s).  Each request holds a slot for ``H = L_out T``; ``c = batch`` servers at
+    utilisation ``rho_s = lambda H / c``.  Mean wait by Sakasegawa's M/M/c approximation
+    ``L_q = rho_s^sqrt(2(c+1)) / (1 - rho_s)`` (Sakasegawa 1977) with the Allen-Cunneen factor
+    ``(1 + c_s^2) / 2 = 1/2`` of a fixed holding time, ``W_q = L_q / lambda``; given a wait it
+    is ``H / (c (1 - rho_s)) / 2`` (the M/M/c conditional wait, halved alike)."""
+    hold = plan.output_len * st.t_s
+    rho_s = rate * hold / plan.batch
+    gap = _floor(1.0 - rho_s, sm)
+    occupied = smin(rho_s, 1.0, sm)
+    lq = 0.5 * occupied ** jnp.sqrt(2.0 * (plan.batch + 1.0)) / gap
+    cond = 0.5 * hold / (plan.batch * gap)
+    p_wait = smin(lq / smax(rate, 1e-12, sm) / cond, 1.0, sm)
+    return p_wait, cond
+
+
+def _ttft_parts(plan: ServePlan, st: Steady, load: Workload, rate: Array, sm: Smoothing):
     """TTFT as a mixture (weights, means in s, variances in s^2), and the mean of ``O``.
 
     An arrival that finds the prompt server idle (probability ``1 - rho``) waits the residual
     of a decode-only iteration (uniform on ``[0, t(N, 0)]``) and then its own iterations
     ``O``; one that finds it busy waits the queue's positive wait (:func:`_wait`) and then
-    ``O``.  ``O`` has the mean :func:`_alone_s` and the spread of the prompt lengths at the
-    marginal cost of a prompt token, ``(t(N, B) - t(N, 0)) / B``."""
+    ``O``; one that finds every sequence slot taken (:func:`_slot_wait`) waits for a slot
+    too (exponential).  ``O`` has the mean :func:`_alone_s` and the spread of the prompt
+    lengths at the marginal cost of a prompt token, ``(t(N, B) - t(N, 0)) / B``."""
     busy = smin(st.busy, 1.0, sm)
     alone = _alone_s(st.chunks, st.t_decode_s, st.t_first_s, st.t_full_s, sm)
     per_prompt = relu(st.t_full_s - st.t_decode_s, sm, scale=st.t_full_s) * st.chunks
@@ -290,7 +315,10 @@ def _ttft_parts(st: Steady, load: Workload, sm: Smoothing):
     mean_w, var_w = _wait(st, load, sm)
     idle = (1.0 - busy, alone + 0.5 * st.t_decode_s, var_own + st.t_decode_s**2 / 12.0)
     queued = (busy, alone + mean_w, var_own + var_w)
-    return (idle, queued), alone
+    p_slot, slot_w = _slot_wait(plan, st, rate, sm)
+    no_slot = (p_slot, alone + mean_w + slot_w, var_own + var_w + slot_w**2)
+    keep = 1.0 - p_slot
+    return ((keep * idle[0], *idle[1:]), (keep * queued[0], *queued[1:]), no_slot), alone
 
 
 def under_load(
@@ -309,7 +337,7 @@ def under_load(
     busy = smin(st.busy, 1.0, sm)
     rho_slots = rate * plan.output_len * st.t_s / plan.batch
     rho = smax(st.busy, rho_slots, sm)
-    parts, alone = _ttft_parts(st, load, sm)
+    parts, alone = _ttft_parts(plan, st, load, rate, sm)
     spread = _tpot_spread(plan, st, busy, sm)
     return LoadBreakdown(
         utilisation=rho,

@@ -72,6 +72,10 @@ def write_plots(result: SweepResult, job: str, varying: list[str], folder: Path)
         labels = [", ".join(f"{c}={row[c]}" for c in varying[:4]) for _, row in best.iterrows()]
         fig = _plots.memory_bars(best, labels, title="memory per chip of the best plans")
         written.append(_plots.save(fig, folder / "memory.png"))
+    if "qps" in varying and "load_ttft_p99_s" in cols:
+        hue = next((c for c in ("system", "chip", "model") if c in varying), None)
+        fig = _plots.latency_vs_load(table, hue=hue)
+        written.append(_plots.save(fig, folder / "latency_vs_load.png"))
     x, y, hue = band_axes(result, job, varying)
     if x:
         fig = _plots.interval_band(table, x, y, hue=hue, maximize=BEST[job][1])
