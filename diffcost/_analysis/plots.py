@@ -288,9 +288,9 @@ def latency_vs_load(df: pd.DataFrame, x: str = "qps", hue: str | None = None) ->
                 q = "mean" if col == "load_tpot_s" else q
                 label = q if name is None else f"{name} {q}"
                 pane.plot(ok[x], 1e3 * ok[col], style, ms=3, label=label)
-            past = g[g["load_stable"] <= 0]
-            if len(past):
-                pane.axvline(float(past[x].to_numpy(dtype=float).min()), color="grey", ls=":", lw=1)
+            past = g[x].to_numpy(dtype=float)[g["load_stable"].to_numpy() <= 0]
+            if past.size:
+                pane.axvline(float(past.min()), color="grey", ls=":", lw=1)
         pane.set_xlabel("arrival rate (requests/s)" if x == "qps" else x)
         pane.set_ylabel(f"{metric.upper()} (ms)")
         pane.set_yscale("log")
