@@ -63,6 +63,7 @@ LOAD_OUTPUTS: tuple[str, ...] = tuple(
         "stable",
         "running",
         "wait_s",
+        "ttft_mean_s",
         "ttft_p50_s",
         "ttft_p90_s",
         "ttft_p99_s",

@@ -452,6 +452,31 @@ MEASURED = {
     },
 }
 
+#: A point measured under load (``specs/measurements/load/``): the scenario keys of
+#: :data:`POINT` but for ``kind`` (always serving), the offered load and the measured
+#: percentiles (:mod:`diffcost._inputs.load_measurements`).
+LOAD_POINT = {k: f for k, f in POINT.items() if k != "kind"}
+LOAD = {
+    "qps": Field("number", required=True, doc="requests/s to the whole deployment (realised)"),
+    "arrival_cv": Field(
+        "number", positive=False, doc="coefficient of variation of the arrival gaps (1: Poisson)"
+    ),
+    "input_cv": Field("number", positive=False, doc="coefficient of variation of prompt lengths"),
+    "ttft_p99_limit": Q(
+        "s", doc="p99 TTFT limit the rate was validated under (with tpot_p99_limit: goodput)"
+    ),
+    "tpot_p99_limit": Q("s", doc="p99 TPOT limit the rate was validated under"),
+}
+LOAD_MEASURED = {
+    "ttft_mean": Q("s", doc="mean time to first token"),
+    "ttft_p50": Q("s", doc="median time to first token"),
+    "ttft_p99": Q("s", doc="99th percentile time to first token"),
+    "tpot_mean": Q("s", doc="mean time per output token after the first, per request"),
+    "tpot_p50": Q("s", doc="median of the per-request time per output token"),
+    "tpot_p99": Q("s", doc="99th percentile of the per-request time per output token"),
+    "as_published": AS_PUBLISHED,
+}
+
 #: Fields of a serving-engine profile (``specs/engines/``): the kernel and runtime choices of
 #: one engine release that change the bytes moved or the launches paid
 #: (:mod:`diffcost._serve.engine`).  Each one needs its own ``[source]`` key.
@@ -539,6 +564,18 @@ KINDS: dict[str, Kind] = {
         ),
         kind_values=("measurements",),
         doc="published measurements of one source, one [[point]] each",
+    ),
+    "load-measurements": Kind(
+        "load-measurements",
+        "measurements/load",
+        arrays={"point": LOAD_POINT},
+        source=Source(
+            "say where the measurements come from",
+            required=MEASUREMENT_SOURCE_KEYS,
+            allowed=(*MEASUREMENT_SOURCE_KEYS, "notes"),
+        ),
+        doc="published serving measurements under an arrival rate (percentiles), one [[point]] "
+        "each: a serving plan, the offered load and what was measured",
     ),
     "engine": Kind(
         "engine",

@@ -74,7 +74,8 @@ class LoadBreakdown(NamedTuple):
 
     ``utilisation`` the larger of the prefill-budget and batch-slot shares; ``stable`` 1 below
     saturation; ``running`` the mean decode sequences; ``iteration_s`` the mean iteration
-    (= TPOT); ``wait_s`` the mean queueing delay before a prompt's prefill starts.
+    (= TPOT); ``wait_s`` the mean TTFT beyond a lone prompt's own iterations (queueing and
+    the residual of the iteration an arrival lands in); ``ttft_mean_s`` the mean TTFT.
     """
 
     utilisation: Array
@@ -83,6 +84,7 @@ class LoadBreakdown(NamedTuple):
     prompt_tokens_per_iteration: Array
     iteration_s: Array
     wait_s: Array
+    ttft_mean_s: Array
     ttft_p50_s: Array
     ttft_p90_s: Array
     ttft_p99_s: Array
@@ -177,7 +179,7 @@ def _steady_parts(system, model, plan, rate: Array, t: Array, sm: Smoothing) -> 
     rho = rate * alone / (1.0 + rate * (alone - bulk))
     busy = smin(rho, 1.0, sm)
     chunk_rate = rate * (busy * x + (1.0 - busy) * (1.0 + extra))  # chunk iterations / s
-    chunk_rate = smin(chunk_rate, 1.0 / t_f, sm)  # saturated: every iteration full
+    chunk_rate = chunk_rate / smax(rho, 1.0, sm)  # saturated: prompt iterations fill the time
     t_s = 1.0 / (chunk_rate + (1.0 - busy) / t_d)
     service = alone - busy * (alone - bulk)
     return Steady(t_s, n, x, rho, service, chunk_rate * t_s, t_d, t_1, t_f)
@@ -339,13 +341,15 @@ def under_load(
     rho = smax(st.busy, rho_slots, sm)
     parts, alone = _ttft_parts(plan, st, load, rate, sm)
     spread = _tpot_spread(plan, st, busy, sm)
+    mean_ttft = jnp.sum(jnp.stack([w * m for w, m, _ in parts]))
     return LoadBreakdown(
         utilisation=rho,
         stable=jnp.where(rho < 1.0, 1.0, 0.0),
         running=st.n,
         prompt_tokens_per_iteration=rate * plan.input_len * st.t_s,
         iteration_s=st.t_s,
-        wait_s=sum(w * m for w, m, _ in parts) - alone,
+        wait_s=mean_ttft - alone,
+        ttft_mean_s=mean_ttft,
         ttft_p50_s=_mixture_quantile(0.5, parts),
         ttft_p90_s=_mixture_quantile(0.9, parts),
         ttft_p99_s=_mixture_quantile(0.99, parts),
@@ -355,7 +359,47 @@ def under_load(
     )
 
 
+#: Bisection steps of :func:`goodput_qps` (the bracket shrinks 2^-40 times).
+GOODPUT_STEPS = 40
+
+
+def goodput_qps(
+    system: System,
+    model: Model,
+    plan: ServePlan,
+    arrival_cv: ArrayLike,
+    input_cv: ArrayLike,
+    ttft_p99_limit_s: ArrayLike,
+    tpot_p99_limit_s: ArrayLike,
+) -> Array:
+    """Largest arrival rate (requests/s to the deployment) at which the deployment is stable
+    and its p99 TTFT and p99 TPOT meet the limits (seconds); 0 when no rate does.
+
+    Bisection on the rate between 0 and four times the rate that a linear extrapolation of the
+    utilisation at 1 request/s calls saturating (every percentile rises with the load, so the
+    predicate is monotone); one compilation, :data:`GOODPUT_STEPS` steps."""
+    cv_a, cv_s = jnp.asarray(arrival_cv), jnp.asarray(input_cv)
+
+    def ok(q):
+        out = under_load(system, model, plan, Workload(q, cv_a, cv_s))
+        meets = (out.ttft_p99_s <= ttft_p99_limit_s) & (out.tpot_p99_s <= tpot_p99_limit_s)
+        return meets & (out.stable > 0)
+
+    unit = under_load(system, model, plan, Workload(jnp.ones(()), cv_a, cv_s)).utilisation
+    top = 4.0 / jnp.maximum(unit, 1e-9)
+
+    def halve(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * (lo + hi)
+        good = ok(mid)
+        return jnp.where(good, mid, lo), jnp.where(good, hi, mid)
+
+    lo, _ = jax.lax.fori_loop(0, GOODPUT_STEPS, halve, (jnp.zeros(()), top))
+    return lo
+
+
 __all__ = [
+    "goodput_qps",
     "LoadBreakdown",
     "Steady",
     "Workload",

@@ -5,16 +5,12 @@ import math
 from typing import Annotated, Any
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 
 from .._core.errors import Problem, SpecError
-from .._serve.load import LoadBreakdown, Workload, under_load, workload
+from .._serve.load import LoadBreakdown, Workload, goodput_qps, under_load, workload
 from ._common import console
 from ._options import Opt
-
-#: Points of the load grid ``goodput`` searches (fractions of the saturation rate).
-GOODPUT_POINTS = 200
 
 
 def load_flags(
@@ -36,12 +32,6 @@ def _under_load(system, model, plan, load: Workload) -> LoadBreakdown:
     return under_load(system, model, plan, load)
 
 
-@eqx.filter_jit
-def _grid(system, model, plan, qps, arrival_cv, input_cv) -> LoadBreakdown:
-    one = lambda q: under_load(system, model, plan, Workload(q, arrival_cv, input_cv))  # noqa: E731
-    return jax.vmap(one)(qps)
-
-
 def _check(flags: dict[str, Any]) -> None:
     bad = [
         Problem("<arguments>", key, f"must be a positive number, got {flags[key]!r}")
@@ -57,15 +47,16 @@ def _check(flags: dict[str, Any]) -> None:
         raise SpecError(bad)
 
 
+@eqx.filter_jit
+def _goodput(system, model, plan, cv_a, cv_s, ttft_s, tpot_s):
+    return goodput_qps(system, model, plan, cv_a, cv_s, ttft_s, tpot_s)
+
+
 def goodput(system, model, plan, arrival_cv: float, input_cv: float, limits_s) -> float:
     """Largest requests/s to the deployment whose p99 TTFT and TPOT meet ``limits_s`` (0 if
-    none), on a grid of :data:`GOODPUT_POINTS` rates up to twice the saturation estimate."""
-    unit = _under_load(system, model, plan, workload(1.0, arrival_cv, input_cv))
-    top = 2.0 / max(float(unit.utilisation), 1e-9)
-    qps = jnp.linspace(top / GOODPUT_POINTS, top, GOODPUT_POINTS)
-    g = _grid(system, model, plan, qps, jnp.asarray(arrival_cv), jnp.asarray(input_cv))
-    ok = (g.stable > 0) & (g.ttft_p99_s <= limits_s[0]) & (g.tpot_p99_s <= limits_s[1])
-    return float(jnp.max(jnp.where(ok, qps, 0.0)))
+    none; :func:`~diffcost._serve.load.goodput_qps`)."""
+    args = (arrival_cv, input_cv, min(limits_s[0], 1e30), min(limits_s[1], 1e30))
+    return float(_goodput(system, model, plan, *(jnp.asarray(float(x)) for x in args)))
 
 
 def load_summary(system, model, plan, flags: dict[str, Any]) -> dict[str, Any] | None:

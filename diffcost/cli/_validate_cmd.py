@@ -175,11 +175,22 @@ def validate(
         Path | None,
         Opt("Write every point as a scenario file (diffcost train|serve --scenario) here."),
     ] = None,
+    load: Annotated[
+        bool,
+        Opt(
+            "Validate the serving measurements taken under an arrival rate instead "
+            "(specs/measurements/load: TTFT and TPOT percentiles; none is fitted)."
+        ),
+    ] = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Predict every published measurement and report the errors (median, 90th percentile)."""
     from .._analysis.validate import scenario_toml
     from .._analysis.validate import validate as run
+
+    if load:
+        _validate_load(calibration, measurements, json_out)
+        return
 
     check_outputs(
         {"plot": plot, "write_scenarios": write_scenarios},
@@ -220,6 +231,19 @@ def validate(
             highlight=False,
         )
     console.print(_summary_table(f"errors (calibration: {calibration})", result.summary))
+
+
+def _validate_load(calibration: str, files: list[str] | None, json_out: bool) -> None:
+    """``diffcost validate --load``: :mod:`diffcost._analysis.validate_load`."""
+    from .._analysis.validate_load import error_table, validate_load
+    from .._inputs.load_measurements import load_load_measurements
+
+    result = validate_load(load_load_measurements(files or None), calibration)
+    if json_out:
+        print_json({"calibration": calibration, **result})
+        return
+    for line in error_table(result):
+        console.print(line, highlight=False, markup=False)
 
 
 def _print_point(result, m) -> None:

@@ -1,0 +1,149 @@
+"""Predict every published measurement under load and summarise the errors (issue 13).
+
+Each point of ``specs/measurements/load`` runs through :func:`diffcost.under_load` at its
+published arrival rate, on its own system, model and plan, with the calibration's constants.
+No point is fitted, so each error, ``predicted / measured - 1``, is out of sample (the
+leave-one-source-out error and the in-sample error are the same number).  TPOT p50 is
+compared with the predicted mean TPOT (the model's TPOT spread is normal, so its mean is its
+median).  Summaries per measured key: the median and 90th percentile of |error| and the median
+signed error, overall and per source (:func:`diffcost._analysis.validate._stats`).
+"""
+
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from .._inputs.load_measurements import LOAD_METRICS, LoadMeasurement, load_load_measurements
+from .._inputs.loader import load_model, load_system
+from .._serve.load import LoadBreakdown, goodput_qps, under_load, workload
+from .._serve.plan import plan_kwargs, serve_plan
+from .validate import _stats
+
+#: Measured key -> the :class:`~diffcost._serve.load.LoadBreakdown` field that predicts it.
+PREDICTOR = {
+    "ttft_mean_s": "ttft_mean_s",
+    "ttft_p50_s": "ttft_p50_s",
+    "ttft_p99_s": "ttft_p99_s",
+    "tpot_mean_s": "tpot_s",
+    "tpot_p50_s": "tpot_s",
+    "tpot_p99_s": "tpot_p99_s",
+}
+
+
+@eqx.filter_jit
+def _predict(system, model, plan, load) -> LoadBreakdown:
+    return under_load(system, model, plan, load)
+
+
+@eqx.filter_jit
+def _goodput(system, model, plan, cv_a, cv_s, ttft_s, tpot_s):
+    return goodput_qps(system, model, plan, cv_a, cv_s, ttft_s, tpot_s)
+
+
+def _inputs(m: LoadMeasurement, calibration: str):
+    """System, model, plan and workload of a point."""
+    hardware = {"system": m.system} if m.system else {"chip": m.chip}
+    system = load_system(**hardware, chips=m.chips, calibration=calibration)
+    plan = serve_plan(**plan_kwargs(m.plan), source=m.id)
+    load = workload(m.load["qps"], m.load["arrival_cv"], m.load["input_cv"])
+    return system, load_model(m.model), plan, load
+
+
+def predict_point(m: LoadMeasurement, calibration: str = "default") -> LoadBreakdown:
+    """The model's prediction of one point at its published load."""
+    return _predict(*_inputs(m, calibration))
+
+
+def validate_load(
+    points: list[LoadMeasurement] | None = None, calibration: str = "default"
+) -> dict[str, Any]:
+    """Rows (one per measured value of every predicted point) and their summary."""
+    points = load_load_measurements() if points is None else points
+    rows: list[dict[str, Any]] = []
+    for m in points:
+        if m.excluded:
+            continue
+        system, model, plan, load = _inputs(m, calibration)
+        out = _predict(system, model, plan, load)
+        common = {
+            "id": m.id,
+            "source": m.source,
+            "qps": m.load["qps"],
+            "utilisation": float(out.utilisation),
+            "stable": bool(out.stable),
+            "unmodelled": m.unmodelled,
+            "flags": list(m.flags),
+        }
+        measured = {k: m.measured[k] for k in LOAD_METRICS if k in m.measured}
+        predicted = {k: float(getattr(out, PREDICTOR[k])) for k in measured}
+        if m.limits is not None:  # the published rate is a goodput at these limits
+            cvs = (load.arrival_cv, load.input_cv)
+            limits = tuple(jnp.asarray(x) for x in m.limits)
+            measured["goodput_qps"] = m.load["qps"]
+            predicted["goodput_qps"] = float(_goodput(system, model, plan, *cvs, *limits))
+        for key, value in measured.items():
+            unmodelled = m.unmodelled if key != "goodput_qps" else None
+            rows.append(
+                common
+                | {
+                    "metric": key,
+                    "measured": value,
+                    "predicted": predicted[key],
+                    "error": predicted[key] / value - 1.0,
+                    "unmodelled": unmodelled,
+                }
+            )
+    return {"rows": rows, "summary": summarise(rows)}
+
+
+#: Every compared key: the measured percentiles, then the goodput at published limits.
+KEYS = (*LOAD_METRICS, "goodput_qps")
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per compared key: the statistics of the errors, overall, over the points without a
+    known unmodelled effect, and per source."""
+    out: dict[str, Any] = {}
+    for key in KEYS:
+        sel = [r for r in rows if r["metric"] == key]
+        if not sel:
+            continue
+        modelled = [r["error"] for r in sel if not r["unmodelled"]]
+        by = {
+            s: _stats([r["error"] for r in sel if r["source"] == s])
+            for s in sorted({r["source"] for r in sel})
+        }
+        out[key] = {
+            "all": _stats([r["error"] for r in sel]),
+            "modelled": _stats(modelled) if modelled else None,
+            "by_source": by,
+        }
+    return out
+
+
+def error_table(result: dict[str, Any]) -> list[str]:
+    """Plain-text lines: one per point and key, then the summary."""
+    lines = [f"{'point':46s} {'key':12s} {'measured':>10s} {'predicted':>10s} {'error':>7s}"]
+    for r in result["rows"]:
+        unit, scale = ("/s", 1.0) if r["metric"] == "goodput_qps" else ("ms", 1e3)
+        mark = " (unmodelled)" if r["unmodelled"] else ""
+        lines.append(
+            f"{r['id'][:46]:46s} {r['metric']:12s} {scale * r['measured']:8.1f}{unit} "
+            f"{scale * r['predicted']:8.1f}{unit} {100 * r['error']:+6.0f}%{mark}"
+        )
+    for key, s in result["summary"].items():
+        for label, st in (("all", s["all"]), ("modelled", s["modelled"])):
+            if st is None or (label == "modelled" and st["n"] == s["all"]["n"]):
+                continue
+            lines.append(
+                f"{key} ({label}): n={st['n']}, median |err| {100 * st['median_abs_error']:.0f}%, "
+                f"p90 |err| {100 * st['p90_abs_error']:.0f}%, median err "
+                f"{100 * st['median_error']:+.0f}%"
+            )
+    unmodelled = sorted({r["unmodelled"] for r in result["rows"] if r["unmodelled"]})
+    lines += [f"unmodelled: {u}" for u in unmodelled]
+    return lines
+
+
+__all__ = ["KEYS", "PREDICTOR", "error_table", "predict_point", "summarise", "validate_load"]

@@ -1,0 +1,179 @@
+"""Published serving measurements under load: ``specs/measurements/load/*.toml``, read strictly.
+
+One file per source.  Each ``[[point]]`` is a serving deployment (model, system or chip, chip
+count and the *published* plan, ``[point.plan]`` as in :mod:`diffcost._inputs.measurements`),
+the load it was offered (``[point.load]``: requests/s to the whole deployment, the
+coefficients of variation of the arrival gaps and of the prompt lengths) and the measured
+latency percentiles (``[point.measured]``: any of TTFT mean / p50 / p99 and TPOT mean / p50 /
+p99, each with a time unit).  None of these points is fitted: :mod:`diffcost._analysis.
+validate_load` predicts each with :func:`diffcost.under_load`, so every error is out of
+sample.  Every problem of every file is reported at once (:class:`SpecError`).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._core.errors import Problem, SpecError
+from . import schema as S
+from .checker import Checker, read_toml
+from .measurements import _check_plan, _plan, _references, measurements_dir
+
+#: Measured keys (SI) in the order they are reported.
+LOAD_METRICS = (
+    "ttft_mean_s",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "tpot_mean_s",
+    "tpot_p50_s",
+    "tpot_p99_s",
+)
+
+
+@dataclass(frozen=True)
+class LoadMeasurement:
+    """One published point under load (seconds for every measured value).
+
+    Attributes:
+        id: identifier (unique over all load files); source: the file's name.
+        model: resolved model file; system / chip: built-in name or path; chips: count.
+        plan: the published serving plan; load: ``qps``, ``arrival_cv``, ``input_cv``.
+        measured: measured key (:data:`LOAD_METRICS`) -> seconds; as_published: the source's
+            words.
+        excluded: why the point is carried but not predicted (None: predicted).
+        unmodelled: an effect of the deployment the model lacks (None: none known): its
+            errors are reported apart from the others'.
+        limits: the p99 TTFT and TPOT limits (s) the published rate was validated under (None:
+            none): the rate is then a measured goodput.
+    """
+
+    id: str
+    source: str
+    model: str
+    system: str | None
+    chip: str | None
+    chips: int
+    plan: dict[str, Any]
+    load: dict[str, float]
+    measured: dict[str, float]
+    as_published: str
+    verified: bool
+    flags: tuple[str, ...] = ()
+    notes: str | None = None
+    excluded: str | None = None
+    unmodelled: str | None = None
+    limits: tuple[float, float] | None = None
+    path: str = ""
+    source_info: dict[str, str] = field(default_factory=dict)
+
+
+def load_measurements_dir() -> Path:
+    """Built-in files: ``specs/measurements/load``."""
+    return measurements_dir() / "load"
+
+
+def load_load_measurements(paths: Sequence[str | Path] | None = None) -> list[LoadMeasurement]:
+    """Every point of the given files (default: every built-in one), in file order.
+
+    Raises:
+        SpecError: every problem of every file at once (file, key, reason).
+    """
+    files = sorted(load_measurements_dir().glob("*.toml")) if paths is None else list(paths)
+    problems: list[Problem] = []
+    points: list[LoadMeasurement] = []
+    seen: dict[str, str] = {}
+    for path in map(Path, files):
+        try:
+            got = _load_file(path)
+        except SpecError as err:
+            problems += err.problems
+            continue
+        for m in got:
+            if m.id in seen:
+                problems.append(
+                    Problem(str(path), f"point {m.id}", f"duplicate id (also in {seen[m.id]})")
+                )
+            seen[m.id] = str(path)
+        points += got
+    if problems:
+        raise SpecError(problems)
+    return points
+
+
+def _load_file(path: Path) -> list[LoadMeasurement]:
+    data = read_toml(path)
+    ck = Checker(str(path))
+    top, source = ck.document(data, S.KINDS["load-measurements"], stem=path.stem)
+    raw_points = data.get("point")
+    if not isinstance(raw_points, list) or not raw_points:
+        ck.add("point", "missing: at least one [[point]] table")
+        raw_points = []
+    name = top.get("name", path.stem)
+    out = [m for i, raw in enumerate(raw_points) if (m := _point(ck, path, name, i, raw, source))]
+    ck.raise_if_any()
+    return out
+
+
+_TABLES = ("plan", "load", "measured")
+
+
+def _point(
+    ck: Checker, path: Path, source: str, i: int, raw: Any, info: dict[str, str]
+) -> LoadMeasurement | None:
+    """One ``[[point]]``: checked, its references resolved."""
+    if not isinstance(raw, dict):
+        ck.add(f"point[{i}]", "must be a table")
+        return None
+    before = len(ck.problems)
+    pid = raw.get("id")
+    pre = f"point[{pid}]." if isinstance(pid, str) and pid else f"point[{i}]."
+    v = ck.table({k: x for k, x in raw.items() if k not in _TABLES}, S.LOAD_POINT, pre)
+    model_path = _references(ck, path, pre, v)
+    plan = _plan(ck, pre, "serve", raw)
+    load = _load(ck, pre, raw)
+    measured = ck.table(raw.get("measured", {}), S.LOAD_MEASURED, pre + "measured.")
+    values = {k: float(x) for k, x in measured.items() if k in LOAD_METRICS}
+    if not values:
+        ck.add(pre + "measured", f"needs at least one of {', '.join(LOAD_METRICS)} (with a unit)")
+    if len(ck.problems) > before or model_path is None:
+        return None
+    _check_plan(ck, pre, "serve", plan, v["chips"])
+    if len(ck.problems) > before:
+        return None
+    return LoadMeasurement(
+        id=v["id"],
+        source=source,
+        model=model_path,
+        system=v.get("system"),
+        chip=v.get("chip"),
+        chips=v["chips"],
+        plan=plan,
+        load=load,
+        measured=values,
+        as_published=measured.get("as_published", ""),
+        verified=v["verified"],
+        flags=tuple(v.get("flags", ())),
+        notes=v.get("notes"),
+        excluded=v.get("excluded"),
+        unmodelled=v.get("unmodelled"),
+        limits=(load["ttft_p99_limit_s"], load["tpot_p99_limit_s"])
+        if "ttft_p99_limit_s" in load
+        else None,
+        path=str(path),
+        source_info=info,
+    )
+
+
+def _load(ck: Checker, pre: str, raw: dict[str, Any]) -> dict[str, float]:
+    """``[point.load]``: a positive rate, non-negative coefficients of variation (checked by
+    the schema), both limits or neither."""
+    if "load" not in raw:
+        ck.add(pre + "load", "missing [point.load] table (qps, and arrival_cv / input_cv)")
+    load = ck.table(raw.get("load", {}), S.LOAD, pre + "load.")
+    if ("ttft_p99_limit_s" in load) != ("tpot_p99_limit_s" in load):
+        ck.add(pre + "load", "give both ttft_p99_limit and tpot_p99_limit (a goodput), or neither")
+    return {"arrival_cv": 1.0, "input_cv": 0.0} | {k: float(x) for k, x in load.items()}
+
+
+__all__ = ["LOAD_METRICS", "LoadMeasurement", "load_load_measurements", "load_measurements_dir"]
