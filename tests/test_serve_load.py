@@ -147,3 +147,39 @@ def test_cli_prints_percentiles_and_goodput(tmp_path):
     assert load["goodput_qps"] >= 12.0
     bad = CliRunner().invoke(app, [*args[:-1], "--qps", "-1"])
     assert bad.exit_code != 0 and "qps: must be a positive number" in bad.output
+
+
+@pytest.mark.slow  # 25 s on 2 cores (a goodput bisection per plan, enumerated)
+def test_goodput_search_ranks_plans_by_goodput_per_chip():
+    from diffcost._search.serve import ServeSearchSpace, search_serve
+    from diffcost._serve.load import goodput_qps
+
+    system = dc.load_system(chip="h100-sxm", chips=2)
+    model = dc.load_model("llama-3-8b")
+    space = ServeSearchSpace(
+        input_len=1024,
+        output_len=256,
+        chips=2,
+        objective="goodput",
+        ttft_slo_s=0.5,
+        tpot_slo_s=0.05,
+        weight_formats=("bf16", "fp8"),
+        kv_formats=("bf16",),
+        max_batch=256,
+        input_cv=0.5,
+    )
+    result = search_serve(system, model, space, exhaustive=True)
+    best = result.best
+    assert best is not None and best["weight_format"] == "fp8"  # fp8 halves the weight reads
+    plan = dc.serve_plan(
+        **{k: best[k] for k in ("tp", "pp", "batch", "replicas", "weight_format", "kv_format")},
+        input_len=1024,
+        output_len=256,
+    )
+    gp = float(goodput_qps(system, model, plan, 1.0, 0.5, 0.5, 0.05))
+    assert gp > 0 and result.best_objective == pytest.approx(2.0 / gp, rel=1e-4)
+    at = under_load(system, model, plan, workload(gp, 1.0, 0.5))
+    assert float(at.ttft_p99_s) <= 0.5 and float(at.tpot_p99_s) <= 0.05
+    beyond = under_load(system, model, plan, workload(1.05 * gp, 1.0, 0.5))
+    assert float(beyond.ttft_p99_s) > 0.5 or float(beyond.tpot_p99_s) > 0.05
+    assert all(v >= result.best_objective for _, v in result.alternatives)

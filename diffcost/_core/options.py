@@ -107,13 +107,16 @@ class TrainObjective(enum.StrEnum):
 class ServeObjective(enum.StrEnum):
     """What a serving search minimises: chip-seconds per output token (throughput), request
     latency, USD per million tokens, the time per output token (TPOT, its median prediction)
-    or its upper (p90) quantile (risk-aware, :mod:`diffcost._analysis.uncertainty`)."""
+    or its upper (p90) quantile (risk-aware, :mod:`diffcost._analysis.uncertainty`), or chips
+    per request/s of goodput (the largest arrival rate meeting p99 TTFT and TPOT limits under
+    load, :func:`diffcost._serve.load.goodput_qps`)."""
 
     THROUGHPUT = "throughput"
     LATENCY = "latency"
     COST = "cost"
     TPOT = "tpot"
     P90 = "p90"
+    GOODPUT = "goodput"
 
 
 E = TypeVar("E", bound=enum.Enum)

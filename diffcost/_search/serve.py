@@ -32,6 +32,7 @@ from .._core.smooth import RELAXED
 from .._inputs.hardware import FORMATS, System, one_hot_format
 from .._inputs.model import Model
 from .._serve.cost import ServeBreakdown, ServeCost, default_batch_grid
+from .._serve.load import goodput_qps
 from .._serve.plan import SERVE_FIELDS, ServePlan, default_compute_format, encode_serve, serve_plan
 from .core import (
     Axis,
@@ -97,6 +98,10 @@ class ServeSearchSpace:
     # and discrepancy regime, :func:`diffcost._analysis.uncertainty.risk_for`).
     chip: str = ""
     calibration: str = "default"
+    # The offered load of the goodput objective: coefficients of variation of the arrival
+    # gaps (1: Poisson) and of the prompt lengths; the SLOs are then its p99 limits.
+    arrival_cv: float = 1.0
+    input_cv: float = 0.0
 
     def __post_init__(self) -> None:
         typed = {
@@ -215,8 +220,11 @@ class ServeProblem(SearchProblem):
             [min(self.space.ttft_slo_s, _NO_LIMIT), min(self.space.tpot_slo_s, _NO_LIMIT)]
         )
         objective, risk = self.space.objective, serve_risk(self.space)
+        load = jnp.asarray([self.space.arrival_cv, self.space.input_cv], dtype=limits.dtype)
         obj, ok, out = evaluate_in_buckets(
-            lambda rows: _evaluate(cost, self.to_plans(rows), limits, objective, risk), c, _CHUNK
+            lambda rows: _evaluate(cost, self.to_plans(rows), limits, objective, risk, load),
+            c,
+            _CHUNK,
         )
         return Evaluation(obj, ok, out)
 
@@ -256,6 +264,10 @@ class ServeProblem(SearchProblem):
         out: ServeBreakdown = outputs
         g = lambda x: float(np.asarray(x)[i])
         parts = [f"memory headroom {g(out.headroom_bytes) / g(out.capacity_bytes):.0%}"]
+        if self.space.objective == ServeObjective.GOODPUT:  # limits are p99s under load
+            parts.append(f"one steady batch: TTFT {g(out.ttft_s) * 1e3:.1f} ms")
+            parts.append(f"TPOT {g(out.tpot_s) * 1e3:.1f} ms (the limits are p99s under load)")
+            return "; ".join(parts)
         for name, value, limit in (
             ("TTFT", g(out.ttft_s), self.space.ttft_slo_s),
             ("TPOT", g(out.tpot_s), self.space.tpot_slo_s),
@@ -325,19 +337,34 @@ def serve_objective(out: ServeBreakdown, objective: str) -> jax.Array:
         base = out.tpot_s
     elif objective == "cost":
         base = out.cost_per_million_tokens_usd
-    else:
+    else:  # throughput; the relaxed proxy of goodput (the exact search enumerates goodput)
         base = 1.0 / out.output_tokens_per_s_per_chip
     return base * (1.0 + out.accuracy_cost)
 
 
+def _goodput_objective(cost: ServeCost, plan: ServePlan, out: ServeBreakdown, load, limits):
+    """Chips per request/s of goodput (``inf`` when no rate meets the limits), times ``1 +
+    accuracy_cost``, and the goodput (requests/s): :func:`~diffcost._serve.load.goodput_qps`
+    at the p99 ``limits`` with the coefficients of variation ``load``."""
+    gp = goodput_qps(cost.system, cost.model, plan, load[0], load[1], limits[0], limits[1])
+    chips = plan.replicas * plan.replica_chips()
+    obj = jnp.where(gp > 0, chips / jnp.maximum(gp, 1e-30), jnp.inf)
+    return obj * (1.0 + out.accuracy_cost), gp
+
+
 @eqx.filter_jit
-def _evaluate(cost: ServeCost, plans: ServePlan, limits, objective: str, risk=None):
+def _evaluate(cost: ServeCost, plans: ServePlan, limits, objective: str, risk=None, load=None):
     """Exact objective and limits of every plan; with ``risk`` (the p90 objective) the TPOT's
-    upper quantile ``y exp(Z80 sigma)`` (:mod:`diffcost._analysis.uncertainty`)."""
+    upper quantile ``y exp(Z80 sigma)`` (:mod:`diffcost._analysis.uncertainty`).  The goodput
+    objective reads ``limits`` as p99 limits under the load ``load`` (coefficients of
+    variation), not as limits of one steady batch."""
     from .._analysis.uncertainty import log_sigma, upper_quantile
 
     def one(plan):
         out = cost(plan)
+        if objective == "goodput":
+            obj, gp = _goodput_objective(cost, plan, out, load, limits)
+            return obj, (out.headroom_bytes >= 0) & (gp > 0), out
         ok = (out.headroom_bytes >= 0) & (out.ttft_s <= limits[0]) & (out.tpot_s <= limits[1])
         obj = serve_objective(out, objective)
         if risk is not None:

@@ -385,6 +385,7 @@ _SERVE_UNITS = {
     "cost": ("usd_per_million_tokens", lambda v: f"${v:.3f}/Mtok"),
     "p90": ("tpot_s_p90", lambda v: f"{v * 1e3:.2f} ms"),
     "tpot": ("tpot_s", lambda v: f"{v * 1e3:.2f} ms"),
+    "goodput": ("chips_per_goodput_qps", lambda v: f"{1 / v:.3f} req/s/chip"),
 }
 
 
@@ -455,11 +456,24 @@ def plan_serve(
         int, typer.Option(help="Largest concurrent batch per instance.", min=1)
     ] = 1024,
     accuracy_cost: AccuracyCosts = "",
+    arrival_cv: Annotated[
+        float,
+        typer.Option(
+            help="goodput: coefficient of variation of the arrival gaps (1: Poisson).", min=0
+        ),
+    ] = 1.0,
+    input_cv: Annotated[
+        float, typer.Option(help="goodput: coefficient of variation of the prompt lengths.", min=0)
+    ] = 0.0,
     exhaustive: Exhaustive = None,
     top: Runners = 5,
     json_out: JsonFlag = False,
 ) -> None:
-    """Find the best serving plan under latency limits; every answer is checked exactly."""
+    """Find the best serving plan under latency limits; every answer is checked exactly.
+
+    ``--objective goodput`` ranks plans by chips per request/s of goodput: the largest Poisson
+    arrival rate whose p99 TTFT and p99 TPOT under load meet the limits (then p99 limits),
+    found by enumerating every plan (per chip and per dollar rank alike on one system)."""
     from .._inputs.hardware import FORMATS
     from .._search.serve import ServeSearchSpace
 
@@ -481,7 +495,11 @@ def plan_serve(
         max_batch=max_batch,
         accuracy_cost=costs,
         chip=_chip_name(system, chip),
+        arrival_cv=arrival_cv,
+        input_cv=input_cv,
     )
+    if objective == "goodput" and exhaustive is None:
+        exhaustive = True  # the relaxed search has no goodput: enumerate
     _serve_report(sys_, hw_name, model, space, (exhaustive, top, json_out))
 
 
@@ -510,3 +528,15 @@ def _serve_report(
     _finish(result, launch, model, n, json_out, (title, fmt))
     if risk is not None:
         print_risk(risk, "tpot_s")
+    if space.objective == "goodput" and result.best is not None and not json_out:
+        _print_goodput(system, n, float(result.best_objective))
+
+
+def _print_goodput(system: Any, n: int, chips_per_qps: float) -> None:
+    """The best plan's goodput, per chip and (with a price) per dollar."""
+    per_chip = 1.0 / chips_per_qps
+    line = f"goodput: {per_chip * n:.2f} requests/s on {n} chips ({per_chip:.3f} per chip"
+    price = float(system.price_usd_per_chip_hour)
+    if price > 0:
+        line += f"; ${price * chips_per_qps / 3.6:.3f} per 1,000 requests at ${price:.2f}/chip-hour"
+    console.print(line + ")", highlight=False)
