@@ -62,6 +62,8 @@ LOAD_OUTPUTS: tuple[str, ...] = tuple(
         "utilisation",
         "stable",
         "running",
+        "kv_occupancy",
+        "preemption_risk",
         "wait_s",
         "ttft_mean_s",
         "ttft_p50_s",

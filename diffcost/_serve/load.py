@@ -37,12 +37,13 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import gammainc
+from jax.scipy.special import gammainc, ndtr
 from jaxtyping import Array, ArrayLike, Float
 
 from .._core.smooth import EXACT, Smoothing, ceil, relu, smax, smin
 from .._inputs.hardware import System
 from .._inputs.model import Model
+from .cost import ServeCost
 from .passes import Work, consts, pass_time
 from .plan import ServePlan
 
@@ -74,7 +75,10 @@ class LoadBreakdown(NamedTuple):
 
     ``utilisation`` the larger of the prefill-budget and batch-slot shares; ``stable`` 1 below
     saturation; ``running`` the mean decode sequences; ``iteration_s`` the mean iteration
-    (= TPOT); ``wait_s`` the mean TTFT beyond a lone prompt's own iterations (queueing and
+    (= TPOT); ``kv_occupancy`` the mean share of the KV cache's room the running sequences
+    take; ``preemption_risk`` the chance that they outgrow it (their count is Poisson, an
+    M/G/inf occupancy, normal-approximated), when an engine preempts and recomputes; ``wait_s``
+    the mean TTFT beyond a lone prompt's own iterations (queueing and
     the residual of the iteration an arrival lands in); ``ttft_mean_s`` the mean TTFT.
     """
 
@@ -83,6 +87,8 @@ class LoadBreakdown(NamedTuple):
     running: Array
     prompt_tokens_per_iteration: Array
     iteration_s: Array
+    kv_occupancy: Array
+    preemption_risk: Array
     wait_s: Array
     ttft_mean_s: Array
     ttft_p50_s: Array
@@ -139,7 +145,8 @@ def _floor(gap: ArrayLike, sm: Smoothing) -> Array:
 class Steady(NamedTuple):
     """Steady state of one instance (seconds unless named otherwise).
 
-    ``t_s`` the mean iteration; ``n`` decode tokens per iteration; ``chunks`` a prompt's length
+    ``t_s`` the mean iteration; ``n`` decode tokens per iteration; ``cap`` the sequences that
+    may run (:func:`sequence_cap`); ``chunks`` a prompt's length
     in full budgets (``L_in / (chunk - n)``); ``busy`` the share of time spent in iterations
     that carry prompt tokens (the prefill server's utilisation); ``service_s`` the time a
     prompt holds that server; ``f`` the share of iterations that carry prompt tokens;
@@ -148,6 +155,7 @@ class Steady(NamedTuple):
 
     t_s: Array
     n: Array
+    cap: Array
     chunks: Array
     busy: Array
     service_s: Array
@@ -166,9 +174,24 @@ def _alone_s(x: Array, t_d: Array, t_1: Array, t_f: Array, sm: Smoothing) -> Arr
     return t_1 + more * t_d + relu(x - 1.0, sm, scale=1.0) * (t_f - t_d)
 
 
-def _steady_parts(system, model, plan, rate: Array, t: Array, sm: Smoothing) -> Steady:
+def sequence_cap(
+    system: System, model: Model, plan: ServePlan, sm: Smoothing
+) -> tuple[Array, Array]:
+    """Sequences that may run on one instance, and how many fit in memory (paged KV blocks).
+
+    The plan's ``batch`` (the engine's ``max_num_seqs``) or, if fewer, the sequences whose KV
+    cache fits beside the weights and buffers: the cost model's ``max_batch`` holds sequences
+    at their final length ``L_in + L_out``; a running mix holds ``L_in + L_out / 2`` on
+    average, so ``max_batch (L_in + L_out) / (L_in + L_out / 2)`` fit."""
+    out = ServeCost(system, model, sm)(plan)
+    n_in, n_out = plan.input_len, plan.output_len
+    fit = relu(out.max_batch, sm, scale=plan.batch) * (n_in + n_out) / (n_in + 0.5 * n_out)
+    return smin(plan.batch, fit, sm), fit
+
+
+def _steady_parts(system, model, plan, rate: Array, t: Array, cap: Array, sm: Smoothing) -> Steady:
     """One evaluation of the steady-state map at a mean iteration ``t`` (:func:`steady_state`)."""
-    n = smin(rate * plan.output_len * t, plan.batch, sm)
+    n = smin(rate * plan.output_len * t, cap, sm)
     budget = _budget(plan, n, sm)
     x = plan.input_len / budget
     t_d = iteration_s(system, model, plan, n, jnp.zeros(()), sm)
@@ -182,7 +205,7 @@ def _steady_parts(system, model, plan, rate: Array, t: Array, sm: Smoothing) -> 
     chunk_rate = chunk_rate / smax(rho, 1.0, sm)  # saturated: prompt iterations fill the time
     t_s = 1.0 / (chunk_rate + (1.0 - busy) / t_d)
     service = alone - busy * (alone - bulk)
-    return Steady(t_s, n, x, rho, service, chunk_rate * t_s, t_d, t_1, t_f)
+    return Steady(t_s, n, cap, x, rho, service, chunk_rate * t_s, t_d, t_1, t_f)
 
 
 def steady_state(
@@ -201,13 +224,15 @@ def steady_state(
     S_bulk)`` and ``rho = lambda S`` solve to ``rho = lambda S_alone / (1 + lambda (S_alone -
     S_bulk))``: saturation is at ``lambda S_bulk = 1``.  Iterations per second: ``lambda (rho x +
     (1 - rho)(1 + max(0, x - 1)))`` carry prompt tokens, ``(1 - rho) / t(N, 0)`` do not; the mean
-    iteration ``T`` is one over their sum, and ``N = min(lambda L_out T, batch)`` (Little's law).
+    iteration ``T`` is one over their sum, and ``N = min(lambda L_out T, cap)`` (Little's law;
+    ``cap`` = :func:`sequence_cap`).
     Damped fixed-point iteration on ``T`` from an empty engine."""
     rate = jnp.asarray(rate)
+    cap, _ = sequence_cap(system, model, plan, sm)
     t0 = iteration_s(system, model, plan, jnp.ones(()), jnp.zeros(()), sm)
-    step = lambda _, t: 0.5 * t + 0.5 * _steady_parts(system, model, plan, rate, t, sm).t_s  # noqa: E731
-    t = jax.lax.fori_loop(0, STEADY_ITERATIONS, step, t0)
-    return _steady_parts(system, model, plan, rate, t, sm)
+    parts = lambda t: _steady_parts(system, model, plan, rate, t, cap, sm)  # noqa: E731
+    t = jax.lax.fori_loop(0, STEADY_ITERATIONS, lambda _, t: 0.5 * t + 0.5 * parts(t).t_s, t0)
+    return parts(t)
 
 
 #: Standard normal quantiles at 0.90 and 0.99.
@@ -285,18 +310,19 @@ def _mixture_quantile(q: float, parts: tuple[tuple[Array, Array, Array], ...]) -
 
 
 def _slot_wait(plan: ServePlan, st: Steady, rate: Array, sm: Smoothing) -> tuple[Array, Array]:
-    """Probability that an arrival finds all ``batch`` sequence slots taken, and its mean wait
-    for one then (s).  Each request holds a slot for ``H = L_out T``; ``c = batch`` servers at
+    """Probability that an arrival finds all ``cap`` sequence slots taken (:func:`sequence_cap`),
+    and its mean wait for one then (s).  Each request holds a slot for ``H = L_out T``; ``c =
+    cap`` servers at
     utilisation ``rho_s = lambda H / c``.  Mean wait by Sakasegawa's M/M/c approximation
     ``L_q = rho_s^sqrt(2(c+1)) / (1 - rho_s)`` (Sakasegawa 1977) with the Allen-Cunneen factor
     ``(1 + c_s^2) / 2 = 1/2`` of a fixed holding time, ``W_q = L_q / lambda``; given a wait it
     is ``H / (c (1 - rho_s)) / 2`` (the M/M/c conditional wait, halved alike)."""
     hold = plan.output_len * st.t_s
-    rho_s = rate * hold / plan.batch
+    rho_s = rate * hold / st.cap
     gap = _floor(1.0 - rho_s, sm)
     occupied = smin(rho_s, 1.0, sm)
-    lq = 0.5 * occupied ** jnp.sqrt(2.0 * (plan.batch + 1.0)) / gap
-    cond = 0.5 * hold / (plan.batch * gap)
+    lq = 0.5 * occupied ** jnp.sqrt(2.0 * (st.cap + 1.0)) / gap
+    cond = 0.5 * hold / (st.cap * gap)
     p_wait = smin(lq / smax(rate, 1e-12, sm) / cond, 1.0, sm)
     return p_wait, cond
 
@@ -337,7 +363,8 @@ def under_load(
     rate = load.qps / plan.replicas
     st = steady_state(system, model, plan, rate, sm)
     busy = smin(st.busy, 1.0, sm)
-    rho_slots = rate * plan.output_len * st.t_s / plan.batch
+    rho_slots = rate * plan.output_len * st.t_s / st.cap
+    _, fit = sequence_cap(system, model, plan, sm)
     rho = smax(st.busy, rho_slots, sm)
     parts, alone = _ttft_parts(plan, st, load, rate, sm)
     spread = _tpot_spread(plan, st, busy, sm)
@@ -348,6 +375,8 @@ def under_load(
         running=st.n,
         prompt_tokens_per_iteration=rate * plan.input_len * st.t_s,
         iteration_s=st.t_s,
+        kv_occupancy=st.n / smax(fit, 1e-9, sm),
+        preemption_risk=ndtr((st.n - fit) / jnp.sqrt(st.n + 1e-9)),
         wait_s=mean_ttft - alone,
         ttft_mean_s=mean_ttft,
         ttft_p50_s=_mixture_quantile(0.5, parts),

@@ -97,6 +97,8 @@ def print_load(res: dict[str, Any] | None) -> None:
         f"under load: {res['qps']:g} requests/s (arrival CV {res['arrival_cv']:g}), "
         f"utilisation {res['utilisation']:.0%} ({state}), {res['running']:.1f} sequences "
         "decoding per instance",
+        f"  KV cache {res['kv_occupancy']:.0%} full on average, preemption risk "
+        f"{res['preemption_risk']:.1%}",
         f"  TTFT p50 {ms('ttft_p50_s')}, p90 {ms('ttft_p90_s')}, p99 {ms('ttft_p99_s')} "
         f"(mean wait {ms('wait_s')}); TPOT mean {ms('tpot_s')}, p90 {ms('tpot_p90_s')}, "
         f"p99 {ms('tpot_p99_s')}",
