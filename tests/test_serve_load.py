@@ -183,3 +183,15 @@ def test_goodput_search_ranks_plans_by_goodput_per_chip():
     beyond = under_load(system, model, plan, workload(1.05 * gp, 1.0, 0.5))
     assert float(beyond.ttft_p99_s) > 0.5 or float(beyond.tpot_p99_s) > 0.05
     assert all(v >= result.best_objective for _, v in result.alternatives)
+
+
+def test_an_empty_iteration_is_finite_with_finite_gradients(case):
+    """No decode and no prompt tokens (an idle engine's table entry): the GEMMs' compute time
+    takes its m -> 0 limit instead of 0 / 0, and the gradient stays finite."""
+    from diffcost._serve.load import iteration_s
+
+    system, model, plan, _ = case
+    for sm in (EXACT, TIGHT):
+        f = lambda d, sm=sm: iteration_s(system, model, plan, d, jnp.zeros(()), sm)  # noqa: E731
+        assert np.isfinite(float(f(jnp.zeros(())))) and float(f(jnp.zeros(()))) > 0
+        assert np.isfinite(float(jax.grad(f)(jnp.zeros(()))))

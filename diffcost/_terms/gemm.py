@@ -82,7 +82,8 @@ def sustained_efficiency(fill: ArrayLike, peak_fraction: ArrayLike) -> Array:
     Choi et al., IPDPS 2013).  Equals ``f`` at ``u = 1``, ``u`` at ``f = 1``, tends to ``u`` as
     ``u -> 0``, increasing in both; smooth, so the relaxed and exact models share it.
     """
-    return 1.0 / (1.0 / jnp.asarray(peak_fraction) + 1.0 / jnp.asarray(fill) - 1.0)
+    u, f = jnp.asarray(fill), jnp.asarray(peak_fraction)
+    return f * u / (u + f * (1.0 - u))  # the same, with finite gradients at u = 0
 
 
 def gpu_fill(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficiency) -> Array:
@@ -219,8 +220,11 @@ def gemm_time_s(
     :func:`gemm_bytes` and ``eff`` from :func:`matmul_efficiency` (Roofline, CACM 2009).
     """
     m, n, k = (jnp.asarray(x) for x in (m, n, k))
-    eff = matmul_efficiency(m, n, k, system, sm)
-    compute_s = gemm_flop(m, n, k, count) / (fmt.peak_flop_per_s * eff)
+    # ``flop / eff`` tends to a finite limit as m -> 0 (eff is proportional to m there): an
+    # empty GEMM (no tokens) takes that limit, not 0 / 0, and its gradient stays finite
+    rows = jnp.maximum(m, 1e-6)
+    eff = matmul_efficiency(rows, n, k, system, sm)
+    compute_s = gemm_flop(rows, n, k, count) / (fmt.peak_flop_per_s * eff)
     memory_s = stream_time_s(gemm_bytes(m, n, k, fmt, count), system)
     return smax(compute_s, memory_s, sm)
 
