@@ -2,7 +2,7 @@
 continuous-batching scheduler (tests/serving_sim.py), its behaviour at and beyond saturation,
 and the goodput search.
 
-Measured agreement (`python /work/tools/simcmp.py 20000`, the table of the issue 13 closing
+Measured agreement (`python benchmarks/load_vs_simulation.py`, the table of the issue 13 closing
 note; Llama 3 8B on one H100, four workloads, 20,000 requests, loads to ~0.75 of the analytic
 utilisation): TPOT mean within 6%; with prompt-length spread (CV 0.5 and 1) TTFT p50 within
 16% and p99 within 19% up to ~0.7 utilisation; deterministic lengths and the last load step
