@@ -49,6 +49,7 @@ def test_parametrisation_is_bounded_and_invertible():
     assert np.all(extreme >= lo * (1 - 1e-9)) and np.all(extreme <= hi * (1 + 1e-9))
 
 
+@pytest.mark.slow  # 9 s on 2 cores (gradient and finite differences of the fit loss)
 def test_loss_gradient_matches_finite_differences(small):
     data = C.fit_data(small)
     _, weights = C.fold_weights(
@@ -192,6 +193,7 @@ def _cli(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
+@pytest.mark.slow  # 11 s on 2 cores (a calibration and a validation run)
 def test_calibrate_writes_where_asked_and_validate_reads_it_back(tmp_path):
     default = dc.specs_dir() / "calibration" / "default.toml"
     before = default.read_bytes()

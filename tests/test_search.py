@@ -101,6 +101,7 @@ def test_runners_up_are_sorted_and_distinct():
     assert "memory" in res.binding and "largest time term" in res.binding
 
 
+@pytest.mark.slow  # 7 s on 2 cores (a search over chip counts)
 def test_cost_objective_with_chip_count_search_prefers_fewer_chips():
     sys_ = dc.load_system("dgx-h100", chips=64)
     model = dc.load_model("llama-2-7b")
@@ -215,6 +216,7 @@ def test_cli_plan_train_json():
     assert "--tensor-model-parallel-size" in out["launch_flags"]
 
 
+@pytest.mark.slow  # 7 s on 2 cores (an infeasible search enumerates the whole space)
 def test_cli_plan_train_infeasible_exit_code():
     result = CliRunner().invoke(
         app,

@@ -209,6 +209,7 @@ def test_batch1_elasticities(llama70):
     assert peak == 0.0
 
 
+@pytest.mark.slow  # 6 s on 2 cores
 def test_long_prompt_prefill_is_compute_bound(h100, llama7):
     plan = dc.serve_plan(batch=1, input_len=8192, output_len=1, mode="static")
     bw, peak = _elasticity(h100, llama7, plan, "ttft_s")

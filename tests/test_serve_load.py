@@ -11,6 +11,7 @@ TPOT mean and, at CV 1, by TTFT p50; the tolerances below pin what is measured s
 regression shows.
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,6 +23,9 @@ from diffcost._core.smooth import EXACT, Smoothing
 from diffcost._serve.load import Workload, steady_state, under_load, workload
 
 TIGHT = Smoothing(relaxed=True, rel_width=1e-9)
+#: One compilation per smoothing shared by the tests (eager evaluation compiles each loop).
+loaded = eqx.filter_jit(under_load)
+steady = eqx.filter_jit(steady_state)
 
 
 WORKLOADS = {
@@ -60,7 +64,7 @@ LOADS += [
 @pytest.mark.parametrize("name,qps", LOADS)
 def test_analytic_percentiles_track_the_simulation(name, qps):
     system, model, plan, input_cv = _case(name)
-    out = under_load(system, model, plan, workload(qps, 1.0, input_cv))
+    out = loaded(system, model, plan, workload(qps, 1.0, input_cv))
     ttft, tpot = simulate(IterationTable(system, model, plan), plan, qps, 6000, 3, input_cv)
     assert 0.2 < float(out.utilisation) < 0.62 and bool(out.stable)
     sim = {
@@ -76,8 +80,8 @@ def test_analytic_percentiles_track_the_simulation(name, qps):
 
 def test_at_low_load_ttft_is_one_prefill_iteration_and_tpot_a_decode_step(case):
     system, model, plan, _ = case
-    st = steady_state(system, model, plan, 0.01)
-    out = under_load(system, model, plan, workload(0.01))
+    st = steady(system, model, plan, jnp.asarray(0.01))
+    out = loaded(system, model, plan, workload(0.01))
     assert float(out.ttft_p50_s) == pytest.approx(float(st.t_first_s), rel=0.2)
     assert float(out.tpot_s) == pytest.approx(float(st.t_decode_s), rel=0.01)
     assert float(st.t_first_s) > 2 * float(st.t_decode_s)  # a 1024-token prefill iteration
@@ -85,8 +89,8 @@ def test_at_low_load_ttft_is_one_prefill_iteration_and_tpot_a_decode_step(case):
 
 def test_bursty_arrivals_wait_longer_than_poisson(case):
     system, model, plan, _ = case
-    poisson = under_load(system, model, plan, workload(12.0, arrival_cv=1.0))
-    bursty = under_load(system, model, plan, workload(12.0, arrival_cv=3.0))
+    poisson = loaded(system, model, plan, workload(12.0, arrival_cv=1.0))
+    bursty = loaded(system, model, plan, workload(12.0, arrival_cv=3.0))
     assert float(bursty.wait_s) > 2 * float(poisson.wait_s)
     assert float(bursty.ttft_p99_s) > float(poisson.ttft_p99_s)
 
@@ -94,10 +98,9 @@ def test_bursty_arrivals_wait_longer_than_poisson(case):
 def test_saturation_is_flagged_steep_and_finite(case):
     system, model, plan, _ = case
 
-    def at(q, sm):
-        return under_load(system, model, plan, Workload(q, jnp.ones(()), jnp.zeros(())), sm)
+    def exact(q):
+        return loaded(system, model, plan, Workload(q, jnp.ones(()), jnp.zeros(())), EXACT)
 
-    exact = jax.jit(lambda q: at(q, EXACT))
     waits = []
     for qps in (20.0, 24.0, 30.0, 60.0):
         out = exact(jnp.asarray(qps))
@@ -123,8 +126,8 @@ def test_gradient_in_the_load_is_finite_below_at_and_beyond_saturation(case):
 
 def test_relaxed_equals_exact(case):
     system, model, plan, _ = case
-    exact = under_load(system, model, plan, workload(12.0), EXACT)
-    relaxed = under_load(system, model, plan, workload(12.0), TIGHT)
+    exact = loaded(system, model, plan, workload(12.0), EXACT)
+    relaxed = loaded(system, model, plan, workload(12.0), TIGHT)
     for a, b in zip(exact, relaxed, strict=True):
         assert float(b) == pytest.approx(float(a), rel=1e-5)
 
@@ -179,9 +182,9 @@ def test_goodput_search_ranks_plans_by_goodput_per_chip():
     )
     gp = float(goodput_qps(system, model, plan, 1.0, 0.5, 0.5, 0.05))
     assert gp > 0 and result.best_objective == pytest.approx(2.0 / gp, rel=1e-4)
-    at = under_load(system, model, plan, workload(gp, 1.0, 0.5))
+    at = loaded(system, model, plan, workload(gp, 1.0, 0.5))
     assert float(at.ttft_p99_s) <= 0.5 and float(at.tpot_p99_s) <= 0.05
-    beyond = under_load(system, model, plan, workload(1.05 * gp, 1.0, 0.5))
+    beyond = loaded(system, model, plan, workload(1.05 * gp, 1.0, 0.5))
     assert float(beyond.ttft_p99_s) > 0.5 or float(beyond.tpot_p99_s) > 0.05
     assert all(v >= result.best_objective for _, v in result.alternatives)
 

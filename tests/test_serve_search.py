@@ -76,6 +76,7 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     assert float(out.ttft_s) <= space.ttft_slo_s and float(out.tpot_s) <= space.tpot_slo_s
 
 
+@pytest.mark.slow  # 11 s on 2 cores (the relaxed serving loss compiles)
 def test_relaxed_serving_gradient_is_finite_in_float32():
     """In float32 (the library's default; the tests run in float64) the relaxed serving
     gradient was NaN for passes with no work (the blend width squared underflowed), so the

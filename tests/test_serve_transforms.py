@@ -100,6 +100,7 @@ def test_vmap_over_plans_equals_loop(h100, llama70):
         _close(jtu.tree_map(lambda x, i=i: x[i], batched), cost(plan), rtol=1e-12, atol=1e-300)
 
 
+@pytest.mark.slow  # 12 s on 2 cores (vmap over stacked chips and models compiles)
 def test_vmap_over_chips_and_models():
     systems = [dc.load_system(chip=c, chips=8) for c in ["a100-sxm-80gb", "h100-sxm", "mi300x"]]
     models = [dc.load_model(m) for m in ["llama-2-7b", "llama-3-8b", "gpt-j-6b"]]

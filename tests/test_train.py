@@ -107,6 +107,7 @@ def _stack(trees):
     return jtu.tree_map(lambda *xs: jnp.stack(xs), *trees)
 
 
+@pytest.mark.slow  # 7 s on 2 cores (a loop of plans against their vmap)
 def test_vmap_over_plans_equals_loop(h100_64, llama70):
     cost = dc.TrainCost(h100_64, llama70)
     plans = [
@@ -302,6 +303,7 @@ def _weights_bytes(system, model, plan):
     return dc.TrainCost(system, model)(plan).memory.weights_bytes
 
 
+@pytest.mark.slow  # 7 s on 2 cores (20 hypothesis examples)
 @settings(max_examples=20, deadline=None)
 @given(kwargs=plans, grad_bytes=st.sampled_from([2.0, 4.0]))
 def test_more_bytes_never_less_memory(h100_64, llama70, kwargs, grad_bytes):

@@ -47,6 +47,7 @@ def test_tp_overlap_exposes_the_first_chunk_and_contention(h100_64, gpt3, recomp
     )
 
 
+@pytest.mark.slow  # 6 s on 2 cores (gradients through the overlapped step)
 def test_tp_overlap_makes_the_step_faster_and_keeps_gradients_finite(h100_64, gpt3):
     off = dc.TrainCost(h100_64, gpt3)(dc.train_plan(**PLAN))
     on = dc.TrainCost(h100_64, gpt3)(dc.train_plan(**PLAN, tp_comm_overlap=True))
