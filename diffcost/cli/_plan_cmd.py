@@ -390,6 +390,13 @@ _SERVE_UNITS = {
 
 
 TtftSlo = Annotated[float | None, typer.Option(help="Time-to-first-token limit, ms.")]
+ArrivalCv = Annotated[
+    float,
+    typer.Option(help="goodput: coefficient of variation of the arrival gaps (1: Poisson).", min=0),
+]
+InputCv = Annotated[
+    float, typer.Option(help="goodput: coefficient of variation of the prompt lengths.", min=0)
+]
 TpotSlo = Annotated[float | None, typer.Option(help="Time-per-output-token limit, ms.")]
 AccuracyCosts = Annotated[
     str,
@@ -456,15 +463,8 @@ def plan_serve(
         int, typer.Option(help="Largest concurrent batch per instance.", min=1)
     ] = 1024,
     accuracy_cost: AccuracyCosts = "",
-    arrival_cv: Annotated[
-        float,
-        typer.Option(
-            help="goodput: coefficient of variation of the arrival gaps (1: Poisson).", min=0
-        ),
-    ] = 1.0,
-    input_cv: Annotated[
-        float, typer.Option(help="goodput: coefficient of variation of the prompt lengths.", min=0)
-    ] = 0.0,
+    arrival_cv: ArrivalCv = 1.0,
+    input_cv: InputCv = 0.0,
     exhaustive: Exhaustive = None,
     top: Runners = 5,
     json_out: JsonFlag = False,

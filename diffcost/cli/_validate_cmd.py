@@ -160,6 +160,16 @@ def plot_validation(rows: list[dict[str, Any]], path: str | Path, title: str = "
     plt.close(fig)
 
 
+#: ``--load``: the measurements under load instead (:mod:`diffcost._analysis.validate_load`).
+LoadFlag = Annotated[
+    bool,
+    Opt(
+        "Validate the serving measurements taken under an arrival rate instead "
+        "(specs/measurements/load: TTFT and TPOT percentiles, goodput; none is fitted)."
+    ),
+]
+
+
 @app.command()
 @friendly_errors
 def validate(
@@ -175,13 +185,7 @@ def validate(
         Path | None,
         Opt("Write every point as a scenario file (diffcost train|serve --scenario) here."),
     ] = None,
-    load: Annotated[
-        bool,
-        Opt(
-            "Validate the serving measurements taken under an arrival rate instead "
-            "(specs/measurements/load: TTFT and TPOT percentiles; none is fitted)."
-        ),
-    ] = False,
+    load: LoadFlag = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Predict every published measurement and report the errors (median, 90th percentile)."""
