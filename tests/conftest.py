@@ -11,15 +11,24 @@ jax.config.update("jax_platforms", "cpu")
 import diffcost as dc  # noqa: E402
 
 
+def _slow_pass(config: pytest.Config) -> bool:
+    """Whether this run selects the slow tests (``pytest -m slow``)."""
+    expr = str(config.getoption("markexpr") or "")
+    return "slow" in expr and "not slow" not in expr
+
+
 @pytest.fixture(autouse=True, scope="module")
-def _release_compiled_code():
-    """Drop every compiled executable after each test module.  The jit caches otherwise keep
-    every module's executables alive for the whole session, and the slow pass (searches,
-    calibrations, notebooks) grew past the 24 GiB of a CI machine until XLA's compiler crashed
-    (a segfault in backend_compile_and_load, test_uncertainty, in the slow pass of stop 25)."""
+def _release_compiled_code(request: pytest.FixtureRequest):
+    """In the slow pass, drop every compiled executable after each test module.  The jit caches
+    otherwise keep every module's executables alive for the whole session, and the slow pass
+    (searches, calibrations, notebooks) grew until XLA's compiler crashed on a 23 GiB machine (a
+    segfault in backend_compile_and_load, test_uncertainty, slow pass of stop 25).  The fast
+    pass keeps its caches: its modules share compiled cost models (1-2 minutes of recompiling)
+    and it peaks near 3 GiB."""
     yield
-    jax.clear_caches()
-    gc.collect()
+    if _slow_pass(request.config):
+        jax.clear_caches()
+        gc.collect()
 
 
 @pytest.fixture(scope="session")
