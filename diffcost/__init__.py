@@ -22,6 +22,7 @@ from ._core.options import (
     TrainPrecision,
     ZeroStage,
 )
+from ._core.predictor import Predictor
 from ._core.smooth import EXACT, RELAXED, Smoothing
 from ._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, Chip, Efficiency, System
 from ._inputs.loader import (
@@ -112,6 +113,7 @@ __all__ = [
     "train_sensitivity",
     "TrainBreakdown",
     "TrainCost",
+    "Predictor",
     "TrainMemory",
     "TrainPlan",
     "TrainSearchSpace",

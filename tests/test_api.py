@@ -9,6 +9,8 @@ PUBLIC = {
     "load_spec", "load_system", "specs_dir", "Scenario", "load_scenario",
     # relaxation
     "EXACT", "RELAXED", "Smoothing",
+    # repeated single-plan predictions, compiled once
+    "Predictor",
     # typed options (library entry points also take their plain values)
     "Format", "Optimizer", "Recompute", "ServeMode", "ServeObjective", "TrainObjective",
     "TrainPrecision", "ZeroStage",

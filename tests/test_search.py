@@ -214,6 +214,17 @@ def test_cli_plan_train_json():
         and out["best_plan"]["dp"] * out["best_plan"]["tp"] * out["best_plan"]["pp"] == 8
     )
     assert "--tensor-model-parallel-size" in out["launch_flags"]
+    # every setting echoed, the defaulted ones included; full breakdowns of every plan shown
+    assert out["settings"]["max_micro_batch"] == 16 and out["settings"]["optimizer"] == "adam"
+    assert out["settings"]["global_batch"] == 64 and out["settings"]["recompute"] == [
+        "none",
+        "selective",
+        "full",
+    ]
+    assert out["best_breakdown"]["step_time_s"] == pytest.approx(out["best_objective"])
+    assert out["best_breakdown"]["memory"]["total_bytes"] > 0
+    for alt in out["alternatives"]:
+        assert alt["breakdown"]["step_time_s"] == pytest.approx(alt["objective_value"])
 
 
 @pytest.mark.slow  # 7 s on 2 cores (an infeasible search enumerates the whole space)

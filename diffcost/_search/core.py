@@ -10,7 +10,7 @@
 3. Refinement: exact local search from the best rounded plans (:mod:`.discrete`, which also
    holds the candidate table, :class:`Candidates`).
 4. Enumeration: the whole discrete space, evaluated exactly in chunks; the oracle for tests, the
-   ``--exhaustive`` option and the default for spaces of at most :data:`AUTO_EXHAUSTIVE_MAX`
+   ``--exhaustive`` option and the default for spaces of at most :func:`auto_limit`
    plans (there enumeration is faster than compiling the relaxed search, and exact).
 """
 
@@ -24,7 +24,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from .._core.errors import Problem, SpecError
 from .discrete import (  # noqa: F401  (re-exported: the search's public vocabulary)
@@ -33,6 +32,7 @@ from .discrete import (  # noqa: F401  (re-exported: the search's public vocabul
     Choice,
     Evaluation,
     best_of,
+    device_columns,
     layout,
     moves,
     refine,
@@ -66,6 +66,36 @@ class SearchResult:
     suggestions: list[str] = field(default_factory=list)
     relaxed_objectives: np.ndarray | None = None
     rounded_objectives: np.ndarray | None = None
+    # The exact breakdown (a cost model's output, numpy leaves) of the best plan and of each
+    # runner-up, in that order.
+    breakdowns: list[Any] = field(default_factory=list)
+
+    def keep(self, runners_up: int) -> "SearchResult":
+        """Only the first ``runners_up`` alternatives (and their breakdowns)."""
+        self.alternatives = self.alternatives[:runners_up]
+        self.breakdowns = self.breakdowns[: runners_up + 1]
+        return self
+
+
+def settings(space: Any) -> dict[str, Any]:
+    """Every setting of a search space, defaulted or given, as plain JSON values (what a
+    result echoes so that no default changes an answer silently)."""
+    import dataclasses
+    import enum
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, enum.Enum):
+            return v.value
+        if isinstance(v, (tuple, list)):
+            return [plain(x) for x in v]
+        return v if not isinstance(v, float) or math.isfinite(v) else None
+
+    return {f.name: plain(getattr(space, f.name)) for f in dataclasses.fields(space)}
+
+
+def rows_of(outputs: Any, index: Any) -> list[Any]:
+    """Rows ``index`` of stacked breakdowns, each as its own breakdown with numpy leaves."""
+    return [jax.tree_util.tree_map(lambda x, i=int(i): np.asarray(x)[i], outputs) for i in index]
 
 
 def evaluate_in_buckets(fn: Callable[[Candidates], Any], c: Candidates, chunk: int = 16384) -> Any:
@@ -101,6 +131,8 @@ def optimise(
 
     Returns the final thetas and their losses at the final temperature.  Pure: jit the caller.
     """
+    import optax  # imported here: 0.15 s that no prediction needs
+
     opt = optax.adam(learning_rate)
 
     def run(theta: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -170,6 +202,25 @@ class SearchProblem(abc.ABC):
     def repair(self, c: Candidates) -> Candidates:
         """The nearest valid plan of every row (identity: no repair rule)."""
         return c
+
+    def scan(self, start: int, chunk: int, k: int) -> "Scan | None":
+        """The exact model over flat plans ``start .. start + chunk`` of the whole space, decoded,
+        checked for validity and evaluated inside one ``jit`` (:func:`scan_space`); None where
+        the problem has no device enumeration (the host one is used)."""
+        return None
+
+
+@dataclass(frozen=True)
+class Scan:
+    """One chunk of an on-device enumeration: how many of its plans are valid and feasible, and
+    its ``k`` best (chunk-local indices, objectives ``inf`` where none, and their breakdowns);
+    device arrays until :func:`scan_space` fetches every chunk at once."""
+
+    valid: Any
+    feasible: Any
+    top: Any
+    objective: Any
+    outputs: Any
 
 
 def require_price(system: Any, objective: str) -> None:
@@ -290,7 +341,64 @@ def _result(problem: SearchProblem, cand: Candidates, method: str) -> SearchResu
         evaluated=len(cand),
         feasible_count=int(np.sum(ev.feasible)),
         method=method,
+        breakdowns=rows_of(ev.outputs, order),
     )
+
+
+#: Plans per on-device enumeration call on a CPU (32x that on an accelerator): large enough
+#: that dispatch is negligible, small enough that the traced model's intermediates stay well
+#: inside memory.
+SCAN_CHUNK = 32768
+
+
+def scan_space(problem: SearchProblem, method: str, k: int = 6) -> SearchResult | None:
+    """Exhaustive search on device: the whole space in chunks of flat indices, each decoded,
+    checked and evaluated exactly in one ``jit`` that keeps only its ``k`` best; the best of
+    all chunks' bests (ties to the lower flat index, as :func:`best_of`).  None where the
+    problem has no device enumeration."""
+    total = space_size(problem)
+    if total >= 2**31:
+        return None  # int32 flat indices (JAX's default)
+    size = SCAN_CHUNK if jax.default_backend() == "cpu" else 32 * SCAN_CHUNK
+    chunk = size if total > size else max(256, 1 << (total - 1).bit_length())
+    scans = []
+    for start in range(0, total, chunk):  # dispatched asynchronously, fetched once below
+        part = problem.scan(start, chunk, k)
+        if part is None:
+            return None
+        scans.append((start, part))
+    scans = [(start, Scan(*jax.device_get(tuple(vars(p).values())))) for start, p in scans]
+    valid = sum(int(p.valid) for _, p in scans)
+    feasible = sum(int(p.feasible) for _, p in scans)
+    if valid == 0:
+        return _empty(problem, "divisibility: no valid degree combination in the space", 0, method)
+    if feasible == 0:
+        return _empty(problem, "no valid plan is feasible", valid, method)
+    flat = np.concatenate([start + np.asarray(p.top) for start, p in scans])
+    objective = np.concatenate([p.objective for _, p in scans])
+    outputs = jax.tree_util.tree_map(lambda *x: np.concatenate(x), *[p.outputs for _, p in scans])
+    order = np.lexsort((flat, objective))[:k]
+    order = order[np.isfinite(objective[order])]
+    cand = Candidates.at(problem.axes, problem.choices, flat[order])
+    outputs = jax.tree_util.tree_map(lambda x: x[order], outputs)
+    rows = [problem.plan_row(cand, i) for i in range(len(order))]
+    return SearchResult(
+        best=rows[0],
+        best_objective=float(objective[order[0]]),
+        objective_name=problem.objective,
+        binding=problem.binding(outputs, 0),
+        alternatives=list(zip(rows[1:], map(float, objective[order[1:]]), strict=True)),
+        evaluated=valid,
+        feasible_count=feasible,
+        method=method,
+        breakdowns=rows_of(outputs, range(len(order))),
+    )
+
+
+def enumerate_exactly(problem: SearchProblem, method: str) -> SearchResult:
+    """The exact optimum of the whole space: on device where the problem can, else on host."""
+    found = scan_space(problem, method + ", on device")
+    return found if found is not None else _result(problem, enumerate_all(problem), method)
 
 
 def _relaxed_candidates(
@@ -323,6 +431,17 @@ def _relaxed_candidates(
 #: (``benchmarks/bench_search.py``), while compiling the relaxed search takes 20-60 s.
 AUTO_EXHAUSTIVE_MAX = 2_000_000
 
+#: The same limit for a problem that enumerates on device (:meth:`SearchProblem.scan`): about
+#: 6M plans/s on a 2-core CPU after a 3-5 s compilation (``benchmarks/bench_search.py``), so a
+#: space this large takes about 10 s, still less than compiling the relaxed search.
+AUTO_SCAN_MAX = 50_000_000
+
+
+def auto_limit(problem: SearchProblem) -> int:
+    """The largest space the default search enumerates for this problem."""
+    on_device = type(problem).scan is not SearchProblem.scan
+    return AUTO_SCAN_MAX if on_device else AUTO_EXHAUSTIVE_MAX
+
 
 def space_size(problem: SearchProblem) -> int:
     """Discrete plans in a problem's space (the product of its axes and choices)."""
@@ -342,20 +461,20 @@ def search(
     """Best exact plan: relaxed search, exact rounding and exact local refinement of the
     ``refine_top`` best rounded plans (0: rounding alone), or exhaustive enumeration.
 
-    ``exhaustive=None`` (the default) enumerates a space of at most
-    :data:`AUTO_EXHAUSTIVE_MAX` plans and searches a larger one; True or False forces either.
+    ``exhaustive=None`` (the default) enumerates a space of at most :func:`auto_limit` plans
+    and searches a larger one; True or False forces either.
     An answer of "infeasible" is always confirmed by enumerating the whole space.
     """
     t0 = time.perf_counter()
     size = space_size(problem)
     auto = exhaustive is None
     if auto:
-        exhaustive = size <= AUTO_EXHAUSTIVE_MAX
+        exhaustive = size <= auto_limit(problem)
     if exhaustive:
         method = "exhaustive"
         if auto:
-            method += f" (auto: {size:,} plans <= {AUTO_EXHAUSTIVE_MAX:,})"
-        result = _result(problem, enumerate_all(problem), method)
+            method += f" (auto: {size:,} plans <= {auto_limit(problem):,})"
+        result = enumerate_exactly(problem, method)
         result.wall_s = time.perf_counter() - t0
         return result
     cand, groups, losses = _relaxed_candidates(problem, starts, steps, learning_rate, seed)
@@ -371,7 +490,7 @@ def search(
     result.evaluated += extra
     if result.best is None:
         # Never call a request infeasible on the strength of a neighbourhood: confirm exactly.
-        full = _result(problem, enumerate_all(problem), method)
+        full = enumerate_exactly(problem, method)
         full.method = method + "; none feasible there, so the whole space was enumerated"
         full.evaluated += result.evaluated
         result = full

@@ -79,14 +79,20 @@ class Candidates:
             else list(a.values if isinstance(a, Axis) else a.options)
             for n, a in zip(names, [*axes, *choices], strict=True)
         ]
-        sizes = [len(p) for p in pools]
-        total = math.prod(sizes)
-        flat = np.arange(total, dtype=np.int64)
-        cols, stride = {}, total
-        for n, pool, size in zip(names, pools, sizes, strict=True):
-            stride //= size  # mixed radix, the last name fastest (itertools.product's order)
-            cols[n] = np.asarray(pool)[(flat // stride) % size]
-        return Candidates(cols)
+        flat = np.arange(math.prod(len(p) for p in pools), dtype=np.int64)
+        return Candidates._decode(names, pools, flat)
+
+    @staticmethod
+    def at(axes: Sequence[Axis], choices: Sequence[Choice], flat: np.ndarray) -> "Candidates":
+        """The rows of :meth:`product` (the whole space) at the flat indices ``flat``."""
+        pools = [a.values for a in axes] + [c.options for c in choices]
+        names = [a.name for a in axes] + [c.name for c in choices]
+        return Candidates._decode(names, pools, np.asarray(flat, dtype=np.int64))
+
+    @staticmethod
+    def _decode(names: Sequence[str], pools: Sequence[Sequence[Any]], flat: np.ndarray):
+        parts = zip(names, pools, digits(pools, flat, np), strict=True)
+        return Candidates({n: np.asarray(pool)[d] for n, pool, d in parts})
 
     @staticmethod
     def size_of(axes: Sequence[Axis], choices: Sequence[Choice]) -> int:
@@ -101,6 +107,41 @@ class Candidates:
         return Candidates(
             {k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns}
         )
+
+
+def digits(pools: Sequence[Sequence[Any]], flat: Any, xp: Any) -> list[Any]:
+    """Mixed-radix digits of flat plan indices, one array per pool (the last pool fastest:
+    ``itertools.product``'s order); ``xp`` is numpy or ``jax.numpy`` (decoding inside ``jit``)."""
+    out, stride = [], math.prod(len(p) for p in pools)
+    for pool in pools:
+        stride //= len(pool)
+        out.append((flat // stride) % len(pool))
+    return out
+
+
+def numeric(options: Sequence[Any]) -> bool:
+    """Whether a choice's options are numbers (bool, int, float): decoded inside ``jit`` as
+    values; other options (names) are decoded as their index."""
+    return all(isinstance(o, (bool, int, float)) for o in options)
+
+
+def device_columns(
+    axes: Sequence[Axis], choices: Sequence[Choice], flat: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Traced rows of the whole space at flat indices: columns (axes and numeric choices as
+    float values, other choices as their option index) and every choice's option index."""
+    import jax.numpy as jnp
+
+    pools = [a.values for a in axes] + [c.options for c in choices]
+    d = digits(pools, flat, jnp)
+    cols = {a.name: jnp.asarray(a.values)[d[i]] for i, a in enumerate(axes)}
+    index = {c.name: d[len(axes) + j] for j, c in enumerate(choices)}
+    for c in choices:
+        if numeric(c.options):
+            cols[c.name] = jnp.asarray([float(o) for o in c.options])[index[c.name]]
+        else:
+            cols[c.name] = index[c.name]
+    return cols, index
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,10 @@ from .core import (
     Candidates,
     Choice,
     Evaluation,
+    Scan,
     SearchProblem,
     SearchResult,
+    device_columns,
     enumerate_all,
     evaluate_in_buckets,
     layout,
@@ -145,28 +147,45 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
     return axes, choices
 
 
-def valid(c: Candidates, model: Model, space: TrainSearchSpace) -> np.ndarray:
+@dataclass(frozen=True)
+class _Shape:
+    """The model integers the validity rules read (static inside ``jit``)."""
+
+    layers: int
+    kv_heads: int
+    expert_ffn_hidden: int
+
+    @staticmethod
+    def of(model: Model) -> "_Shape":
+        return _Shape(int(model.layers), int(model.kv_heads), int(model.expert_ffn_hidden))
+
+
+def valid(
+    c: Candidates | dict[str, Any], model: Model | _Shape, space: TrainSearchSpace, xp: Any = np
+) -> Any:
     """Joint validity, the rules of :func:`diffcost.train_problems`: integer dp, divisibility,
     KV heads a multiple or divisor of tp, interleaving only with pp > 1 and a micro-batch count
     that pp divides (Megatron-LM, :mod:`diffcost._train.rules`), SP only with tp > 1, ``ep``
-    dividing dp and each expert's width divisible by tp (Megatron-Core)."""
-    col = c.columns
+    dividing dp and each expert's width divisible by tp (Megatron-Core).  ``xp``: numpy, or
+    ``jax.numpy`` inside the on-device enumeration (``c`` then the traced columns)."""
+    shape = model if isinstance(model, _Shape) else _Shape.of(model)
+    col = c.columns if isinstance(c, Candidates) else c
     dp = col["chips"] / (col["tp"] * col["pp"] * col["cp"])
-    layers, kv = int(model.layers), int(model.kv_heads)
-    ok = (dp >= 1) & (np.abs(dp - np.round(dp)) < 1e-9)
-    dpi = np.maximum(np.round(dp), 1)
+    layers, kv = shape.layers, shape.kv_heads
+    ok = (dp >= 1) & (xp.abs(dp - xp.round(dp)) < 1e-6)
+    dpi = xp.maximum(xp.round(dp), 1)
     ok &= space.global_batch % (dpi * col["micro_batch"]) == 0
-    ok &= _split_ok(layers, col["pp"], col["virtual_stages"], space)
+    ok &= _split_ok(layers, col["pp"], col["virtual_stages"], space, xp)
     ok &= (col["pp"] > 1) | (col["virtual_stages"] == 1)
-    micro_batches = space.global_batch // (dpi * col["micro_batch"])
+    micro_batches = xp.floor(space.global_batch / (dpi * col["micro_batch"]))
     ok &= (col["virtual_stages"] == 1) | (micro_batches % col["pp"] == 0)
     ok &= (kv % col["tp"] == 0) | (col["tp"] % kv == 0)
-    ok &= (col["tp"] > 1) | (~col["sequence_parallel"].astype(bool))
-    ok &= (dpi % col["ep"] == 0) & (int(model.expert_ffn_hidden) % col["tp"] == 0)
+    ok &= (col["tp"] > 1) | (col["sequence_parallel"] == 0)
+    ok &= (dpi % col["ep"] == 0) & (shape.expert_ffn_hidden % col["tp"] == 0)
     return ok
 
 
-def _split_ok(layers: int, pp: np.ndarray, v: np.ndarray, space: TrainSearchSpace) -> np.ndarray:
+def _split_ok(layers: int, pp: Any, v: Any, space: TrainSearchSpace, xp: Any = np) -> Any:
     """Megatron-LM's pipeline split (:func:`diffcost._train.rules.pipeline_split_violation`):
     ``L % (p v) == 0`` when even; uneven: ``p > 1``, the rest ``L - f - l`` divides over the
     remaining stages (or is 0 with none left), every stage's layers divisible by ``v``."""
@@ -175,12 +194,12 @@ def _split_ok(layers: int, pp: np.ndarray, v: np.ndarray, space: TrainSearchSpac
     f, last = space.first_stage_layers, space.last_stage_layers
     stages = pp - (f > 0) - (last > 0)
     rest = layers - f - last
-    middle = np.where(stages > 0, rest / np.maximum(stages, 1), 0.0)
-    ok = (pp > 1) & (rest >= 0) & np.where(stages > 0, rest % np.maximum(stages, 1) == 0, rest == 0)
+    middle = xp.where(stages > 0, rest / xp.maximum(stages, 1), 0.0)
+    ok = (pp > 1) & (rest >= 0) & xp.where(stages > 0, rest % xp.maximum(stages, 1) == 0, rest == 0)
     first_n = f if f > 0 else middle
     last_n = last if last > 0 else middle
     for n in (first_n, middle, last_n):
-        ok &= np.mod(n, v) == 0
+        ok &= xp.mod(n, v) == 0
     return ok
 
 
@@ -212,35 +231,57 @@ def _uneven(space: TrainSearchSpace) -> bool:
     return space.first_stage_layers > 0 or space.last_stage_layers > 0
 
 
+def _plan_fields(col: Any, space: TrainSearchSpace, onehot: Any, full: Any) -> dict[str, Any]:
+    """A plan's fields from candidate columns (shared by the host table and the on-device
+    enumeration): ``onehot(name)`` gives a choice's one-hot rows, ``full(value)`` a constant
+    column."""
+    return {
+        "tp": col["tp"],
+        "pp": col["pp"],
+        "cp": col["cp"],
+        "dp": col["chips"] / (col["tp"] * col["pp"] * col["cp"]),
+        "ep": col["ep"],
+        "micro_batch": col["micro_batch"],
+        "global_batch": full(space.global_batch),
+        "seq_len": full(space.seq_len),
+        "virtual_stages": col["virtual_stages"],
+        "sequence_parallel": col["sequence_parallel"] * 1.0,
+        "flash_attention": full(float(space.flash_attention)),
+        "overlap_grad_reduce": full(1.0),
+        "recompute": onehot("recompute"),
+        "zero": onehot("zero"),
+        "precision": onehot("precision"),
+        "grad_bytes_per_param": full(2.0),
+        "optimizer": onehot("optimizer"),
+        **{k: full(v) for k, v in _fixed(space).items()},
+    }
+
+
 def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
     """Stack candidate rows into one exact :class:`TrainPlan` pytree (leading axis = rows)."""
     col = c.columns
     n = len(c)
     dtype = dtype or jnp.result_type(float)
     f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64), dtype=dtype)  # noqa: E731
-    full = lambda v: f(np.full(n, v))  # noqa: E731
-    return encode_train(
-        {
-            "tp": f(col["tp"]),
-            "pp": f(col["pp"]),
-            "cp": f(col["cp"]),
-            "dp": f(col["chips"] / (col["tp"] * col["pp"] * col["cp"])),
-            "ep": f(col["ep"]),
-            "micro_batch": f(col["micro_batch"]),
-            "global_batch": full(space.global_batch),
-            "seq_len": full(space.seq_len),
-            "virtual_stages": f(col["virtual_stages"]),
-            "sequence_parallel": f(col["sequence_parallel"].astype(float)),
-            "flash_attention": full(float(space.flash_attention)),
-            "overlap_grad_reduce": full(1.0),
-            "recompute": f(_one_hots("recompute", col["recompute"], n)),
-            "zero": f(_one_hots("zero", col["zero"].astype(int), n)),
-            "precision": f(_one_hots("precision", col["precision"], n)),
-            "grad_bytes_per_param": full(2.0),
-            "optimizer": f(_one_hots("optimizer", space.optimizer, n)),
-            **{k: f(np.broadcast_to(v, (n, *np.shape(v)))) for k, v in _fixed(space).items()},
-        }
-    )
+    chosen = {k: col[k] for k in ("recompute", "precision")}
+    chosen |= {"zero": col["zero"].astype(int), "optimizer": space.optimizer}
+    onehot = lambda name: _one_hots(name, chosen[name], n)  # noqa: E731
+    full = lambda v: np.broadcast_to(v, (n, *np.shape(v)))  # noqa: E731
+    return encode_train({k: f(v) for k, v in _plan_fields(col, space, onehot, full).items()})
+
+
+def _device_plans(cols: dict, index: dict, space: TrainSearchSpace, n: int) -> TrainPlan:
+    """:func:`to_plans` inside ``jit``, from :func:`device_columns` (choices by option index)."""
+
+    def onehot(name: str) -> jax.Array:
+        if name == "optimizer":
+            return full(_one_hots(name, space.optimizer, 1)[0])
+        options = getattr(space, name)
+        table = _one_hots(name, [int(o) if name == "zero" else o for o in options], len(options))
+        return jnp.asarray(table, jnp.result_type(float))[index[name]]
+
+    full = lambda v: jnp.broadcast_to(jnp.asarray(v, jnp.result_type(float)), (n, *np.shape(v)))  # noqa: E731
+    return encode_train(_plan_fields(cols, space, onehot, full))
 
 
 def objective_of(out: TrainBreakdown, objective: TrainObjective | str) -> jax.Array:
@@ -255,11 +296,11 @@ def objective_of(out: TrainBreakdown, objective: TrainObjective | str) -> jax.Ar
     return out.step_time_s
 
 
-@eqx.filter_jit
-def _evaluate(cost: TrainCost, plans: TrainPlan, objective: str, risk=None):
-    """Exact objective of every plan; with ``risk`` (the p90 objective) the step time's upper
-    quantile ``y exp(Z80 sigma)`` (:mod:`diffcost._analysis.uncertainty`: the constants'
-    posterior and the discrepancy of the plan's regime, ZeRO-3 across nodes or not)."""
+def _per_plan(cost: TrainCost, objective: str, risk: Any):
+    """The exact objective, headroom and breakdown of one plan; with ``risk`` (the p90
+    objective) the step time's upper quantile ``y exp(Z80 sigma)``
+    (:mod:`diffcost._analysis.uncertainty`: the constants' posterior and the discrepancy of the
+    plan's regime, ZeRO-3 across nodes or not)."""
     from .._analysis.uncertainty import log_sigma, upper_quantile, zero3_multinode_weight
 
     def one(plan):
@@ -272,7 +313,42 @@ def _evaluate(cost: TrainCost, plans: TrainPlan, objective: str, risk=None):
             obj = upper_quantile(obj, log_sigma(one_cost, plan, "step_time_s", risk, w))
         return obj, out.headroom_bytes, out
 
-    return jax.vmap(one)(plans)
+    return one
+
+
+@eqx.filter_jit
+def _evaluate(cost: TrainCost, plans: TrainPlan, objective: str, risk=None):
+    """Exact objective, headroom and breakdown of every plan (:func:`_per_plan`)."""
+    return jax.vmap(_per_plan(cost, objective, risk))(plans)
+
+
+@dataclass(frozen=True)
+class _ScanKey:
+    """The static part of an on-device enumeration (the key of its compilation)."""
+
+    axes: tuple[Axis, ...]
+    choices: tuple[Choice, ...]
+    shape: _Shape
+    space: TrainSearchSpace
+    chunk: int
+    k: int
+
+
+@eqx.filter_jit
+def _scan(cost: TrainCost, start: jax.Array, risk: Any, key: _ScanKey):
+    """Flat plans ``start .. start + chunk`` decoded, checked and evaluated exactly; returns the
+    valid and feasible counts and the ``k`` best (index, objective, breakdown)."""
+    flat = start + jnp.arange(key.chunk, dtype=start.dtype)
+    cols, index = device_columns(key.axes, key.choices, flat)
+    total = Candidates.size_of(key.axes, key.choices)
+    ok = valid(cols, key.shape, key.space, jnp) & (flat < total)
+    plans = _device_plans(cols, index, key.space, key.chunk)
+    obj, headroom, out = jax.vmap(_per_plan(cost, key.space.objective, risk))(plans)
+    feasible = ok & (headroom >= 0) & (out.unsupported_format == 0) & jnp.isfinite(obj)
+    score = jnp.where(feasible, obj, jnp.inf)
+    _, top = jax.lax.top_k(-score, key.k)
+    best = jax.tree_util.tree_map(lambda x: x[top], out)
+    return jnp.sum(ok), jnp.sum(feasible), top, score[top], best
 
 
 def risk_of(space: TrainSearchSpace, objective: str | None = None) -> Any:
@@ -398,7 +474,7 @@ class TrainProblem(SearchProblem):
         self.system, self.model, self.space = system, model, space
         self.objective = space.objective
         require_price(system, space.objective)
-        risk_of(space)  # a p90 search without a posterior fails here, before any solving
+        self.risk = risk_of(space)  # a p90 search without a posterior fails here, first
         axes, choices = axes_for(model, space)
         self.axes, self.choices = tuple(axes), tuple(choices)
 
@@ -431,6 +507,11 @@ class TrainProblem(SearchProblem):
 
     def valid(self, c: Candidates) -> np.ndarray:
         return valid(c, self.model, self.space)
+
+    def scan(self, start: int, chunk: int, k: int) -> Scan:
+        assert self.system is not None
+        key = _ScanKey(self.axes, self.choices, _Shape.of(self.model), self.space, chunk, k)
+        return Scan(*_scan(TrainCost(self.system, self.model), jnp.int32(start), self.risk, key))
 
     def evaluate(self, c: Candidates) -> Evaluation:
         assert self.system is not None

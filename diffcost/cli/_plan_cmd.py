@@ -23,13 +23,20 @@ from .._analysis.coverage import (
 from .._core.errors import Problem, SpecError
 from .._core.options import ServeObjective, TrainObjective, coerce
 from .._inputs.loader import load_model, load_spec, load_system
-from .._search.core import SearchResult
+from .._search.core import SearchResult, settings
 from .._search.launch import megatron_dispatcher_flags, megatron_flags, megatron_model_flags
 from .._search.train import TrainSearchSpace, search_train
 from .._train.cost import TrainCost
 from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STAGES, train_plan
 from . import app
-from ._common import EXIT_INFEASIBLE, JsonFlag, console, friendly_errors, print_json
+from ._common import (
+    EXIT_INFEASIBLE,
+    JsonFlag,
+    console,
+    friendly_errors,
+    print_json,
+    to_python,
+)
 
 plan_app = typer.Typer(help="Search for the best training or serving plan.", no_args_is_help=True)
 app.add_typer(plan_app, name="plan")
@@ -70,13 +77,20 @@ SHORT = {
 }
 
 
-def print_result(result: SearchResult, title: str, fmt_objective, launch: str | None) -> None:
-    """Readable search report shared by training and serving."""
+def print_result(
+    result: SearchResult, title: str, fmt_objective, launch: str | None, space: Any = None
+) -> None:
+    """Readable search report shared by training and serving (``space``: its settings, the
+    defaulted ones included, are echoed under the title)."""
     console.print(
         f"{title}  ({result.method}; {result.evaluated:,} exact evaluations, "
         f"{result.feasible_count:,} feasible, {result.wall_s:.2f} s)",
         highlight=False,
     )
+    if space is not None:
+        given = settings(space)
+        text = " ".join(f"{k}={_setting(v)}" for k, v in given.items() if v not in ("", None))
+        console.print(f"settings: {text}", highlight=False, markup=False, style="dim")
     if result.best is None:
         console.print(f"no feasible plan: {result.binding}", style="bold red")
         for s in result.suggestions:
@@ -98,14 +112,23 @@ def print_result(result: SearchResult, title: str, fmt_objective, launch: str | 
         console.print("    " + launch, highlight=False, markup=False)
 
 
-def result_json(result: SearchResult, launch: str | None) -> dict:
+def result_json(result: SearchResult, launch: str | None, space: Any = None) -> dict:
+    """The ``--json`` object of a search: every setting of the space (defaults included), the
+    best plan and the runners-up, each with its full exact breakdown."""
+    parts = [to_python(b) for b in result.breakdowns]
+    parts += [None] * (len(result.alternatives) + 1 - len(parts))
     return {
+        "settings": settings(space) if space is not None else None,
         "feasible": result.best is not None,
         "best_plan": result.best,
         "objective": result.objective_name,
         "best_objective": result.best_objective if result.best is not None else None,
+        "best_breakdown": parts[0] if result.best is not None else None,
         "binding": result.binding,
-        "alternatives": [{"plan": p, "objective_value": v} for p, v in result.alternatives],
+        "alternatives": [
+            {"plan": p, "objective_value": v, "breakdown": b}
+            for (p, v), b in zip(result.alternatives, parts[1:], strict=False)
+        ],
         "method": result.method,
         "evaluated": result.evaluated,
         "feasible_count": result.feasible_count,
@@ -114,6 +137,10 @@ def result_json(result: SearchResult, launch: str | None) -> dict:
         "suggestions": result.suggestions,
         "launch_flags": launch,
     }
+
+
+def _setting(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 _UNITS = {
@@ -131,7 +158,8 @@ Exhaustive = Annotated[
     typer.Option(
         "--exhaustive/--relaxed",
         help="Enumerate the whole discrete space, or run the relaxed gradient search "
-        "(default: enumerate spaces of at most 2,000,000 plans, search larger ones).",
+        "(default: enumerate spaces of at most 50,000,000 training plans, on device, or "
+        "2,000,000 serving plans; search larger ones).",
         show_default=False,
     ),
 ]
@@ -155,17 +183,23 @@ def _finish(
     json_out: bool,
     show: tuple[str, Callable[[float], str]],
     checks: dict[str, Any] | None = None,
+    space: Any = None,
+    risk: tuple[dict[str, Any] | None, str] = (None, "step_time_s"),
 ) -> None:
-    """Print the search result (``show``: title and objective formatter) and the checks of the
-    chosen plan (``checks``: a training plan's MFU plausibility and unmodelled regimes); exit 1
-    when no plan is feasible."""
+    """Print the search result (``show``: title and objective formatter), the checks of the
+    chosen plan (``checks``: a training plan's MFU plausibility and unmodelled regimes) and a
+    p90 search's mean-vs-p90 comparison (``risk``: it and the output it compares); exit 1 when
+    no plan is feasible."""
     if json_out:
         extra = {} if checks is None else {"checks": checks}
-        print_json({"model": model, "chips": chips, **result_json(result, launch), **extra})
+        extra |= {} if risk[0] is None else {"risk": risk[0]}
+        print_json({"model": model, "chips": chips, **result_json(result, launch, space), **extra})
     else:
-        print_result(result, show[0], show[1], launch)
+        print_result(result, show[0], show[1], launch, space)
         for line in [] if checks is None else coverage_lines(checks):
             console.print(line, highlight=False, markup=False)
+        if risk[0] is not None:
+            print_risk(risk[0], risk[1])
     if result.best is None:
         raise typer.Exit(EXIT_INFEASIBLE)
 
@@ -244,22 +278,14 @@ def plan_train(
     )
     model_ = load_model(model)
     result = search_train(sys_, model_, space, exhaustive=exhaustive)
-    result.alternatives = result.alternatives[:top]
+    result.keep(top)
     launch = _megatron_launch(result.best, model_)
     name = load_spec("model", model).info.display_name
     label, fmt = _UNITS[objective]
     title = f"{name} on {n}x {hw_name}: minimise {label}"
     checks = _train_checks(sys_, model_, space.chip, result.best)
     risk = _risk(sys_, model_, space, result, exhaustive)
-    if json_out and risk is not None:  # the search found a plan: nothing to exit with
-        extra = {} if checks is None else {"checks": checks}
-        print_json(
-            {"model": model, "chips": n, **result_json(result, launch), **extra, "risk": risk}
-        )
-        return
-    _finish(result, launch, model, n, json_out, (title, fmt), checks)
-    if risk is not None:
-        print_risk(risk)
+    _finish(result, launch, model, n, json_out, (title, fmt), checks, space, (risk, "step_time_s"))
 
 
 def _risk(system: Any, model: Any, space: TrainSearchSpace, result: SearchResult, exhaustive):
@@ -516,18 +542,13 @@ def _serve_report(
     if float(model_.experts) > 0:  # a mixture of experts: try both expert layouts
         space = replace(space, expert_parallel=(False, True))
     result = search_serve(system, model_, space, exhaustive=exhaustive)
-    result.alternatives = result.alternatives[:top]
+    result.keep(top)
     info = load_spec("model", model).info
     launch = serving_flags(result.best, info.name, space) if result.best else None
     label, fmt = _SERVE_UNITS[str(space.objective)]
     title = f"{info.display_name} on {n}x {hw_name}: serve, objective {label}"
     risk = _serve_risk(system, model_, space, result, exhaustive)
-    if json_out and risk is not None:
-        print_json({"model": model, "chips": n, **result_json(result, launch), "risk": risk})
-        return
-    _finish(result, launch, model, n, json_out, (title, fmt))
-    if risk is not None:
-        print_risk(risk, "tpot_s")
+    _finish(result, launch, model, n, json_out, (title, fmt), None, space, (risk, "tpot_s"))
     if space.objective == "goodput" and result.best is not None and not json_out:
         _print_goodput(system, n, float(result.best_objective))
 

@@ -1,0 +1,191 @@
+"""Headline performance numbers in one machine-readable JSON, so that regressions are visible.
+
+Run: python benchmarks/headline.py [--out benchmarks/headline.json] [--quick]
+
+Measured (seconds unless named otherwise; the device is recorded):
+- ``import_s``: ``python -c "import diffcost"``, best of 3.
+- ``cold_*_s`` / ``warm_*_s``: ``diffcost train`` and ``diffcost plan train --chips 64`` as
+  subprocesses, first with an empty compilation cache (a fresh machine), then with the cache
+  they wrote (``DIFFCOST_CACHE_DIR``).
+- ``single_plan_us``: one jitted training prediction of the step time, dispatch and the copy
+  to the host included (``float(...)``), after warm-up; ``single_plan_all_outputs_us`` the same
+  for every output (the whole breakdown pytree copied back); ``predictor_packed_us`` every
+  output through :class:`diffcost.Predictor` (a packed plan in, a packed vector out), and
+  ``predictor_plan_to_dict_us`` from a plan object to a dict of outputs.
+- ``train_vmap_plans_per_s`` / ``serve_vmap_plans_per_s``: exact plans per second under one
+  ``vmap`` (the step time / TPOT only; XLA drops unread outputs).
+- ``exhaustive``: the on-device enumeration (:func:`diffcost._search.core.scan_space`) per
+  scenario: space size, valid and feasible plans, compile and warm wall time, plans/s of the
+  whole space end to end, and the same for the host enumeration it replaced.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import numpy as np
+from _timing import time_calls, time_vmapped  # benchmarks/ is sys.path[0] when run as a script
+from bench_serve import random_plans as serve_plans
+from bench_train import random_plans as train_plans
+
+import diffcost as dc
+from diffcost._search.core import _result, enumerate_all, scan_space, space_size
+from diffcost._search.train import TrainProblem, TrainSearchSpace
+
+SCENARIOS = [
+    # name, model, system, chips, space
+    ("gpt3-175b-1024xa100", "gpt3-175b", "dgx-a100", 1024, dict(global_batch=1536, seq_len=2048)),
+    (
+        "gpt3-175b-16384xh100-fp8-cp",
+        "gpt3-175b",
+        "dgx-h100",
+        16384,
+        dict(global_batch=4096, seq_len=4096, max_cp=8, precision=("bf16", "fp8")),
+    ),
+    (
+        "llama-3-70b-chips-1..1024xh100",
+        "llama-3-70b",
+        "dgx-h100",
+        1024,
+        dict(
+            global_batch=1024,
+            seq_len=8192,
+            max_cp=8,
+            max_micro_batch=64,
+            chips=tuple(2**k for k in range(11)),
+            precision=("bf16", "fp8"),
+        ),
+    ),
+]
+
+
+def _best_of(cmd: list[str], repeats: int, env: dict[str, str] | None = None) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=False, capture_output=True, env=env)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def cli_times() -> dict[str, float]:
+    """Import time and cold/warm CLI wall times (subprocesses)."""
+    out = {"import_s": _best_of([sys.executable, "-c", "import diffcost"], 3)}
+    exe = str(Path(sys.executable).with_name("diffcost"))
+    for name, args in [("train", ["train"]), ("plan_train", ["plan", "train", "--chips", "64"])]:
+        with tempfile.TemporaryDirectory() as cache:
+            env = os.environ | {"DIFFCOST_CACHE_DIR": cache}
+            out[f"cold_{name}_s"] = _best_of([exe, *args], 1, env)
+            out[f"warm_{name}_s"] = _best_of([exe, *args], 2, env)
+    return out
+
+
+def model_rates(plans: int) -> dict[str, float]:
+    """Single-plan latency (host copy included) and vmapped plans/s of both cost models."""
+    system, model = dc.load_system("dgx-h100", chips=1024), dc.load_model("llama-3-70b")
+    cost = dc.TrainCost(system, model)
+    plan = dc.train_plan(tp=8, pp=4, dp=32, global_batch=1024)
+    step = eqx.filter_jit(lambda c, p: c(p).step_time_s)
+    whole = eqx.filter_jit(lambda c, p: c(p))
+    out = {}
+    for key, fn, copy in [
+        ("single_plan_us", step, float),
+        ("single_plan_all_outputs_us", whole, jax.device_get),
+    ]:
+        copy(fn(cost, plan))
+        t0, calls = time.perf_counter(), 500
+        for _ in range(calls):
+            copy(fn(cost, plan))
+        out[key] = (time.perf_counter() - t0) / calls * 1e6
+    fast = dc.Predictor(cost, plan)
+    x = fast.pack(plan)
+    for key, call, arg in [
+        ("predictor_packed_us", fast.packed, x),
+        ("predictor_plan_to_dict_us", fast, plan),
+    ]:
+        call(arg)
+        t0, calls = time.perf_counter(), 2000
+        for _ in range(calls):
+            call(arg)
+        out[key] = (time.perf_counter() - t0) / calls * 1e6
+    chunk = min(plans, 250_000)
+    chunks = [train_plans(chunk, seed=i) for i in range(max(1, plans // chunk))]
+    _, best = time_vmapped(cost, chunks, lambda c, q: c(q).step_time_s, 2)
+    out["train_vmap_plans_per_s"] = chunk * len(chunks) / best
+    serve = dc.ServeCost(dc.load_system("dgx-h100", chips=64), model)
+    chunks = [serve_plans(chunk, seed=i) for i in range(max(1, plans // chunk))]
+    _, best = time_vmapped(serve, chunks, lambda c, q: c(q).tpot_s, 2)
+    out["serve_vmap_plans_per_s"] = chunk * len(chunks) / best
+    _, per = time_calls(eqx.filter_jit(lambda c, p: c(p).tpot_s), (serve, dc.serve_plan()), 500)
+    out["serve_single_plan_us_no_copy"] = per * 1e6
+    return out
+
+
+def exhaustive(host: bool) -> list[dict]:
+    """The on-device enumeration per scenario (and the host one it replaced, where asked)."""
+    rows = []
+    for name, model, system, chips, options in SCENARIOS:
+        space = TrainSearchSpace(**({"chips": (chips,)} | options))
+        problem = TrainProblem(dc.load_system(system, chips=chips), dc.load_model(model), space)
+        size = space_size(problem)
+        t0 = time.perf_counter()
+        first = scan_space(problem, "device")
+        cold = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        result = scan_space(problem, "device")
+        warm = time.perf_counter() - t0
+        assert first is not None and result is not None
+        row = {
+            "scenario": name,
+            "space": size,
+            "valid": result.evaluated,
+            "feasible": result.feasible_count,
+            "best_objective_s": result.best_objective,
+            "best_plan": result.best,
+            "device_first_call_s": cold,
+            "device_warm_s": warm,
+            "device_plans_per_s": size / warm,
+        }
+        if host and size <= 2_000_000:
+            _result(problem, enumerate_all(problem), "host")  # compile
+            t0 = time.perf_counter()
+            ref = _result(problem, enumerate_all(problem), "host")
+            row["host_warm_s"] = time.perf_counter() - t0
+            row["host_plans_per_s"] = size / row["host_warm_s"]
+            row["same_answer"] = ref.best == result.best
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "best_plan"}), flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", default=str(Path(__file__).with_name("headline.json")))
+    parser.add_argument("--quick", action="store_true", help="skip the CLI subprocess timings")
+    parser.add_argument("--plans", type=int, default=500_000)
+    args = parser.parse_args()
+    report: dict = {
+        "device": str(jax.devices()[0]),
+        "cpu_count": os.cpu_count(),
+        "jax": jax.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    report["exhaustive"] = exhaustive(host=True)
+    report |= model_rates(args.plans)
+    if not args.quick:
+        report |= cli_times()
+    Path(args.out).write_text(json.dumps(report, indent=1, default=float) + "\n")
+    print(json.dumps({k: v for k, v in report.items() if k != "exhaustive"}, indent=1))
+    rates = [r["device_plans_per_s"] for r in report["exhaustive"]]
+    print(f"exhaustive on device: {np.min(rates):,.0f} to {np.max(rates):,.0f} plans/s")
+
+
+if __name__ == "__main__":
+    main()
