@@ -38,6 +38,13 @@ CASES = [
         dict(global_batch=64, seq_len=8192, first_stage_layers=4),
         marks=_SLOW,
     ),
+    pytest.param(  # the p90 objective: the step time's upper quantile from the posterior
+        "llama-2-13b",
+        "dgx-h100",
+        32,
+        dict(global_batch=128, seq_len=4096, objective="p90", chip="h100-sxm"),
+        marks=_SLOW,
+    ),
     pytest.param(
         "gpt3-175b",
         "dgx-a100",
