@@ -31,55 +31,25 @@ import diffcost as dc
 from diffcost._search.core import Candidates, scan_space, search, space_size
 from diffcost._search.train import TrainProblem, TrainSearchSpace
 
-POWERS = lambda lo, hi: tuple(2**k for k in range(lo, hi + 1))  # noqa: E731
 
-SPACES = [
-    # name, model, system, largest chip count, space options
-    (
-        "deepseek-v3-64..16384xh100",
-        "deepseek-v3",
-        "dgx-h100",
-        16384,
-        dict(
-            global_batch=8192,
-            seq_len=8192,
-            chips=POWERS(6, 14),
-            max_cp=32,
-            max_micro_batch=256,
-            max_virtual_stages=16,
-            precision=("bf16", "fp8"),
-        ),
-    ),
-    (
-        "qwen3-235b-1024..16384xh100",
-        "qwen3-235b-a22b",
-        "dgx-h100",
-        16384,
-        dict(
-            global_batch=8192,
-            seq_len=8192,
-            chips=POWERS(10, 14),
-            max_cp=16,
-            max_micro_batch=64,
-            max_virtual_stages=16,
-            precision=("bf16", "fp8"),
-        ),
-    ),
-    (
-        "llama-3-405b-1024..16384xh100",
-        "llama-3-405b",
-        "dgx-h100",
-        16384,
-        dict(
-            global_batch=4096,
-            seq_len=8192,
-            chips=POWERS(10, 14),
-            max_cp=16,
-            max_micro_batch=64,
-            max_virtual_stages=16,
-            precision=("bf16", "fp8"),
-        ),
-    ),
+def _space(name: str, model: str, lo: int, gb: int, max_cp: int, max_mb: int) -> tuple:
+    """A space on 2**lo .. 16,384 H100s, 8k-token sequences, every axis open."""
+    options = dict(
+        global_batch=gb,
+        seq_len=8192,
+        chips=tuple(2**k for k in range(lo, 15)),
+        max_cp=max_cp,
+        max_micro_batch=max_mb,
+        max_virtual_stages=16,
+        precision=("bf16", "fp8"),
+    )
+    return (name, model, "dgx-h100", 16384, options)
+
+
+SPACES = [  # name, model, system, largest chip count, space options
+    _space("deepseek-v3-64..16384xh100", "deepseek-v3", 6, 8192, 32, 256),
+    _space("qwen3-235b-1024..16384xh100", "qwen3-235b-a22b", 10, 8192, 16, 64),
+    _space("llama-3-405b-1024..16384xh100", "llama-3-405b", 10, 4096, 16, 64),
 ]
 
 
