@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from .._inputs.load_measurements import LOAD_METRICS, LoadMeasurement, load_load_measurements
 from .._inputs.loader import load_model, load_system
-from .._serve.load import LoadBreakdown, goodput_qps, under_load, workload
+from .._serve.load import LoadBreakdown, goodput_qps_jit, under_load, workload
 from .._serve.plan import plan_kwargs, serve_plan
 from .validate import _stats
 
@@ -34,11 +34,6 @@ PREDICTOR = {
 @eqx.filter_jit
 def _predict(system, model, plan, load) -> LoadBreakdown:
     return under_load(system, model, plan, load)
-
-
-@eqx.filter_jit
-def _goodput(system, model, plan, cv_a, cv_s, ttft_s, tpot_s):
-    return goodput_qps(system, model, plan, cv_a, cv_s, ttft_s, tpot_s)
 
 
 def _inputs(m: LoadMeasurement, calibration: str):
@@ -81,7 +76,7 @@ def validate_load(
             cvs = (load.arrival_cv, load.input_cv)
             limits = tuple(jnp.asarray(x) for x in m.limits)
             measured["goodput_qps"] = m.load["qps"]
-            predicted["goodput_qps"] = float(_goodput(system, model, plan, *cvs, *limits))
+            predicted["goodput_qps"] = float(goodput_qps_jit(system, model, plan, *cvs, *limits))
         for key, value in measured.items():
             unmodelled = m.unmodelled if key != "goodput_qps" else None
             rows.append(

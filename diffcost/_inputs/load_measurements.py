@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._core.errors import Problem, SpecError
 from . import schema as S
-from .checker import Checker, read_toml
-from .measurements import _check_plan, _plan, _references, measurements_dir
+from .checker import Checker
+from .measurements import _check_plan, _plan, _references, measurements_dir, read_points
 
 #: Measured keys (SI) in the order they are reported.
 LOAD_METRICS = (
@@ -80,39 +79,7 @@ def load_load_measurements(paths: Sequence[str | Path] | None = None) -> list[Lo
         SpecError: every problem of every file at once (file, key, reason).
     """
     files = sorted(load_measurements_dir().glob("*.toml")) if paths is None else list(paths)
-    problems: list[Problem] = []
-    points: list[LoadMeasurement] = []
-    seen: dict[str, str] = {}
-    for path in map(Path, files):
-        try:
-            got = _load_file(path)
-        except SpecError as err:
-            problems += err.problems
-            continue
-        for m in got:
-            if m.id in seen:
-                problems.append(
-                    Problem(str(path), f"point {m.id}", f"duplicate id (also in {seen[m.id]})")
-                )
-            seen[m.id] = str(path)
-        points += got
-    if problems:
-        raise SpecError(problems)
-    return points
-
-
-def _load_file(path: Path) -> list[LoadMeasurement]:
-    data = read_toml(path)
-    ck = Checker(str(path))
-    top, source = ck.document(data, S.KINDS["load-measurements"], stem=path.stem)
-    raw_points = data.get("point")
-    if not isinstance(raw_points, list) or not raw_points:
-        ck.add("point", "missing: at least one [[point]] table")
-        raw_points = []
-    name = top.get("name", path.stem)
-    out = [m for i, raw in enumerate(raw_points) if (m := _point(ck, path, name, i, raw, source))]
-    ck.raise_if_any()
-    return out
+    return read_points([Path(f) for f in files], "load-measurements", _point)
 
 
 _TABLES = ("plan", "load", "measured")

@@ -20,7 +20,7 @@ tokens/s exactly.  Every problem of every file is reported at once (:class:`Spec
 See ``specs/SCHEMA.md`` ("Measurements") for the format.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,33 +113,44 @@ def load_measurements(paths: Sequence[str | Path] | None = None) -> list[Measure
         SpecError: every problem of every file at once (file, key, reason).
     """
     files = sorted(measurements_dir().glob("*.toml")) if paths is None else [Path(p) for p in paths]
+    if not files:
+        raise SpecError([Problem(str(measurements_dir()), "", "no measurement files")])
+    return read_points(files, "measurements", _point)
+
+
+def read_points(files: Sequence[Path], kind: str, parse: Callable[..., Any]) -> list[Any]:
+    """The ``[[point]]`` tables of measurement files of spec kind ``kind``, each made a point by
+    ``parse(checker, path, source name, index, raw table, source info)`` (None when it has
+    problems, which it adds to the checker), in file order; ids unique across all files.
+
+    Raises:
+        SpecError: every problem of every file at once (file, key, reason).
+    """
     problems: list[Problem] = []
-    points: list[Measurement] = []
-    seen_ids: dict[str, str] = {}
-    for path in files:
+    points: list[Any] = []
+    seen: dict[str, str] = {}
+    for path in map(Path, files):
         try:
-            got = _load_file(path)
+            got = _read_file(path, kind, parse)
         except SpecError as err:
             problems += err.problems
             continue
         for m in got:
-            if m.id in seen_ids:
+            if m.id in seen:
                 problems.append(
-                    Problem(str(path), f"point {m.id}", f"duplicate id (also in {seen_ids[m.id]})")
+                    Problem(str(path), f"point {m.id}", f"duplicate id (also in {seen[m.id]})")
                 )
-            seen_ids[m.id] = str(path)
+            seen[m.id] = str(path)
         points += got
-    if not files:
-        problems.append(Problem(str(measurements_dir()), "", "no measurement files"))
     if problems:
         raise SpecError(problems)
     return points
 
 
-def _load_file(path: Path) -> list[Measurement]:
+def _read_file(path: Path, kind: str, parse: Callable[..., Any]) -> list[Any]:
     data = read_toml(path)
     ck = Checker(str(path))
-    top, source = ck.document(data, S.KINDS["measurements"], stem=path.stem)
+    top, source = ck.document(data, S.KINDS[kind], stem=path.stem)
     raw_points = data.get("point")
     if not isinstance(raw_points, list) or not raw_points:
         ck.add("point", "missing: at least one [[point]] table")
@@ -148,7 +159,7 @@ def _load_file(path: Path) -> list[Measurement]:
     out = []
     ids: set[str] = set()
     for i, raw in enumerate(raw_points):
-        m = _point(ck, path, name, i, raw, source)
+        m = parse(ck, path, name, i, raw, source)
         if m is not None:
             if m.id in ids:
                 ck.add(f"point[{i}].id", f"duplicate id {m.id!r}")

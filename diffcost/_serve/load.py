@@ -437,3 +437,8 @@ __all__ = [
     "under_load",
     "workload",
 ]
+
+
+#: :func:`goodput_qps` under one ``eqx.filter_jit`` (one compilation per model structure), for
+#: callers that ask one plan at a time: ``diffcost serve --qps`` and ``validate --load``.
+goodput_qps_jit = eqx.filter_jit(goodput_qps)

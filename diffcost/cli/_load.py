@@ -8,7 +8,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._core.errors import Problem, SpecError
-from .._serve.load import LoadBreakdown, Workload, goodput_qps, under_load, workload
+from .._serve.load import LoadBreakdown, Workload, goodput_qps_jit, under_load, workload
 from ._common import console
 from ._options import Opt
 
@@ -47,16 +47,11 @@ def _check(flags: dict[str, Any]) -> None:
         raise SpecError(bad)
 
 
-@eqx.filter_jit
-def _goodput(system, model, plan, cv_a, cv_s, ttft_s, tpot_s):
-    return goodput_qps(system, model, plan, cv_a, cv_s, ttft_s, tpot_s)
-
-
 def goodput(system, model, plan, arrival_cv: float, input_cv: float, limits_s) -> float:
     """Largest requests/s to the deployment whose p99 TTFT and TPOT meet ``limits_s`` (0 if
     none; :func:`~diffcost._serve.load.goodput_qps`)."""
     args = (arrival_cv, input_cv, min(limits_s[0], 1e30), min(limits_s[1], 1e30))
-    return float(_goodput(system, model, plan, *(jnp.asarray(float(x)) for x in args)))
+    return float(goodput_qps_jit(system, model, plan, *(jnp.asarray(float(x)) for x in args)))
 
 
 def load_summary(system, model, plan, flags: dict[str, Any]) -> dict[str, Any] | None:

@@ -89,7 +89,7 @@ def print_result(
     )
     if space is not None:
         given = settings(space)
-        text = " ".join(f"{k}={_setting(v)}" for k, v in given.items() if v not in ("", None))
+        text = " ".join(f"{k}={_setting(v)}" for k, v in given.items() if v not in ("", None, []))
         console.print(f"settings: {text}", highlight=False, markup=False, style="dim")
     if result.best is None:
         console.print(f"no feasible plan: {result.binding}", style="bold red")
