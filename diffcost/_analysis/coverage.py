@@ -19,12 +19,15 @@ chip and precision exists the check says so and flags nothing.
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
+from .._core.disk_cache import cached_json
 from .._core.smooth import EXACT, Smoothing, is_one
+from .._inputs.checker import specs_dir
 from .._inputs.hardware import FORMATS
 from .._inputs.loader import load_chip, load_model, load_spec
 from .._inputs.measurements import Measurement, load_measurements
@@ -116,8 +119,19 @@ def index(points: Sequence[Measurement]) -> list[Measured]:
 
 @cache
 def builtin_index() -> tuple[Measured, ...]:
-    """:func:`index` of the built-in ``specs/measurements`` (read once)."""
-    return tuple(index(load_measurements()))
+    """:func:`index` of the built-in ``specs/measurements`` (read once per process, and kept on
+    disk between runs while the specs and the package are unchanged:
+    :func:`~diffcost._core.disk_cache.cached_json`)."""
+
+    def compute() -> list[list[Any]]:
+        return [
+            [m.id, m.source, m.chip, m.kind, list(m.formats), m.mfu, sorted(m.features)]
+            for m in index(load_measurements())
+        ]
+
+    package = Path(__file__).resolve().parents[1]
+    rows = cached_json("coverage-index", [specs_dir(), package], compute)
+    return tuple(Measured(r[0], r[1], r[2], r[3], tuple(r[4]), r[5], frozenset(r[6])) for r in rows)
 
 
 def family_of(chip: str) -> str | None:

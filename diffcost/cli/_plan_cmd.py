@@ -204,17 +204,16 @@ def _finish(
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
-def _train_checks(
-    system: Any, model: Any, chip: str, best: dict[str, Any] | None
-) -> dict[str, Any] | None:
+def _train_checks(system: Any, chip: str, result: SearchResult) -> dict[str, Any] | None:
     """The chosen training plan against what is published: the coverage of its chip, its MFU
-    against the best published on that chip (:func:`~diffcost._analysis.coverage.mfu_check`)
-    and the unmodelled regimes it is in; evaluated with the exact model."""
+    (from the search's exact breakdown) against the best published on that chip
+    (:func:`~diffcost._analysis.coverage.mfu_check`) and the unmodelled regimes it is in."""
+    best = result.best
     if best is None:
         return None
     names = {f.name for f in TRAIN_FIELDS}
     plan = train_plan(**{k: v for k, v in best.items() if k in names})
-    mfu = float(TrainCost(system, model)(plan).mfu)
+    mfu = float(result.breakdowns[0].mfu)
     fmt = formats_of(plan, "train")
     out = coverage(chip, "train", fmt, features=plan_features("train", best))
     out["mfu"] = mfu_check(chip, fmt[0], mfu)
@@ -283,7 +282,7 @@ def plan_train(
     name = load_spec("model", model).info.display_name
     label, fmt = _UNITS[objective]
     title = f"{name} on {n}x {hw_name}: minimise {label}"
-    checks = _train_checks(sys_, model_, space.chip, result.best)
+    checks = _train_checks(sys_, space.chip, result)
     risk = _risk(sys_, model_, space, result, exhaustive)
     _finish(result, launch, model, n, json_out, (title, fmt), checks, space, (risk, "step_time_s"))
 
@@ -308,7 +307,6 @@ def _train_interval(system: Any, model: Any, chip: str, row: dict) -> dict[str, 
     import equinox as eqx
 
     from .._analysis.uncertainty import intervals
-    from .._train.cost import TrainCost
     from .._train.plan import train_plan
 
     keys = ("tp", "pp", "dp", "cp", "micro_batch", "global_batch", "seq_len", "virtual_stages")
