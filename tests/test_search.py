@@ -9,7 +9,6 @@ from typer.testing import CliRunner
 
 import diffcost as dc
 from diffcost._search.discrete import Axis, Candidates, moves, refine, scaled_moves, unique
-from diffcost._search.launch import megatron_flags
 from diffcost._search.train import (
     TrainSearchSpace,
     enumerate_space,
@@ -160,34 +159,6 @@ def jax_index(tree, i):
     return jax.tree_util.tree_map(lambda x: x[i], tree)
 
 
-def test_megatron_flags():
-    flags = megatron_flags(
-        {
-            "tp": 8,
-            "pp": 4,
-            "cp": 1,
-            "micro_batch": 1,
-            "global_batch": 512,
-            "seq_len": 4096,
-            "virtual_stages": 2,
-            "sequence_parallel": True,
-            "recompute": "full",
-            "zero": 1,
-            "precision": "bf16",
-        }
-    )
-    for part in [
-        "--tensor-model-parallel-size 8",
-        "--pipeline-model-parallel-size 4",
-        "--num-virtual-stages-per-pipeline-rank 2",
-        "--sequence-parallel",
-        "--recompute-granularity full",
-        "--use-distributed-optimizer",
-        "--bf16",
-    ]:
-        assert part in flags
-
-
 def test_cli_plan_train_json():
     result = CliRunner().invoke(
         app,
@@ -213,7 +184,9 @@ def test_cli_plan_train_json():
         out["feasible"]
         and out["best_plan"]["dp"] * out["best_plan"]["tp"] * out["best_plan"]["pp"] == 8
     )
-    assert "--tensor-model-parallel-size" in out["launch_flags"]
+    (line,) = out["launch"]
+    assert line["framework"] == "Megatron-LM" and not line["refused"]
+    assert "--tensor-model-parallel-size" in line["argv"]
     # every setting echoed, the defaulted ones included; full breakdowns of every plan shown
     assert out["settings"]["max_micro_batch"] == 16 and out["settings"]["optimizer"] == "adam"
     assert out["settings"]["global_batch"] == 64 and out["settings"]["recompute"] == [

@@ -14,7 +14,6 @@ import pytest
 import diffcost as dc
 from diffcost._core.smooth import Smoothing
 from diffcost._search.core import enumerate_all
-from diffcost._search.launch import serving_flags
 from diffcost._search.serve import ServeProblem, ServeSearchSpace
 from diffcost._serve.cost import serve_problems
 
@@ -93,13 +92,6 @@ def test_search_tries_both_layouts_only_where_the_engine_accepts_them(mixtral):
     assert np.all(tp[ep] > 1) and np.all(8 % tp[ep] == 0)
     dense = ServeProblem(system, dc.load_model("llama-3-8b"), space)
     assert not enumerate_all(dense).columns["expert_parallel"].astype(bool).any()
-
-
-def test_launch_line_enables_expert_parallel():
-    space = ServeSearchSpace(input_len=1024, output_len=256, chips=8)
-    best = dict(tp=4, pp=1, batch=64, weight_format="bf16", kv_format="bf16", replicas=2)
-    assert "--enable-expert-parallel" not in serving_flags(best, "m", space)
-    assert "--enable-expert-parallel" in serving_flags(best | {"expert_parallel": True}, "m", space)
 
 
 def test_mixtral_bf16_does_not_fit_one_a100_80gb_but_int8_does(mixtral):

@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 import diffcost as dc
 from diffcost._core.smooth import RELAXED
 from diffcost._search.core import Candidates
-from diffcost._search.launch import serving_flags
 from diffcost._search.serve import ServeProblem, relaxed_serve_plan, serve_objective
 from diffcost.cli import app
 
@@ -182,14 +181,7 @@ def test_replicas_use_the_chip_budget():
     assert row["replicas"] == 4 and row["compute_format"] == "bf16"
 
 
-def test_serving_flags_and_cli():
-    flags = serving_flags(
-        {"tp": 4, "pp": 1, "batch": 64, "weight_format": "fp8", "kv_format": "fp8", "replicas": 2},
-        "m",
-        dc.ServeSearchSpace(input_len=100, output_len=28, chips=8),
-    )
-    assert "--tensor-parallel-size 4" in flags and "--kv-cache-dtype fp8" in flags
-    assert "--max-model-len 128" in flags and "x 2 replicas" in flags
+def test_plan_serve_cli_launch_lines():
     result = CliRunner().invoke(
         app,
         [
@@ -212,6 +204,7 @@ def test_serving_flags_and_cli():
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert out["feasible"] and "vllm serve" in out["launch_flags"]
+    assert out["feasible"] and [x["framework"] for x in out["launch"]] == ["vLLM", "TensorRT-LLM"]
+    assert out["launch"][0]["argv"][:3] == ["vllm", "serve", "meta-llama/Llama-2-7b-hf"]
     bad = CliRunner().invoke(app, ["plan", "serve", "--accuracy-cost", "int4=x"])
     assert bad.exit_code == 2 and "--accuracy-cost" in bad.output

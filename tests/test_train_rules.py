@@ -9,7 +9,6 @@ import pytest
 
 import diffcost as dc
 from diffcost._search.discrete import Candidates
-from diffcost._search.launch import megatron_flags
 from diffcost._search.train import (
     TrainProblem,
     TrainSearchSpace,
@@ -284,17 +283,6 @@ def test_zero3_gather_unit_is_the_embedding_when_larger():
     weights, grads = _zero3_extra_bytes(dc.load_system("dgx-h100", chips=8), model, tp=2, dp=4)
     assert weights == pytest.approx(2 * 2.0 * 128256 * 4096 / 2, rel=1e-9)
     assert grads == pytest.approx(2.0 * 128256 * 4096 / 2, rel=1e-9)
-
-
-def test_zero2_launches_megatron_fsdp_with_sharded_gradients():
-    """Megatron-LM's distributed optimizer is ZeRO-1 (full gradient buffer, one reduction per
-    step); ZeRO-2 is Megatron-FSDP's ``optim_grads`` sharding strategy."""
-    row = dict(tp=8, pp=4, cp=1, micro_batch=1, global_batch=512, seq_len=4096)
-    row |= dict(virtual_stages=1, sequence_parallel=True, recompute="none", precision="bf16")
-    z1, z2 = megatron_flags({**row, "zero": 1}), megatron_flags({**row, "zero": 2})
-    assert "--use-distributed-optimizer" in z1 and "--use-megatron-fsdp" not in z1
-    assert "--data-parallel-sharding-strategy optim_grads" in z2
-    assert "--use-distributed-optimizer" not in z2
 
 
 def test_padded_vocab_has_unit_slope_in_the_vocabulary():

@@ -212,6 +212,11 @@ MODEL_TOP = {
     "parallel_attention": Field("bool", doc="GPT-J/Falcon parallel attention + MLP block"),
     "dropout": Field("bool", required=True, doc="training uses dropout"),
     "params_b": Field("number", doc="published parameter count, billions (checked)"),
+    "hf_id": Field(
+        "str",
+        doc="Hugging Face repository of the published checkpoint (the model argument of the "
+        "vLLM / TensorRT-LLM launch lines; none: a placeholder path)",
+    ),
     "experts": Field("count", positive=False, doc="routed experts per MoE block (0: dense)"),
     "experts_per_token": Field("count", doc="top-k: routed experts each token uses"),
     "expert_ffn_hidden": Field("count", doc="MLP width of one routed expert (default ffn_hidden)"),

@@ -56,6 +56,10 @@ from .core import (
 
 OBJECTIVES: tuple[str, ...] = values(TrainObjective)
 _CHUNK = 16384
+#: Gradient bytes per parameter by training precision (``fp32, tf32, bf16, fp16, fp8``): the
+#: 16-bit formats reduce 16-bit gradients (Megatron-LM ``--grad-reduce-in-bf16``, which the
+#: launch line emits, :mod:`diffcost._launch.megatron`); fp32/tf32 keep fp32 gradients.
+GRAD_BYTES = np.asarray([4.0, 4.0, 2.0, 2.0, 2.0])
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
 
 
@@ -111,13 +115,15 @@ def _divisors(n: int, limit: int) -> tuple[float, ...]:
 
 
 def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Choice]]:
-    """The discrete space: allowed values of every degree and categorical."""
+    """The discrete space: allowed values of every degree and categorical.  Context
+    parallelism ``cp > 1`` needs the sequence divisible by ``2 cp`` (Megatron-LM splits it into
+    ``2 cp`` chunks for load balance: ``validate_args``, :mod:`diffcost._train.rules`)."""
     heads, ffn, layers = int(model.heads), int(model.ffn_hidden), int(model.layers)
     n_max = max(space.chips)
     cps = tuple(
         float(2**k)
         for k in range(0, int(math.log2(max(space.max_cp, 1))) + 1)
-        if space.seq_len % 2**k == 0 and 2**k <= n_max
+        if (k == 0 or space.seq_len % 2 ** (k + 1) == 0) and 2**k <= n_max
     )
     axes = [
         Axis("tp", _divisors(math.gcd(heads, ffn), n_max)),
@@ -251,7 +257,7 @@ def _plan_fields(col: Any, space: TrainSearchSpace, onehot: Any, full: Any) -> d
         "recompute": onehot("recompute"),
         "zero": onehot("zero"),
         "precision": onehot("precision"),
-        "grad_bytes_per_param": full(2.0),
+        "grad_bytes_per_param": onehot("precision") @ GRAD_BYTES,
         "optimizer": onehot("optimizer"),
         **{k: full(v) for k, v in _fixed(space).items()},
     }
@@ -416,7 +422,7 @@ def relaxed_plan(
             "recompute": soft("recompute"),
             "zero": soft("zero"),
             "precision": soft("precision"),
-            "grad_bytes_per_param": jnp.asarray(2.0),
+            "grad_bytes_per_param": soft("precision") @ jnp.asarray(GRAD_BYTES),
             "optimizer": jnp.asarray(_one_hots("optimizer", space.optimizer, 1)[0]),
             **{k: jnp.asarray(v) for k, v in _fixed(space).items()},
         }

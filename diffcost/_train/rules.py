@@ -219,10 +219,21 @@ def expert_parallel_violation(model: Model, plan: TrainPlan, sm: Smoothing) -> A
     )
 
 
+def cp_split_violation(plan: TrainPlan, sm: Smoothing) -> Array:
+    """Relaxed violation of context parallelism's sequence split (0 at a valid exact plan):
+    ``seq_len`` divisible by ``2 cp`` when ``cp > 1`` (Megatron-LM ``validate_args``:
+    "seq-length should be a multiple of 2 * context-parallel-size if context-parallel-size >
+    1"; each rank holds two of the ``2 cp`` chunks, one early and one late, to balance causal
+    attention), by ``cp = 1`` trivially."""
+    chunks = plan.cp * (2.0 - is_one(plan.cp, sm))
+    return divisibility_violation(plan.seq_len / chunks, sm)
+
+
 def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, ""]:
     """Sum of the relaxed divisibility violations (0 at a valid exact plan): heads and ffn by
     ``tp``, KV heads a multiple or divisor of ``tp``, layers by ``pp * v``, the micro-batch count
-    an integer and, when interleaved, a multiple of ``pp``, ``seq_len`` by ``cp``; the uneven
+    an integer and, when interleaved, a multiple of ``pp``, ``seq_len`` by ``2 cp``
+    (:func:`cp_split_violation`); the uneven
     pipeline split's rules replace the layer rule when a first or last stage count is given
     (:func:`pipeline_split_violation`); a valid hybrid-sharding group
     (:func:`hybrid_shard_violation`) and TP overlap only with sequence parallelism
@@ -236,7 +247,7 @@ def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, "
         + pipeline_split_violation(model, plan, sm)
         + divisibility_violation(plan.num_micro_batches(), sm)
         + interleave_violation(plan, sm)
-        + divisibility_violation(plan.seq_len / plan.cp, sm)
+        + cp_split_violation(plan, sm)
         + hybrid_shard_violation(plan, sm)
         + tp_overlap_violation(plan)
         + expert_parallel_violation(model, plan, sm)
@@ -245,6 +256,7 @@ def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, "
 
 __all__ = [
     "VOCAB_MULTIPLE",
+    "cp_split_violation",
     "divisibility",
     "expert_parallel_violation",
     "fp8_units",

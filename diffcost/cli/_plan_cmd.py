@@ -3,6 +3,7 @@
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Annotated, Any
 
 import jax
@@ -23,8 +24,8 @@ from .._analysis.coverage import (
 from .._core.errors import Problem, SpecError
 from .._core.options import ServeObjective, TrainObjective, coerce
 from .._inputs.loader import load_model, load_spec, load_system
+from .._launch import Launch
 from .._search.core import SearchResult, settings
-from .._search.launch import megatron_dispatcher_flags, megatron_flags, megatron_model_flags
 from .._search.train import TrainSearchSpace, search_train
 from .._train.cost import TrainCost
 from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STAGES, train_plan
@@ -78,7 +79,7 @@ SHORT = {
 
 
 def print_result(
-    result: SearchResult, title: str, fmt_objective, launch: str | None, space: Any = None
+    result: SearchResult, title: str, fmt_objective, launch: list[Launch], space: Any = None
 ) -> None:
     """Readable search report shared by training and serving (``space``: its settings, the
     defaulted ones included, are echoed under the title)."""
@@ -107,12 +108,12 @@ def print_result(
         table.add_row(str(i + 1), *[str(row[k]) for k in keys], fmt_objective(value))
     console.print(table)
     console.print(f"binding: {result.binding}", highlight=False)
-    if launch:
-        console.print("launch flags:", highlight=False)
-        console.print("    " + launch, highlight=False, markup=False)
+    for line in launch:
+        console.print(f"launch ({line.framework}):", highlight=False)
+        console.print(line.text(), highlight=False, markup=False, soft_wrap=True)
 
 
-def result_json(result: SearchResult, launch: str | None, space: Any = None) -> dict:
+def result_json(result: SearchResult, launch: list[Launch], space: Any = None) -> dict:
     """The ``--json`` object of a search: every setting of the space (defaults included), the
     best plan and the runners-up, each with its full exact breakdown."""
     parts = [to_python(b) for b in result.breakdowns]
@@ -135,7 +136,7 @@ def result_json(result: SearchResult, launch: str | None, space: Any = None) -> 
         "search_wall_s": result.wall_s,
         "relaxed_objective": result.relaxed_objective,
         "suggestions": result.suggestions,
-        "launch_flags": launch,
+        "launch": [line.to_json() for line in launch],
     }
 
 
@@ -177,7 +178,7 @@ def _load_system(system: str | None, chip: str | None, chips: int | None) -> tup
 
 def _finish(
     result: SearchResult,
-    launch: str | None,
+    launch: list[Launch],
     model: str,
     chips: int,
     json_out: bool,
@@ -221,15 +222,25 @@ def _train_checks(system: Any, chip: str, result: SearchResult) -> dict[str, Any
     return out
 
 
-def _megatron_launch(best: dict[str, Any] | None, model: Any) -> str | None:
-    """Megatron-LM launch flags of the best plan, with a mixture of experts' model and
-    dispatcher flags (None without a plan)."""
+def _train_launches(best: dict[str, Any] | None, space: Any, model: str, system: Any) -> list:
+    """The Megatron-LM command of the best plan (none without a plan)."""
+    from .._launch import megatron_launch, train_launch_plan
+
     if best is None:
-        return None
-    moe = megatron_model_flags(model)
-    if moe:
-        moe += megatron_dispatcher_flags(best)
-    return " \\\n    ".join([megatron_flags(best), *moe])
+        return []
+    spec = load_spec("model", model).values
+    plan = train_launch_plan(best, space)
+    line = megatron_launch(plan, load_model(model), spec, _chips_per_node(system))
+    if float(system.chip.architecture[0]) < 1.0:
+        line = replace(line, refused="Megatron-LM runs on GPUs; this chip is not one")
+    return [line]
+
+
+def _chips_per_node(system: Any) -> int:
+    """GPUs per host for the launchers: the scale-up domain, at most 8 (an NVL72 rack's
+    domain spans 18 hosts of 4 GPUs; then 4)."""
+    domain = int(system.scale_up_domain_chips)
+    return domain if domain <= 8 else 4 if domain % 4 == 0 else 1
 
 
 @plan_app.command("train")
@@ -278,7 +289,7 @@ def plan_train(
     model_ = load_model(model)
     result = search_train(sys_, model_, space, exhaustive=exhaustive)
     result.keep(top)
-    launch = _megatron_launch(result.best, model_)
+    launch = _train_launches(result.best, space, model, sys_)
     name = load_spec("model", model).info.display_name
     label, fmt = _UNITS[objective]
     title = f"{name} on {n}x {hw_name}: minimise {label}"
@@ -527,11 +538,31 @@ def plan_serve(
     _serve_report(sys_, hw_name, model, space, (exhaustive, top, json_out))
 
 
+def _serve_launch_plan(best: dict[str, Any], space: Any) -> dict[str, Any]:
+    """A searched serving row with what the search kept fixed: lengths, batching mode and the
+    default engine's chunk, KV block and CUDA graphs (:func:`diffcost.serve_plan`)."""
+    from .._serve.plan import engine_values
+
+    engine = engine_values({}, None, "search")
+    fixed = {"input_len": space.input_len, "output_len": space.output_len, "mode": str(space.mode)}
+    return {"prefill_chunk": 2048, "kv_block": 16, **engine, **fixed, **best}
+
+
+def _model_arg(model: str) -> str:
+    """The checkpoint the servers load: the model file's ``hf_id``, the folder of a Hugging
+    Face ``config.json``, or a placeholder path."""
+    spec = load_spec("model", model)
+    if spec.values.get("hf_id"):
+        return str(spec.values["hf_id"])
+    path = Path(spec.info.path)
+    return str(path.parent) if path.name == "config.json" else f"./{spec.info.name}"
+
+
 def _serve_report(
     system: Any, hw_name: str, model: str, space: Any, how: tuple[bool | None, int, bool]
 ) -> None:
     """Search a serving space and print (or JSON) the answer, with the p90 comparison."""
-    from .._search.launch import serving_flags
+    from .._launch import serving_launches
     from .._search.serve import search_serve
 
     exhaustive, top, json_out = how
@@ -542,7 +573,16 @@ def _serve_report(
     result = search_serve(system, model_, space, exhaustive=exhaustive)
     result.keep(top)
     info = load_spec("model", model).info
-    launch = serving_flags(result.best, info.name, space) if result.best else None
+    launch = (
+        serving_launches(
+            _serve_launch_plan(result.best, space),
+            _model_arg(model),
+            info.name,
+            _chips_per_node(system),
+        )
+        if result.best
+        else []
+    )
     label, fmt = _SERVE_UNITS[str(space.objective)]
     title = f"{info.display_name} on {n}x {hw_name}: serve, objective {label}"
     risk = _serve_risk(system, model_, space, result, exhaustive)
