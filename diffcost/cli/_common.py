@@ -1,8 +1,9 @@
 """Shared CLI plumbing: error handling, JSON output, number formatting."""
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,6 +30,21 @@ CalibrationOpt = Annotated[str, typer.Option(help="Calibration file or name.")]
 
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
+
+#: Progress goes to stderr, so ``--json`` and piped stdout stay clean.
+err_console = Console(stderr=True)
+
+
+@contextlib.contextmanager
+def stage(text: str, enabled: bool = True) -> Iterator[None]:
+    """A spinner on stderr naming the stage of long work (compiling, searching, fitting) while
+    it runs; nothing when ``enabled`` is false or stderr is not a terminal (rich's ``status``
+    draws only on a terminal and is transient: it leaves no line behind)."""
+    if not enabled or not err_console.is_terminal:
+        yield
+        return
+    with err_console.status(text, spinner="dots"):
+        yield
 
 
 def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -36,6 +36,7 @@ from ._common import (
     console,
     friendly_errors,
     print_json,
+    stage,
     to_python,
 )
 
@@ -287,14 +288,16 @@ def plan_train(
         chip=_chip_name(system, chip),
     )
     model_ = load_model(model)
-    result = search_train(sys_, model_, space, exhaustive=exhaustive)
+    with stage(f"searching training plans for {n} chips (compiling, then evaluating)"):
+        result = search_train(sys_, model_, space, exhaustive=exhaustive)
     result.keep(top)
     launch = _train_launches(result.best, space, model, sys_)
     name = load_spec("model", model).info.display_name
     label, fmt = _UNITS[objective]
     title = f"{name} on {n}x {hw_name}: minimise {label}"
-    checks = _train_checks(sys_, space.chip, result)
-    risk = _risk(sys_, model_, space, result, exhaustive)
+    with stage("checking the chosen plan against published measurements"):
+        checks = _train_checks(sys_, space.chip, result)
+        risk = _risk(sys_, model_, space, result, exhaustive)
     _finish(result, launch, model, n, json_out, (title, fmt), checks, space, (risk, "step_time_s"))
 
 
@@ -570,7 +573,8 @@ def _serve_report(
     model_ = load_model(model)
     if float(model_.experts) > 0:  # a mixture of experts: try both expert layouts
         space = replace(space, expert_parallel=(False, True))
-    result = search_serve(system, model_, space, exhaustive=exhaustive)
+    with stage(f"searching serving plans for {n} chips (compiling, then evaluating)"):
+        result = search_serve(system, model_, space, exhaustive=exhaustive)
     result.keep(top)
     info = load_spec("model", model).info
     launch = (

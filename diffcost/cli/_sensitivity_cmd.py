@@ -36,6 +36,7 @@ from ._common import (
     print_json,
     print_problems,
     spec_infos,
+    stage,
 )
 from ._options import (
     Chips,
@@ -209,7 +210,8 @@ def _report(kind: str, job: Job, report: Flags, json_out: bool) -> None:
     check_outputs({"tornado": report["tornado"]}, plots=("tornado",))
     _check(TRAIN_METRICS if kind == "train" else SERVE_METRICS, kind, report)
     problems = _problems(kind, job)
-    sens = sensitivity(kind, job.system, job.model, job.plan)
+    with stage("differentiating the cost model (compiling the gradients)"):
+        sens = sensitivity(kind, job.system, job.model, job.plan)
     metric = _check(sens.metrics, kind, report)
     groups = GROUPS[report["group"]]
     ranked = sens.ranked(metric, groups)

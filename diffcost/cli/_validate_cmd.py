@@ -19,6 +19,7 @@ from ._common import (
     console,
     friendly_errors,
     print_json,
+    stage,
 )
 
 
@@ -206,7 +207,8 @@ def validate(
         if point not in {m.id for m in points}:
             raise SpecError([Problem("<flags>", "--point", f"unknown point {point!r}")])
         points = [m for m in points if m.id == point]
-    result = run(points, calibration)
+    with stage(f"predicting {len(points)} published measurements (compiling, then evaluating)"):
+        result = run(points, calibration)
     by_id = {m.id: m for m in points}
     if write_scenarios is not None:
         write_scenarios.mkdir(parents=True, exist_ok=True)
