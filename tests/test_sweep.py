@@ -74,7 +74,8 @@ def serve_result():
 def test_grid_times_zip_order_and_columns(train_result):
     t = train_result.table
     assert TRAIN.size() == len(t) == 4 * 4 * 2 * 2
-    assert list(t.columns[:9]) == [
+    assert list(t.columns[:10]) == [
+        "point",
         "system",
         "chips",
         "global_batch",
@@ -91,6 +92,7 @@ def test_grid_times_zip_order_and_columns(train_result):
     bands = [f"{n}_{q}" for n, _, _ in INTERVAL_OUTPUTS["train"] for q in ("p10", "p90")]
     assert list(t.columns[-len(outputs) - len(bands) :]) == outputs + bands
     assert (t.chips == 32).all() and (t.chips_used[t.feasible] == 32).all()
+    assert (t.point == np.arange(len(t))).all()  # the flat point index, in order
     # the last axis (the zip) varies fastest, zipped columns together
     assert list(t.model[:4]) == ["llama-3-8b", "llama-2-13b", "llama-3-8b", "llama-2-13b"]
     assert list(t.micro_batch[:2]) == [1, 2] and list(t.zero[:4]) == [1, 1, 3, 3]
