@@ -530,3 +530,15 @@ def test_serving_knee_sweep_matches_under_load_and_plots_the_knee(tmp_path):
     )
     assert proc.exit_code == 0, proc.output
     assert (tmp_path / "latency_vs_load.png").stat().st_size > 10_000
+
+
+def test_plot_titles_name_model_system_and_workload_and_axes_have_units(train_result):
+    assert _plots.sweep_title(train_result.table, "train") == (
+        "2 models on dgx-h100 x32, train seq 4096"
+    )
+    one = pd.DataFrame({"model": ["llama-3-70b"], "system": ["dgx-h100"], "chips": [64]})
+    assert _plots.sweep_title(one.assign(seq_len=4096), "train") == (
+        "llama-3-70b on dgx-h100 x64, train seq 4096"
+    )
+    assert _plots.label("step_time_s") == "step time (s)"
+    assert _plots.label("memory_weights_bytes") == "memory weights (bytes)"

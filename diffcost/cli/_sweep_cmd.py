@@ -66,24 +66,32 @@ def write_plots(result: SweepResult, job: str, varying: list[str], folder: Path)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     table = result.table
+    name = _plots.sweep_title(table, job)
     best = best_rows(result, job, 8)
     cols = set(table.columns)
     if job == "train" and {"tp", "pp"} <= set(varying) and "mfu" in cols:
-        written.append(_plots.save(_plots.mfu_heatmap(table), folder / "mfu_heatmap.png"))
+        written.append(
+            _plots.save(
+                _plots.mfu_heatmap(table, title=f"best MFU over TP x PP: {name}"),
+                folder / "mfu_heatmap.png",
+            )
+        )
     if job == "serve" and {"output_tokens_per_s_per_user", "output_tokens_per_s_per_chip"} <= cols:
         hue = next((c for c in ("system", "chip", "model") if c in varying), None)
-        written.append(_plots.save(_plots.pareto(table, hue=hue), folder / "pareto.png"))
+        written.append(
+            _plots.save(_plots.pareto(table, hue=hue, title=name), folder / "pareto.png")
+        )
     if len(best) and "memory_weights_bytes" in cols:
         labels = [", ".join(f"{c}={row[c]}" for c in varying[:4]) for _, row in best.iterrows()]
-        fig = _plots.memory_bars(best, labels, title="memory per chip of the best plans")
+        fig = _plots.memory_bars(best, labels, title=f"memory per chip of the best plans: {name}")
         written.append(_plots.save(fig, folder / "memory.png"))
     if "qps" in varying and "load_ttft_p99_s" in cols:
         hue = next((c for c in ("system", "chip", "model") if c in varying), None)
-        fig = _plots.latency_vs_load(table, hue=hue)
+        fig = _plots.latency_vs_load(table, hue=hue, title=name)
         written.append(_plots.save(fig, folder / "latency_vs_load.png"))
     x, y, hue = band_axes(result, job, varying)
     if x:
-        fig = _plots.interval_band(table, x, y, hue=hue, maximize=BEST[job][1])
+        fig = _plots.interval_band(table, x, y, hue=hue, maximize=BEST[job][1], title=name)
         written.append(_plots.save(fig, folder / f"{y}_interval.png"))
     return written
 
