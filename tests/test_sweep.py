@@ -74,7 +74,8 @@ def serve_result():
 def test_grid_times_zip_order_and_columns(train_result):
     t = train_result.table
     assert TRAIN.size() == len(t) == 4 * 4 * 2 * 2
-    assert list(t.columns[:9]) == [
+    assert list(t.columns[:10]) == [
+        "point",
         "system",
         "chips",
         "global_batch",
@@ -91,6 +92,7 @@ def test_grid_times_zip_order_and_columns(train_result):
     bands = [f"{n}_{q}" for n, _, _ in INTERVAL_OUTPUTS["train"] for q in ("p10", "p90")]
     assert list(t.columns[-len(outputs) - len(bands) :]) == outputs + bands
     assert (t.chips == 32).all() and (t.chips_used[t.feasible] == 32).all()
+    assert (t.point == np.arange(len(t))).all()  # the flat point index, in order
     # the last axis (the zip) varies fastest, zipped columns together
     assert list(t.model[:4]) == ["llama-3-8b", "llama-2-13b", "llama-3-8b", "llama-2-13b"]
     assert list(t.micro_batch[:2]) == [1, 2] and list(t.zero[:4]) == [1, 1, 3, 3]
@@ -528,3 +530,15 @@ def test_serving_knee_sweep_matches_under_load_and_plots_the_knee(tmp_path):
     )
     assert proc.exit_code == 0, proc.output
     assert (tmp_path / "latency_vs_load.png").stat().st_size > 10_000
+
+
+def test_plot_titles_name_model_system_and_workload_and_axes_have_units(train_result):
+    assert _plots.sweep_title(train_result.table, "train") == (
+        "2 models on dgx-h100 x32, train seq 4096"
+    )
+    one = pd.DataFrame({"model": ["llama-3-70b"], "system": ["dgx-h100"], "chips": [64]})
+    assert _plots.sweep_title(one.assign(seq_len=4096), "train") == (
+        "llama-3-70b on dgx-h100 x64, train seq 4096"
+    )
+    assert _plots.label("step_time_s") == "step time (s)"
+    assert _plots.label("memory_weights_bytes") == "memory weights (bytes)"

@@ -33,6 +33,69 @@ from .._terms.layer import LAYER_GEMMS, GemmOp, layer_gemms, logits_gemm
 from .._train.cost import attention_ops, gemm_format, tokens_per_chip
 from .._train.plan import TrainPlan
 
+#: Axis labels (with units) of the common sweep columns; others read as their words.
+LABELS = {
+    "tp": "tensor parallel degree (TP)",
+    "pp": "pipeline parallel degree (PP)",
+    "dp": "data parallel degree (DP)",
+    "cp": "context parallel degree (CP)",
+    "batch": "batch (requests)",
+    "micro_batch": "micro-batch (sequences)",
+    "global_batch": "global batch (sequences)",
+    "seq_len": "sequence length (tokens)",
+    "chips": "chips",
+    "qps": "arrival rate (requests/s)",
+    "step_time_s": "step time (s)",
+    "mfu": "MFU (model FLOP utilisation)",
+    "tokens_per_s": "tokens/s",
+    "tokens_per_s_per_chip": "tokens/s per chip",
+    "ttft_s": "time to first token (s)",
+    "tpot_s": "time per output token (s)",
+    "request_latency_s": "request latency (s)",
+    "output_tokens_per_s": "output tokens/s",
+    "output_tokens_per_s_per_chip": "output tokens/s per chip",
+    "output_tokens_per_s_per_user": "output tokens/s per user",
+    "energy_j": "energy per step (J)",
+    "cost_usd": "cost per step (USD)",
+    "memory_total_bytes": "memory per chip (bytes)",
+}
+
+
+def label(column: str) -> str:
+    """A readable axis label with the unit: :data:`LABELS`, else the column's words with a
+    ``_s`` / ``_bytes`` / ``_j`` / ``_usd`` suffix read as its unit."""
+    if column in LABELS:
+        return LABELS[column]
+    for suffix, unit in (("_s", "s"), ("_bytes", "bytes"), ("_j", "J"), ("_usd", "USD")):
+        if column.endswith(suffix):
+            return f"{column.removesuffix(suffix).replace('_', ' ')} ({unit})"
+    return column.replace("_", " ")
+
+
+def _one(df: pd.DataFrame, column: str, plural: str) -> str | None:
+    """The single value of ``column`` in ``df``, ``"<k> <plural>"`` when it varies, ``None``
+    when absent."""
+    if column not in df:
+        return None
+    values = list(dict.fromkeys(df[column].tolist()))
+    return str(values[0]) if len(values) == 1 else f"{len(values)} {plural}"
+
+
+def sweep_title(df: pd.DataFrame, job: str) -> str:
+    """What a sweep's plots show, read from its table: model, system (or chip) and chip count,
+    and the workload, e.g. ``"llama-3-70b on dgx-h100 x64, train seq 4096"``."""
+    model = _one(df, "model", "models") or "model"
+    hardware = _one(df, "system", "systems") or _one(df, "chip", "chips") or "system"
+    chips = _one(df, "chips", "chip counts")
+    where = f"{model} on {hardware}" + (f" x{chips}" if chips and " " not in chips else "")
+    if job == "train":
+        seq = _one(df, "seq_len", "lengths")
+        work = "train" + (f" seq {seq}" if seq else "")
+    else:
+        lens = [_one(df, c, "lengths") for c in ("input_len", "output_len")]
+        work = "serve" + (f" {lens[0]} in / {lens[1]} out tokens" if all(lens) else "")
+    return f"{where}, {work}"
+
 
 def _axes(ax: Axes | None, size=(6.4, 4.4)) -> tuple[Figure, Axes]:
     if ax is not None:
@@ -173,8 +236,8 @@ def pareto(
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(x.replace("_", " "))
-    ax.set_ylabel(y.replace("_", " "))
+    ax.set_xlabel(label(x))
+    ax.set_ylabel(label(y))
     ax.set_title(title)
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
@@ -264,14 +327,16 @@ def mfu_heatmap(
                     fontsize=8,
                     color="k" if bright else "w",
                 )
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
+    ax.set_xlabel(label(x))
+    ax.set_ylabel(label(y))
     ax.set_title(title or f"best {value} over {x} x {y} (feasible plans)")
     fig.colorbar(im, ax=ax, label=value)
     return fig
 
 
-def latency_vs_load(df: pd.DataFrame, x: str = "qps", hue: str | None = None) -> Figure:
+def latency_vs_load(
+    df: pd.DataFrame, x: str = "qps", hue: str | None = None, title: str | None = None
+) -> Figure:
     """TTFT percentiles (p50 / p90 / p99) and TPOT (mean / p90 / p99), the ``load_*`` columns
     of a serving sweep with ``qps``, against the arrival rate: the knee where queueing takes
     over.  Points past saturation (``load_stable`` false) are left out; a dotted line marks the
@@ -286,16 +351,17 @@ def latency_vs_load(df: pd.DataFrame, x: str = "qps", hue: str | None = None) ->
             for q, style in (("p50", "-o"), ("p90", "--"), ("p99", ":")):
                 col = "load_tpot_s" if (metric, q) == ("tpot", "p50") else f"load_{metric}_{q}_s"
                 q = "mean" if col == "load_tpot_s" else q
-                label = q if name is None else f"{name} {q}"
-                pane.plot(ok[x], 1e3 * ok[col], style, ms=3, label=label)
+                legend = q if name is None else f"{name} {q}"
+                pane.plot(ok[x], 1e3 * ok[col], style, ms=3, label=legend)
             past = g[x].to_numpy(dtype=float)[g["load_stable"].to_numpy() <= 0]
             if past.size:
                 pane.axvline(float(past.min()), color="grey", ls=":", lw=1)
-        pane.set_xlabel("arrival rate (requests/s)" if x == "qps" else x)
+        pane.set_xlabel(label(x))
         pane.set_ylabel(f"{metric.upper()} (ms)")
         pane.set_yscale("log")
         pane.legend(fontsize=7)
-    fig.suptitle("latency percentiles under load (dotted: saturation)")
+    head = "latency percentiles under load (dotted: saturation)"
+    fig.suptitle(f"{title}: {head}" if title else head)
     return fig
 
 
@@ -346,8 +412,8 @@ def interval_band(
     if len(xs) and bool((xs > 0).all()) and xs.max() >= 8 * xs.min():
         ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel(x.replace("_", " "))
-    ax.set_ylabel(y.replace("_", " "))
+    ax.set_xlabel(label(x))
+    ax.set_ylabel(label(y))
     ax.set_title(title or f"best feasible {y} per {x}")
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)

@@ -28,7 +28,6 @@ Field grammar (keys of ``base``, ``grid`` and ``zip``):
   ``scale.system.<path>`` / ``scale.model.<field>`` multiply it instead.
 """
 
-import contextlib
 import functools
 import math
 import os
@@ -46,6 +45,7 @@ import numpy as np
 import pandas as pd
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from .._core.errors import Problem, SpecError
 from .._inputs.hardware import FORMATS
 from .._serve.cost import ServeCost
 from .._serve.load import Workload, under_load
@@ -54,13 +54,17 @@ from .._train.cost import TrainCost
 from .._train.plan import TRAIN_FIELDS, TrainPlan, encode_train
 from . import uncertainty as U
 from .coverage import job_chip
+from .distributed import agree_min
+from .sweep_progress import sweep_progress
 from .sweep_spec import (  # noqa: F401  (re-exported)
     JOBS,
     LOAD_OUTPUTS,
+    NAN_WHEN_UNSET,
     OUTPUTS,
     PLAN_FIELDS,
     SERVE_OUTPUTS,
     TRAIN_OUTPUTS,
+    UNSET,
     Sweep,
     SweepFile,
     _Override,
@@ -169,6 +173,8 @@ def _point(structure: _Structure, tables, consts, index):
         digit = (index // stride) % size
         for name in names:
             r[name] = _pick(tables["columns"][name], digit)
+    for name in NAN_WHEN_UNSET & r.keys():  # sent as UNSET (see sweep_spec.UNSET), NaN here
+        r[name] = jnp.where(r[name] == UNSET, jnp.nan, r[name])
     system = _pick(tables["systems"], r["_hw"])
     model = _pick(tables["models"], r["_model"])
     r["chips"] = jnp.where(jnp.isnan(r["chips"]), system.num_chips, r["chips"])
@@ -300,7 +306,8 @@ class SweepResult:
 
     @property
     def points_per_s(self) -> float:
-        """Evaluations per second after compilation."""
+        """Points this run evaluated (the table's rows: one shard's when ``points`` was given;
+        all processes' devices together) per second of evaluation, compilation excluded."""
         return len(self.table) / max(self.run_s, 1e-12)
 
     def to_csv(self, path: str | Path) -> None:
@@ -380,10 +387,12 @@ def with_intervals(prep: _Prepared) -> tuple[_Prepared, str]:
     return replace(prep, structure=structure, tables=tables), note
 
 
-def _host_table(prep: _Prepared, outputs: dict[str, np.ndarray]) -> pd.DataFrame:
-    n = prep.n
-    idx = np.arange(n)
-    data: dict[str, Any] = {}
+def _host_table(prep: _Prepared, outputs: dict[str, np.ndarray], points: range) -> pd.DataFrame:
+    """The tidy table of the evaluated ``points``: the flat point index (column ``point``), the
+    base values, the axis values decoded from the index, then the outputs."""
+    idx = np.arange(points.start, points.stop)
+    n = len(idx)
+    data: dict[str, Any] = {"point": idx.astype(np.int64)}
 
     def column(values: list, codes: np.ndarray):
         if all(isinstance(v, str) for v in values):
@@ -408,25 +417,35 @@ def _host_table(prep: _Prepared, outputs: dict[str, np.ndarray]) -> pd.DataFrame
 
 def _compile(prep: _Prepared, tables, consts, indices, nd: int, per_device: int, budget, fixed):
     """Compile the chunk evaluation, halving the points per device until the compiled memory
-    fits ``budget`` per device (or ``fixed``: the caller chose the chunk).  Returns the compiled
-    function, the chunk size and its memory in bytes."""
-    while True:
-        size = per_device * nd
-        compiled = _evaluate_chunk.lower(prep.structure, tables, consts, indices(0, size)).compile()
+    fits ``budget`` per device (or ``fixed``: the caller chose the chunk).  Processes joined by
+    ``jax.distributed`` then agree on the smallest chunk any of them chose (every process must
+    run the same program), recompiling where theirs was larger.  Returns the compiled function,
+    the chunk size and its memory in bytes."""
+
+    def build(per_device: int):
+        args = (prep.structure, tables, consts, indices(0, per_device * nd))
+        compiled = _evaluate_chunk.lower(*args).compile()
         mem = compiled.memory_analysis()
         used = (
             mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
             if mem is not None
             else 0
         )
-        if fixed or used / nd <= budget or per_device <= 256:
-            return compiled, size, used
+        return compiled, per_device * nd, used
+
+    compiled, size, used = build(per_device)
+    while not fixed and used / nd > budget and per_device > 256:
         per_device //= 2
+        compiled, size, used = build(per_device)
+    agreed = int(agree_min(per_device))  # once in every process, whatever its loop did
+    return build(agreed) if agreed != per_device else (compiled, size, used)
 
 
-def _run_chunks(compiled, tables, consts, indices, n: int, size: int, advance):
-    """Evaluate every chunk (each dispatched while the previous one is copied to the host).
-    Returns the host outputs and the ids of the devices that held the first chunk."""
+def _run_chunks(compiled, tables, consts, indices, points: range, size: int, advance):
+    """Evaluate every chunk of ``points`` (each dispatched while the previous one is copied to
+    the host; with several processes every one gathers every chunk).  Returns the host outputs
+    (one entry per point of ``points``) and the ids of the devices that held the first chunk."""
+    n = len(points)
     host: dict[str, np.ndarray] = {}
     placed: list[int] = []
 
@@ -447,13 +466,31 @@ def _run_chunks(compiled, tables, consts, indices, n: int, size: int, advance):
 
     pending = None
     for start in range(0, n, size):
-        out = compiled(tables, consts, indices(start, size))  # dispatched asynchronously
+        out = compiled(tables, consts, indices(points.start + start, size))  # asynchronous
         if pending is not None:  # copy the previous chunk while this one runs
             collect(*pending)
         pending = (out, start)
     assert pending is not None
     collect(*pending)
     return host, tuple(placed)
+
+
+def _points_of(points: range | None, n: int, source: str) -> range:
+    """The evaluated index range: every point by default, else a non-empty step-1 range
+    within ``0..n``."""
+    if points is None:
+        return range(n)
+    if points.step != 1 or not 0 <= points.start < points.stop <= n:
+        reason = f"must be a non-empty range of step 1 within 0..{n}, got {points}"
+        raise SpecError([Problem(source, "points", reason)])
+    return points
+
+
+def _local_budget(devices, memory_fraction: float) -> float:
+    """``memory_fraction`` of the least free memory of this process's devices among
+    ``devices`` (another process's device cannot be asked), agreed on by every process."""
+    mine = [d for d in devices if d.process_index == jax.process_index()] or jax.local_devices()
+    return agree_min(memory_fraction * min(free_memory_bytes(d) for d in mine))
 
 
 def run_sweep(
@@ -465,90 +502,59 @@ def run_sweep(
     memory_fraction: float = 0.25,
     max_chunk_per_device: int = 1 << 18,
     intervals: bool = True,
+    points: range | None = None,
 ) -> SweepResult:
-    """Evaluate every point of ``sweep`` with the exact model; see the module docstring.
+    """Evaluate every point of ``sweep`` (or the flat indices ``points``, a contiguous range:
+    one shard, :func:`diffcost._analysis.sweep_shard.shard_range`) with the exact model; see
+    the module docstring.
 
     ``chunk`` (points per chunk, a multiple of the device count) defaults to the largest power
     of two per device, up to ``max_chunk_per_device``, whose compiled memory fits in
     ``memory_fraction`` of the free memory of a device.  With ``intervals`` the headline outputs
     get ``_p10`` / ``_p90`` columns (:func:`with_intervals`; none when the sweep's calibration has
-    no posterior, said in ``interval_note``).
+    no posterior, said in ``interval_note``).  ``devices`` defaults to ``jax.devices()``: every
+    device of every process joined by ``jax.distributed`` (each process must call this with
+    the same arguments; each gets the whole table).
     """
     prep = prepare(sweep)
     note = "no interval columns: not asked for"
     if intervals:
         prep, note = with_intervals(prep)
+    points = _points_of(points, prep.n, sweep.source)
     devices = list(devices or jax.devices())
     nd = len(devices)
-    mesh = Mesh(np.asarray(devices), ("points",))
-    sharded = NamedSharding(mesh, PartitionSpec("points"))
-    replicated = NamedSharding(mesh, PartitionSpec())
-    tables = jax.device_put(prep.tables, replicated)
-    consts = jax.device_put(prep.consts, replicated)
-    index_dtype = np.int64 if jax.config.read("jax_enable_x64") else np.int32
-    n = prep.n
-    budget = memory_fraction * min(free_memory_bytes(d) for d in devices)
+    with sweep_progress(progress, sweep.name, nd) as show:
+        show.stage("compiling")
+        mesh = Mesh(np.asarray(devices), ("points",))
+        sharded = NamedSharding(mesh, PartitionSpec("points"))
+        replicated = NamedSharding(mesh, PartitionSpec())
+        tables = jax.device_put(prep.tables, replicated)
+        consts = jax.device_put(prep.consts, replicated)
+        index_dtype = np.int64 if jax.config.read("jax_enable_x64") else np.int32
+        n = len(points)
+        budget = _local_budget(devices, memory_fraction)
 
-    def indices(start: int, size: int) -> jax.Array:
-        host = np.minimum(np.arange(start, start + size), n - 1).astype(index_dtype)
-        return jax.make_array_from_callback((size,), sharded, lambda s: host[s])
+        def indices(start: int, size: int) -> jax.Array:
+            host = np.minimum(np.arange(start, start + size), points.stop - 1).astype(index_dtype)
+            return jax.make_array_from_callback((size,), sharded, lambda s: host[s])
 
-    per_device = 1 << max(0, math.ceil(math.log2(max(1, -(-n // nd)))))
-    per_device = min(per_device, max_chunk_per_device)
-    if chunk is not None:
-        per_device = max(1, -(-chunk // nd))
-    t0 = time.perf_counter()
-    compiled, size, used = _compile(
-        prep, tables, consts, indices, nd, per_device, budget, chunk is not None
-    )
-    compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    with _progress(progress, n, sweep.name, nd) as advance:
-        host, placed = _run_chunks(compiled, tables, consts, indices, n, size, advance)
-    run_s = time.perf_counter() - t0
+        per_device = 1 << max(0, math.ceil(math.log2(max(1, -(-n // nd)))))
+        per_device = min(per_device, max_chunk_per_device)
+        if chunk is not None:
+            per_device = max(1, -(-chunk // nd))
+        t0 = time.perf_counter()
+        compiled, size, used = _compile(
+            prep, tables, consts, indices, nd, per_device, budget, chunk is not None
+        )
+        compile_s = time.perf_counter() - t0
+        show.evaluating(n)
+        t0 = time.perf_counter()
+        host, placed = _run_chunks(compiled, tables, consts, indices, points, size, show.advance)
+        run_s = time.perf_counter() - t0
+        show.stage("building the table")
+        table = _host_table(prep, host, points)
     chunks = len(range(0, n, size))
-    table = _host_table(prep, host)
     return SweepResult(table, nd, size, chunks, compile_s, run_s, int(used), placed, note)
-
-
-def _progress(enabled: bool, total: int, name: str, devices: int):
-    """A context giving ``advance(points)``: a rich progress bar on stderr, or nothing."""
-    if not enabled:
-        return contextlib.nullcontext(lambda k: None)
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        ProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-    from rich.text import Text
-
-    class Rate(ProgressColumn):
-        def render(self, task):
-            return Text(f"{task.speed or 0:,.0f} points/s", style="cyan")
-
-    progress = Progress(
-        # the description holds the sweep's name (user text): never parsed as markup
-        TextColumn("{task.description}", style="bold", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        Rate(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-    )
-    task = progress.add_task(f"{name} ({devices} device{'s' * (devices > 1)})", total=total)
-
-    @contextlib.contextmanager
-    def bar():
-        with progress:
-            yield lambda k: progress.advance(task, k)
-
-    return bar()
 
 
 # --- sweep files ----------------------------------------------------------------------------------

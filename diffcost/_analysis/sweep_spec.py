@@ -53,9 +53,18 @@ _BUILDERS = {"train": train_plan, "serve": serve_plan}
 #: Plan fields derived per point when not given (NaN / -1 on the device).
 _DERIVED = {f.name for fields in _TABLES_OF.values() for f in fields if f.derived}
 _REFS = ("model", "system", "chip", "chips")
+#: Encoding of a value not given (a derived plan field, the system's own chip count, the
+#: compute format of the weights): never a valid value of those keys (all are positive counts,
+#: degrees, booleans or choice indices).  Not NaN: the host arrays sent to every device are
+#: checked equal across the processes of ``jax.distributed``, and ``NaN != NaN``.
+UNSET = -1.0
+#: Keys whose :data:`UNSET` becomes NaN on the device, where NaN means "derive it"
+#: (``diffcost._train.plan.encode_train``); the compute format keeps -1 (``< 0``: derive it).
+NAN_WHEN_UNSET = frozenset({"chips", *(_DERIVED - {"compute_format"})})
 #: Serving sweeps only: the offered load (:mod:`diffcost._serve.load`); giving ``qps`` adds
-#: the :data:`LOAD_OUTPUTS` columns.  Defaults: Poisson arrivals, prompts of equal length.
-LOAD_KEYS = {"qps": math.nan, "arrival_cv": 1.0, "input_cv": 0.0}
+#: the :data:`LOAD_OUTPUTS` columns (so ``qps`` has no default: :data:`UNSET` is a
+#: placeholder never read).  Defaults: Poisson arrivals, prompts of equal length.
+LOAD_KEYS = {"qps": UNSET, "arrival_cv": 1.0, "input_cv": 0.0}
 LOAD_OUTPUTS: tuple[str, ...] = tuple(
     "load_" + k
     for k in (
@@ -207,7 +216,7 @@ class _Prepared:
 
 def _encode(job: str, key: str, value: Any, hardware: list, models: list) -> float:
     if value is None:
-        return -1.0 if key == "compute_format" else math.nan
+        return UNSET
     if key == "model":
         return float(models.index(value))
     if key in ("system", "chip"):
@@ -403,7 +412,7 @@ def prepare(sweep: Sweep) -> _Prepared:
     enc = lambda k, v: _encode(sweep.job, k, v, hardware, models)  # noqa: E731
     consts = {k: enc(k, v) for k, v in sweep.base.items()}
     consts |= {k: enc(k, _default(sweep.job, k)) for k in fields if k not in owner}
-    consts.setdefault("chips", math.nan)
+    consts.setdefault("chips", UNSET)
     if sweep.job == "serve" and "qps" in owner:
         consts |= {k: v for k, v in LOAD_KEYS.items() if k not in owner}
     consts = {_INTERNAL.get(k, k): jnp.asarray(v, dtype) for k, v in consts.items()}

@@ -41,6 +41,7 @@ All arrays broadcast: the cost model evaluates all the passes it needs as one st
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from .._core.smooth import Smoothing, is_one, mix, smax
@@ -66,9 +67,11 @@ from .._terms.moe import mixed_active_fraction
 from .kv import kv_heads_per_chip
 from .plan import ServePlan
 
-ELEMENT_BYTES = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
+# numpy, not jnp: importing diffcost must not start the XLA backend (jax.distributed.initialize
+# must come first; diffcost sweep --distributed)
+ELEMENT_BYTES = np.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 #: Compute formats whose GEMM inputs are quantized from the 16-bit residual stream.
-_NARROW = jnp.asarray([float(BYTES_PER_ELEMENT[f] < 2.0) for f in FORMATS])
+_NARROW = np.asarray([float(BYTES_PER_ELEMENT[f] < 2.0) for f in FORMATS])
 
 
 class Consts(NamedTuple):
@@ -134,9 +137,9 @@ def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Cons
         tp=plan.tp,
         pp=plan.pp,
         peak_flop_per_s=mix(plan.compute_format, system.chip.peak_flop_per_s),
-        weight_bytes=mix(plan.weight_format, ELEMENT_BYTES),
-        act_bytes=mix(plan.compute_format, ELEMENT_BYTES),
-        kv_bytes=mix(plan.kv_format, ELEMENT_BYTES),
+        weight_bytes=mix(plan.weight_format, jnp.asarray(ELEMENT_BYTES)),
+        act_bytes=mix(plan.compute_format, jnp.asarray(ELEMENT_BYTES)),
+        kv_bytes=mix(plan.kv_format, jnp.asarray(ELEMENT_BYTES)),
         kv_heads_local=kv_heads_per_chip(model, plan.tp, sm),
         gqa_unaware=1.0 - plan.gqa_decode_kernel,
         separate_dequant=(1.0 - plan.fused_dequant) * weight_only,

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._core.smooth import EXACT, Smoothing, clip01, is_one, relu, smax, smin, step
@@ -62,7 +63,8 @@ from .memory import (
 from .plan import TrainPlan
 from .rules import divisibility, unsupported_format, with_padded_vocab
 
-_ELEMENT_BYTES = jnp.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
+# numpy: importing diffcost must not start the XLA backend (jax.distributed comes first)
+_ELEMENT_BYTES = np.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 _BF16 = format_index("bf16")
 _FP8 = format_index("fp8")
 _FP8_BYTES = BYTES_PER_ELEMENT["fp8"]

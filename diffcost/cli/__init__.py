@@ -20,6 +20,7 @@ from . import (  # noqa: E402,F401  (register subcommands)
     _serve_cmd,
     _specs_cmd,
     _sweep_cmd,
+    _sweep_merge_cmd,
     _train_cmd,
     _validate_cmd,
 )

@@ -1,5 +1,7 @@
-"""``diffcost sweep SPEC_FILE``: evaluate a sweep file, write the table and its plots."""
+"""``diffcost sweep SPEC_FILE...``: evaluate sweep files (one shard of each, or over several
+processes), write the tables and their plots."""
 
+import contextlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -8,10 +10,13 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from .._analysis.sweep import Sweep, SweepResult, load_sweep, run_sweep
+from .._analysis.distributed import is_writer, join
+from .._analysis.sweep import Sweep, SweepFile, SweepResult, load_sweep, run_sweep
+from .._analysis.sweep_shard import parse_shard, shard_range, stamp, sweep_digest, write_table
 from .._core.errors import Problem, SpecError
 from . import app
 from ._common import console, friendly_errors, output_problems, print_json
+from ._sweep_paths import output_paths
 
 #: ``--intervals/--no-intervals``: the p10/p90 columns of the headline outputs.
 IntervalsFlag = Annotated[
@@ -61,32 +66,62 @@ def write_plots(result: SweepResult, job: str, varying: list[str], folder: Path)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     table = result.table
+    name = _plots.sweep_title(table, job)
     best = best_rows(result, job, 8)
     cols = set(table.columns)
     if job == "train" and {"tp", "pp"} <= set(varying) and "mfu" in cols:
-        written.append(_plots.save(_plots.mfu_heatmap(table), folder / "mfu_heatmap.png"))
+        written.append(
+            _plots.save(
+                _plots.mfu_heatmap(table, title=f"best MFU over TP x PP: {name}"),
+                folder / "mfu_heatmap.png",
+            )
+        )
     if job == "serve" and {"output_tokens_per_s_per_user", "output_tokens_per_s_per_chip"} <= cols:
         hue = next((c for c in ("system", "chip", "model") if c in varying), None)
-        written.append(_plots.save(_plots.pareto(table, hue=hue), folder / "pareto.png"))
+        written.append(
+            _plots.save(_plots.pareto(table, hue=hue, title=name), folder / "pareto.png")
+        )
     if len(best) and "memory_weights_bytes" in cols:
         labels = [", ".join(f"{c}={row[c]}" for c in varying[:4]) for _, row in best.iterrows()]
-        fig = _plots.memory_bars(best, labels, title="memory per chip of the best plans")
+        fig = _plots.memory_bars(best, labels, title=f"memory per chip of the best plans: {name}")
         written.append(_plots.save(fig, folder / "memory.png"))
     if "qps" in varying and "load_ttft_p99_s" in cols:
         hue = next((c for c in ("system", "chip", "model") if c in varying), None)
-        fig = _plots.latency_vs_load(table, hue=hue)
+        fig = _plots.latency_vs_load(table, hue=hue, title=name)
         written.append(_plots.save(fig, folder / "latency_vs_load.png"))
     x, y, hue = band_axes(result, job, varying)
     if x:
-        fig = _plots.interval_band(table, x, y, hue=hue, maximize=BEST[job][1])
+        fig = _plots.interval_band(table, x, y, hue=hue, maximize=BEST[job][1], title=name)
         written.append(_plots.save(fig, folder / f"{y}_interval.png"))
     return written
 
 
-@app.command()
+_SWEEP_HELP = """Evaluate every point of one or more sweep files with the exact model (vmapped,
+in chunks sharded over all devices) and write a tidy table (CSV / Parquet, a ``point`` column
+first: the flat point index) and plots.
+
+Several files run in turn.  Output paths: a flag overrides the file's [output] path; {name} in
+a path is the sweep's name, {shard} the shard (I-of-N).  With several files a flag path without
+{name} is a folder (<name>.csv, <name>.parquet, plots in <name>/ inside it); a file name there
+is an error.
+
+--shard I/N evaluates only shard I (from 0) of N, a contiguous range of point indices, and
+stamps its table with the sweep's name, a hash of the sweep and the shard (shard_* columns);
+table paths from the sweep file get .shard-I-of-N before the suffix.  Join the shards'
+tables, checked (same sweep, no point missing or twice), with diffcost sweep-merge, which also
+draws the plots.
+
+--distributed joins processes with jax.distributed (flags or the environment, as JAX detects
+SLURM, Open MPI, Kubernetes): one evaluation sharded over every process's devices; process 0
+writes and prints.  Rates are the points this run evaluated per second of evaluation."""
+
+
+@app.command(help=_SWEEP_HELP)
 @friendly_errors
 def sweep(
-    spec_file: Annotated[Path, typer.Argument(help="Sweep file (see specs/SCHEMA.md, 'Sweep').")],
+    spec_files: Annotated[
+        list[Path], typer.Argument(help="Sweep files (see specs/SCHEMA.md, 'Sweep').")
+    ],
     csv: Annotated[
         Path | None,
         typer.Option(help="Write the table as CSV (overrides the file's).", show_default=False),
@@ -112,37 +147,131 @@ def sweep(
         str | None,
         typer.Option(help="Calibration file or name (default: the sweep file's, else default)."),
     ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="Evaluate only shard I of N (I/N, I from 0).", show_default=False),
+    ] = None,
+    distributed: Annotated[
+        bool, typer.Option("--distributed", help="Join processes with jax.distributed.")
+    ] = False,
+    coordinator: Annotated[
+        str | None, typer.Option(help="HOST:PORT of process 0 (--distributed).")
+    ] = None,
+    num_processes: Annotated[
+        int | None, typer.Option(help="Process count (--distributed).", min=1)
+    ] = None,
+    process_id: Annotated[
+        int | None, typer.Option(help="This process, from 0 (--distributed).", min=0)
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
-    """Evaluate every point of a sweep file with the exact model (vmapped, in chunks sharded
-    over all devices) and write a tidy table (CSV / Parquet) and plots."""
-    spec = load_sweep(spec_file)
-    sw = replace(spec.sweep, calibration=calibration) if calibration else spec.sweep
-    from_file = {
-        k for k, flag in (("csv", csv), ("parquet", parquet), ("plots", plots)) if not flag
-    }
-    csv, parquet, plots = csv or spec.csv, parquet or spec.parquet, plots or spec.plots
-    problems = output_problems({"csv": csv, "parquet": parquet, "plots": plots}, ("plots",))
-    if problems:
-        # a path the sweep file gave is a problem of its [output] table, not of a flag
-        where = lambda p: Problem(str(sw.source), f"output.{p.key}", p.reason)  # noqa: E731
-        raise SpecError([where(p) if p.key in from_file else p for p in problems])
-    result = run_sweep(sw, progress=progress and not json_out, chunk=chunk, intervals=intervals)
-    files = {"csv": csv, "parquet": parquet}
-    varying = [*sw.grid, *sw.zip]
-    written = _write_outputs(result, sw, varying, files, plots)
-    best = best_rows(result, sw.job, top)
-    show = _shown_columns(result, sw.job, varying)
-    if json_out:
-        print_json(_summary_json(sw, result, best[show], files, written))
+    _join(distributed, coordinator, num_processes, process_id)
+    shard_of = parse_shard(shard) if shard is not None else None
+    specs = [load_sweep(f) for f in spec_files]
+    flags = {"csv": csv, "parquet": parquet, "plots": plots}
+    paths = output_paths(specs, flags, shard_of)
+    for spec, where in zip(specs, paths, strict=True):
+        _check_paths(spec, where, {k for k, v in flags.items() if v is None})
+    summaries = []
+    for spec, where in zip(specs, paths, strict=True):
+        sw = replace(spec.sweep, calibration=calibration) if calibration else spec.sweep
+        summaries.append(
+            _run_one(
+                spec,
+                sw,
+                where,
+                shard_of,
+                json_out,
+                progress=progress,
+                chunk=chunk,
+                intervals=intervals,
+                top=top,
+            )
+        )
+    if json_out and is_writer():
+        print_json(summaries[0] if len(summaries) == 1 else {"sweeps": summaries})
+
+
+def _join(distributed: bool, coordinator, num_processes, process_id) -> None:
+    """Join the processes (``--distributed``); the joining flags alone are an error."""
+    given = {"coordinator": coordinator, "num-processes": num_processes, "process-id": process_id}
+    if distributed:
+        join(coordinator, num_processes, process_id)
         return
-    _print_summary(spec.display_name, sw.job, result, best, show)
-    console.print(f"intervals: {result.interval_note}", highlight=False)
-    for label, path in files.items():
-        if path is not None:
-            console.print(f"{label}: {path}", highlight=False)
-    for p in written:
-        console.print(f"plot: {p}", highlight=False)
+    alone = [f"--{k}" for k, v in given.items() if v is not None]
+    if alone:
+        reason = "only joins processes with --distributed"
+        raise SpecError([Problem("command line", "/".join(alone), reason)])
+
+
+def _check_paths(spec: SweepFile, paths: dict[str, Any], from_file: set[str]) -> None:
+    """Every output path writable; a path the sweep file gave is a problem of its [output]
+    table, not of a flag."""
+    problems = output_problems(paths, ("plots",))
+    if problems:
+        where = lambda p: Problem(spec.sweep.source, f"output.{p.key}", p.reason)  # noqa: E731
+        raise SpecError([where(p) if p.key in from_file else p for p in problems])
+
+
+def _run_one(
+    spec: SweepFile,
+    sw: Sweep,
+    paths: dict[str, Any],
+    shard: tuple[int, int] | None,
+    json_out: bool,
+    *,
+    progress: bool,
+    chunk: int | None,
+    intervals: bool,
+    top: int,
+) -> dict[str, Any]:
+    """Run one sweep (one shard of it), write its outputs (process 0), print its summary
+    unless ``json_out``; return its JSON summary."""
+    points = shard_range(sw.size(), *shard) if shard else range(sw.size())
+    show = progress and not json_out and is_writer()
+    if not len(points):
+        reason = f"this shard is empty: {sw.name} has only {sw.size()} points (use fewer shards)"
+        raise SpecError([Problem("<flags>", "shard", reason)])
+    result = run_sweep(sw, progress=show, chunk=chunk, intervals=intervals, points=points)
+    varying = [*sw.grid, *sw.zip]
+    files = {"csv": paths["csv"], "parquet": paths["parquet"]}
+    written: list[Path] = []
+    if is_writer():
+        with _writing(show):
+            table = result.table
+            if shard:
+                table = stamp(table, sw, sweep_digest(sw, intervals), *shard)
+            for path in files.values():
+                if path is not None:
+                    write_table(table, path)
+            if paths["plots"] is not None:
+                written = write_plots(result, sw.job, varying, Path(paths["plots"]))
+    best = best_rows(result, sw.job, top)
+    cols = _shown_columns(result, sw.job, varying)
+    summary = _summary_json(sw, result, best[cols], files, written)
+    if shard:
+        summary |= {"shard": list(shard), "point_range": [points.start, points.stop]}
+    if not json_out and is_writer():
+        title = spec.display_name
+        if shard:
+            title += f" [shard {shard[0]}/{shard[1]}: points {points.start}-{points.stop - 1}]"
+        _print_summary(title, sw.job, result, best, cols)
+        console.print(f"intervals: {result.interval_note}", highlight=False)
+        for label, path in files.items():
+            if path is not None:
+                console.print(f"{label}: {path}", highlight=False)
+        for p in written:
+            console.print(f"plot: {p}", highlight=False)
+    return summary
+
+
+def _writing(enabled: bool):
+    """A spinner on stderr while the outputs are written (nothing when not ``enabled``)."""
+    if not enabled:
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status("writing the table and plots")
 
 
 def _shown_columns(result: SweepResult, job: str, varying: list[str]) -> list[str]:
@@ -154,17 +283,6 @@ def _shown_columns(result: SweepResult, job: str, varying: list[str]) -> list[st
         at = show.index(head) + 1
         show[at:at] = [c for c in (f"{head}_p10", f"{head}_p90") if c in result.table]
     return show
-
-
-def _write_outputs(
-    result: SweepResult, sw: Sweep, varying: list[str], files: dict[str, Any], plots: Any
-) -> list[Path]:
-    """Write the table (CSV / Parquet where asked) and the plots; return the plots written."""
-    for path, write in ((files["csv"], result.to_csv), (files["parquet"], result.to_parquet)):
-        if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            write(path)
-    return write_plots(result, sw.job, varying, Path(plots)) if plots is not None else []
 
 
 def _summary_json(
@@ -201,6 +319,12 @@ def _print_summary(title: str, job: str, result: SweepResult, best: Any, show: l
         f"{result.run_s:.3f} s ({result.points_per_s:,.0f} points/s)",
         highlight=False,
     )
+    _print_best(job, best, show)
+
+
+def _print_best(job: str, best: Any, show: list[str]) -> None:
+    """The ``show`` columns of the best feasible points (each row read whole, so integer
+    columns stay integers)."""
     table = Table(title=f"best feasible points by {BEST[job][0]}", title_justify="left")
     for c in show:
         table.add_column(c, justify="right")
