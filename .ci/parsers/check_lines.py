@@ -26,6 +26,7 @@ Shims (NOT stubs of the parsers; both parsers run unmodified):
     are replaced by constants (gpu_arch), megatron.core.utils.get_te_version by te_version.
   * vLLM: current platform is forced to CpuPlatform so DeviceConfig can be built without a GPU.
 """
+
 import contextlib
 import io
 import json
@@ -98,10 +99,10 @@ def patched_env(env):
 
 
 def _argparse_err(text):
-    lines = [l for l in text.strip().splitlines() if l.strip()]
-    for i, l in enumerate(lines):
-        if "error:" in l:
-            return " | ".join(x.strip() for x in lines[i:i + 6])
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    for i, ln in enumerate(lines):
+        if "error:" in ln:
+            return " | ".join(x.strip() for x in lines[i : i + 6])
     return lines[-1] if lines else "SystemExit"
 
 
@@ -120,14 +121,15 @@ def load_megatron():
     if _MEG:
         return _MEG
     import typing_extensions
+
     if not hasattr(typing, "override"):
         typing.override = typing_extensions.override
     sys.modules.setdefault("flashinfer", None)
     if MEGATRON_DIR not in sys.path:
         sys.path.insert(0, MEGATRON_DIR)
     with quiet():
-        import torch
         import megatron.core.utils as cu
+        import torch
         from megatron.training import arguments as A
     _MEG.update(A=A, cu=cu, torch=torch)
     return _MEG
@@ -146,7 +148,10 @@ def _launcher_world_size(pre):
     it = iter(range(len(pre)))
     for i in it:
         t = pre[i]
-        for names, setter in ((("--nproc-per-node", "--nproc_per_node"), "p"), (("--nnodes",), "n")):
+        for names, setter in (
+            (("--nproc-per-node", "--nproc_per_node"), "p"),
+            (("--nnodes",), "n"),
+        ):
             for nm in names:
                 val = None
                 if t == nm and i + 1 < len(pre):
@@ -177,20 +182,27 @@ def check_megatron(item):
     if seg is None:
         return False, "no *.py training script found in line", []
     idx = max(i for i, t in enumerate(seg) if t.endswith(".py"))
-    script, pre, argv = os.path.basename(seg[idx]), seg[:idx], seg[idx + 1:]
+    script, pre, argv = os.path.basename(seg[idx]), seg[:idx], seg[idx + 1 :]
     ws = item.get("world_size") or _launcher_world_size(pre) or 1
     m = load_megatron()
     A, cu, torch = m["A"], m["cu"], m["torch"]
     arch = int(item.get("gpu_arch", 9))
     from packaging.version import Version
+
     cu._te_version = Version(item.get("te_version", "2.12.0"))
     cu.get_te_version = lambda: Version(item.get("te_version", "2.12.0"))
     A.get_device_arch_version = lambda: arch
     torch.cuda.get_device_capability = lambda *a, **k: (arch, 0)
     base_env = {k: v for k, v in os.environ.items()}
     # start from a clean launch env: only what the line sets
-    for k in ("CUDA_DEVICE_MAX_CONNECTIONS", "NVTE_CPU_OFFLOAD_V1", "NCCL_PROTO",
-              "CUDA_GRAPHS_USE_NODE_PRIORITY", "PYTORCH_CUDA_ALLOC_CONF", "NCCL_GRAPH_REGISTER"):
+    for k in (
+        "CUDA_DEVICE_MAX_CONNECTIONS",
+        "NVTE_CPU_OFFLOAD_V1",
+        "NCCL_PROTO",
+        "CUDA_GRAPHS_USE_NODE_PRIORITY",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "NCCL_GRAPH_REGISTER",
+    ):
         base_env.pop(k, None)
     base_env.update(env)
     base_env["WORLD_SIZE"] = str(ws)
@@ -213,16 +225,29 @@ def check_megatron(item):
                 return False, "validate_args called exit(): " + out.getvalue().strip()[-300:], warns
             except Exception as e:  # AssertionError, ValueError, RuntimeError ...
                 tb = traceback.extract_tb(e.__traceback__)
-                where = next((f"{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(tb)
-                              if f.filename.endswith("arguments.py")), "")
+                where = next(
+                    (
+                        f"{os.path.basename(f.filename)}:{f.lineno}"
+                        for f in reversed(tb)
+                        if f.filename.endswith("arguments.py")
+                    ),
+                    "",
+                )
                 return False, f"validate_args {type(e).__name__} at {where}: {e}".strip(), warns
         # ---- things a real pretrain run needs later (not validate_args)
         rt = []
         if not (args.train_iters or args.train_samples) and not args.skip_train:
-            rt.append("neither --train-iters nor --train-samples (training.py raises "
-                      "'either train-iters or train-samples should be provided.')")
-        if not (args.mock_data or args.data_path or args.train_data_path or args.data_args_path
-                or args.per_split_data_args_path):
+            rt.append(
+                "neither --train-iters nor --train-samples (training.py raises "
+                "'either train-iters or train-samples should be provided.')"
+            )
+        if not (
+            args.mock_data
+            or args.data_path
+            or args.train_data_path
+            or args.data_args_path
+            or args.per_split_data_args_path
+        ):
             rt.append("no data source (--mock-data or --data-path ...)")
         tt = args.tokenizer_type
         if tt == "NullTokenizer":
@@ -231,8 +256,13 @@ def check_megatron(item):
         elif tt in ("GPT2BPETokenizer",):
             if not (args.vocab_file and args.merge_file):
                 rt.append(f"tokenizer {tt} needs --vocab-file and --merge-file")
-        elif tt in ("HuggingFaceTokenizer", "SentencePieceTokenizer", "GPTSentencePieceTokenizer",
-                    "Llama2Tokenizer", "TikTokenizer"):
+        elif tt in (
+            "HuggingFaceTokenizer",
+            "SentencePieceTokenizer",
+            "GPTSentencePieceTokenizer",
+            "Llama2Tokenizer",
+            "TikTokenizer",
+        ):
             if not args.tokenizer_model:
                 rt.append(f"tokenizer {tt} needs --tokenizer-model")
         if args.lr is None:
@@ -257,11 +287,12 @@ def load_vllm():
     with quiet():
         from vllm import platforms
         from vllm.platforms.cpu import CpuPlatform
+
         platforms.current_platform = CpuPlatform()
         import vllm.entrypoints.cli.serve as S
         from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
         from vllm.entrypoints.common.cli_args import make_arg_parser
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
     _VL.update(S=S, AEA=AsyncEngineArgs, FAP=FlexibleArgumentParser, make=make_arg_parser)
     return _VL
 
@@ -284,9 +315,9 @@ def check_vllm(item):
     for s in segs:
         for i, t in enumerate(s):
             if os.path.basename(t) == "vllm" and i + 1 < len(s) and s[i + 1] == "serve":
-                argv = s[i + 1:]
+                argv = s[i + 1 :]
             if t == "-m" and i + 1 < len(s) and s[i + 1] == "vllm.entrypoints.openai.api_server":
-                argv, legacy = s[i + 2:], True
+                argv, legacy = s[i + 2 :], True
     if argv is None:
         return False, "no `vllm serve` (or -m vllm.entrypoints.openai.api_server) found", []
     v = load_vllm()
@@ -332,24 +363,35 @@ def _flat_literal(tp):
 def vllm_extra_validate(ea, warns):
     errs = []
     from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+
     if ea.quantization is not None and ea.quantization not in QUANTIZATION_METHODS:
         errs.append(f"--quantization {ea.quantization!r} not in QUANTIZATION_METHODS")
     try:
         from vllm.config import CacheConfig
+
         CacheConfig(cache_dtype=ea.kv_cache_dtype)
     except Exception as e:
-        errs.append(f"CacheConfig: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-                    + (f" {[l for l in str(e).splitlines() if 'Invalid' in l][:1]}" if 'Invalid' in str(e) else ""))
+        errs.append(
+            f"CacheConfig: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            + (
+                f" {[ln for ln in str(e).splitlines() if 'Invalid' in ln][:1]}"
+                if "Invalid" in str(e)
+                else ""
+            )
+        )
     kvt = ea.kv_transfer_config
     if kvt is not None and getattr(kvt, "kv_connector", None):
         from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+
         reg = getattr(KVConnectorFactory, "_registry", {})
         if reg and kvt.kv_connector not in reg and not kvt.kv_connector_module_path:
             errs.append(f"kv_connector {kvt.kv_connector!r} not registered; known: {sorted(reg)}")
     sc = ea.speculative_config
     if isinstance(sc, dict):
         import dataclasses
+
         from vllm.config import speculative as S
+
         fields = {f.name for f in dataclasses.fields(S.SpeculativeConfig)}
         unk = sorted(set(sc) - fields)
         if unk:
@@ -362,10 +404,13 @@ def vllm_extra_validate(ea, warns):
             errs.append("num_speculative_tokens must be int > 0")
     try:
         from vllm.config import ParallelConfig
-        ParallelConfig(tensor_parallel_size=ea.tensor_parallel_size,
-                       pipeline_parallel_size=ea.pipeline_parallel_size,
-                       data_parallel_size=ea.data_parallel_size,
-                       enable_expert_parallel=ea.enable_expert_parallel)
+
+        ParallelConfig(
+            tensor_parallel_size=ea.tensor_parallel_size,
+            pipeline_parallel_size=ea.pipeline_parallel_size,
+            data_parallel_size=ea.data_parallel_size,
+            enable_expert_parallel=ea.enable_expert_parallel,
+        )
     except Exception as e:
         warns.append(f"ParallelConfig(...) raised on CPU: {type(e).__name__}: {str(e)[:200]}")
     return errs
@@ -391,14 +436,20 @@ def main():
         items = json.load(open(path))
         res = [check_item(it) for it in items]
         bad = 0
-        for it, r in zip(items, res):
+        for it, r in zip(items, res, strict=False):
             exp = it.get("expect_ok")
             mark = "PASS" if exp is None or exp == r["ok"] else "UNEXPECTED"
             bad += mark != "PASS"
-            print(f"[{mark}] {it.get('name', '')}: ok={r['ok']} {r['error'][:200]}", file=sys.stderr)
+            print(
+                f"[{mark}] {it.get('name', '')}: ok={r['ok']} {r['error'][:200]}", file=sys.stderr
+            )
         print(json.dumps(res, indent=1))
         sys.exit(1 if bad else 0)
-    data = json.load(open(sys.argv[1])) if len(sys.argv) > 1 and sys.argv[1] != "-" else json.load(sys.stdin)
+    data = (
+        json.load(open(sys.argv[1]))
+        if len(sys.argv) > 1 and sys.argv[1] != "-"
+        else json.load(sys.stdin)
+    )
     print(json.dumps([check_item(it) for it in data], indent=1))
 
 

@@ -493,6 +493,14 @@ def _local_budget(devices, memory_fraction: float) -> float:
     return agree_min(memory_fraction * min(free_memory_bytes(d) for d in mine))
 
 
+def _first_chunk(n: int, nd: int, chunk: int | None, max_per_device: int) -> int:
+    """Points per device of the first chunk tried: ``chunk`` split over the ``nd`` devices when
+    given, else the power of two covering ``n`` points, at most ``max_per_device``."""
+    if chunk is not None:
+        return max(1, -(-chunk // nd))
+    return min(1 << max(0, math.ceil(math.log2(max(1, -(-n // nd))))), max_per_device)
+
+
 def run_sweep(
     sweep: Sweep,
     *,
@@ -538,10 +546,7 @@ def run_sweep(
             host = np.minimum(np.arange(start, start + size), points.stop - 1).astype(index_dtype)
             return jax.make_array_from_callback((size,), sharded, lambda s: host[s])
 
-        per_device = 1 << max(0, math.ceil(math.log2(max(1, -(-n // nd)))))
-        per_device = min(per_device, max_chunk_per_device)
-        if chunk is not None:
-            per_device = max(1, -(-chunk // nd))
+        per_device = _first_chunk(n, nd, chunk, max_chunk_per_device)
         t0 = time.perf_counter()
         compiled, size, used = _compile(
             prep, tables, consts, indices, nd, per_device, budget, chunk is not None
