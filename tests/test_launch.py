@@ -12,7 +12,14 @@ import pytest
 
 import diffcost as dc
 from diffcost._inputs.loader import load_spec
-from diffcost._launch import Launch, megatron_launch, serving_launches, train_launch_plan
+from diffcost._launch import (
+    Launch,
+    bridge_launch,
+    megatron_launch,
+    serving_launches,
+    train_launch_plan,
+)
+from diffcost._launch.bridge import with_memory_check
 from diffcost._launch.megatron import allocated, parsed
 from diffcost._search.train import TrainSearchSpace, search_train
 from diffcost._train.cost import TrainCost
@@ -195,3 +202,49 @@ def test_vllm_multi_node_replicas_speculation_and_refusals():
     assert all("static" in x.refused for x in static)
     ep = serving_launches(_serve_row(expert_parallel=True), "org/m", "m", 8)
     assert "--enable-expert-parallel" in ep[0].args and parsed(ep[1].args)["ep_size"] == "4"
+
+
+def test_bridge_overrides_and_recipe():
+    """Megatron-Bridge: ``run_recipe.py --model STEM`` and ``KEY=VALUE`` overrides of the
+    layout, batch, recomputation, sharding and mixed-precision preset."""
+    space = TrainSearchSpace(global_batch=512, seq_len=4096, chips=(64,))
+    spec = load_spec("model", "llama-3-70b").values
+    model = dc.load_model("llama-3-70b")
+    line = bridge_launch(train_launch_plan(_ROW, space), "llama-3-70b", model, spec, 8)
+    assert not line.refused and line.program[-1] == "scripts/training/run_recipe.py"
+    a = parsed(line.args[:6])
+    assert a == {"model": "llama3_70b", "mode": "pretrain", "dataset": "mock"}
+    for token in (
+        "model.tensor_model_parallel_size=8",
+        "model.virtual_pipeline_model_parallel_size=2",
+        "model.recompute_granularity=full",
+        "ddp.use_distributed_optimizer=true",
+        "mixed_precision=bf16_mixed",
+        "train.global_batch_size=512",
+    ):
+        assert token in line.args
+    assert "\n    model.tensor_model_parallel_size=8 \\" in line.text()  # one override a line
+    fsdp = bridge_launch(
+        train_launch_plan({**_ROW, "zero": 3}, space), "llama-3-70b", model, spec, 8
+    )
+    assert "ddp.data_parallel_sharding_strategy=optim_grads_params" in fsdp.args
+    gpt3 = bridge_launch(train_launch_plan(_ROW, space), "gpt3-175b", model, spec, 8)
+    assert "no Megatron-Bridge pretraining recipe" in gpt3.refused
+
+
+def test_bridge_line_is_refused_when_its_fp32_gradients_do_not_fit():
+    """Bridge's bf16 preset keeps fp32 gradients: Llama 3 8B, ZeRO-1 on 8 H100, micro-batch 1
+    needs 69.9 GB as charged (2-byte gradients) but 85.9 GB in a Bridge run (> 85.5 GB)."""
+    system, model = dc.load_system("dgx-h100", chips=8), dc.load_model("llama-3-8b")
+    spec = load_spec("model", "llama-3-8b").values
+    row = dict(_ROW, tp=1, pp=1, dp=8, virtual_stages=1, sequence_parallel=False)
+    row |= dict(global_batch=64, recompute="none", chips=8)
+    space = TrainSearchSpace(global_batch=64, seq_len=4096, chips=(8,))
+    plan = train_launch_plan(row, space)
+    out = with_memory_check(bridge_launch(plan, "llama-3-8b", model, spec, 8), plan, system, model)
+    assert "4-byte gradients" in out.refused and "85.9 GB per GPU > 85.5 GB" in out.refused
+    assert not megatron_launch(plan, model, spec, 8).refused  # Megatron-LM: bf16 gradients
+    # ZeRO-2 shards the gradients: the same job at micro-batch 2 still fits with 4 bytes
+    z2 = {**plan, "zero": 2, "micro_batch": 2}
+    roomy = with_memory_check(bridge_launch(z2, "llama-3-8b", model, spec, 8), z2, system, model)
+    assert not roomy.refused and "predicted 78.3 GB of 85.5 GB" in roomy.notes[-1]

@@ -75,10 +75,12 @@ def _quote(token: str) -> str:
 
 
 def _options(args: tuple[str, ...]) -> list[str]:
-    """Group tokens as ``--option value...`` for one option per printed line."""
+    """Group tokens as ``--option value...`` (or a ``KEY=VALUE`` override) for one option per
+    printed line."""
     groups: list[list[str]] = []
     for token in args:
-        if token.startswith("--") or not groups:
+        override = "=" in token and not token.startswith(("-", "{", "'", '"'))
+        if token.startswith("--") or override or not groups:
             groups.append([token])
         else:
             groups[-1].append(token)

@@ -224,17 +224,25 @@ def _train_checks(system: Any, chip: str, result: SearchResult) -> dict[str, Any
 
 
 def _train_launches(best: dict[str, Any] | None, space: Any, model: str, system: Any) -> list:
-    """The Megatron-LM command of the best plan (none without a plan)."""
-    from .._launch import megatron_launch, train_launch_plan
+    """The Megatron-LM and Megatron-Bridge commands of the best plan (none without a plan);
+    the Bridge line re-checked with its preset's fp32 gradients."""
+    from .._launch import bridge_launch, megatron_launch, train_launch_plan
+    from .._launch.bridge import with_memory_check
 
     if best is None:
         return []
-    spec = load_spec("model", model).values
-    plan = train_launch_plan(best, space)
-    line = megatron_launch(plan, load_model(model), spec, _chips_per_node(system))
+    spec = load_spec("model", model)
+    plan, model_ = train_launch_plan(best, space), load_model(model)
+    per_node = _chips_per_node(system)
+    lines = [
+        megatron_launch(plan, model_, spec.values, per_node),
+        bridge_launch(plan, spec.info.name, model_, spec.values, per_node),
+    ]
     if float(system.chip.architecture[0]) < 1.0:
-        line = replace(line, refused="Megatron-LM runs on GPUs; this chip is not one")
-    return [line]
+        return [
+            replace(x, refused=f"{x.framework} runs on GPUs; this chip is not one") for x in lines
+        ]
+    return [lines[0], with_memory_check(lines[1], plan, system, model_)]
 
 
 def _chips_per_node(system: Any) -> int:
