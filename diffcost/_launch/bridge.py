@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from .command import Launch, tokens
-from .megatron import env_for, megatron_refusals
+from .megatron import env_for, megatron_refusals, torchrun
 
 BRIDGE_COMMIT = "067f987df03b8355b03192d88d70f1709fedf51a"
 
@@ -101,22 +101,12 @@ def bridge_launch(
     """The Megatron-Bridge command of a training plan (``plan``:
     :func:`~diffcost._launch.megatron.train_launch_plan`; ``name``: the built-in model)."""
     refused = bridge_refusals(plan, name, model, spec)
-    chips = int(plan["tp"]) * int(plan["pp"]) * int(plan["cp"]) * int(plan["dp"])
-    per_node = max(1, min(chips, chips_per_node))
-    program = tokens(
-        "torchrun",
-        ("--nnodes", max(1, chips // per_node)),
-        ("--nproc-per-node", per_node),
-        ("--node-rank", "$NODE_RANK"),
-        ("--master-addr", "$MASTER_ADDR"),
-        ("--master-port", 6000),
-        "scripts/training/run_recipe.py",
-    )
+    program, chips, _ = torchrun(plan, chips_per_node, "scripts/training/run_recipe.py")
     args = tokens(("--model", RECIPES.get(name, name)), ("--mode", "pretrain"))
     args += tokens(("--dataset", "mock"), *overrides(plan))
     notes = (f"Megatron-Bridge {BRIDGE_COMMIT[:12]}, from its checkout, on {chips} GPUs",)
     env = tuple(env_for(plan))
-    return Launch("Megatron-Bridge", tuple(program), tuple(args), env, notes, "; ".join(refused))
+    return Launch("Megatron-Bridge", program, tuple(args), env, notes, "; ".join(refused))
 
 
 def bridge_allocated(plan: dict[str, Any]) -> dict[str, Any]:

@@ -241,12 +241,9 @@ RUN_ARGS = ("--mock-data", "--tokenizer-type", "NullTokenizer", "--train-iters",
 RUN_ARGS += ("--lr", "0.0001", "--lr-decay-style", "constant", "--eval-iters", "0")
 
 
-def megatron_launch(
-    plan: dict[str, Any], model: Model, spec: dict[str, Any], chips_per_node: int
-) -> Launch:
-    """The Megatron-LM command of a training plan (``plan``: :func:`train_launch_plan`;
-    ``spec``: the model file's values; ``chips_per_node``: GPUs per host for ``torchrun``)."""
-    refused = megatron_refusals(plan, model, spec)
+def torchrun(plan: dict[str, Any], chips_per_node: int, script: str) -> tuple[tuple, int, int]:
+    """``torchrun`` over the plan's ``tp pp cp dp`` GPUs, ``chips_per_node`` a host (the node
+    rank and master address left to the scheduler): the program, the GPUs and GPUs per node."""
     chips = int(plan["tp"]) * int(plan["pp"]) * int(plan["cp"]) * int(plan["dp"])
     per_node = max(1, min(chips, chips_per_node))
     program = tokens(
@@ -256,8 +253,18 @@ def megatron_launch(
         ("--node-rank", "$NODE_RANK"),
         ("--master-addr", "$MASTER_ADDR"),
         ("--master-port", 6000),
-        "pretrain_gpt.py",
+        script,
     )
+    return tuple(program), chips, per_node
+
+
+def megatron_launch(
+    plan: dict[str, Any], model: Model, spec: dict[str, Any], chips_per_node: int
+) -> Launch:
+    """The Megatron-LM command of a training plan (``plan``: :func:`train_launch_plan`;
+    ``spec``: the model file's values; ``chips_per_node``: GPUs per host for ``torchrun``)."""
+    refused = megatron_refusals(plan, model, spec)
+    program, chips, per_node = torchrun(plan, chips_per_node, "pretrain_gpt.py")
     args = [
         *parallel_args(plan),
         *model_args(model, spec, int(plan["seq_len"])),
@@ -272,7 +279,7 @@ def megatron_launch(
         "--mock-data and the learning-rate flags measure the step; give your data and schedule",
     )
     return Launch(
-        "Megatron-LM", tuple(program), tuple(args), tuple(env_for(plan)), notes, "; ".join(refused)
+        "Megatron-LM", program, tuple(args), tuple(env_for(plan)), notes, "; ".join(refused)
     )
 
 
