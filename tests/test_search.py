@@ -184,8 +184,9 @@ def test_cli_plan_train_json():
         out["feasible"]
         and out["best_plan"]["dp"] * out["best_plan"]["tp"] * out["best_plan"]["pp"] == 8
     )
-    (line,) = out["launch"]
+    line, bridge = out["launch"]
     assert line["framework"] == "Megatron-LM" and not line["refused"]
+    assert bridge["framework"] == "Megatron-Bridge" and "--model" in bridge["argv"]
     assert "--tensor-model-parallel-size" in line["argv"]
     # every setting echoed, the defaulted ones included; full breakdowns of every plan shown
     assert out["settings"]["max_micro_batch"] == 16 and out["settings"]["optimizer"] == "adam"
