@@ -237,6 +237,12 @@ def _uneven(space: TrainSearchSpace) -> bool:
     return space.first_stage_layers > 0 or space.last_stage_layers > 0
 
 
+def _grad_bytes(precision: Any) -> Any:
+    """Gradient bytes of precision weights (numpy or JAX rows): :data:`GRAD_BYTES` in their
+    dtype."""
+    return precision @ np.asarray(GRAD_BYTES, dtype=precision.dtype)
+
+
 def _plan_fields(col: Any, space: TrainSearchSpace, onehot: Any, full: Any) -> dict[str, Any]:
     """A plan's fields from candidate columns (shared by the host table and the on-device
     enumeration): ``onehot(name)`` gives a choice's one-hot rows, ``full(value)`` a constant
@@ -257,7 +263,7 @@ def _plan_fields(col: Any, space: TrainSearchSpace, onehot: Any, full: Any) -> d
         "recompute": onehot("recompute"),
         "zero": onehot("zero"),
         "precision": onehot("precision"),
-        "grad_bytes_per_param": onehot("precision") @ GRAD_BYTES,
+        "grad_bytes_per_param": _grad_bytes(onehot("precision")),
         "optimizer": onehot("optimizer"),
         **{k: full(v) for k, v in _fixed(space).items()},
     }
@@ -422,7 +428,7 @@ def relaxed_plan(
             "recompute": soft("recompute"),
             "zero": soft("zero"),
             "precision": soft("precision"),
-            "grad_bytes_per_param": soft("precision") @ jnp.asarray(GRAD_BYTES),
+            "grad_bytes_per_param": _grad_bytes(soft("precision")),
             "optimizer": jnp.asarray(_one_hots("optimizer", space.optimizer, 1)[0]),
             **{k: jnp.asarray(v) for k, v in _fixed(space).items()},
         }

@@ -74,6 +74,13 @@ ELEMENT_BYTES = np.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 _NARROW = np.asarray([float(BYTES_PER_ELEMENT[f] < 2.0) for f in FORMATS])
 
 
+def _as(table: np.ndarray, like: Array) -> Array:
+    """A numpy table as an array of ``like``'s dtype: never a float64 buffer beside float32
+    operands (inside ``jax.enable_x64(False)`` a float64 numpy constant once reached a float32
+    executable as a float64 buffer: JAX's RuntimeProgramInputMismatch)."""
+    return jnp.asarray(table, dtype=like.dtype)
+
+
 class Consts(NamedTuple):
     """Plan-dependent constants of the passes: degrees, formats and the peak that applies."""
 
@@ -137,13 +144,13 @@ def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Cons
         tp=plan.tp,
         pp=plan.pp,
         peak_flop_per_s=mix(plan.compute_format, system.chip.peak_flop_per_s),
-        weight_bytes=mix(plan.weight_format, jnp.asarray(ELEMENT_BYTES)),
-        act_bytes=mix(plan.compute_format, jnp.asarray(ELEMENT_BYTES)),
-        kv_bytes=mix(plan.kv_format, jnp.asarray(ELEMENT_BYTES)),
+        weight_bytes=mix(plan.weight_format, _as(ELEMENT_BYTES, plan.weight_format)),
+        act_bytes=mix(plan.compute_format, _as(ELEMENT_BYTES, plan.compute_format)),
+        kv_bytes=mix(plan.kv_format, _as(ELEMENT_BYTES, plan.kv_format)),
         kv_heads_local=kv_heads_per_chip(model, plan.tp, sm),
         gqa_unaware=1.0 - plan.gqa_decode_kernel,
         separate_dequant=(1.0 - plan.fused_dequant) * weight_only,
-        quantized_acts=jnp.sum(plan.compute_format * _NARROW),
+        quantized_acts=jnp.sum(plan.compute_format * _as(_NARROW, plan.compute_format)),
         cuda_graphs=plan.cuda_graphs,
         expert_parallel=plan.expert_parallel,
     )

@@ -122,7 +122,9 @@ def gemm_format(system: System, plan: TrainPlan) -> GemmFormat:
     """Format of the weight GEMMs: the peak FLOP/s and element bytes of the plan's precision
     (a mixture when relaxed); every operand in that format."""
     peak = jnp.sum(plan.precision * system.chip.peak_flop_per_s)
-    return GemmFormat(peak, jnp.sum(plan.precision * _ELEMENT_BYTES))
+    return GemmFormat(
+        peak, jnp.sum(plan.precision * jnp.asarray(_ELEMENT_BYTES, plan.precision.dtype))
+    )
 
 
 def attention_ops(system: System, model: Model, plan: TrainPlan) -> tuple[GemmOp, GemmOp]:
