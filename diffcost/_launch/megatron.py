@@ -48,6 +48,12 @@ def train_launch_plan(best: dict[str, Any], space: Any) -> dict[str, Any]:
     return {**SEARCH_DEFAULTS, **fixed, **best}
 
 
+def _replicas(plan: dict[str, Any]) -> int:
+    """Hybrid-sharding replicas ``dp / shard_group`` (1: full sharding, the default)."""
+    dp = int(plan.get("dp", 1))
+    return dp // int(plan.get("shard_group", dp) or dp)
+
+
 def megatron_refusals(plan: dict[str, Any], model: Model, spec: dict[str, Any]) -> list[str]:
     """Why Megatron-LM's ``pretrain_gpt.py`` cannot run ``plan`` as predicted (empty: it can)."""
     why = []
@@ -61,9 +67,7 @@ def megatron_refusals(plan: dict[str, Any], model: Model, spec: dict[str, Any]) 
         why.append(f"optimizer {plan['optimizer']!r} is not a Megatron-LM --optimizer setting")
     if int(plan.get("lora_rank", 0)):
         why.append("pretrain_gpt.py trains every weight; LoRA runs in Megatron-Bridge (peft)")
-    if int(plan.get("shard_group", plan.get("dp", 1)) or 1) != int(plan.get("dp", 1)) and int(
-        plan["zero"]
-    ) in (2, 3):
+    if _replicas(plan) > 1 and int(plan["zero"]) in (2, 3):
         why.append("hybrid sharding with Megatron-FSDP is not emitted (only ZeRO-1 instances)")
     return why
 
@@ -190,7 +194,7 @@ def memory_args(plan: dict[str, Any]) -> list[str]:
     out = tokens(("--optimizer", str(plan.get("optimizer", "adam"))))
     if zero == 1:
         out.append("--use-distributed-optimizer")
-        replicas = int(plan.get("dp", 1)) // int(plan.get("shard_group", plan.get("dp", 1)) or 1)
+        replicas = _replicas(plan)
         if replicas > 1:
             out += tokens(("--num-distributed-optimizer-instances", replicas))
     elif _fsdp(plan):
