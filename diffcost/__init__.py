@@ -24,7 +24,7 @@ from ._core.options import (
 )
 from ._core.predictor import Predictor
 from ._core.smooth import EXACT, RELAXED, Smoothing
-from ._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, Chip, Efficiency, System
+from ._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, Chip, ChipEnergy, Efficiency, System
 from ._inputs.loader import (
     Spec,
     SpecInfo,
@@ -68,6 +68,7 @@ __all__ = [
     "BYTES_PER_ELEMENT",
     "calibrate",
     "Chip",
+    "ChipEnergy",
     "Efficiency",
     "EXACT",
     "FORMATS",

@@ -4,7 +4,7 @@ import diffcost
 
 PUBLIC = {
     # specs and errors
-    "BYTES_PER_ELEMENT", "Chip", "Efficiency", "FORMATS", "Infeasible", "Model", "Problem",
+    "BYTES_PER_ELEMENT", "Chip", "ChipEnergy", "Efficiency", "FORMATS", "Infeasible", "Model", "Problem",
     "Spec", "SpecError", "SpecInfo", "System", "builtin_names", "load_chip", "load_model",
     "load_spec", "load_system", "specs_dir", "Scenario", "load_scenario",
     # relaxation

@@ -132,6 +132,7 @@ def test_parameters_are_named_and_grouped(train_case):
     assert groups[BW] == groups[CAP] == "memory"
     assert groups["system.scale_out_latency_s"] == "interconnect"
     assert groups["chip.tdp_w"] == "power" and groups["model.hidden"] == "model"
+    assert groups["chip.energy.flop_j[bf16]"] == groups["chip.energy.idle_w"] == "power"
     assert groups["chip.on_chip_sram"] == "flag"
     assert "chip.on_chip_sram" not in set(sens.table.parameter)  # flags are not ranked
     assert list(sens.metrics) == list(TRAIN_METRICS)

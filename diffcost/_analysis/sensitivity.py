@@ -183,6 +183,8 @@ def parameter_names(params: tuple[System, Model]) -> list[tuple[str, str]]:
         field_name = rest[-1]
         if top == "1":
             prefix, group = "model", "model"
+        elif rest[0] == "chip" and "energy" in rest:  # per-operation energies: power
+            prefix, group = "chip.energy", "power"
         elif rest[0] == "chip":
             prefix, group = "chip", _GROUP_OF.get(field_name, "memory")
         elif rest[0] == "efficiency":
@@ -190,7 +192,7 @@ def parameter_names(params: tuple[System, Model]) -> list[tuple[str, str]]:
         else:
             prefix, group = "system", _GROUP_OF.get(field_name, "interconnect")
         size = int(np.size(leaf))
-        if size == len(FORMATS) and field_name == "peak_flop_per_s":
+        if size == len(FORMATS) and field_name in ("peak_flop_per_s", "flop_j"):
             out += [(f"{prefix}.{field_name}[{fmt}]", group) for fmt in FORMATS]
         elif field_name == "architecture":  # one-hot execution class: flags
             out += [(f"{prefix}.{field_name}[{a}]", "flag") for a in ARCHITECTURES]

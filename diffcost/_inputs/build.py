@@ -12,6 +12,7 @@ from .hardware import (
     FORMATS,
     GRAPH_KERNEL_FRACTION_PRIOR,
     Chip,
+    ChipEnergy,
     Efficiency,
     one_hot_architecture,
 )
@@ -45,6 +46,17 @@ def chip_module(values: dict[str, Any]) -> Chip:
         architecture=one_hot_architecture(execution.get("architecture", "gpu")),
         array_dim=_f(execution.get("array_dim", 1)),
         op_latency_s=_f(execution.get("op_latency_s", 0.0)),
+        energy=_energy(values),
+    )
+
+
+def _energy(values: dict[str, Any]) -> ChipEnergy:
+    """Without an ``[energy]`` table: idle at TDP, no dynamic energy (energy = TDP x time)."""
+    return ChipEnergy(
+        idle_w=_f(values["power"]["tdp_w"]),
+        flop_j=jnp.zeros(len(FORMATS)),
+        memory_j_per_byte=_f(0.0),
+        link_j_per_byte=_f(0.0),
     )
 
 

@@ -105,6 +105,26 @@ class Efficiency(eqx.Module):
     )
 
 
+class ChipEnergy(eqx.Module):
+    """Energy figures of one chip, for activity-based energy (:mod:`diffcost._terms.energy`).
+
+    Attributes:
+        idle_w: power drawn while powered and idle (leakage, clock trees, memory refresh), W.
+        flop_j: dynamic energy per FLOP by format, J/FLOP, indexed by :data:`FORMATS`.
+        memory_j_per_byte: dynamic energy per byte read or written in the memory the weights
+            live in (HBM/LPDDR, or SRAM for an on-chip-SRAM chip), J/byte.
+        link_j_per_byte: dynamic energy per byte sent over a scale-up or scale-out link, J/byte.
+
+    A chip file without an ``[energy]`` table gets ``idle_w = tdp_w`` and zero dynamic
+    energies: energy is then ``chips * TDP * time``, the pre-activity model.
+    """
+
+    idle_w: Float[Array, ""]
+    flop_j: Float[Array, "8"]
+    memory_j_per_byte: Float[Array, ""]
+    link_j_per_byte: Float[Array, ""]
+
+
 class Chip(eqx.Module):
     """One accelerator.
 
@@ -128,6 +148,7 @@ class Chip(eqx.Module):
             operand transport, partial-sum reduction across the fabric).  Paid per operation
             instead of the GPU's ``kernel_launch_s`` (:func:`diffcost._terms.kernels.launch_s`).
             0.0 for GPUs (unused).
+        energy: per-operation energy figures (:class:`ChipEnergy`).
     """
 
     peak_flop_per_s: Float[Array, "8"]
@@ -138,6 +159,7 @@ class Chip(eqx.Module):
     architecture: Float[Array, "3"]
     array_dim: Float[Array, ""]
     op_latency_s: Float[Array, ""]
+    energy: ChipEnergy
 
     def gpu_weight(self) -> Array:
         """Weight of the GPU class in :attr:`architecture` (1 for a GPU, 0 otherwise)."""
