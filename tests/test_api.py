@@ -4,9 +4,9 @@ import diffcost
 
 PUBLIC = {
     # specs and errors
-    "BYTES_PER_ELEMENT", "Chip", "ChipEnergy", "Efficiency", "FORMATS", "Infeasible", "Model", "Problem",
-    "Spec", "SpecError", "SpecInfo", "System", "builtin_names", "load_chip", "load_model",
-    "load_spec", "load_system", "specs_dir", "Scenario", "load_scenario",
+    "BYTES_PER_ELEMENT", "Chip", "ChipEnergy", "Efficiency", "FORMATS", "Infeasible", "Model",
+    "Problem", "Spec", "SpecError", "SpecInfo", "System", "builtin_names", "load_chip",
+    "load_model", "load_spec", "load_system", "specs_dir", "Scenario", "load_scenario",
     # relaxation
     "EXACT", "RELAXED", "Smoothing",
     # repeated single-plan predictions, compiled once
