@@ -306,6 +306,31 @@ def test_variance_shares_name_the_constant_to_measure_next():
     assert sum(shares2.values()) == pytest.approx(1.0)
 
 
+def test_an_output_nothing_moves_has_zero_shares_not_a_division_by_zero():
+    """Ampere's training discrepancy is 0 and an output may not depend on any constant."""
+    shares = U.variance_shares(np.zeros(len(C.NAMES)), np.eye(len(C.NAMES)), 0.0)
+    assert set(shares) == {*C.NAMES, "model discrepancy"} and not any(shares.values())
+
+
+def test_mfu_interval_is_the_step_times_in_float32_at_thousands_of_chips():
+    """MFU = FLOP / (chips * peak) / step: dividing by ``step * chips * peak`` squared ~1e39 in
+    the JVP and overflowed float32, so MFU's log-Jacobian was 0 (2,240 A100) or NaN (2,520)."""
+    model = dc.load_model("megatron-gpt-529.6b")
+    system = dc.load_system("dgx-a100", chips=2240)
+    plan = dc.train_plan(
+        tp=8, pp=35, dp=8, micro_batch=1, global_batch=1920, seq_len=2048, recompute="full"
+    )
+    with jax.enable_x64(False):
+        cost, plan = jax.tree.map(
+            lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x,
+            (dc.TrainCost(system, model), plan),
+        )
+        _, jac = U.log_jacobian(cost, plan, ("step_time_s", "mfu"))
+    jac = np.asarray(jac)
+    assert np.all(np.isfinite(jac)) and abs(jac[0, 0]) > 0.5
+    np.testing.assert_allclose(jac[1], -jac[0], rtol=1e-3, atol=1e-5)
+
+
 def test_energy_and_cost_intervals_are_the_times_and_a_zero_price_has_none(h100_64, llama70):
     """Energy and cost are TDP and price times the time: the same relative interval as the
     step time; a system without a price keeps cost p10 = p90 = 0 (no NaN from log 0)."""

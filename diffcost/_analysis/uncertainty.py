@@ -678,6 +678,8 @@ def variance_shares(g: np.ndarray, cov: np.ndarray, disc: float) -> dict[str, fl
     model discrepancy's ``d^2 / var``.  The constant with the largest share is the one whose
     measurement would narrow the interval most."""
     total = float(g @ cov @ g) + disc
+    if total <= 0.0:  # an output no constant moves and no discrepancy widens: exact
+        return {**{n: 0.0 for n in C.NAMES}, "model discrepancy": 0.0}
     shares = {n: float(v) / total for n, v in zip(C.NAMES, g * (cov @ g), strict=True)}
     shares["model discrepancy"] = disc / total
     return dict(sorted(shares.items(), key=lambda kv: -kv[1]))

@@ -600,8 +600,10 @@ class TrainCost(eqx.Module):
             model_flop=model_flop,
             hardware_flop=hardware_flop,
             model_flop_per_s_per_chip=model_flop / (step * chips),
-            mfu=model_flop / (step * chips * bf16_peak),
-            hfu=hardware_flop / (step * chips * bf16_peak),
+            # seconds of work at peak over the step: dividing by the product instead would
+            # square ~1e19 FLOP/s-seconds in the JVP and overflow float32 (zero/NaN gradients)
+            mfu=model_flop / (chips * bf16_peak) / step,
+            hfu=hardware_flop / (chips * bf16_peak) / step,
             memory=mem,
             capacity_bytes=chip.memory_capacity_bytes,
             headroom_bytes=chip.memory_capacity_bytes - mem.total_bytes,
