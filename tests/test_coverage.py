@@ -83,7 +83,7 @@ def test_coverage_lines_flag_an_implausible_mfu():
     cov = C.coverage("a100-sxm-80gb", "train", ["fp16"])
     cov["mfu"] = C.mfu_check("a100-sxm-80gb", "fp16", 0.66)
     lines = C.coverage_lines(cov)
-    assert lines[0].startswith("coverage: 26 published train measurements on a100-sxm-80gb")
+    assert lines[0].startswith("coverage: 29 published train measurements on a100-sxm-80gb")
     assert lines[1].startswith("IMPLAUSIBLE: predicted MFU 66.0% is above")
 
 

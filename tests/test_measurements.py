@@ -64,6 +64,7 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     assert counts == {
         ("megatron-sc21", "train_throughput"): 10,
         ("megatron-sc21-zero3", "train_throughput"): 6,
+        ("mt-nlg-530b", "train_throughput"): 3,
         ("korthikanti-2022", "train_throughput"): 9,
         ("megatron-readme", "train_throughput"): 1,
         ("nemo-24.07", "train_throughput"): 18,
@@ -88,8 +89,10 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     # layer's kernel efficiency as a named effect
     unmodelled = {"bloom-inference", "megatron-sc21-zero3", "llama3-herd", "megatron-bridge-moe"}
     unmodelled |= {"gpt-fast-mixtral", "trtllm-0.9-mixtral"}
+    # MT-NLG 530B: DeepSpeed's pipeline engine, 23-29% slower than the model's Megatron schedule
+    unmodelled |= {"mt-nlg-530b"}
     assert {m.source for m in points if m.unmodelled} == unmodelled
-    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2 + 3 + 7 + 16
+    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2 + 3 + 7 + 16 + 3
     trt = [m for m in points if m.source.startswith("trtllm")]
     assert all(m.plan["gqa_decode_kernel"] is False for m in trt)
     assert {m.id for m in points if m.plan.get("fused_dequant") is False} == {
