@@ -146,19 +146,18 @@ def idle_power_w(design: ChipDesign, tech: Technology) -> Array:
 
 
 def design_power_w(design: ChipDesign, tech: Technology) -> Array:
-    """Power at full activity (the TDP), W: idle + every unit at its peak at once: matrix units
-    at the bf16 peak, int arrays at the int8 peak (energies x ``(V/V_nom)^2``), external memory
-    and SRAM at full bandwidth, links sending at full rate (``E = W e_flop + Q e_mem + P_0 T``,
-    Choi, Bedard, Fowler, Vuduc, IPDPS 2013)."""
-    scale = energy_scale(design, tech)
+    """Power at full activity (the TDP), W: idle + matrix units at the bf16 peak + int arrays
+    at the int8 peak (energies x ``(V/V_nom)^2``) + the weights' memory at full bandwidth
+    (:func:`memory_figures`: external memory plus the SRAM share; SRAM used as a cache adds
+    area and leakage, not streaming power) + links sending at full rate
+    (``P = W e_flop + Q e_mem + P_0``: Choi, Bedard, Fowler, Vuduc, IPDPS 2013)."""
     compute = (
         matrix_flop_per_s(design, tech) * tech.flop_j[2]
         + int_op_per_s(design, tech) * tech.flop_j[5]
-    )
-    _, _, ext_power = _external(design, tech)
-    sram = sram_bandwidth_bytes_per_s(design, tech) * tech.sram_j_per_byte * scale
+    ) * energy_scale(design, tech)
+    _, bandwidth, mem_j, _ = memory_figures(design, tech)
     links = (design.scale_up_gb_per_s + design.scale_out_gb_per_s) * 1e9 * tech.link_j_per_byte
-    return idle_power_w(design, tech) + compute * scale + ext_power + sram + links
+    return idle_power_w(design, tech) + compute + bandwidth * mem_j + links
 
 
 def dies(design: ChipDesign, tech: Technology, sm: Smoothing = EXACT) -> Array:
@@ -250,7 +249,8 @@ def chip_as_design(name: str, tech: Technology) -> ChipDesign:
     links, ``[chip.<name>]`` of the technology file for clock, SRAM, stacks and channels).
 
     Matrix area reproduces the bf16 (else fp16) peak at the chip's clock; int-array area the
-    int8 peak beyond the matrix units' ``int8_per_bf16`` share (none for GPUs).  Absent parts
+    int8 peak beyond the matrix units' ``int8_per_bf16`` share (none for GPUs; a
+    remainder under 1% of the bf16 peak is datasheet rounding).  Absent parts
     get :data:`ABSENT`.  Use the chip's own technology
     (:func:`~diffcost._codesign.technology.reference_technology`) to compare with it.
     """
@@ -261,7 +261,9 @@ def chip_as_design(name: str, tech: Technology) -> ChipDesign:
     bf16 = compute.get("bf16_flop_per_s", compute.get("fp16_flop_per_s", 0.0))
     extra_int8 = compute.get("int8_flop_per_s", 0.0) - float(tech.int8_per_bf16) * bf16
     matrix = bf16 / clock_hz * float(tech.matrix_mm2_per_flop_per_cycle)
-    int_area = max(extra_int8, 0.0) / clock_hz * float(tech.int_mm2_per_op_per_cycle)
+    if extra_int8 < 0.01 * bf16:  # rounding of the datasheet ratios, not an int array
+        extra_int8 = 0.0
+    int_area = extra_int8 / clock_hz * float(tech.int_mm2_per_op_per_cycle)
 
     def f(x: float) -> Array:
         return jnp.asarray(max(float(x), ABSENT))
