@@ -53,8 +53,8 @@ def test_peaks_area_closed_form(tech, h100_design):
     chip = design_chip(h100_design, tech)
     assert float(chip.peak_flop_per_s[2]) == pytest.approx(989.4e12, rel=1e-9)
     assert float(chip.peak_flop_per_s[4]) == pytest.approx(2 * 989.4e12, rel=1e-9)
-    # 5 HBM3 stacks of 16 GB; SRAM adds 50 MB; "no LPDDR" is ABSENT x16 channels of 4 GB
-    cap = 5 * 16e9 + 50e6 + D.ABSENT * 4e9
+    # 5 HBM3 stacks of 16 GiB; SRAM adds 50 MB; "no LPDDR" is ABSENT x16 channels of 4 GiB
+    cap = 5 * 17.18e9 + 50e6 + D.ABSENT * 4.295e9
     assert float(chip.memory_capacity_bytes) == pytest.approx(cap, rel=1e-9)
     area = 989.4e12 / 1.83e9 * 1.319e-3 + 50 * 0.25 + 5 * 12 + (450 + 50) * 0.032
     area += D.ABSENT * (1 + 1)  # absent int arrays (mm^2) and LPDDR PHY (1 mm^2 per channel)

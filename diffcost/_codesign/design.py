@@ -23,7 +23,7 @@ from .._inputs.loader import load_spec
 from .technology import Technology, reference_chip
 
 #: Value standing for "none" of a design quantity (the design's leaves stay positive).
-ABSENT = 1e-3
+ABSENT = 1e-6
 
 
 class ChipDesign(eqx.Module):
