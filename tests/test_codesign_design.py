@@ -65,21 +65,25 @@ SERVE = dict(batch=8, input_len=256, output_len=64)
 
 
 def test_system_runs_serve_and_more_stacks_decode_faster(tech, h100_design):
-    """design_system output is a System ServeCost accepts (finite results), it is the `like`
-    system except for the chip and link numbers, and more HBM stacks (bandwidth) make a
-    memory-bound decode faster."""
+    """design_system output is a System ServeCost accepts (finite results and gradients), it is
+    the `like` system except for the chip and link numbers, and more HBM stacks (bandwidth)
+    make a memory-bound decode faster."""
     like = dc.load_system("dgx-h100", chips=8)
     system = design_system(h100_design, tech, like)
     assert float(system.num_chips) == 8.0
     assert float(system.scale_up_bandwidth_bytes_per_s) == pytest.approx(450e9)
     assert jtu.tree_all(jtu.tree_map(lambda a, b: bool(a == b), system.efficiency, like.efficiency))
     model = dc.load_model("llama-2-7b")
-    serve = eqx.filter_jit(lambda s: dc.ServeCost(s, model)(dc.serve_plan(**SERVE)))
-    out = serve(system)
+
+    def tpot(d):
+        out = dc.ServeCost(design_system(d, tech, like), model)(dc.serve_plan(**SERVE))
+        return out.tpot_s, out
+
+    (_, out), grad = jax.jit(jax.value_and_grad(tpot, has_aux=True))(h100_design)
     for value in (out.tpot_s, out.ttft_s, out.energy_per_token_j):
         assert math.isfinite(float(value)) and float(value) > 0
-    faster = serve(design_system(_with(h100_design, hbm_stacks=8), tech, like))
-    assert float(faster.tpot_s) < float(out.tpot_s)
+    assert all(math.isfinite(float(x)) for x in jtu.tree_leaves(grad))
+    assert float(grad.hbm_stacks) < 0  # more stacks: more bandwidth, a faster decode step
 
 
 def test_jit_and_grad_finite(tech, h100_design):
@@ -199,3 +203,27 @@ def test_design_is_a_positive_float_pytree(h100_design):
     leaves = jtu.tree_leaves(h100_design)
     assert len(leaves) == 8 and all(float(x) > 0 for x in leaves)
     assert isinstance(h100_design, ChipDesign)
+
+
+@pytest.mark.parametrize("f", [design_area_mm2, design_power_w, design_cost_usd])
+def test_gradient_matches_finite_differences(tech, h100_design, f):
+    """Autodiff == central differences (float64) for every design leaf of area, power, cost."""
+    grad = jax.grad(lambda d: f(d, tech))(h100_design)
+    for name in ChipDesign.__dataclass_fields__:
+        x = float(getattr(h100_design, name))
+        h = 1e-6 * max(x, 1.0)  # absolute step for the ABSENT (1e-6) leaves
+        up = f(_with(h100_design, **{name: x + h}), tech)
+        down = f(_with(h100_design, **{name: x - h}), tech)
+        fd = float(up - down) / (2 * h)
+        assert float(getattr(grad, name)) == pytest.approx(fd, rel=1e-5, abs=1e-9), name
+
+
+def test_vmap_over_stacked_designs_equals_loop(tech):
+    """vmap over stacked designs (e.g. a sweep of SRAM sizes) == a Python loop."""
+    base = chip_as_design("h100-sxm", tech)
+    designs = [_with(base, sram_mb=s, hbm_stacks=k) for s, k in ((10, 4), (50, 5), (400, 8))]
+    stacked = jtu.tree_map(lambda *xs: jnp.stack(xs), *designs)
+    for f in (design_area_mm2, design_power_w, design_cost_usd):
+        batched = jax.vmap(lambda d, f=f: f(d, tech))(stacked)
+        loop = [float(f(d, tech)) for d in designs]
+        assert [float(x) for x in batched] == pytest.approx(loop, rel=1e-12)
