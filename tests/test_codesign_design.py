@@ -2,6 +2,7 @@
 against published chips, and the technology file's errors."""
 
 import math
+import tomllib
 
 import equinox as eqx
 import jax
@@ -227,3 +228,17 @@ def test_vmap_over_stacked_designs_equals_loop(tech):
         batched = jax.vmap(lambda d, f=f: f(d, tech))(stacked)
         loop = [float(f(d, tech)) for d in designs]
         assert [float(x) for x in batched] == pytest.approx(loop, rel=1e-12)
+
+
+def test_every_table_of_the_file_loads_sourced():
+    """Every node, HBM and LPDDR table passes the loader (values positive, each sourced), and
+    every catalogue reference chip names existing tables."""
+    doc = tomllib.loads(technology_path().read_text())
+    for node in doc["node"]:
+        for hbm in doc["hbm"]:
+            for lpddr in doc["lpddr"]:
+                tech = load_technology(node, hbm=hbm, lpddr=lpddr)
+                assert all(bool(jnp.all(x > 0)) for x in jtu.tree_leaves(tech))
+    assert set(doc["chip"]) == set(CATALOGUE)
+    for name in CATALOGUE:
+        reference_technology(name)
