@@ -24,7 +24,7 @@ from diffcost._codesign.design import (
 )
 from diffcost._codesign.technology import reference_chip, reference_technology
 
-CHIPS = ("h100-sxm", "b200", "mi300x", "groq-lpu", "jetson-agx-orin")
+CHIPS = ("h100-sxm", "h200", "b200", "mi300x", "groq-lpu", "jetson-agx-orin")
 OUT = Path(__file__).parent / "results" / "codesign-chips.txt"
 
 
