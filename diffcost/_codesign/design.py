@@ -11,6 +11,13 @@ First-order physics, each step with its reference:
   ``pi (d/2)^2 / A - pi d / sqrt(2 A)`` (Hennessy & Patterson, *Computer Architecture*, 6th ed.,
   §1.6), Murphy's yield ``((1 - exp(-A D0)) / (A D0))^2`` (Murphy, Proc. IEEE 52, 1964);
   designs larger than the reticle are split into equal dies (``ceil(A / reticle)``).
+
+Validation (``benchmarks/codesign_chips.py``, one set of constants; H100 calibrates the matrix
+area and the interposer price): GPU die areas within ~10% except MI300X (-42%: its N6 I/O dies
+are not modelled), TDPs -38%..-2% for GPUs, costs within 10%; the Groq LPU is ~2.8x too
+large and ~2x too hungry (matrix logic is derived from GPU SMs, far less dense than a systolic
+array).  Not modelled: die-to-die links of split designs, speed binning (the clock changes
+power, not cost), harvesting of partly defective dies, the host CPU of an edge module.
 """
 
 import equinox as eqx
