@@ -107,10 +107,14 @@ def test_jit_and_grad_finite(tech, h100_design):
     model, plan = dc.load_model("llama-2-7b"), dc.train_plan(dp=8, global_batch=64)
 
     def step(d):
-        return dc.TrainCost(design_system(d, tech, like), model)(plan).step_time_s
+        out = dc.TrainCost(design_system(d, tech, like), model)(plan)
+        return out.step_time_s, out.energy_j
 
-    t, g = jax.jit(jax.value_and_grad(step))(h100_design)
+    (t, energy), g = jax.jit(jax.value_and_grad(step, has_aux=True))(h100_design)
     assert math.isfinite(float(t)) and float(t) > 0
+    # activity energy from the design's ChipEnergy, at most chips x TDP x time
+    tdp = float(design_power_w(h100_design, tech))
+    assert 0 < float(energy) <= 8 * tdp * float(t) * (1 + 1e-9)
     assert all(math.isfinite(float(x)) for x in jtu.tree_leaves(g))
     assert float(g.matrix_area_mm2) < 0  # more matrix units: a shorter step
 
