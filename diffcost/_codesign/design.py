@@ -1,0 +1,299 @@
+"""A parametric chip: its design choices -> a :class:`Chip` the cost models accept, and its die
+area, power (TDP) and manufacturing cost from the sourced figures of a :class:`Technology`.
+
+First-order physics, each step with its reference:
+
+- Peak rate = units' area / area per (op per cycle) x clock (an array of MACs does a fixed
+  number of operations per cycle; Jouppi et al., ISCA 2017, TPU v1 §2).
+- Dynamic power = energy per op x ops/s, with energy ~ C V^2 and V linear in f above threshold
+  (Sakurai & Newton, alpha-power law, IEEE JSSC 1990); idle = leakage x area + memory standby.
+- Die cost = wafer price / (gross dies per wafer x yield), gross dies
+  ``pi (d/2)^2 / A - pi d / sqrt(2 A)`` (Hennessy & Patterson, *Computer Architecture*, 6th ed.,
+  §1.6), Murphy's yield ``((1 - exp(-A D0)) / (A D0))^2`` (Murphy, Proc. IEEE 52, 1964);
+  designs larger than the reticle are split into equal dies (``ceil(A / reticle)``).
+
+Validation (``benchmarks/codesign_chips.py``, one set of constants; H100 calibrates the matrix
+area and the interposer price): GPU die areas within ~10% except MI300X (-42%: its N6 I/O dies
+are not modelled), TDPs -38%..-2% for GPUs, costs within 10%; the Groq LPU is ~2.8x too
+large and ~2x too hungry (matrix logic is derived from GPU SMs, far less dense than a systolic
+array).  Not modelled: die-to-die links of split designs, speed binning (the clock changes
+power, not cost), harvesting of partly defective dies, the host CPU of an edge module.
+"""
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._core.smooth import EXACT, Smoothing, ceil, smax
+from .._inputs.hardware import Chip, ChipEnergy, System, one_hot_architecture
+from .._inputs.loader import load_spec
+from .technology import Technology, reference_chip
+
+#: Value standing for "none" of a design quantity (the design's leaves stay positive).
+ABSENT = 1e-6
+
+
+class ChipDesign(eqx.Module):
+    """Design choices of one chip (all positive float scalars: an optimizer works on their logs).
+
+    Attributes:
+        matrix_area_mm2: training-capable matrix units (bf16/fp16/fp8 with transpose and fp32
+            accumulate paths, and the logic that feeds them), mm^2.
+        int_area_mm2: inference-only int8/int4 arrays, mm^2.
+        sram_mb: on-chip SRAM, MB (1e6 bytes).
+        hbm_stacks: HBM stacks (a small positive value stands for none).
+        lpddr_channels: x16 LPDDR channels.
+        scale_up_gb_per_s: scale-up link bandwidth per chip per direction, GB/s (1e9 bytes/s).
+        scale_out_gb_per_s: scale-out link bandwidth per chip per direction, GB/s.
+        clock_ghz: clock, GHz; the voltage follows it.
+    """
+
+    matrix_area_mm2: Float[Array, ""]
+    int_area_mm2: Float[Array, ""]
+    sram_mb: Float[Array, ""]
+    hbm_stacks: Float[Array, ""]
+    lpddr_channels: Float[Array, ""]
+    scale_up_gb_per_s: Float[Array, ""]
+    scale_out_gb_per_s: Float[Array, ""]
+    clock_ghz: Float[Array, ""]
+
+
+def _clock_hz(design: ChipDesign) -> Array:
+    return design.clock_ghz * 1e9
+
+
+def energy_scale(design: ChipDesign, tech: Technology) -> Array:
+    """Dynamic energy per op relative to the nominal clock: ``(V/V_nom)^2`` with
+    ``V/V_nom = a + (1 - a) f/f_nom`` (dimensionless; ``E = C V^2``, V linear in f above the
+    threshold voltage: Sakurai & Newton, IEEE JSSC 25(2), 1990)."""
+    a = tech.threshold_voltage_fraction
+    v = a + (1.0 - a) * _clock_hz(design) / tech.nominal_clock_hz
+    return v * v
+
+
+def matrix_flop_per_s(design: ChipDesign, tech: Technology) -> Array:
+    """Dense bf16 peak of the matrix units, FLOP/s: area / (mm^2 per FLOP/cycle) x clock."""
+    return design.matrix_area_mm2 / tech.matrix_mm2_per_flop_per_cycle * _clock_hz(design)
+
+
+def int_op_per_s(design: ChipDesign, tech: Technology) -> Array:
+    """Dense int8 peak of the inference-only arrays, op/s (same law as the matrix units)."""
+    return design.int_area_mm2 / tech.int_mm2_per_op_per_cycle * _clock_hz(design)
+
+
+def peak_flop_per_s(design: ChipDesign, tech: Technology) -> Float[Array, "8"]:
+    """Dense peaks by :data:`diffcost.FORMATS`, FLOP/s.  Matrix units: bf16 = fp16 = M, tf32
+    and fp32 fractions of M, fp8 and int8 multiples of M (H100 whitepaper Table 3 ratios); fp4
+    runs at the fp8 rate (no fp4 units).  Int arrays add I to int8 and ``int4_per_int8 I`` to
+    int4; int4 on matrix units runs at their int8 rate."""
+    m, i = matrix_flop_per_s(design, tech), int_op_per_s(design, tech)
+    fp8, int8 = tech.fp8_per_bf16 * m, tech.int8_per_bf16 * m
+    return jnp.stack(
+        [tech.fp32_per_bf16 * m, tech.tf32_per_bf16 * m, m, m, fp8, int8 + i, fp8,
+         int8 + tech.int4_per_int8 * i]
+    )  # fmt: skip
+
+
+def _external(design: ChipDesign, tech: Technology) -> tuple[Array, Array, Array]:
+    """Off-chip memory: capacity bytes, bandwidth bytes/s, energy J (per second at full BW)."""
+    cap = design.hbm_stacks * tech.hbm_capacity_bytes + (
+        design.lpddr_channels * tech.lpddr_capacity_bytes
+    )
+    hbm_bw = design.hbm_stacks * tech.hbm_bandwidth_bytes_per_s
+    lpddr_bw = design.lpddr_channels * tech.lpddr_bandwidth_bytes_per_s
+    power = hbm_bw * tech.hbm_j_per_byte + lpddr_bw * tech.lpddr_j_per_byte
+    return cap, hbm_bw + lpddr_bw, power
+
+
+def sram_bandwidth_bytes_per_s(design: ChipDesign, tech: Technology) -> Array:
+    """Aggregate SRAM bandwidth, bytes/s: bytes per cycle per byte of SRAM x SRAM x clock
+    (banked SRAM: bandwidth grows with capacity; Groq LPU 80 TB/s for 230 MB at 0.9 GHz)."""
+    return design.sram_mb * 1e6 * tech.sram_bytes_per_cycle_per_byte * _clock_hz(design)
+
+
+def memory_figures(design: ChipDesign, tech: Technology) -> tuple[Array, Array, Array, Array]:
+    """Memory the weights live in: capacity bytes, bandwidth bytes/s, J/byte, SRAM share.
+
+    Capacity is external memory + SRAM.  Bytes are assumed spread over it uniformly, so SRAM
+    contributes its bandwidth in proportion ``s = SRAM / capacity`` (~0 for an HBM GPU, 1 for
+    an SRAM-only chip such as Groq's): ``BW = BW_ext + s BW_sram``; the energy per byte is
+    the bandwidth-weighted mean.  ``s`` is also the chip's ``on_chip_sram`` (a flag that is 1
+    only when SRAM holds everything; a relaxation in between).
+    """
+    ext_cap, ext_bw, ext_power = _external(design, tech)
+    sram_bytes = design.sram_mb * 1e6
+    capacity = ext_cap + sram_bytes
+    share = sram_bytes / capacity
+    sram_bw = share * sram_bandwidth_bytes_per_s(design, tech)
+    bandwidth = ext_bw + sram_bw
+    j_per_byte = (ext_power + sram_bw * tech.sram_j_per_byte) / bandwidth
+    return capacity, bandwidth, j_per_byte, share
+
+
+def design_area_mm2(design: ChipDesign, tech: Technology) -> Array:
+    """Total logic-die area, mm^2: matrix + int units + SRAM + memory PHYs + link SerDes."""
+    links = (design.scale_up_gb_per_s + design.scale_out_gb_per_s) * 1e9
+    return (
+        design.matrix_area_mm2
+        + design.int_area_mm2
+        + design.sram_mb * 1e6 * tech.sram_mm2_per_byte
+        + design.hbm_stacks * tech.hbm_phy_mm2
+        + design.lpddr_channels * tech.lpddr_phy_mm2
+        + links * tech.serdes_mm2_per_byte_per_s
+    )
+
+
+def idle_power_w(design: ChipDesign, tech: Technology) -> Array:
+    """Idle power, W: leakage x die area + memory standby (the Choi et al. 2013 ``P_0``)."""
+    return (
+        tech.leakage_w_per_mm2 * design_area_mm2(design, tech)
+        + design.hbm_stacks * tech.hbm_idle_w
+        + design.lpddr_channels * tech.lpddr_idle_w
+    )
+
+
+def design_power_w(design: ChipDesign, tech: Technology) -> Array:
+    """Power at full activity (the TDP), W: idle + matrix units at the bf16 peak + int arrays
+    at the int8 peak (energies x ``(V/V_nom)^2``) + the weights' memory at full bandwidth
+    (:func:`memory_figures`: external memory plus the SRAM share; SRAM used as a cache adds
+    area and leakage, not streaming power) + links sending at full rate
+    (``P = W e_flop + Q e_mem + P_0``: Choi, Bedard, Fowler, Vuduc, IPDPS 2013)."""
+    compute = (
+        matrix_flop_per_s(design, tech) * tech.flop_j[2]
+        + int_op_per_s(design, tech) * tech.flop_j[5]
+    ) * energy_scale(design, tech)
+    _, bandwidth, mem_j, _ = memory_figures(design, tech)
+    links = (design.scale_up_gb_per_s + design.scale_out_gb_per_s) * 1e9 * tech.link_j_per_byte
+    return idle_power_w(design, tech) + compute + bandwidth * mem_j + links
+
+
+def dies(design: ChipDesign, tech: Technology, sm: Smoothing = EXACT) -> Array:
+    """Dies the design is split into: ``ceil(area / reticle)`` (relaxed: ``area / reticle``,
+    floored at one die)."""
+    return smax(ceil(design_area_mm2(design, tech) / tech.reticle_mm2, sm), 1.0, sm)
+
+
+def die_yield(area_mm2: Array, tech: Technology) -> Array:
+    """Murphy's yield ``((1 - exp(-A D0)) / (A D0))^2`` of one die of ``area_mm2`` (Murphy,
+    'Cost-size optima of monolithic integrated circuits', Proc. IEEE 52(12), 1964)."""
+    x = area_mm2 * tech.defect_density_per_mm2
+    return (-jnp.expm1(-x) / x) ** 2
+
+
+def dies_per_wafer(area_mm2: Array, tech: Technology, sm: Smoothing = EXACT) -> Array:
+    """Gross dies per wafer ``pi (d/2)^2 / A - pi d / sqrt(2 A)`` (Hennessy & Patterson, 6th
+    ed., §1.6), at least one (a wafer-scale die)."""
+    d = tech.wafer_diameter_mm
+    gross = jnp.pi * (d / 2.0) ** 2 / area_mm2 - jnp.pi * d / jnp.sqrt(2.0 * area_mm2)
+    return smax(gross, 1.0, sm)
+
+
+def die_cost_usd(design: ChipDesign, tech: Technology, sm: Smoothing = EXACT) -> Array:
+    """Yield-adjusted logic-die cost, USD: ``n x wafer / (dies per wafer x yield)`` for
+    ``n`` dies of area ``A / n`` each."""
+    n = dies(design, tech, sm)
+    each = design_area_mm2(design, tech) / n
+    return n * tech.wafer_usd / (dies_per_wafer(each, tech, sm) * die_yield(each, tech))
+
+
+def design_cost_usd(design: ChipDesign, tech: Technology, sm: Smoothing = EXACT) -> Array:
+    """Manufacturing cost, USD: dies (yield-adjusted) + memory (USD/byte x bytes) + package
+    (interposer USD/mm^2 x (die + HBM footprint) + test and assembly)."""
+    memory = (
+        design.hbm_stacks * tech.hbm_capacity_bytes * tech.hbm_usd_per_byte
+        + design.lpddr_channels * tech.lpddr_capacity_bytes * tech.lpddr_usd_per_byte
+    )
+    interposer = design_area_mm2(design, tech) + design.hbm_stacks * tech.hbm_footprint_mm2
+    package = interposer * tech.interposer_usd_per_mm2 + tech.test_assembly_usd
+    return die_cost_usd(design, tech, sm) + memory + package
+
+
+def design_energy(design: ChipDesign, tech: Technology) -> ChipEnergy:
+    """Per-operation energies of the design (:class:`ChipEnergy`), at its clock's voltage."""
+    _, _, mem_j, _ = memory_figures(design, tech)
+    return ChipEnergy(
+        idle_w=idle_power_w(design, tech),
+        flop_j=tech.flop_j * energy_scale(design, tech),
+        memory_j_per_byte=mem_j,
+        link_j_per_byte=tech.link_j_per_byte,
+    )
+
+
+def design_chip(design: ChipDesign, tech: Technology) -> Chip:
+    """The :class:`Chip` of a design: GPU-like execution (kernels launched one by one; the
+    fitted efficiency of ``like`` applies), ``array_dim`` 1 and ``op_latency_s`` 0 (unused
+    for GPUs), ``tdp_w`` = :func:`design_power_w`."""
+    capacity, bandwidth, _, share = memory_figures(design, tech)
+    return Chip(
+        peak_flop_per_s=peak_flop_per_s(design, tech),
+        memory_capacity_bytes=capacity,
+        memory_bandwidth_bytes_per_s=bandwidth,
+        on_chip_sram=share,
+        tdp_w=design_power_w(design, tech),
+        architecture=one_hot_architecture("gpu"),
+        array_dim=jnp.asarray(1.0),
+        op_latency_s=jnp.asarray(0.0),
+        energy=design_energy(design, tech),
+    )
+
+
+def design_system(design: ChipDesign, tech: Technology, like: System) -> System:
+    """``like`` (efficiency, chip count, topology, latencies, price) with the design's chip and
+    link bandwidths."""
+    return eqx.tree_at(
+        lambda s: (s.chip, s.scale_up_bandwidth_bytes_per_s, s.scale_out_bandwidth_bytes_per_s),
+        like,
+        (
+            design_chip(design, tech),
+            design.scale_up_gb_per_s * 1e9,
+            design.scale_out_gb_per_s * 1e9,
+        ),
+    )
+
+
+def chip_as_design(name: str, tech: Technology) -> ChipDesign:
+    """Approximate design of a catalogue chip (``specs/chips/<name>.toml`` for the peaks and
+    links, ``[chip.<name>]`` of the technology file for clock, SRAM, stacks and channels).
+
+    Matrix area reproduces the bf16 (else fp16) peak at the chip's clock; int-array area the
+    int8 peak beyond the matrix units' ``int8_per_bf16`` share (none for GPUs; a
+    remainder under 1% of the bf16 peak is datasheet rounding).  Absent parts
+    get :data:`ABSENT`.  Use the chip's own technology
+    (:func:`~diffcost._codesign.technology.reference_technology`) to compare with it.
+    """
+    values = load_spec("chip", name).values
+    ref = reference_chip(name)
+    compute, links = values["compute"], values["interconnect"]
+    clock_hz = float(ref["clock_ghz"]) * 1e9
+    bf16 = compute.get("bf16_flop_per_s", compute.get("fp16_flop_per_s", 0.0))
+    extra_int8 = compute.get("int8_flop_per_s", 0.0) - float(tech.int8_per_bf16) * bf16
+    matrix = bf16 / clock_hz * float(tech.matrix_mm2_per_flop_per_cycle)
+    if extra_int8 < 0.01 * bf16:  # rounding of the datasheet ratios, not an int array
+        extra_int8 = 0.0
+    int_area = extra_int8 / clock_hz * float(tech.int_mm2_per_op_per_cycle)
+
+    def f(x: float) -> Array:
+        return jnp.asarray(max(float(x), ABSENT))
+
+    return ChipDesign(
+        matrix_area_mm2=f(matrix),
+        int_area_mm2=f(int_area),
+        sram_mb=f(ref["sram_mb"]),
+        hbm_stacks=f(ref["hbm_stacks"]),
+        lpddr_channels=f(ref["lpddr_channels"]),
+        scale_up_gb_per_s=f(links["scale_up_bandwidth_bytes_per_s"] / 1e9),
+        scale_out_gb_per_s=f(links["scale_out_bandwidth_bytes_per_s"] / 1e9),
+        clock_ghz=f(ref["clock_ghz"]),
+    )
+
+
+__all__ = [
+    "ABSENT",
+    "ChipDesign",
+    "chip_as_design",
+    "design_area_mm2",
+    "design_chip",
+    "design_cost_usd",
+    "design_power_w",
+    "design_system",
+]

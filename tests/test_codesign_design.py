@@ -1,0 +1,249 @@
+"""The parametric chip: mapping to a Chip the cost models accept, gradients, physics, validation
+against published chips, and the technology file's errors."""
+
+import math
+import tomllib
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import pytest
+
+import diffcost as dc
+from diffcost._codesign import design as D
+from diffcost._codesign.design import (
+    ChipDesign,
+    chip_as_design,
+    design_area_mm2,
+    design_chip,
+    design_cost_usd,
+    design_power_w,
+    design_system,
+)
+from diffcost._codesign.technology import (
+    load_technology,
+    reference_chip,
+    reference_technology,
+    technology_path,
+)
+from diffcost._core.smooth import EXACT, RELAXED
+
+
+@pytest.fixture(scope="module")
+def tech():
+    return load_technology("n4", hbm="hbm3")
+
+
+@pytest.fixture(scope="module")
+def h100_design(tech):
+    return chip_as_design("h100-sxm", tech)
+
+
+def _with(design, **fields):
+    names = list(fields)
+    return eqx.tree_at(
+        lambda d: [getattr(d, n) for n in names],
+        design,
+        [jnp.asarray(float(v)) for v in fields.values()],
+    )
+
+
+def test_peaks_area_closed_form(tech, h100_design):
+    """bf16 peak = area / (mm^2 per FLOP/cycle) x clock; area adds the parts (hand-derived)."""
+    chip = design_chip(h100_design, tech)
+    assert float(chip.peak_flop_per_s[2]) == pytest.approx(989.4e12, rel=1e-9)
+    assert float(chip.peak_flop_per_s[4]) == pytest.approx(2 * 989.4e12, rel=1e-9)
+    # 5 HBM3 stacks of 16 GiB; SRAM adds 50 MB; "no LPDDR" is ABSENT x16 channels of 4 GiB
+    cap = 5 * 17.18e9 + 50e6 + D.ABSENT * 4.295e9
+    assert float(chip.memory_capacity_bytes) == pytest.approx(cap, rel=1e-9)
+    area = 989.4e12 / 1.83e9 * 1.319e-3 + 50 * 0.25 + 5 * 12 + (450 + 50) * 0.032
+    area += D.ABSENT * (1 + 1)  # absent int arrays (mm^2) and LPDDR PHY (1 mm^2 per channel)
+    assert float(design_area_mm2(h100_design, tech)) == pytest.approx(area, rel=1e-6)
+
+
+SERVE = dict(batch=8, input_len=256, output_len=64)
+
+
+def test_system_runs_serve_and_more_stacks_decode_faster(tech, h100_design):
+    """design_system output is a System ServeCost accepts (finite results and gradients), it is
+    the `like` system except for the chip and link numbers, and more HBM stacks (bandwidth)
+    make a memory-bound decode faster."""
+    like = dc.load_system("dgx-h100", chips=8)
+    system = design_system(h100_design, tech, like)
+    assert float(system.num_chips) == 8.0
+    assert float(system.scale_up_bandwidth_bytes_per_s) == pytest.approx(450e9)
+    assert jtu.tree_all(jtu.tree_map(lambda a, b: bool(a == b), system.efficiency, like.efficiency))
+    model = dc.load_model("llama-2-7b")
+
+    def tpot(d):
+        out = dc.ServeCost(design_system(d, tech, like), model)(dc.serve_plan(**SERVE))
+        return out.tpot_s, out
+
+    (_, out), grad = jax.jit(jax.value_and_grad(tpot, has_aux=True))(h100_design)
+    for value in (out.tpot_s, out.ttft_s, out.energy_per_token_j):
+        assert math.isfinite(float(value)) and float(value) > 0
+    assert all(math.isfinite(float(x)) for x in jtu.tree_leaves(grad))
+    assert float(grad.hbm_stacks) < 0  # more stacks: more bandwidth, a faster decode step
+
+
+def test_jit_and_grad_finite(tech, h100_design):
+    """jit == eager, and the gradients of area, power, cost (exact and relaxed) and of a train
+    step time (TrainCost on design_system) w.r.t. every design leaf are finite; a design
+    without HBM too."""
+    for f in (design_area_mm2, design_power_w, design_cost_usd):
+        assert float(jax.jit(f)(h100_design, tech)) == pytest.approx(float(f(h100_design, tech)))
+    no_hbm = _with(h100_design, hbm_stacks=D.ABSENT, sram_mb=500)
+    for d in (h100_design, no_hbm):
+        for f in (
+            design_area_mm2,
+            design_power_w,
+            lambda d, t: design_cost_usd(d, t, RELAXED),
+            lambda d, t: design_cost_usd(d, t, EXACT),
+        ):
+            g = jax.grad(lambda d, f=f: jnp.log(f(d, tech)))(d)
+            assert all(math.isfinite(float(x)) for x in jtu.tree_leaves(g))
+    like = dc.load_system("dgx-h100", chips=8)
+    model, plan = dc.load_model("llama-2-7b"), dc.train_plan(dp=8, global_batch=64)
+
+    def step(d):
+        out = dc.TrainCost(design_system(d, tech, like), model)(plan)
+        return out.step_time_s, out.energy_j
+
+    (t, energy), g = jax.jit(jax.value_and_grad(step, has_aux=True))(h100_design)
+    assert math.isfinite(float(t)) and float(t) > 0
+    # activity energy from the design's ChipEnergy, at most chips x TDP x time
+    tdp = float(design_power_w(h100_design, tech))
+    assert 0 < float(energy) <= 8 * tdp * float(t) * (1 + 1e-9)
+    assert all(math.isfinite(float(x)) for x in jtu.tree_leaves(g))
+    assert float(g.matrix_area_mm2) < 0  # more matrix units: a shorter step
+
+
+def test_monotone(tech, h100_design):
+    """More SRAM -> more area; more stacks -> more bandwidth, power, cost; a faster clock ->
+    more power per FLOP (voltage rises with it)."""
+    base = h100_design
+    big_sram = _with(base, sram_mb=100)
+    assert float(design_area_mm2(big_sram, tech)) > float(design_area_mm2(base, tech))
+    more = _with(base, hbm_stacks=6)
+    for f in (design_power_w, design_cost_usd):
+        assert float(f(more, tech)) > float(f(base, tech))
+    bw = lambda d: float(design_chip(d, tech).memory_bandwidth_bytes_per_s)
+    assert bw(more) > bw(base)
+    fast = _with(base, clock_ghz=2.2)
+    j = lambda d: float(design_chip(d, tech).energy.flop_j[2])
+    assert j(fast) > j(base)
+
+
+def test_yield_falls_with_area_and_dies_split_at_reticle(tech):
+    areas = jnp.asarray([50.0, 200.0, 400.0, 800.0])
+    yields = [float(D.die_yield(a, tech)) for a in areas]
+    assert all(a > b for a, b in zip(yields, yields[1:], strict=False))
+    # Murphy at A D0 = 0.8 (800 mm^2, 0.1/cm^2): ((1 - e^-0.8) / 0.8)^2
+    assert yields[-1] == pytest.approx(((1 - math.exp(-0.8)) / 0.8) ** 2, rel=1e-9)
+    # relaxed die count == exact at an integer number of reticles
+    base = chip_as_design("h100-sxm", tech)
+    extra = 2 * 858.0 - 1e-6 - float(design_area_mm2(base, tech))
+    d = _with(base, matrix_area_mm2=float(base.matrix_area_mm2) + extra)
+    assert float(D.dies(d, tech, EXACT)) == pytest.approx(2.0)
+    assert float(D.dies(d, tech, RELAXED)) == pytest.approx(2.0)
+
+
+CATALOGUE = ("h100-sxm", "h200", "b200", "mi300x", "groq-lpu", "jetson-agx-orin")
+
+
+@pytest.mark.parametrize("name", CATALOGUE)
+def test_catalogue_design_matches_its_chip_spec(name):
+    """chip_as_design reproduces the catalogue chip's bf16/fp16 peak exactly and its memory
+    capacity and bandwidth within the stack/channel granularity (validation; errors of area,
+    power and cost are reported by benchmarks/codesign_chips.py)."""
+    tech = reference_technology(name)
+    chip = design_chip(chip_as_design(name, tech), tech)
+    real = dc.load_chip(name)
+    assert float(chip.peak_flop_per_s[3]) == pytest.approx(float(real.peak_flop_per_s[3]))
+    cap = float(chip.memory_capacity_bytes) / float(real.memory_capacity_bytes)
+    bw = float(chip.memory_bandwidth_bytes_per_s) / float(real.memory_bandwidth_bytes_per_s)
+    assert 0.9 < cap < 1.15 and 0.8 < bw < 1.3, (cap, bw)
+
+
+def test_gpu_area_power_cost_within_published_bounds():
+    """Published H100/H200/B200/MI300X die area, TDP and cost (technology.toml [chip.*],
+    sourced) against the model: H100 is the area calibration point and H200 the same die
+    (within 5%); the others are out of sample and must stay within 50% (area, power) and 25%
+    (cost)."""
+    for name, area_tol in (("h100-sxm", 0.05), ("h200", 0.05), ("b200", 0.5), ("mi300x", 0.5)):
+        tech, ref = reference_technology(name), reference_chip(name)
+        d = chip_as_design(name, tech)
+        assert float(design_area_mm2(d, tech)) / ref["die_area_mm2"] == pytest.approx(
+            1, abs=area_tol
+        )
+        assert float(design_power_w(d, tech)) / ref["tdp_w"] == pytest.approx(1, abs=0.5)
+        assert float(design_cost_usd(d, tech)) / ref["cost_usd"] == pytest.approx(1, abs=0.25)
+
+
+def _write(tmp_path, old, new):
+    text = technology_path().read_text()
+    assert old in text
+    path = tmp_path / "technology.toml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def test_bad_technology_file_names_file_key_and_reason(tmp_path):
+    path = _write(tmp_path, "wafer_usd = 16988", "wafer_usd = -1")
+    with pytest.raises(dc.SpecError, match=r"technology\.toml: node\.n4\.wafer_usd: must be posi"):
+        load_technology("n4", path=path)
+    path = _write(tmp_path, "sram_mm2_per_mb = 0.25\n", "")
+    with pytest.raises(dc.SpecError, match=r"node\.n4\.sram_mm2_per_mb: missing"):
+        load_technology("n4", path=path)
+    path = _write(tmp_path, "wafer_usd = \"CSET, Khan & Mann, 'AI", 'x = "')
+    with pytest.raises(dc.SpecError, match=r"source\.node\.n4\.wafer_usd: missing source"):
+        load_technology("n4", path=path)
+    with pytest.raises(dc.SpecError, match=r"\[node\.n9\]: table missing"):
+        load_technology("n9")
+    with pytest.raises(dc.SpecError, match=r"chip\.h999: no such chip"):
+        reference_chip("h999")
+
+
+def test_design_is_a_positive_float_pytree(h100_design):
+    leaves = jtu.tree_leaves(h100_design)
+    assert len(leaves) == 8 and all(float(x) > 0 for x in leaves)
+    assert isinstance(h100_design, ChipDesign)
+
+
+@pytest.mark.parametrize("f", [design_area_mm2, design_power_w, design_cost_usd])
+def test_gradient_matches_finite_differences(tech, h100_design, f):
+    """Autodiff == central differences (float64) for every design leaf of area, power, cost."""
+    grad = jax.grad(lambda d: f(d, tech))(h100_design)
+    for name in ChipDesign.__dataclass_fields__:
+        x = float(getattr(h100_design, name))
+        h = 1e-6 * max(x, 1.0)  # absolute step for the ABSENT (1e-6) leaves
+        up = f(_with(h100_design, **{name: x + h}), tech)
+        down = f(_with(h100_design, **{name: x - h}), tech)
+        fd = float(up - down) / (2 * h)
+        assert float(getattr(grad, name)) == pytest.approx(fd, rel=1e-5, abs=1e-9), name
+
+
+def test_vmap_over_stacked_designs_equals_loop(tech):
+    """vmap over stacked designs (e.g. a sweep of SRAM sizes) == a Python loop."""
+    base = chip_as_design("h100-sxm", tech)
+    designs = [_with(base, sram_mb=s, hbm_stacks=k) for s, k in ((10, 4), (50, 5), (400, 8))]
+    stacked = jtu.tree_map(lambda *xs: jnp.stack(xs), *designs)
+    for f in (design_area_mm2, design_power_w, design_cost_usd):
+        batched = jax.vmap(lambda d, f=f: f(d, tech))(stacked)
+        loop = [float(f(d, tech)) for d in designs]
+        assert [float(x) for x in batched] == pytest.approx(loop, rel=1e-12)
+
+
+def test_every_table_of_the_file_loads_sourced():
+    """Every node, HBM and LPDDR table passes the loader (values positive, each sourced), and
+    every catalogue reference chip names existing tables."""
+    doc = tomllib.loads(technology_path().read_text())
+    for node in doc["node"]:
+        for hbm in doc["hbm"]:
+            for lpddr in doc["lpddr"]:
+                tech = load_technology(node, hbm=hbm, lpddr=lpddr)
+                assert all(bool(jnp.all(x > 0)) for x in jtu.tree_leaves(tech))
+    assert set(doc["chip"]) == set(CATALOGUE)
+    for name in CATALOGUE:
+        reference_technology(name)
