@@ -166,7 +166,18 @@ SYSTEM_TOP = {
     "chip": Field("str", required=True, doc="built-in chip name or path"),
     "chips": Field("count", required=True, doc="default chip count (the CLI's --chips)"),
 }
-SYSTEM = {"interconnect": INTERCONNECT, "price": PRICE}
+SYSTEM = {
+    "interconnect": INTERCONNECT,
+    "price": PRICE,
+    "power": {
+        "node_overhead": Q(
+            "w",
+            True,
+            "power of one scale-up domain besides its chips (host CPUs, NICs, switches, fans), "
+            "added to energy; without this table: 0 (chip energy only)",
+        )
+    },
+}
 
 
 def _chip_has_16bit_peak(values: dict[str, Any], add: Callable[[str, str], None]) -> None:

@@ -341,7 +341,8 @@ def energy_per_token_j(
 ) -> Array:
     """Energy per output token, J: :func:`~diffcost._terms.energy.activity_energy_j` of one
     second of the deployment (``chips`` powered, :func:`activity_per_token` times
-    ``tokens_per_s`` of work) over ``tokens_per_s``.  Without chip energy figures:
+    ``tokens_per_s`` of work, plus the system's power besides the chips) over
+    ``tokens_per_s``.  Without chip energy figures or system overhead:
     ``chips * TDP / tokens_per_s``."""
     both = _mixer(plan)
     flop, memory, link = (activity_per_token(plan, r, a, both) for a in pass_activity(c, w, pt))
@@ -355,6 +356,7 @@ def energy_per_token_j(
         memory_bytes=memory * tokens_per_s,
         link_bytes=link * tokens_per_s,
         sm=c.sm,
+        overhead_w=c.system.overhead_w(plan.num_chips()),
     )
     return energy / tokens_per_s
 

@@ -707,6 +707,7 @@ class TrainCost(eqx.Module):
                 memory_bytes=chips * step_memory_bytes(built, plan, sm),
                 link_bytes=chips * step_link_bytes(built, plan, sm),
                 sm=sm,
+                overhead_w=sys.overhead_w(chips),
             ),
             cost_usd=chips * sys.price_usd_per_chip_hour * step / 3600.0,
         )
