@@ -489,7 +489,8 @@ def write_posterior(fit: C.Fit, prep: Prepared, path: str | Path, command: str) 
 #: Cost is the chips' price times the time (``_train/cost.py``, ``_serve/cost.py``): its
 #: interval is the time's; activity energy (idle power times the time plus work) gets its own
 #: through the model, in the throughput regime; the request latency is TTFT plus the output
-#: tokens' TPOT, dominated by the TPOT at the usual output lengths, so it takes the token-latency regime.
+#: tokens' TPOT, dominated by the TPOT at the usual output lengths, so it takes the
+#: token-latency regime.
 TRAIN_OUTPUTS = (
     ("step_time_s", "train_throughput"),
     ("tokens_per_s", "train_throughput"),
