@@ -184,3 +184,33 @@ def test_energy_table_needs_its_source(tmp_path):
     with pytest.raises(dc.SpecError) as err:
         dc.load_spec("chip", path)
     assert any("source.energy" in str(p) for p in err.value.problems), str(err.value)
+
+
+def _energy_check():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "energy_check.py"
+    spec = importlib.util.spec_from_file_location("energy_check", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_published_wall_power_is_bracketed_by_the_activity_and_tdp_models():
+    """MLPerf power points (specs/power/mlperf-power.toml; benchmarks/energy_check.py).
+
+    Tolerance: the prediction lies in ``[0.4, 1.0] x`` the measured wall power, and the
+    measurement below ``chips * TDP + node overhead``.  The activity model is a lower bound by
+    construction (the chip tables count arithmetic and DRAM/link traffic above an idle floor;
+    on-chip data movement, clock power under load and host power above the low-load floor are
+    not counted: -37% to -52% on these points).  The counted work must show above the floor:
+    more than 1.25 x the idle chips plus node overhead (a lost FLOP or byte count fails).
+    """
+    h100 = dc.load_system("dgx-h100")
+    floor_w = 8 * float(h100.chip.energy.idle_w) + float(h100.node_overhead_w)
+    for point, pred in _energy_check().rows():
+        assert pred["fits"] == 1.0, point["id"]
+        measured = point["power_w"]
+        assert 0.4 * measured <= pred["power_w"] <= measured <= pred["bound_w"], point["id"]
+        assert pred["power_w"] > 1.25 * floor_w, point["id"]
