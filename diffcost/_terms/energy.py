@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from .._core.smooth import Smoothing, smin
-from .._inputs.hardware import ChipEnergy
+from .._inputs.hardware import ChipEnergy, System
 
 
 def activity_energy_j(
@@ -54,4 +54,21 @@ def activity_energy_j(
     return smin(idle + dynamic, chips * tdp_w * time_s, sm) + overhead_w * time_s
 
 
-__all__ = ["activity_energy_j"]
+def energy_basis(system: System, chip_name: str) -> str:
+    """How a prediction's energy was computed, for display (concrete values, not traced):
+    ``"activity"``, or ``"at TDP: no energy figures for <chip>"`` for a chip file without an
+    ``[energy]`` table (its default, :func:`diffcost._inputs.build._energy`, is idle power =
+    TDP and no dynamic energy), plus the system's overhead when it has one."""
+    e, chip = system.chip.energy, system.chip
+    default = (
+        float(e.idle_w) == float(chip.tdp_w)
+        and not bool(jnp.any(e.flop_j))
+        and float(e.memory_j_per_byte) == 0.0
+        and float(e.link_j_per_byte) == 0.0
+    )
+    basis = f"at TDP: no energy figures for {chip_name}" if default else "activity"
+    overhead = float(system.node_overhead_w)
+    return basis + (f", + {overhead:,.0f} W per node" if overhead > 0.0 else "")
+
+
+__all__ = ["activity_energy_j", "energy_basis"]
