@@ -139,10 +139,19 @@ def test_parameters_are_named_and_grouped(train_case):
 
 
 def test_elasticity_identities(train_case):
-    """Exact consequences of the formulas: energy/token scales with TDP, cost/token with price,
-    and the MFU's bf16 peak elasticity is that of step time minus one."""
+    """Exact consequences of the formulas: activity energy/token is homogeneous of degree one
+    in the chip's energy figures and the node overhead (below the TDP cap, which does not
+    bind: elasticity 0),
+    cost/token scales with price, and the MFU's bf16 peak elasticity is that of step time
+    minus one."""
     *_, sens = train_case
-    assert sens.elasticity("energy_per_token_j", "chip.tdp_w") == pytest.approx(1.0, abs=1e-9)
+    assert sens.elasticity("energy_per_token_j", "chip.tdp_w") == pytest.approx(0.0, abs=1e-9)
+    table = sens.table[sens.table.metric == "energy_per_token_j"]
+    power = table.parameter.str.startswith("chip.energy.") | (
+        table.parameter == "system.node_overhead_w"
+    )
+    figures = table[power]
+    assert figures.elasticity.sum() == pytest.approx(1.0, abs=1e-6)
     assert sens.elasticity("cost_per_token_usd", "system.price_usd_per_chip_hour") == (
         pytest.approx(1.0, abs=1e-9)
     )

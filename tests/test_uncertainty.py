@@ -332,13 +332,16 @@ def test_mfu_interval_is_the_step_times_in_float32_at_thousands_of_chips():
 
 
 def test_energy_and_cost_intervals_are_the_times_and_a_zero_price_has_none(h100_64, llama70):
-    """Energy and cost are TDP and price times the time: the same relative interval as the
-    step time; a system without a price keeps cost p10 = p90 = 0 (no NaN from log 0)."""
+    """Cost is price times the time: the same relative interval as the step time; activity
+    energy is idle power times the time plus work that does not depend on it: a narrower
+    interval, but not none; a system without a price keeps cost p10 = p90 = 0 (no NaN from
+    log 0)."""
     plan = dc.train_plan(tp=8, pp=2, dp=4, global_batch=64, seq_len=2048)
     iv = U.intervals(dc.TrainCost(h100_64, llama70), plan, "h100-sxm", "default", "train")
     assert iv is not None
     rel = iv["step_time_s_p90"] / iv["step_time_s_p10"]
-    assert iv["energy_j_p90"] / iv["energy_j_p10"] == pytest.approx(rel, rel=1e-6)
+    assert iv["cost_usd_p90"] / iv["cost_usd_p10"] == pytest.approx(rel, rel=1e-6)
+    assert 1.0 < iv["energy_j_p90"] / iv["energy_j_p10"] < rel
     free = eqx.tree_at(lambda s: s.price_usd_per_chip_hour, h100_64, jnp.asarray(0.0))
     iv0 = U.intervals(dc.TrainCost(free, llama70), plan, "h100-sxm", "default", "train")
     assert iv0 is not None and iv0["cost_usd_p10"] == iv0["cost_usd_p90"] == 0.0

@@ -95,6 +95,7 @@ _GROUP_OF = {
     "memory_capacity_bytes": "memory",
     "memory_bandwidth_bytes_per_s": "memory",
     "tdp_w": "power",
+    "node_overhead_w": "power",
     "price_usd_per_chip_hour": "price",
     "num_chips": "system",
 }

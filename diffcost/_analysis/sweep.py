@@ -221,8 +221,8 @@ def _with_intervals(structure: _Structure, tables, cost, plan, r) -> dict[str, j
     ``p10/p90 = y exp(-/+ Z80 sigma)``.
 
     ``g`` is computed once per distinct :data:`INTERVAL_OUTPUTS` ``jacobian_of`` output: one
-    reverse pass when there is one (training: every headline output is step time times a factor
-    the constants do not change), forward mode over the constants otherwise."""
+    reverse pass when there is one, forward mode over the constants otherwise (training: step
+    time, whose factors the constants do not change, and activity energy)."""
     names = structure.intervals
     share = dict((n, j) for n, _, j in INTERVAL_OUTPUTS[structure.job])
     primary = tuple(dict.fromkeys(share[n] for n in names))
@@ -324,15 +324,17 @@ class SweepResult:
 #: chip ``= B S / (t_step N)`` (``diffcost/_train/cost.py``, ``TrainCost.__call__``) differ from
 #: the step time ``t_step`` by factors no calibrated constant changes (batch, sequence, model
 #: FLOP, chips, datasheet peak), so their log Jacobian is minus its; serving output tokens/s
-#: per chip is output tokens/s over the chip count.  Energy and cost are TDP and price times
-#: the step time (training) or over the output tokens/s (serving, ``_serve/cost.py``).
+#: per chip is output tokens/s over the chip count.  Cost is price times the step time
+#: (training) or over the output tokens/s (serving, ``_serve/cost.py``); activity energy is
+#: not a multiple of the time (``_terms/energy.py``: idle power times the time plus work), so
+#: it takes its own Jacobian.
 INTERVAL_OUTPUTS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "train": (
         ("step_time_s", "train_throughput", "step_time_s"),
         ("tokens_per_s", "train_throughput", "step_time_s"),
         ("mfu", "train_throughput", "step_time_s"),
         ("tokens_per_s_per_chip", "train_throughput", "step_time_s"),
-        ("energy_j", "train_throughput", "step_time_s"),
+        ("energy_j", "train_throughput", "energy_j"),
         ("cost_usd", "train_throughput", "step_time_s"),
     ),
     "serve": (
@@ -341,7 +343,7 @@ INTERVAL_OUTPUTS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("output_tokens_per_s", "serve_throughput", "output_tokens_per_s"),
         ("output_tokens_per_s_per_chip", "serve_throughput", "output_tokens_per_s"),
         ("request_latency_s", "token_latency", "request_latency_s"),
-        ("energy_per_token_j", "serve_throughput", "output_tokens_per_s"),
+        ("energy_per_token_j", "serve_throughput", "energy_per_token_j"),
         ("cost_per_million_tokens_usd", "serve_throughput", "output_tokens_per_s"),
     ),
 }

@@ -486,10 +486,11 @@ def write_posterior(fit: C.Fit, prep: Prepared, path: str | Path, command: str) 
 
 # --- intervals through the model ---------------------------------------------------------------
 #: The outputs given an interval, with the metric kind of their discrepancy (train, serve).
-#: Energy and cost are the chips' TDP and price times the time (``_train/cost.py``,
-#: ``_serve/cost.py``): their intervals are the time's (the TDP is a stated upper bound of the
-#: power, not a calibrated constant); the request latency is TTFT plus the output tokens' TPOT,
-#: dominated by the TPOT at the usual output lengths, so it takes the token-latency regime.
+#: Cost is the chips' price times the time (``_train/cost.py``, ``_serve/cost.py``): its
+#: interval is the time's; activity energy (idle power times the time plus work) gets its own
+#: through the model, in the throughput regime; the request latency is TTFT plus the output
+#: tokens' TPOT, dominated by the TPOT at the usual output lengths, so it takes the
+#: token-latency regime.
 TRAIN_OUTPUTS = (
     ("step_time_s", "train_throughput"),
     ("tokens_per_s", "train_throughput"),

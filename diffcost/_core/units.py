@@ -3,6 +3,8 @@
 Spec files name every number with its unit (``capacity_gb``, ``bandwidth_gb_per_s``); the code
 works in SI only (bytes, seconds, FLOP/s, bytes/s, watts).  ``_gb`` is always 1e9 bytes and
 ``_gib`` always 2**30 bytes; networking "Gb/s" is written ``_gbit_per_s`` (1e9/8 bytes/s).
+Energies per operation are written in picojoules, ``_pj_per_flop`` and ``_pj_per_byte`` (or
+``_pj_per_bit``, x 8, as memory and link energies are usually quoted).
 """
 
 # dimension -> {suffix: factor to SI}
@@ -18,6 +20,8 @@ UNITS: dict[str, dict[str, float]] = {
     "s": {"_s": 1.0, "_ms": 1e-3, "_us": 1e-6, "_ns": 1e-9},
     "w": {"_w": 1.0, "_kw": 1e3},
     "usd_per_hour": {"_usd_per_hour": 1.0},
+    "j_per_flop": {"_pj_per_flop": 1e-12, "_j_per_flop": 1.0},
+    "j_per_byte": {"_pj_per_byte": 1e-12, "_pj_per_bit": 8e-12, "_j_per_byte": 1.0},
 }
 
 SI_SUFFIX = {
@@ -27,6 +31,8 @@ SI_SUFFIX = {
     "s": "_s",
     "w": "_w",
     "usd_per_hour": "_usd_per_hour",
+    "j_per_flop": "_j_per_flop",
+    "j_per_byte": "_j_per_byte",
 }
 
 # Longest suffix first, so "_gb_per_s" is not read as "_s".

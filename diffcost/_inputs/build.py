@@ -27,14 +27,7 @@ def chip_module(values: dict[str, Any]) -> Chip:
     """A chip; a format it lacks runs at the peak of the next wider one it has.  Without an
     ``[execution]`` table it is a GPU (``array_dim`` 1 and ``op_latency_s`` 0, both unused)."""
     compute = values["compute"]
-    peaks = []
-    for fmt in FORMATS:
-        current: str | None = fmt
-        while current is not None and f"{current}_flop_per_s" not in compute:
-            current = FORMAT_FALLBACK[current]
-        if current is None:  # fp32 missing: fall back to the widest 16-bit peak
-            current = "bf16" if "bf16_flop_per_s" in compute else "fp16"
-        peaks.append(float(compute[f"{current}_flop_per_s"]))
+    peaks = _fallback(compute, "_flop_per_s")
     mem = values["memory"]
     execution = values.get("execution", {})
     return Chip(
@@ -50,13 +43,36 @@ def chip_module(values: dict[str, Any]) -> Chip:
     )
 
 
+def _fallback(table: dict[str, Any], suffix: str) -> list[float]:
+    """Per-format values of ``table`` (keys ``<format><suffix>``); a format it lacks takes the
+    value of the next one along :data:`FORMAT_FALLBACK`, fp32 the widest 16-bit one."""
+    out = []
+    for fmt in FORMATS:
+        current: str | None = fmt
+        while current is not None and f"{current}{suffix}" not in table:
+            current = FORMAT_FALLBACK[current]
+        if current is None:
+            current = "bf16" if f"bf16{suffix}" in table else "fp16"
+        out.append(float(table[f"{current}{suffix}"]))
+    return out
+
+
 def _energy(values: dict[str, Any]) -> ChipEnergy:
-    """Without an ``[energy]`` table: idle at TDP, no dynamic energy (energy = TDP x time)."""
+    """The chip's ``[energy]`` table (missing FLOP energies follow the peaks' fallback).
+    Without one: idle at TDP, no dynamic energy (energy = TDP x time)."""
+    energy = values.get("energy")
+    if energy is None:
+        return ChipEnergy(
+            idle_w=_f(values["power"]["tdp_w"]),
+            flop_j=jnp.zeros(len(FORMATS)),
+            memory_j_per_byte=_f(0.0),
+            link_j_per_byte=_f(0.0),
+        )
     return ChipEnergy(
-        idle_w=_f(values["power"]["tdp_w"]),
-        flop_j=jnp.zeros(len(FORMATS)),
-        memory_j_per_byte=_f(0.0),
-        link_j_per_byte=_f(0.0),
+        idle_w=_f(energy["idle_w"]),
+        flop_j=jnp.asarray(_fallback(energy, "_j_per_flop")),
+        memory_j_per_byte=_f(energy["memory_j_per_byte"]),
+        link_j_per_byte=_f(energy["link_j_per_byte"]),
     )
 
 

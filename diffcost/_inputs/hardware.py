@@ -7,7 +7,7 @@ sources live in :class:`diffcost.SpecInfo`, not here, so that different chips st
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 #: Numeric formats, in the order of ``Chip.peak_flop_per_s``.
 FORMATS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
@@ -179,6 +179,8 @@ class System(eqx.Module):
         scale_out_latency_s: per collective step between domains, s.
         price_usd_per_chip_hour: rental price, USD per chip-hour (0 if unknown).
         efficiency: achievable fractions of the peaks.
+        node_overhead_w: power a scale-up domain draws besides its chips (host CPUs, NICs,
+            switches, fans), W; 0 when the system file gives none (chip energy only).
     """
 
     chip: Chip
@@ -190,3 +192,10 @@ class System(eqx.Module):
     scale_out_latency_s: Float[Array, ""]
     price_usd_per_chip_hour: Float[Array, ""]
     efficiency: Efficiency
+    node_overhead_w: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.zeros(()))
+
+    def overhead_w(self, chips: ArrayLike) -> Array:
+        """Power besides the chips of a job on ``chips`` chips, W: ``node_overhead_w`` per
+        scale-up domain, ``chips / scale_up_domain_chips`` domains (a fractional domain pays
+        its share: a smooth count)."""
+        return self.node_overhead_w * jnp.asarray(chips) / self.scale_up_domain_chips

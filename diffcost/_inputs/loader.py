@@ -151,12 +151,14 @@ def load_system(
         links = {**chip_spec.values["interconnect"], **sys_spec.values.get("interconnect", {})}
         price = {**chip_spec.values.get("price", {}), **sys_spec.values.get("price", {})}
         count = sys_spec.values["chips"] if chips is None else chips
+        overhead = sys_spec.values.get("power", {}).get("node_overhead_w", 0.0)
     else:
         assert chip is not None  # exactly one of system and chip
         chip_spec = load_spec("chip", chip)
         links = chip_spec.values["interconnect"]
         price = chip_spec.values.get("price", {})
         count = links["scale_up_domain_chips"] if chips is None else chips
+        overhead = 0.0
     f = lambda x: jnp.asarray(float(x))
     out = System(
         chip=chip_module(chip_spec.values),
@@ -168,6 +170,7 @@ def load_system(
         scale_out_latency_s=f(links["scale_out_latency_s"]),
         price_usd_per_chip_hour=f(price.get("usd_per_hour", 0.0)),
         efficiency=efficiency_for(chip_spec.info.name, calibration),
+        node_overhead_w=f(overhead),
     )
     _check_reserve(out, chip_spec, calibration)
     return out

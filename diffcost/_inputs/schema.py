@@ -132,6 +132,15 @@ CHIP = {
     },
     "interconnect": _req(INTERCONNECT),
     "power": {"tdp": Q("w", True, "thermal design power")},
+    "energy": {
+        "idle": Q("w", True, "power drawn while powered and idle (activity-based energy)"),
+        **{
+            fmt: Q("j_per_flop", doc=f"dynamic energy per {fmt} FLOP (missing: as the peaks)")
+            for fmt in FORMATS
+        },
+        "memory": Q("j_per_byte", True, "dynamic energy per byte read or written in [memory]"),
+        "link": Q("j_per_byte", True, "dynamic energy per byte sent over a link"),
+    },
     "price": PRICE,
     "execution": {
         "architecture": Field(
@@ -157,7 +166,18 @@ SYSTEM_TOP = {
     "chip": Field("str", required=True, doc="built-in chip name or path"),
     "chips": Field("count", required=True, doc="default chip count (the CLI's --chips)"),
 }
-SYSTEM = {"interconnect": INTERCONNECT, "price": PRICE}
+SYSTEM = {
+    "interconnect": INTERCONNECT,
+    "price": PRICE,
+    "power": {
+        "node_overhead": Q(
+            "w",
+            True,
+            "power of one scale-up domain besides its chips (host CPUs, NICs, switches, fans), "
+            "added to energy; without this table: 0 (chip energy only)",
+        )
+    },
+}
 
 
 def _chip_has_16bit_peak(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
@@ -165,6 +185,19 @@ def _chip_has_16bit_peak(values: dict[str, Any], add: Callable[[str, str], None]
     compute = values.get("compute", {})
     if not any(f"{fmt}_flop_per_s" in compute for fmt in ("bf16", "fp16")):
         add("compute", "needs bf16_tflop_per_s or fp16_tflop_per_s")
+
+
+def _chip_energy(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    """An `[energy]` table gives a 16-bit FLOP energy (the others fall back to it as the peaks
+    do) and an idle power at most the TDP."""
+    energy = values.get("energy")
+    if energy is None:
+        return
+    if not any(f"{fmt}_j_per_flop" in energy for fmt in ("bf16", "fp16")):
+        add("energy", "needs bf16_pj_per_flop or fp16_pj_per_flop")
+    tdp = values.get("power", {}).get("tdp_w")
+    if tdp is not None and energy.get("idle_w", 0.0) > tdp:
+        add("energy.idle_w", f"{energy['idle_w']} W is more than the TDP ({tdp} W)")
 
 
 def _chip_array_dim(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
@@ -516,7 +549,7 @@ KINDS: dict[str, Kind] = {
         tables=CHIP,
         required_tables=CHIP_REQUIRED_TABLES,
         source=SPEC_SOURCE,
-        rules=(_chip_has_16bit_peak, _chip_array_dim),
+        rules=(_chip_has_16bit_peak, _chip_array_dim, _chip_energy),
         doc="one accelerator: dense peaks, memory, interconnect, power, price, execution class",
     ),
     "system": Kind(

@@ -23,7 +23,9 @@ function per mode (:func:`static_mode`, :func:`continuous_mode`, :func:`disaggre
   "Splitwise", ISCA'24): prefill instances run one prompt at a time, the KV cache crosses the
   network to a decode instance (added to TTFT), decode instances run ``batch`` sequences with
   no prefill interference; the replica's request rate is the smaller of the pools' rates.
-* replicas multiply throughput and chips; energy per token is ``chips * TDP / (tokens/s)`` and
+* replicas multiply throughput and chips; energy per token is activity-based
+  (:func:`energy_per_token_j`: idle power plus per-FLOP and per-byte energies, at most
+  ``chips * TDP / (tokens/s)``, which it is for a chip without energy figures) and
   cost per million tokens ``chips * price / 3600 / (tokens/s) * 1e6`` (output tokens).
 """
 
@@ -45,6 +47,7 @@ from .._core.smooth import (
 )
 from .._inputs.hardware import System
 from .._inputs.model import Model
+from .._terms.energy import activity_energy_j
 from .._train.problems import memory_problem
 from .kv import (
     ServeMemory,
@@ -58,6 +61,8 @@ from .modes import (
     _DRAFT,
     _ITER,
     _ITER_DRAFT,
+    _ONE_PROMPT,
+    _PREFILL,
     Regime,
     continuous_mode,
     disaggregated_mode,
@@ -68,7 +73,7 @@ from .modes import (
     serve_work,
     static_mode,
 )
-from .passes import Consts, PassTime, consts, pass_time
+from .passes import Consts, PassTime, Work, consts, pass_time
 from .plan import ServePlan
 
 
@@ -294,6 +299,68 @@ def decode_split(plan: ServePlan, pt: PassTime, both: Mixer) -> dict[str, Array]
     )
 
 
+def pass_activity(c: Consts, w: Work, pt: PassTime) -> tuple[Array, Array, Array]:
+    """``(FLOP, memory bytes, link bytes)`` of one round of each pass on one instance (all its
+    ``tp * pp`` chips), for activity-based energy.
+
+    FLOP and memory bytes are the bottleneck chip's roofline floors of :class:`~diffcost.
+    _serve.passes.PassTime` times the achievable peak and bandwidth (weights and KV cache read;
+    activations and logits, an order below them in decode, are not counted); link bytes are
+    the TP all-reduces (two per layer of ``2 T h`` bytes, ring ``2 (t - 1)/t``, Shoeybi et al.
+    2019 §3) and the ``p - 1`` pipeline hand-offs of ``2 T h`` bytes, ``T`` the pass's tokens.
+    """
+    system, model = c.system, c.model
+    eff = system.efficiency
+    chips = c.tp * c.pp
+    flop = chips * pt.compute_s * c.peak_flop_per_s * eff.matmul_peak_fraction
+    bandwidth = system.chip.memory_bandwidth_bytes_per_s * eff.memory_bandwidth_fraction
+    memory = chips * (pt.weight_read_s + pt.kv_read_s) * bandwidth
+    tokens = jnp.asarray(w.decode_seqs) * jnp.asarray(w.query_tokens) + w.prefill_tokens
+    hidden_bytes = 2.0 * tokens * model.hidden
+    tp = model.layers * c.tp * 2.0 * 2.0 * (c.tp - 1.0) / c.tp * hidden_bytes
+    pp = (c.pp - 1.0) * c.tp * hidden_bytes
+    return flop, memory, tp + pp
+
+
+def activity_per_token(plan: ServePlan, r: Regime, a: Array, both: Mixer) -> Array:
+    """Activity ``a`` of the passes (stacked ``_PREFILL ... _ONE_PROMPT``) per output token,
+    mixed over the modes: static ``(a_prefill + (n / tau)(a_decode + k f a_draft)) / (B n)``,
+    continuous ``(a_iter + k f a_iter_draft) / (B_eff tau)``, disaggregated ``a_prompt / n +
+    (a_decode + k f a_draft) / (B tau)`` (``n`` output tokens, ``k f`` the draft passes' share
+    of a target pass as in :func:`~diffcost._serve.modes.draft_s`)."""
+    n, tau, kf = plan.output_len, r.tokens_per_step, plan.draft_len * plan.draft_params_fraction
+    step = a[_DECODE] + kf * a[_DRAFT]
+    static = (a[_PREFILL] + n / tau * step) / (plan.batch * n)
+    cont = (a[_ITER] + kf * a[_ITER_DRAFT]) / (r.batch_eff * tau)
+    disagg = a[_ONE_PROMPT] / n + step / (plan.batch * tau)
+    return both(static, cont, disagg)
+
+
+def energy_per_token_j(
+    c: Consts, plan: ServePlan, r: Regime, w: Work, pt: PassTime, tokens_per_s: Array
+) -> Array:
+    """Energy per output token, J: :func:`~diffcost._terms.energy.activity_energy_j` of one
+    second of the deployment (``chips`` powered, :func:`activity_per_token` times
+    ``tokens_per_s`` of work, plus the system's power besides the chips) over
+    ``tokens_per_s``.  Without chip energy figures or system overhead:
+    ``chips * TDP / tokens_per_s``."""
+    both = _mixer(plan)
+    flop, memory, link = (activity_per_token(plan, r, a, both) for a in pass_activity(c, w, pt))
+    chip = c.system.chip
+    energy = activity_energy_j(
+        chip.energy,
+        chip.tdp_w,
+        time_s=1.0,
+        chips=plan.num_chips(),
+        flop_by_format=flop * tokens_per_s * plan.compute_format,
+        memory_bytes=memory * tokens_per_s,
+        link_bytes=link * tokens_per_s,
+        sm=c.sm,
+        overhead_w=c.system.overhead_w(plan.num_chips()),
+    )
+    return energy / tokens_per_s
+
+
 class ServeCost(eqx.Module):
     """Serving cost model of ``model`` on ``system``; call it on a :class:`ServePlan`.
 
@@ -308,7 +375,8 @@ class ServeCost(eqx.Module):
         sys, model, sm = self.system, self.model, self.smoothing
         c = consts(sys, model, plan, sm)
         r = regime(plan, sm)
-        pt = pass_time(c, serve_work(plan, r, model, sm))
+        w = serve_work(plan, r, model, sm)
+        pt = pass_time(c, w)
         static = static_mode(plan, r, pt)
         transfer = kv_transfer_s(c, plan)
         modes = (
@@ -342,7 +410,7 @@ class ServeCost(eqx.Module):
             max_batch=max_batch,
             min_chips_for_weights=min_chips,
             chips=chips,
-            energy_per_token_j=chips * chip.tdp_w / tokens_per_s,
+            energy_per_token_j=energy_per_token_j(c, plan, r, w, pt, tokens_per_s),
             cost_per_million_tokens_usd=chips
             * sys.price_usd_per_chip_hour
             / 3600.0

@@ -42,6 +42,7 @@ from .._terms.comm import (
     point_to_point_s,
     tp_all_reduce_s,
 )
+from .._terms.energy import activity_energy_j
 from .._terms.gemm import GemmFormat, stream_time_s
 from .._terms.kernels import (
     KERNELS_PER_LAYER_FORWARD,
@@ -54,6 +55,7 @@ from .._terms.moe import remote_dispatch_bytes
 from .memory import (
     TrainMemory,
     adapter_params_per_layer,
+    layer_activation_bytes,
     lora_on,
     params_per_chip,
     stage_layers,
@@ -158,13 +160,26 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
         system,
         sm,
     )
-    heads_local = model.heads / t * plan.micro_batch
-    s_q, s = plan.seq_len / plan.cp, plan.seq_len
-    ew_elems = elementwise_elements(tokens, model, t, replicated_fraction(plan))
-    scores = (1.0 - plan.flash_attention) * (3.0 + 2.0 * model.dropout) * heads_local * s_q * s
-    cast_bytes = quantize_bytes(tokens, model, t, plan.precision[_FP8], _FP8_BYTES)
-    t_elem = stream_time_s(2.0 * (ew_elems + scores) + cast_bytes, system)
+    scores = score_elements(model, plan)
+    t_elem = stream_time_s(layer_stream_bytes(model, plan), system)
     return LayerForward(t_gemm, t_attn, t_elem, launch_s(0.0, system), scores)
+
+
+def score_elements(model: Model, plan: TrainPlan) -> Array:
+    """Elements unfused softmax and dropout read and write over one layer's score matrices on
+    one chip: ``(1 - flash)(3 + 2 dropout) heads_local s_q s``."""
+    heads_local = model.heads / plan.tp * plan.micro_batch
+    s_q, s = plan.seq_len / plan.cp, plan.seq_len
+    return (1.0 - plan.flash_attention) * (3.0 + 2.0 * model.dropout) * heads_local * s_q * s
+
+
+def layer_stream_bytes(model: Model, plan: TrainPlan) -> Array:
+    """Bytes of one layer forward's memory-bound kernels on one chip (:func:`layer_forward`):
+    ``2 (elementwise + scores) + casts``."""
+    tokens = tokens_per_chip(plan)
+    ew = elementwise_elements(tokens, model, plan.tp, replicated_fraction(plan))
+    casts = quantize_bytes(tokens, model, plan.tp, plan.precision[_FP8], _FP8_BYTES)
+    return 2.0 * (ew + score_elements(model, plan)) + casts
 
 
 def tp_comm_layer_s(
@@ -456,14 +471,12 @@ def zero3_s(
     return plan.num_micro_batches() * (fwd + bwd)
 
 
-def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
-    """Seconds of the optimizer update: a stream over the local shard of the model state.
-
-    ``trainable * shard * (2 w + g + 2 o)`` bytes (read and write weights and optimizer state,
-    read gradients; ``trainable`` the adapters only under LoRA; ``shard`` the ZeRO fraction
-    held, ``1 / (shard_group cp)``), plus for FP8 the per-step fp8 weight copies (read 2 bytes,
-    write 1 per weight; Transformer Engine caches them across micro-batches).
-    """
+def optimizer_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Bytes one chip's optimizer update streams: ``trainable * shard * (2 w + g + 2 o)``
+    (read and write weights and optimizer state, read gradients; ``trainable`` the adapters
+    only under LoRA; ``shard`` the ZeRO fraction held, ``1 / (shard_group cp)``), plus for FP8
+    the per-step fp8 weight copies (read 2 bytes, write 1 per weight; Transformer Engine caches
+    them across micro-batches)."""
     params = params_per_chip(model, plan, sm)
     z = plan.zero
     shard = z[0] + (z[1] + z[2] + z[3]) / plan.shard_ranks()
@@ -476,8 +489,13 @@ def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
             + 2.0 * plan.optimizer_bytes_per_param
         )
     )
-    opt_bytes += plan.precision[_FP8] * 3.0 * params
-    return stream_time_s(opt_bytes, system)
+    return opt_bytes + plan.precision[_FP8] * 3.0 * params
+
+
+def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Seconds of the optimizer update: a stream of :func:`optimizer_bytes` over the local
+    shard of the model state."""
+    return stream_time_s(optimizer_bytes(model, plan, sm), system)
 
 
 def pipeline_bubble(plan: TrainPlan, sm: Smoothing) -> Array:
@@ -520,6 +538,77 @@ def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     layer_fwd = fwd - model.logits_flop(gb * s) + lora * adapters
     w_sel, w_full = plan.recompute[1], plan.recompute[2]
     return model_flop, model_flop + w_full * layer_fwd + w_sel * attn_core
+
+
+def step_flop_by_format(model: Model, plan: TrainPlan) -> Array:
+    """Hardware FLOP of one step by format (:data:`FORMATS`), summed over chips: the attention
+    core (``3 + full + selective`` passes of :meth:`~diffcost._inputs.model.Model.
+    layer_attention_flop`) in bf16 (flash attention keeps 16-bit operands), the rest of
+    :func:`step_flop`'s hardware FLOP in the plan's GEMM format (``plan.precision``)."""
+    _, hardware = step_flop(model, plan)
+    attn_core = model.layers * model.layer_attention_flop(plan.global_batch, plan.seq_len)
+    attn = attn_core * (3.0 + plan.recompute[1] + plan.recompute[2])
+    bf16 = jnp.zeros(len(FORMATS)).at[_BF16].set(1.0)
+    return (hardware - attn) * plan.precision + attn * bf16
+
+
+def step_memory_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Bytes one chip reads or writes in its main memory per step (an activity count for
+    energy, not a time: caches and fusion that a kernel's roofline ignores are not modelled).
+
+    Per micro-batch: the held weights ``P w`` read by the forward, the data-gradient GEMMs
+    and a recomputed forward (``2 + full`` times; the weight-gradient GEMMs read activations),
+    the gradient accumulators read and written (``2 P_train g``); per layer the saved
+    activations written forward and read backward (``2 A``,
+    :func:`~diffcost._train.memory.layer_activation_bytes`) and the memory-bound kernels'
+    streams of :func:`layer_forward` (``3 + full`` times: backward is twice the forward); the
+    output layer's fp32 logits (``3 x 3 x 4 T V / t`` on the last of ``p`` stages).  Per step:
+    the optimizer's stream (:func:`optimizer_bytes`).  Weight-GEMM activation operands beyond
+    the saved activations are not counted (the same tensors, re-read from cache).
+    """
+    tokens = tokens_per_chip(plan)
+    w_full = plan.recompute[2]
+    weights = params_per_chip(model, plan, sm) * plan.weight_bytes_per_param * (2.0 + w_full)
+    grads = 2.0 * trainable_params_per_chip(model, plan, sm) * plan.grad_bytes_per_param
+    streams = layer_stream_bytes(model, plan)
+    per_layer = 2.0 * layer_activation_bytes(model, plan) + (3.0 + w_full) * streams
+    logits = 9.0 * 4.0 * tokens * model.vocab / plan.tp / plan.pp
+    per_micro = weights + grads + model.layers / plan.pp * per_layer + logits
+    return plan.num_micro_batches() * per_micro + optimizer_bytes(model, plan, sm)
+
+
+def _ring(n: Array) -> Array:
+    """Share of a buffer each of ``n`` ranks sends in one ring pass: ``(n - 1) / n``."""
+    return (n - 1.0) / n
+
+
+def step_link_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Bytes one chip sends over links per step (ring collectives send ``(n - 1)/n`` of the
+    buffer per pass; Thakur, Rabenseifner, Gropp, IJHPCA 2005).
+
+    Per micro-batch: ``(4 + 2 full)`` TP all-reduces per layer of ``2 T h`` bytes (``2 (t -
+    1)/t`` each), ``3`` CP K/V ring passes per layer, ``2 v`` pipeline hand-offs of ``2 T h r``
+    bytes; per step the data-parallel gradient all-reduce (``2 G (n - 1)/n``, ZeRO 0-1),
+    ZeRO-2's extra reduce-scatter per micro-batch and ZeRO-3's two gathers and a
+    reduce-scatter per micro-batch.  Expert all-to-alls are not counted.
+    """
+    tokens, t, c = tokens_per_chip(plan), plan.tp, plan.cp
+    w_full, layers = plan.recompute[2], model.layers / plan.pp
+    tp = layers * (4.0 + 2.0 * w_full) * 2.0 * _ring(t) * 2.0 * tokens * model.hidden
+    kv = 2.0 * tokens * (model.head_dim + model.v_head_dim) * smax(model.kv_heads / t, 1.0, sm)
+    cp = layers * 3.0 * kv * (c - 1.0)
+    has_pp = 1.0 - is_one(plan.pp, sm)
+    pp = (
+        has_pp * 2.0 * plan.virtual_stages * 2.0 * tokens * model.hidden * replicated_fraction(plan)
+    )
+    m, shard = plan.num_micro_batches(), plan.shard_ranks()
+    grad = trainable_params_per_chip(model, plan, sm) * plan.grad_bytes_per_param
+    params = params_per_chip(model, plan, sm)
+    z = plan.zero
+    dp = 2.0 * _ring(plan.dp * c) * grad * (z[0] + z[1] + z[2])
+    dp += z[2] * (m - 1.0) * _ring(shard) * grad
+    dp += z[3] * m * _ring(shard) * (2.0 * params * gathered_weight_bytes(plan) + grad)
+    return m * (tp + cp + pp) + dp
 
 
 class TrainBreakdown(eqx.Module):
@@ -611,7 +700,17 @@ class TrainCost(eqx.Module):
             micro_batches=m,
             divisibility_violation=divisibility(model, plan, sm),
             unsupported_format=unsupported_format(chip, plan),
-            energy_j=chips * chip.tdp_w * step,
+            energy_j=activity_energy_j(
+                chip.energy,
+                chip.tdp_w,
+                time_s=step,
+                chips=chips,
+                flop_by_format=step_flop_by_format(model, plan),
+                memory_bytes=chips * step_memory_bytes(built, plan, sm),
+                link_bytes=chips * step_link_bytes(built, plan, sm),
+                sm=sm,
+                overhead_w=sys.overhead_w(chips),
+            ),
             cost_usd=chips * sys.price_usd_per_chip_hour * step / 3600.0,
         )
 
@@ -625,10 +724,14 @@ __all__ = [
     "data_parallel_s",
     "divisibility",
     "layer_forward",
+    "optimizer_bytes",
     "optimizer_s",
     "pipeline_bubble",
     "stage_times",
     "step_flop",
+    "step_flop_by_format",
+    "step_link_bytes",
+    "step_memory_bytes",
     "gathered_weight_bytes",
     "tp_comm_layer_s",
     "zero3_s",

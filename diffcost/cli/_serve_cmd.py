@@ -12,6 +12,7 @@ from .._core.errors import Problem, SpecError
 from .._serve.cost import ServeBreakdown, ServeCost, serve_problems
 from .._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
 from .._serve.plan import ServePlan
+from .._terms.energy import energy_basis
 from . import app
 from ._common import (
     EXIT_INFEASIBLE,
@@ -41,7 +42,7 @@ from ._options import (
     with_options,
 )
 from ._resolve import DEFAULT_SCENARIO as _DEFAULTS
-from ._resolve import resolve_job
+from ._resolve import Job, resolve_job
 
 DEFAULT_SCENARIO = _DEFAULTS["serve"]
 _predict = eqx.filter_jit(lambda cost, plan: cost(plan))
@@ -279,7 +280,7 @@ def serve(
     else:
         model_info, hw_info = spec_infos(job.refs)
         names = (model_info.display_name, hw_info.display_name)
-        _print_table(out, names, job.chips, job.values, iv)
+        _print_table(out, names, job, iv)
         for line in (engine_line(engine), *coverage_lines(cov)):
             console.print(line, highlight=False, markup=False)
         if iv is not None:
@@ -317,7 +318,7 @@ def engine_line(engine: dict[str, Any]) -> str:
     return f"engine: {engine['name']}{default}: {', '.join(flags)}"
 
 
-def _rows(out: ServeBreakdown) -> list[tuple[str, str]]:
+def _rows(out: ServeBreakdown, basis: str) -> list[tuple[str, str]]:
     """The serving prediction as (quantity, formatted value) rows."""
     g = float
     price = g(out.cost_per_million_tokens_usd)
@@ -356,7 +357,7 @@ def _rows(out: ServeBreakdown) -> list[tuple[str, str]]:
         ),
         ("largest batch that fits", f"{max(g(out.max_batch), 0.0):,.0f}"),
         ("chips for the weights alone", f"{g(out.min_chips_for_weights):.2f}"),
-        ("energy / output token", f"{g(out.energy_per_token_j):.3f} J (at TDP)"),
+        ("energy / output token", f"{g(out.energy_per_token_j):.3f} J ({basis})"),
         ("cost / 1M output tokens", f"${price:.3f}" if price > 0 else "n/a (no price)"),
         ("accuracy cost (user-set)", f"{g(out.accuracy_cost):g}"),
     ]
@@ -365,13 +366,14 @@ def _rows(out: ServeBreakdown) -> list[tuple[str, str]]:
 def _print_table(
     out: ServeBreakdown,
     names: tuple[str, str],
-    n_chips: int,
-    values: Flags,
+    job: Job,
     iv: dict[str, Any] | None,
 ) -> None:
     """Identities, plan and the serving table, with the 80% interval of TTFT, TPOT and the
-    throughputs."""
+    throughputs; the energy row says how it was computed (:func:`energy_basis`)."""
     model_name, hw_name = names
+    n_chips, values = job.chips, job.values
+    basis = energy_basis(job.system, job_chip(job.refs))
     chips_used = float(out.chips)
     console.print(f"{model_name} on {chips_used:.0f} of {n_chips}x {hw_name}", style="bold")
     console.print(f"plan: {plan_line(values)}", highlight=False)
@@ -389,7 +391,7 @@ def _print_table(
             iv, "cost_per_million_tokens_usd", lambda v: f"${v:.3f}"
         ),
     }
-    console.print(kv_table("serving", _rows(out), bands if iv is not None else None))
+    console.print(kv_table("serving", _rows(out, basis), bands if iv is not None else None))
 
 
 def _slo_problems(slo: dict[str, Any] | None) -> list[str]:

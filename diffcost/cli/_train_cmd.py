@@ -7,6 +7,7 @@ import typer
 
 from .._analysis.coverage import coverage_lines, job_chip, job_coverage
 from .._analysis.uncertainty import intervals
+from .._terms.energy import energy_basis
 from .._train.cost import TrainBreakdown, TrainCost
 from .._train.plan import TrainPlan
 from .._train.problems import train_problems
@@ -170,7 +171,8 @@ def train(
     else:
         model_info, hw_info = spec_infos(job.refs)
         names = (model_info.display_name, hw_info.display_name)
-        _print_table(out, names, job.chips, job.values, problems, cov, iv)
+        basis = energy_basis(job.system, job_chip(job.refs))
+        _print_table(out, names, job.chips, job.values, problems, cov, iv, basis)
     if problems:
         raise typer.Exit(EXIT_INFEASIBLE)
 
@@ -183,6 +185,7 @@ def _print_table(
     problems: list[str],
     cov: dict[str, Any],
     iv: dict[str, Any] | None,
+    basis: str,
 ) -> None:
     """The training step as a table: time by term, throughput, memory by kind, energy, cost,
     the 80% interval of step time, throughput and MFU; under it what measurements stand
@@ -215,7 +218,7 @@ def _print_table(
             "  total / capacity",
             f"{fmt_bytes(g(out.memory.total_bytes))} / {fmt_bytes(g(out.capacity_bytes))}",
         ),
-        ("energy / step", f"{g(out.energy_j) / 3.6e6:.2f} kWh (at TDP)"),
+        ("energy / step", f"{g(out.energy_j) / 3.6e6:.2f} kWh ({basis})"),
         ("cost / step", f"${g(out.cost_usd):.2f}" if g(out.cost_usd) > 0 else "n/a (no price)"),
     ]
     console.print(f"{model_name} on {n_chips}x {hw_name}", style="bold")
