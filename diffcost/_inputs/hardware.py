@@ -166,6 +166,30 @@ class Chip(eqx.Module):
         return self.architecture[0]
 
 
+class Reliability(eqx.Module):
+    """Jitter and failures of a system at scale (:mod:`diffcost._terms.reliability`).
+
+    Attributes:
+        collective_jitter_s: standard deviation of the time each rank arrives at a
+            synchronising collective (OS noise, clock/thermal variation, congestion), s.
+            0 for a statically scheduled dataflow system (Groq, Cerebras).
+        failures_per_chip_s: unexpected job interruptions per chip-second, 1/s.
+        checkpoint_bandwidth_bytes_per_s: storage write bandwidth per chip for a checkpoint,
+            bytes/s.
+        restart_s: time from an interruption to training again (detect, reschedule, reload), s.
+
+    A system file without a ``[reliability]`` table gets no jitter and no failures (the
+    bandwidth then never matters: without failures nothing is checkpointed).
+    """
+
+    collective_jitter_s: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.asarray(0.0))
+    failures_per_chip_s: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.asarray(0.0))
+    checkpoint_bandwidth_bytes_per_s: Float[Array, ""] = eqx.field(
+        default_factory=lambda: jnp.asarray(1.0)
+    )
+    restart_s: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.asarray(0.0))
+
+
 class System(eqx.Module):
     """A cluster of identical chips with a two-level network (scale-up domain, scale-out).
 
@@ -179,6 +203,7 @@ class System(eqx.Module):
         scale_out_latency_s: per collective step between domains, s.
         price_usd_per_chip_hour: rental price, USD per chip-hour (0 if unknown).
         efficiency: achievable fractions of the peaks.
+        reliability: jitter, failure rate, checkpoint and restart (:class:`Reliability`).
     """
 
     chip: Chip
@@ -190,3 +215,4 @@ class System(eqx.Module):
     scale_out_latency_s: Float[Array, ""]
     price_usd_per_chip_hour: Float[Array, ""]
     efficiency: Efficiency
+    reliability: Reliability = eqx.field(default_factory=Reliability)

@@ -18,9 +18,9 @@ from typing import Any
 import jax.numpy as jnp
 
 from .._core.errors import Problem, SpecError
-from .build import chip_module, efficiency_module, model_module
+from .build import chip_module, efficiency_module, model_module, reliability_module
 from .checker import Checker, builtin_names, read_toml, specs_dir
-from .hardware import Chip, Efficiency, System
+from .hardware import Chip, Efficiency, Reliability, System
 from .hf_config import hf_document
 from .model import Model
 from .schema import KIND_DIRS, KINDS, PARAMS_TOLERANCE
@@ -151,12 +151,14 @@ def load_system(
         links = {**chip_spec.values["interconnect"], **sys_spec.values.get("interconnect", {})}
         price = {**chip_spec.values.get("price", {}), **sys_spec.values.get("price", {})}
         count = sys_spec.values["chips"] if chips is None else chips
+        reliability = reliability_module(sys_spec.values.get("reliability"))
     else:
         assert chip is not None  # exactly one of system and chip
         chip_spec = load_spec("chip", chip)
         links = chip_spec.values["interconnect"]
         price = chip_spec.values.get("price", {})
         count = links["scale_up_domain_chips"] if chips is None else chips
+        reliability = Reliability()
     f = lambda x: jnp.asarray(float(x))
     out = System(
         chip=chip_module(chip_spec.values),
@@ -168,6 +170,7 @@ def load_system(
         scale_out_latency_s=f(links["scale_out_latency_s"]),
         price_usd_per_chip_hour=f(price.get("usd_per_hour", 0.0)),
         efficiency=efficiency_for(chip_spec.info.name, calibration),
+        reliability=reliability,
     )
     _check_reserve(out, chip_spec, calibration)
     return out
