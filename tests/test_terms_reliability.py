@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from diffcost._analysis.sensitivity import parameter_names
 from diffcost._core.errors import SpecError
 from diffcost._core.smooth import EXACT, RELAXED
 from diffcost._inputs.loader import load_model, load_system
@@ -20,7 +21,7 @@ from diffcost._terms.reliability import (
     sync_wait_s,
     wasted_fraction,
 )
-from diffcost._train.cost import TrainCost
+from diffcost._train.cost import TrainCost, jitter_s
 from diffcost._train.plan import train_plan
 
 SPECS = Path(__file__).resolve().parents[1] / "specs" / "systems"
@@ -113,3 +114,16 @@ def test_negative_jitter_is_refused_naming_file_and_key(tmp_path):
     message = str(err.value)
     assert "bad-h100.toml" in message
     assert "reliability.collective_jitter_us" in message and "negative" in message
+
+
+def test_reliability_fields_are_a_sensitivity_group_with_finite_gradients():
+    system, model = load_system("dgx-h100", chips=64), load_model("llama-3-8b")
+    names = parameter_names((system, model))
+    assert ("system.reliability.collective_jitter_s", "reliability") in names
+    assert ("system.reliability.failures_per_chip_s", "reliability") in names
+    plan = train_plan(tp=8, dp=8, global_batch=64, seq_len=2048)
+    grad = eqx.filter_grad(lambda s: jitter_s(s, model, plan))(system)
+    d_sigma = float(grad.reliability.collective_jitter_s)
+    # d jitter / d sigma = jitter / sigma (linear in sigma), > 0 with tp = 8 and 64 chips
+    expected = float(jitter_s(system, model, plan)) / float(system.reliability.collective_jitter_s)
+    assert d_sigma == pytest.approx(expected, rel=1e-5) and d_sigma > 0
