@@ -53,7 +53,14 @@ from .._train.cost import TrainCost
 from .._train.plan import TrainPlan
 
 #: Parameter groups that are properties of the hardware (ranked for the seed thesis).
-HARDWARE_GROUPS: tuple[str, ...] = ("compute", "memory", "interconnect", "power", "price")
+HARDWARE_GROUPS: tuple[str, ...] = (
+    "compute",
+    "memory",
+    "interconnect",
+    "power",
+    "price",
+    "reliability",
+)
 
 #: Headline training metrics, in display order.
 TRAIN_METRICS: tuple[str, ...] = (
@@ -190,6 +197,8 @@ def parameter_names(params: tuple[System, Model]) -> list[tuple[str, str]]:
             prefix, group = "chip", _GROUP_OF.get(field_name, "memory")
         elif rest[0] == "efficiency":
             prefix, group = "efficiency", "efficiency"
+        elif rest[0] == "reliability":  # jitter, failures, checkpoint, restart
+            prefix, group = "system.reliability", "reliability"
         else:
             prefix, group = "system", _GROUP_OF.get(field_name, "interconnect")
         size = int(np.size(leaf))
@@ -249,7 +258,8 @@ class Sensitivity:
         job: ``"train"`` or ``"serve"``.
         metrics: value of each reported metric (SI units).
         table: tidy table, one row per (metric, parameter): ``metric``, ``parameter``, ``group``
-            (compute, memory, interconnect, power, price, efficiency, system, model),
+            (compute, memory, interconnect, power, price, reliability, efficiency, system,
+            model),
             ``value`` (parameter, SI), ``elasticity``.
     """
 

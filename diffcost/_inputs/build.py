@@ -14,6 +14,7 @@ from .hardware import (
     Chip,
     ChipEnergy,
     Efficiency,
+    Reliability,
     one_hot_architecture,
 )
 from .model import MLP_MATRICES, NORM_PARAMS, Model
@@ -73,6 +74,18 @@ def _energy(values: dict[str, Any]) -> ChipEnergy:
         flop_j=jnp.asarray(_fallback(energy, "_j_per_flop")),
         memory_j_per_byte=_f(energy["memory_j_per_byte"]),
         link_j_per_byte=_f(energy["link_j_per_byte"]),
+    )
+
+
+def reliability_module(values: dict[str, Any] | None) -> Reliability:
+    """A system's ``[reliability]`` table in SI units (absent: no jitter, no failures)."""
+    if values is None:
+        return Reliability()
+    return Reliability(
+        collective_jitter_s=_f(values["collective_jitter_s"]),
+        failures_per_chip_s=_f(values["failures_per_chip_hour"] / 3600.0),
+        checkpoint_bandwidth_bytes_per_s=_f(values["checkpoint_bandwidth_bytes_per_s"]),
+        restart_s=_f(values["restart_s"]),
     )
 
 

@@ -166,6 +166,30 @@ class Chip(eqx.Module):
         return self.architecture[0]
 
 
+class Reliability(eqx.Module):
+    """Jitter and failures of a system at scale (:mod:`diffcost._terms.reliability`).
+
+    Attributes:
+        collective_jitter_s: standard deviation of the time each rank arrives at a
+            synchronising collective (OS noise, clock/thermal variation, congestion), s.
+            0 for a statically scheduled dataflow system (Groq, Cerebras).
+        failures_per_chip_s: unexpected job interruptions per chip-second, 1/s.
+        checkpoint_bandwidth_bytes_per_s: storage write bandwidth per chip for a checkpoint,
+            bytes/s.
+        restart_s: time from an interruption to training again (detect, reschedule, reload), s.
+
+    A system file without a ``[reliability]`` table gets no jitter and no failures (the
+    bandwidth then never matters: without failures nothing is checkpointed).
+    """
+
+    collective_jitter_s: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.asarray(0.0))
+    failures_per_chip_s: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.asarray(0.0))
+    checkpoint_bandwidth_bytes_per_s: Float[Array, ""] = eqx.field(
+        default_factory=lambda: jnp.asarray(1.0)
+    )
+    restart_s: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.asarray(0.0))
+
+
 class System(eqx.Module):
     """A cluster of identical chips with a two-level network (scale-up domain, scale-out).
 
@@ -181,6 +205,7 @@ class System(eqx.Module):
         efficiency: achievable fractions of the peaks.
         node_overhead_w: power a scale-up domain draws besides its chips (host CPUs, NICs,
             switches, fans), W; 0 when the system file gives none (chip energy only).
+        reliability: jitter, failure rate, checkpoint and restart (:class:`Reliability`).
     """
 
     chip: Chip
@@ -199,3 +224,5 @@ class System(eqx.Module):
         scale-up domain, ``chips / scale_up_domain_chips`` domains (a fractional domain pays
         its share: a smooth count)."""
         return self.node_overhead_w * jnp.asarray(chips) / self.scale_up_domain_chips
+
+    reliability: Reliability = eqx.field(default_factory=Reliability)

@@ -18,9 +18,9 @@ from typing import Any
 import jax.numpy as jnp
 
 from .._core.errors import Problem, SpecError
-from .build import chip_module, efficiency_module, model_module
+from .build import chip_module, efficiency_module, model_module, reliability_module
 from .checker import Checker, builtin_names, read_toml, specs_dir
-from .hardware import Chip, Efficiency, System
+from .hardware import Chip, Efficiency, Reliability, System
 from .hf_config import hf_document
 from .model import Model
 from .schema import KIND_DIRS, KINDS, PARAMS_TOLERANCE
@@ -152,6 +152,7 @@ def load_system(
         price = {**chip_spec.values.get("price", {}), **sys_spec.values.get("price", {})}
         count = sys_spec.values["chips"] if chips is None else chips
         overhead = sys_spec.values.get("power", {}).get("node_overhead_w", 0.0)
+        reliability = reliability_module(sys_spec.values.get("reliability"))
     else:
         assert chip is not None  # exactly one of system and chip
         chip_spec = load_spec("chip", chip)
@@ -159,6 +160,7 @@ def load_system(
         price = chip_spec.values.get("price", {})
         count = links["scale_up_domain_chips"] if chips is None else chips
         overhead = 0.0
+        reliability = Reliability()
     f = lambda x: jnp.asarray(float(x))
     out = System(
         chip=chip_module(chip_spec.values),
@@ -171,6 +173,7 @@ def load_system(
         price_usd_per_chip_hour=f(price.get("usd_per_hour", 0.0)),
         efficiency=efficiency_for(chip_spec.info.name, calibration),
         node_overhead_w=f(overhead),
+        reliability=reliability,
     )
     _check_reserve(out, chip_spec, calibration)
     return out

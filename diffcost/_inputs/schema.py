@@ -166,9 +166,31 @@ SYSTEM_TOP = {
     "chip": Field("str", required=True, doc="built-in chip name or path"),
     "chips": Field("count", required=True, doc="default chip count (the CLI's --chips)"),
 }
+RELIABILITY = {
+    "collective_jitter": Field(
+        "quantity",
+        "s",
+        True,
+        positive=False,
+        doc="standard deviation of each rank's arrival at a synchronising collective "
+        "(0: statically scheduled, or not measured: not counted)",
+    ),
+    "failures_per_chip_hour": Field(
+        "number", required=True, positive=False, doc="unexpected job interruptions per chip-hour"
+    ),
+    "checkpoint_bandwidth": Q("bytes_per_s", True, "storage write bandwidth per chip"),
+    "restart": Field(
+        "quantity",
+        "s",
+        True,
+        positive=False,
+        doc="interruption to training again: detect, reschedule, reload",
+    ),
+}
 SYSTEM = {
     "interconnect": INTERCONNECT,
     "price": PRICE,
+    "reliability": RELIABILITY,
     "power": {
         "node_overhead": Q(
             "w",

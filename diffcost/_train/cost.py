@@ -52,6 +52,7 @@ from .._terms.kernels import (
 )
 from .._terms.layer import ExpertSplit, GemmOp, layer_gemm_s, layer_gemms, logits_gemm
 from .._terms.moe import remote_dispatch_bytes
+from .._terms.reliability import checkpoint_interval_s, expected_max_normal, goodput_fraction
 from .memory import (
     TrainMemory,
     adapter_params_per_layer,
@@ -611,6 +612,57 @@ def step_link_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     return m * (tp + cp + pp) + dp
 
 
+#: Tensor-parallel all-reduces per transformer layer per micro-batch: 2 forward (after attention
+#: and after the MLP) and 2 backward (Shoeybi et al., Megatron-LM, arXiv:1909.08053, Fig. 4).
+TP_SYNCS_PER_LAYER = 4.0
+
+
+def jitter_s(system: System, model: Model, plan: TrainPlan) -> Array:
+    """Expected wait for the last rank at the step's synchronising collectives, seconds.
+
+    ``sigma * (m * 4 L / pp * g(tp) + g(chips))``: every tensor-parallel all-reduce of the
+    critical stage (``TP_SYNCS_PER_LAYER`` per layer, ``L / pp`` layers, ``m`` micro-batches)
+    waits for the last of its ``tp`` ranks, and the step's end (gradient reduction, optimizer,
+    next step's pipeline start) waits once for the last of all chips; bucketed gradient
+    reductions overlapped with the backward pass do not add waits of their own (only the
+    last bucket is on the critical path).  ``g`` is :func:`expected_max_normal`, ``sigma``
+    the system's ``collective_jitter_s`` (Hoefler et al., SC'10).  Pipeline sends (pairs)
+    and context/expert-parallel collectives are not counted.
+    """
+    sigma = system.reliability.collective_jitter_s
+    syncs = plan.num_micro_batches() * TP_SYNCS_PER_LAYER * model.layers / plan.pp
+    return sigma * (syncs * expected_max_normal(plan.tp) + expected_max_normal(plan.num_chips()))
+
+
+class Goodput(NamedTuple):
+    """Checkpoint/restart outcome of a training job (:func:`goodput`)."""
+
+    checkpoint_s: Array  # one checkpoint write, s
+    interval_s: Array  # Young's optimal checkpoint interval, s (0: no failures)
+    fraction: Array  # share of wall time that advances training
+
+
+def goodput(system: System, plan: TrainPlan, mem: TrainMemory, sm: Smoothing) -> Goodput:
+    """Young/Daly goodput of the job, interrupted at ``chips * failures_per_chip_s``
+    (:mod:`diffcost._terms.reliability`).
+
+    Each chip writes, at the system's per-chip checkpoint bandwidth, its optimizer state and
+    its ``1 / (dp cp)`` share of the weights its data-parallel replicas hold alike (under
+    ZeRO-3 its own shard): Megatron-Core's fully parallel save
+    (``FullyParallelSaveStrategyWrapper``, ``megatron/core/dist_checkpointing``).
+    """
+    rel = system.reliability
+    z3 = plan.zero[3]
+    weights = mem.weights_bytes * ((1.0 - z3) / (plan.dp * plan.cp) + z3)
+    delta = (weights + mem.optimizer_bytes) / rel.checkpoint_bandwidth_bytes_per_s
+    lam = plan.num_chips() * rel.failures_per_chip_s
+    return Goodput(
+        checkpoint_s=delta,
+        interval_s=checkpoint_interval_s(delta, lam),
+        fraction=goodput_fraction(delta, rel.restart_s, lam, sm),
+    )
+
+
 class TrainBreakdown(eqx.Module):
     """Prediction for one optimizer step (SI units; every field a float array)."""
 
@@ -639,6 +691,11 @@ class TrainBreakdown(eqx.Module):
     unsupported_format: Float[Array, ""]  # precision weight on a format the chip cannot train in
     energy_j: Float[Array, ""]
     cost_usd: Float[Array, ""]
+    jitter_time_s: Float[Array, ""]  # waits for the last rank, included in step_time_s
+    checkpoint_time_s: Float[Array, ""]  # one checkpoint write
+    checkpoint_interval_s: Float[Array, ""]  # Young's optimal interval (0: no failures)
+    goodput_fraction: Float[Array, ""]  # wall time that advances training
+    goodput_tokens_per_s: Float[Array, ""]  # tokens_per_s * goodput_fraction
 
     def fits(self) -> Array:
         """1.0 if the step fits in memory, else 0.0."""
@@ -669,11 +726,13 @@ class TrainCost(eqx.Module):
         bubble = pipeline_bubble(plan, sm)
         t_dp_total = data_parallel_s(sys, built, plan, stage, sm)
         t_opt = optimizer_s(sys, built, plan, sm)
-        step = (m + bubble) * per_micro + t_dp_total + t_opt
+        t_jitter = jitter_s(sys, built, plan)
+        step = (m + bubble) * per_micro + t_dp_total + t_opt + t_jitter
         model_flop, hardware_flop = step_flop(model, plan)
         chips = plan.num_chips()
         bf16_peak = chip.peak_flop_per_s[_BF16]
         mem = train_memory(built, plan, sys, sm)
+        good = goodput(sys, plan, mem, sm)
         return TrainBreakdown(
             step_time_s=step,
             compute_time_s=m * (stage.forward_s + stage.backward_s),
@@ -712,11 +771,20 @@ class TrainCost(eqx.Module):
                 overhead_w=sys.overhead_w(chips),
             ),
             cost_usd=chips * sys.price_usd_per_chip_hour * step / 3600.0,
+            jitter_time_s=t_jitter,
+            checkpoint_time_s=good.checkpoint_s,
+            checkpoint_interval_s=good.interval_s,
+            goodput_fraction=good.fraction,
+            goodput_tokens_per_s=good.fraction * plan.global_batch * plan.seq_len / step,
         )
 
 
 __all__ = [
     "KERNELS_PER_LAYER_FORWARD",
+    "TP_SYNCS_PER_LAYER",
+    "Goodput",
+    "goodput",
+    "jitter_s",
     "LayerForward",
     "StageTimes",
     "TrainBreakdown",

@@ -177,6 +177,24 @@ def train(
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
+def _reliability_rows(out: TrainBreakdown) -> list[tuple[str, str]]:
+    """Jitter, throughput and goodput rows (:mod:`diffcost._terms.reliability`)."""
+    g = float
+    interval = g(out.checkpoint_interval_s)
+    return [
+        ("  jitter (wait for last rank)", fmt_time(g(out.jitter_time_s))),
+        ("tokens / s", f"{g(out.tokens_per_s):,.0f}"),
+        (
+            "goodput tokens / s",
+            f"{g(out.goodput_tokens_per_s):,.0f} ({g(out.goodput_fraction):.1%})",
+        ),
+        (
+            "checkpoint interval (Young)",
+            fmt_time(interval) if interval > 0 else "n/a (no failure rate)",
+        ),
+    ]
+
+
 def _print_table(
     out: TrainBreakdown,
     names: tuple[str, str],
@@ -203,7 +221,7 @@ def _print_table(
         ("  pipeline p2p", fmt_time(g(out.pp_p2p_time_s))),
         ("  data-parallel comm (exposed)", fmt_time(g(out.dp_comm_time_s))),
         ("  optimizer update", fmt_time(g(out.optimizer_time_s))),
-        ("tokens / s", f"{g(out.tokens_per_s):,.0f}"),
+        *_reliability_rows(out),
         ("tokens / s / chip", f"{g(out.tokens_per_s) / n_chips:,.1f}"),
         ("model TFLOP/s / chip", f"{g(out.model_flop_per_s_per_chip) / 1e12:.1f}"),
         ("MFU (bf16 dense peak)", f"{g(out.mfu):.1%}"),
