@@ -57,10 +57,10 @@ REFERENCE_CHIPS = ("h100-sxm", "h200", "b200", "mi300x", "groq-lpu", "jetson-agx
 #: Default budgets per workload: an H100-class package for the data centre, a Jetson-class
 #: module at the edge (area mm^2, power W, cost USD).
 DEFAULT_BUDGETS: dict[str, tuple[float, float, float]] = {
-    "train": (814.0, 700.0, 3500.0),
-    "serve": (814.0, 700.0, 3500.0),
-    "mix": (814.0, 700.0, 3500.0),
-    "edge": (200.0, 40.0, 400.0),
+    "train": (814.0, 700.0, 5000.0),
+    "serve": (814.0, 700.0, 5000.0),
+    "mix": (814.0, 700.0, 5000.0),
+    "edge": (200.0, 30.0, 1500.0),
 }
 _BOX = np.log(np.asarray([LOG_BOX[k] for k in LEAVES]))
 
@@ -99,7 +99,7 @@ class Problem:
         (softmax logits in [-3, 3])."""
         lo, hi = [_BOX[:, 0]], [_BOX[:, 1]]
         for w in self.workloads:
-            n, m = len(w.lo), len(w.theta0) - len(w.lo)
+            m = len(w.theta0) - len(w.lo)
             lo.append(np.concatenate([w.lo, -3.0 * np.ones(m)]))
             hi.append(np.concatenate([w.hi, 3.0 * np.ones(m)]))
         return np.concatenate(lo), np.concatenate(hi)
@@ -258,12 +258,17 @@ def summarise(problem: Problem, x: np.ndarray, lam: np.ndarray, trace: np.ndarra
     z, thetas = problem.split(jnp.asarray(x))
     design, tech = to_design(z), problem.tech
     _, _, g = evaluate(problem, jnp.asarray(x))
-    used = {b: float(v) * c for b, v, c in zip(BUDGETS, np.exp(np.asarray(g)), problem.budgets)}
+    used = {
+        b: float(v) * c
+        for b, v, c in zip(BUDGETS, np.exp(np.asarray(g)), problem.budgets, strict=True)
+    }
     objectives, exact = {}, {}
     for w, th in zip(problem.workloads, thetas, strict=True):
         objectives[w.name] = relaxed_value(w, design, tech, th)
         exact[w.name] = exact_objective(w, design, tech, np.asarray(th))
-    binding = tuple(b for b, gi, li in zip(BUDGETS, np.asarray(g), lam) if gi > -0.01 or li > 0)
+    binding = tuple(
+        b for b, gi, li in zip(BUDGETS, np.asarray(g), lam, strict=True) if gi > -0.01 or li > 0
+    )
     return CodesignResult(
         problem, x, jax.tree_util.tree_map(np.asarray, design), objectives, exact, used,
         dict(zip(BUDGETS, problem.budgets, strict=True)), binding,
