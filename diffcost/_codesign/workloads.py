@@ -168,7 +168,7 @@ def relaxed_value(w: Workload, design: ChipDesign, tech: Technology, theta: jax.
     """The relaxed objective in the workload's unit (no penalty)."""
     if w.kind == "train":
         system = design_system(design, tech, w.like)
-        plan, _ = relaxed_plan(theta, _TAU, _structure(w.space), jnp.asarray(w.sizes))
+        plan, _ = relaxed_plan(theta, jnp.asarray(_TAU), _structure(w.space), jnp.asarray(w.sizes))
         return float(TrainCost(system, w.model, RELAXED)(plan).step_time_s)
     out, _ = _serve_out(w, design, tech, theta, RELAXED)
     return float(_serve_objective(w, out, design, tech, RELAXED))
@@ -190,7 +190,7 @@ def exact_objective(
     sizes = jnp.asarray(w.sizes)
     if w.kind == "train":
         system = design_system(design, tech, w.like)
-        plan, _ = relaxed_plan(jnp.asarray(th), _TAU, _structure(w.space), sizes)
+        plan, _ = relaxed_plan(jnp.asarray(th), jnp.asarray(_TAU), _structure(w.space), sizes)
         out = TrainCost(system, w.model, EXACT)(plan)
         deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "cp", "micro_batch"))}
         cols = {**{k: np.asarray([v]) for k, v in deg.items()}, "virtual_stages": np.asarray([1.0]),
