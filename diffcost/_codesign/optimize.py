@@ -205,7 +205,7 @@ def start_vector(problem: Problem) -> np.ndarray:
 
 def solve(
     problem: Any, steps: int = 300, learning_rate: float = 0.05, inner: int = 25,
-    rho: float = 10.0, x0: np.ndarray | None = None,
+    rho: float = 10.0, x0: np.ndarray | None = None, step: Any = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """``problem``: a :class:`Problem`, or ``(evaluate_fn, bounds)`` with ``x0`` given.
     Run the augmented-Lagrangian adam for ``steps`` gradient evaluations (rounded up to a
@@ -215,7 +215,8 @@ def solve(
         x = jnp.asarray(start_vector(problem) if x0 is None else x0)
     else:  # (evaluate_fn, bounds): any problem in the same form (tests, toy problems)
         (fn, bounds), x = problem, jnp.asarray(x0)
-    run, opt = make_step(fn, bounds, learning_rate, inner, rho)
+    # ``step``: a :func:`make_step` result to reuse (one compilation for many runs)
+    run, opt = step or make_step(fn, bounds, learning_rate, inner, rho)
     state = opt.init(x)
     lam = jnp.zeros(len(np.atleast_1d(np.asarray(fn(x)[2]))))
     traces = []
