@@ -271,7 +271,7 @@ def summarise(problem: Problem, x: np.ndarray, lam: np.ndarray, trace: np.ndarra
         b for b, gi, li in zip(BUDGETS, np.asarray(g), lam, strict=True) if gi > -0.01 or li > 0
     )
     return CodesignResult(
-        problem, x, jax.tree_util.tree_map(np.asarray, design), objectives, exact, used,
+        problem, x, design, objectives, exact, used,
         dict(zip(BUDGETS, problem.budgets, strict=True)), binding,
         {b: float(v) for b, v in zip(BUDGETS, lam, strict=True)}, len(trace), trace,
         nearest_chips(design),
