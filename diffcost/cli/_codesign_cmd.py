@@ -80,6 +80,8 @@ def print_result(out: dict[str, Any]) -> None:
         )
     for b, used in out["used"].items():
         mark = "binds" if b in out["binding"] else "slack"
+        if used > 1.001 * out["budgets"][b]:
+            mark = f"OVER by {100 * (used / out['budgets'][b] - 1):.1f}%: more --steps"
         console.print(
             f"{b}: {used:.4g} of {out['budgets'][b]:.4g} ({mark}; "
             f"d log objective / d log budget = {-out['multipliers'][b]:.3g})"
