@@ -47,8 +47,8 @@ def execute(path: Path, cache_dir: Path | None = None) -> tuple[Any, float]:
                 os.environ[k] = v
 
 
-def test_there_are_three_notebooks():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03"]
+def test_there_are_four_notebooks():
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04"]
 
 
 @pytest.mark.slow  # 15-46 s each on 2 cores: run by `python -m pytest -m slow` (.ci/run does)

@@ -411,6 +411,23 @@ def relaxed_serve_plan(
     return _with_searched(template, searched)
 
 
+def relaxed_serve_penalty(out: ServeBreakdown, theta, lo, hi, sizes) -> jax.Array:
+    """Smooth penalties of a relaxed serving plan: memory over capacity, TTFT and TPOT over
+    their limits (``sizes = [chips, ttft_slo_s, tpot_slo_s]``), log2 degrees outside
+    ``[lo, hi]``, ``tp * pp`` over the chips and the divisibility violation (dimensionless)."""
+    sq = lambda z: jnp.square(jax.nn.relu(z))  # noqa: E731
+    x = theta[:3]
+    pen = 0.0
+    for z in (
+        jnp.log(out.memory.total_bytes / out.capacity_bytes),
+        jnp.log(out.ttft_s / sizes[1]),
+        jnp.log(out.tpot_s / sizes[2]),
+    ):
+        pen += 20.0 * jax.nn.relu(z) + 200.0 * sq(z)
+    pen += 10.0 * jnp.sum(sq(lo - x) + sq(x - hi)) + 10.0 * sq(x[0] + x[1] - jnp.log2(sizes[0]))
+    return pen + 0.05 * out.divisibility_violation
+
+
 @eqx.filter_jit
 def _solve(
     system,
@@ -424,21 +441,10 @@ def _solve(
     steps: int,
     lr: float,
 ):
-    sq = lambda z: jnp.square(jax.nn.relu(z))
-
     def loss(theta, tau):
         plan = relaxed_serve_plan(theta, tau, template, structure, sizes[0])
         out = ServeCost(system, model, RELAXED)(plan)
-        x = theta[:3]
-        pen = 0.0
-        for z in (
-            jnp.log(out.memory.total_bytes / out.capacity_bytes),
-            jnp.log(out.ttft_s / sizes[1]),
-            jnp.log(out.tpot_s / sizes[2]),
-        ):
-            pen += 20.0 * jax.nn.relu(z) + 200.0 * sq(z)
-        pen += 10.0 * jnp.sum(sq(lo - x) + sq(x - hi)) + 10.0 * sq(x[0] + x[1] - jnp.log2(sizes[0]))
-        pen += 0.05 * out.divisibility_violation
+        pen = relaxed_serve_penalty(out, theta, lo, hi, sizes)
         return jnp.log(serve_objective(out, structure.objective)) + pen
 
     return optimise(loss, theta0, steps, lr)

@@ -15,6 +15,7 @@ app = typer.Typer(
 )
 
 from . import (  # noqa: E402,F401  (register subcommands)
+    _codesign_cmd,
     _plan_cmd,
     _sensitivity_cmd,
     _serve_cmd,

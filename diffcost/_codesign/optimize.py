@@ -1,0 +1,294 @@
+"""Co-design by gradient: adam on the log design and the relaxed plans under budgets.
+
+Problem (all in logs, so every term is dimensionless):
+``minimise f(x) = sum_w weight_w (log objective_w + plan penalty_w)`` subject to
+``g_i(x) = log(c_i(design) / budget_i) <= 0`` for die area (mm^2), power (TDP, W) and
+manufacturing cost (USD).  Inequalities by the augmented Lagrangian of Powell-Hestenes-
+Rockafellar (Nocedal & Wright, *Numerical Optimization*, 2nd ed., §17.4, eq. 17.65):
+``L = f + sum_i (relu(lambda_i + rho g_i)^2 - lambda_i^2) / (2 rho)``, adam on ``L`` for
+``k`` steps, then ``lambda_i <- relu(lambda_i + rho g_i)``.  At the optimum ``lambda_i =
+-d f* / d log budget_i``: the fraction of objective gained per fraction of budget added (the
+marginal value of the budget; 0 when it does not bind).
+
+The design leaves live in a log box (:data:`LOG_BOX`) onto which each step projects.
+"""
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._core.smooth import RELAXED
+from .design import (
+    ChipDesign,
+    chip_as_design,
+    design_area_mm2,
+    design_cost_usd,
+    design_power_w,
+)
+from .technology import Technology, reference_technology
+from .workloads import (
+    Workload,
+    builtin_workload,
+    exact_objective,
+    relaxed_objective,
+    relaxed_value,
+)
+
+#: Design leaves (the order of the log vector) and their box ``(low, high)`` in the leaves'
+#: units (mm^2, MB, stacks, channels, GB/s, GHz); "none" is the low end for the optional parts.
+LOG_BOX: dict[str, tuple[float, float]] = {
+    "matrix_area_mm2": (1.0, 3000.0),
+    "int_area_mm2": (0.01, 3000.0),
+    "sram_mb": (1.0, 2000.0),
+    "hbm_stacks": (0.01, 12.0),
+    "lpddr_channels": (0.01, 32.0),
+    "scale_up_gb_per_s": (1.0, 3000.0),
+    "scale_out_gb_per_s": (1.0, 1000.0),
+    "clock_ghz": (0.3, 3.0),
+}
+LEAVES = tuple(LOG_BOX)
+BUDGETS = ("area_mm2", "power_w", "cost_usd")
+REFERENCE_CHIPS = ("h100-sxm", "h200", "b200", "mi300x", "groq-lpu", "jetson-agx-orin")
+#: Default budgets per workload: an H100-class package for the data centre, a Jetson-class
+#: module at the edge (area mm^2, power W, cost USD).
+DEFAULT_BUDGETS: dict[str, tuple[float, float, float]] = {
+    "train": (814.0, 700.0, 5000.0),
+    "serve": (814.0, 700.0, 5000.0),
+    "mix": (814.0, 700.0, 5000.0),
+    "edge": (200.0, 30.0, 1500.0),
+}
+_BOX = np.log(np.asarray([LOG_BOX[k] for k in LEAVES]))
+
+
+def to_design(z: jax.Array) -> ChipDesign:
+    """The design of a log vector (order :data:`LEAVES`)."""
+    return ChipDesign(**{k: jnp.exp(z[i]) for i, k in enumerate(LEAVES)})
+
+
+def from_design(design: ChipDesign) -> np.ndarray:
+    """The log vector of a design, projected into :data:`LOG_BOX`."""
+    z = np.log(np.asarray([float(getattr(design, k)) for k in LEAVES]))
+    return np.clip(z, _BOX[:, 0], _BOX[:, 1])
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A co-design problem: workloads with weights, technology, budgets; the flat vector
+    ``x = [log design (8), plan parameters of each workload]``."""
+
+    workloads: tuple[Workload, ...]
+    weights: tuple[float, ...]
+    tech: Technology = field(repr=False)
+    budgets: tuple[float, float, float]
+
+    def sizes(self) -> list[int]:
+        return [len(LEAVES)] + [len(w.theta0) for w in self.workloads]
+
+    def split(self, x: jax.Array) -> tuple[jax.Array, list[jax.Array]]:
+        cuts = np.cumsum(self.sizes())
+        parts = [x[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
+        return parts[0], parts[1:]
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Box of ``x``: the design's log box; plan parameters within their log2 bounds
+        (softmax logits in [-3, 3])."""
+        lo, hi = [_BOX[:, 0]], [_BOX[:, 1]]
+        for w in self.workloads:
+            m = len(w.theta0) - len(w.lo)
+            lo.append(np.concatenate([w.lo, -3.0 * np.ones(m)]))
+            hi.append(np.concatenate([w.hi, 3.0 * np.ones(m)]))
+        return np.concatenate(lo), np.concatenate(hi)
+
+
+def evaluate(problem: Problem, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(f, plan penalty, g)`` at ``x``: weighted log objective, weighted plan penalty, and
+    the log constraint values ``log(c / budget)`` for area, power and cost."""
+    z, thetas = problem.split(x)
+    design, tech = to_design(z), problem.tech
+    f, pen = jnp.asarray(0.0), jnp.asarray(0.0)
+    for w, weight, th in zip(problem.workloads, problem.weights, thetas, strict=True):
+        log_obj, p = relaxed_objective(w, design, tech, th)
+        f, pen = f + weight * log_obj, pen + weight * p
+    used = jnp.stack(
+        [
+            design_area_mm2(design, tech),
+            design_power_w(design, tech),
+            design_cost_usd(design, tech, RELAXED),
+        ]
+    )
+    return f, pen, jnp.log(used / jnp.asarray(problem.budgets))
+
+
+def augmented_lagrangian(f, g, lam, rho) -> jax.Array:
+    """PHR augmented Lagrangian of ``f`` with inequalities ``g <= 0`` (Nocedal & Wright
+    eq. 17.65), dimensionless."""
+    return f + jnp.sum(jnp.square(jax.nn.relu(lam + rho * g)) - jnp.square(lam)) / (2.0 * rho)
+
+
+def make_step(evaluate_fn, bounds, learning_rate: float, inner: int, rho: float):
+    """``evaluate_fn(x) -> (f, penalty, g)`` (e.g. :func:`evaluate`), ``bounds = (lo, hi)``
+    of ``x``.  One jitted outer iteration: ``inner`` adam steps on the augmented Lagrangian at fixed
+    multipliers, then the multiplier update.  Returns ``run(x, state, lam) -> (x, state, lam,
+    trace)`` with ``trace = (f, penalty, g)`` of every evaluation, and the optimizer."""
+    import optax  # imported here: only co-design needs it
+
+    opt = optax.adam(learning_rate)
+    lo, hi = (jnp.asarray(b) for b in bounds)
+
+    def loss(x, lam):
+        f, pen, g = evaluate_fn(x)
+        return augmented_lagrangian(f + pen, g, lam, rho), (f, pen, g)
+
+    def body(carry, _):
+        x, state, lam = carry
+        (_, aux), grad = jax.value_and_grad(loss, has_aux=True)(x, lam)
+        grad = jnp.where(jnp.isfinite(grad), grad, 0.0)
+        updates, state = opt.update(grad, state, x)
+        x = jnp.clip(jnp.asarray(optax.apply_updates(x, updates)), lo, hi)
+        return (x, state, lam), aux
+
+    @jax.jit
+    def run(x, state, lam):
+        (x, state, lam), trace = jax.lax.scan(body, (x, state, lam), None, length=inner)
+        _, _, g = evaluate_fn(x)
+        return x, state, jax.nn.relu(lam + rho * g), trace
+
+    return run, opt
+
+
+@dataclass
+class CodesignResult:
+    """What :func:`codesign` found (see the module docstring for the multipliers' meaning)."""
+
+    problem: Problem = field(repr=False)
+    x: np.ndarray = field(repr=False)
+    design: ChipDesign
+    objectives: dict[str, float]  # relaxed, per workload, in its unit
+    exact: dict[str, dict[str, Any]]  # rounded plan, EXACT model
+    used: dict[str, float]
+    budgets: dict[str, float]
+    binding: tuple[str, ...]
+    multipliers: dict[str, float]
+    evaluations: int
+    history: np.ndarray = field(repr=False)  # (evaluations, 2 + 3): f, penalty, g
+    nearest: list[tuple[str, float]] = field(default_factory=list)
+
+
+def make_problem(
+    workload: str,
+    tech: Technology,
+    budgets: tuple[float, float, float] | None = None,
+    weights: dict[str, float] | None = None,
+) -> Problem:
+    """The problem of a built-in workload or of ``mix`` (all three, equal weights unless
+    ``weights`` says otherwise)."""
+    names = ("train", "serve", "edge") if workload == "mix" else (workload,)
+    ws = tuple(float((weights or {}).get(n, 1.0)) for n in names)
+    return Problem(
+        tuple(builtin_workload(n) for n in names), ws, tech, budgets or DEFAULT_BUDGETS[workload]
+    )
+
+
+def start_vector(problem: Problem) -> np.ndarray:
+    """The starting point: the reference chip of the workloads' class (Jetson AGX Orin at the
+    edge, H100 SXM elsewhere) and each workload's initial plan."""
+    edge = all(w.name == "edge" for w in problem.workloads)
+    ref = "jetson-agx-orin" if edge else "h100-sxm"
+    z = from_design(chip_as_design(ref, problem.tech))
+    return np.concatenate([z, *[w.theta0 for w in problem.workloads]])
+
+
+def solve(
+    problem: Any, steps: int = 300, learning_rate: float = 0.05, inner: int = 25,
+    rho: float = 10.0, x0: np.ndarray | None = None, step: Any = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """``problem``: a :class:`Problem`, or ``(evaluate_fn, bounds)`` with ``x0`` given.
+    Run the augmented-Lagrangian adam for ``steps`` gradient evaluations (rounded up to a
+    multiple of ``inner``); returns ``x``, the multipliers and the trace."""
+    if isinstance(problem, Problem):
+        fn, bounds = (lambda x: evaluate(problem, x)), problem.bounds()
+        x = jnp.asarray(start_vector(problem) if x0 is None else x0)
+    else:  # (evaluate_fn, bounds): any problem in the same form (tests, toy problems)
+        (fn, bounds), x = problem, jnp.asarray(x0)
+    # ``step``: a :func:`make_step` result to reuse (one compilation for many runs)
+    run, opt = step or make_step(fn, bounds, learning_rate, inner, rho)
+    state = opt.init(x)
+    lam = jnp.zeros(len(np.atleast_1d(np.asarray(fn(x)[2]))))
+    traces = []
+    for _ in range(max(1, math.ceil(steps / inner))):
+        x, state, lam, (f, pen, g) = run(x, state, lam)
+        traces.append(np.column_stack([np.asarray(f), np.asarray(pen), np.asarray(g)]))
+    return np.asarray(x), np.asarray(lam), np.concatenate(traces)
+
+
+def nearest_chips(design: ChipDesign, names: tuple[str, ...] = REFERENCE_CHIPS):
+    """Existing chips by log-space distance to ``design``: RMS over the leaves of
+    ``|ln(design / chip)|`` (each chip as designed in its own technology), nearest first."""
+    z = from_design(design)
+    out = []
+    for name in names:
+        ref = from_design(chip_as_design(name, reference_technology(name)))
+        out.append((name, float(np.sqrt(np.mean(np.square(z - ref))))))
+    return sorted(out, key=lambda t: t[1])
+
+
+def codesign(
+    workload: str = "train",
+    tech: Technology | None = None,
+    budgets: tuple[float, float, float] | None = None,
+    steps: int = 300,
+    **options: Any,
+) -> CodesignResult:
+    """Gradient co-design of a chip for a built-in workload (``train``, ``serve``, ``edge``
+    or ``mix``) under area (mm^2), power (W) and cost (USD) budgets; ``options`` go to
+    :func:`solve`."""
+    from .technology import load_technology
+
+    problem = make_problem(workload, tech or load_technology("n4"), budgets)
+    x, lam, trace = solve(problem, steps, **options)
+    return summarise(problem, x, lam, trace)
+
+
+def summarise(problem: Problem, x: np.ndarray, lam: np.ndarray, trace: np.ndarray):
+    """The :class:`CodesignResult` of a solution."""
+    z, thetas = problem.split(jnp.asarray(x))
+    design, tech = to_design(z), problem.tech
+    _, _, g = evaluate(problem, jnp.asarray(x))
+    used = {
+        b: float(v) * c
+        for b, v, c in zip(BUDGETS, np.exp(np.asarray(g)), problem.budgets, strict=True)
+    }
+    objectives, exact = {}, {}
+    for w, th in zip(problem.workloads, thetas, strict=True):
+        objectives[w.name] = relaxed_value(w, design, tech, th)
+        exact[w.name] = exact_objective(w, design, tech, np.asarray(th))
+    binding = tuple(
+        b for b, gi, li in zip(BUDGETS, np.asarray(g), lam, strict=True) if gi > -0.01 or li > 0
+    )
+    return CodesignResult(
+        problem, x, design, objectives, exact, used,
+        dict(zip(BUDGETS, problem.budgets, strict=True)), binding,
+        {b: float(v) for b, v in zip(BUDGETS, lam, strict=True)}, len(trace), trace,
+        nearest_chips(design),
+    )  # fmt: skip
+
+
+__all__ = [
+    "BUDGETS",
+    "LEAVES",
+    "LOG_BOX",
+    "CodesignResult",
+    "Problem",
+    "augmented_lagrangian",
+    "codesign",
+    "evaluate",
+    "make_problem",
+    "nearest_chips",
+    "solve",
+]
+_ = eqx  # equinox pytrees flow through jit unchanged

@@ -1,0 +1,219 @@
+"""Built-in co-design workloads: a differentiable objective of a chip design, its plan joint.
+
+Each workload maps ``(design, technology, plan parameters)`` to ``log(objective) + penalty``
+with the relaxed cost models (smoothing=RELAXED); the plan parameters are the relaxed search
+variables of :mod:`diffcost._search` (log2 degrees, softmax logits) and the penalties are that
+search's own (memory over capacity, latency limits, bounds, divisibility), reused, not copied:
+
+- ``train``: Llama-3-70B pre-training on 1,024 chips (global batch 1,024 x 8,192 tokens,
+  selective recomputation, ZeRO-1, bf16), objective the step time, s; plan: tp, pp,
+  micro-batch (Narayanan et al. SC'21 for the space).
+- ``serve``: Llama-3-70B on 8 chips (bf16 weights, fp8 KV) at TPOT <= 50 ms and TTFT <= 2 s
+  (2,048 in, 256 out tokens), objective chip capex per output token/s: design cost (USD) x
+  chip-seconds per output token; plan: tp, pp, batch.
+- ``edge``: Llama-3-8B int4 weights, batch 1, one chip, objective the per-token latency
+  (TPOT, s) of decode; the plan is fixed (tp = pp = batch = 1).
+
+A mix is a weighted sum of the workloads' log objectives.  The verified answer rounds the plan
+(log2 degrees to the nearest integer, i.e. powers of two) and re-evaluates it with the EXACT
+model (:func:`exact_objective`).
+"""
+
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._core.smooth import EXACT, RELAXED, Smoothing
+from .._inputs.hardware import System
+from .._inputs.loader import load_model, load_system
+from .._inputs.model import Model
+from .._search.serve import ServeSearchSpace, relaxed_serve_penalty, relaxed_serve_plan
+from .._search.train import (
+    TrainSearchSpace,
+    _layout,
+    _structure,
+    axes_for,
+    relaxed_loss,
+    relaxed_plan,
+    valid,
+)
+from .._serve.cost import ServeCost
+from .._serve.plan import serve_plan
+from .._train.cost import TrainCost
+from .design import ChipDesign, design_cost_usd, design_system
+from .technology import Technology
+
+WORKLOADS: tuple[str, ...] = ("train", "serve", "edge")
+_TAU = 0.02  # softmax temperature of the (single-option) categorical choices
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One built-in workload: the template system whose chip the design replaces, the model,
+    and the relaxed plan's parameters (initial values, log2 bounds, traced sizes)."""
+
+    name: str
+    kind: str  # "train" or "serve"
+    like: System = field(repr=False)
+    model: Model = field(repr=False)
+    space: Any = field(repr=False)  # TrainSearchSpace or ServeSearchSpace
+    theta0: np.ndarray = field(repr=False)
+    lo: np.ndarray = field(repr=False)
+    hi: np.ndarray = field(repr=False)
+    sizes: np.ndarray = field(repr=False)
+    unit: str = "s"
+    description: str = ""
+
+
+def _train() -> Workload:
+    model, chips = load_model("llama-3-70b"), 1024
+    space = TrainSearchSpace(
+        global_batch=1024, seq_len=8192, chips=(chips,), recompute=("selective",), zero=(1,),
+        sequence_parallel=(True,), max_micro_batch=8, max_virtual_stages=1,
+    )  # fmt: skip
+    axes, _ = axes_for(model, space)
+    lo = np.asarray([math.log2(min(a.values)) for a in axes])
+    hi = np.asarray([math.log2(max(a.values)) for a in axes])
+    theta0 = np.zeros(_layout(space)["size"].start)
+    theta0[:7] = np.clip(np.asarray([3.0, 2.0, 0.0, 0.0, 0.0, 10.0, 0.0]), lo, hi)
+    return Workload(
+        "train", "train", load_system("dgx-h100", chips=chips), model, space, theta0, lo, hi,
+        np.asarray([1024.0, 8192.0, chips]), "s/step",
+        "Llama-3-70B training step, 1,024 chips, 8M tokens/step",
+    )  # fmt: skip
+
+
+def _serve(name: str) -> Workload:
+    edge = name == "edge"
+    model = load_model("llama-3-8b" if edge else "llama-3-70b")
+    chips = 1 if edge else 8
+    space = ServeSearchSpace(
+        input_len=128 if edge else 2048, output_len=256, chips=chips,
+        weight_formats=("int4",) if edge else ("bf16",), kv_formats=("bf16",) if edge else ("fp8",),
+        ttft_slo_s=math.inf if edge else 2.0, tpot_slo_s=math.inf if edge else 0.05,
+    )  # fmt: skip
+    hi = np.asarray([0.0, 0.0, 0.0]) if edge else np.asarray([3.0, 3.0, 10.0])
+    like = load_system("jetson-agx-orin-devkit") if edge else load_system("dgx-h100")
+    sizes = np.asarray([chips, 1e9 if edge else 2.0, 1e9 if edge else 0.05])
+    theta0 = np.zeros(6)
+    theta0[:3] = np.minimum(np.asarray([3.0, 0.0, 5.0]), hi)
+    desc = (
+        "Llama-3-8B int4, batch-1 decode on one chip"
+        if edge
+        else "Llama-3-70B on 8 chips, TPOT <= 50 ms, TTFT <= 2 s"
+    )
+    unit = "s/token" if edge else "USD s/token"
+    return Workload(
+        name, "serve", like, model, space, theta0, np.zeros(3), hi, sizes, unit, desc
+    )  # fmt: skip
+
+
+@cache
+def builtin_workload(name: str) -> Workload:
+    """The built-in workload ``name`` (one of :data:`WORKLOADS`)."""
+    if name not in WORKLOADS:
+        raise ValueError(f"workload: expected one of {', '.join(WORKLOADS)}, got {name!r}")
+    return _train() if name == "train" else _serve(name)
+
+
+def _serve_template(w: Workload):
+    sp = w.space
+    return serve_plan(input_len=sp.input_len, output_len=sp.output_len, source="codesign")
+
+
+def _serve_out(w: Workload, design, tech, theta, sm: Smoothing):
+    system = design_system(design, tech, w.like)
+    structure = _serve_structure(w)
+    plan = relaxed_serve_plan(theta, _TAU, _serve_template(w), structure, w.sizes[0])
+    return ServeCost(system, w.model, sm)(plan), system
+
+
+def _serve_structure(w: Workload) -> ServeSearchSpace:
+    return ServeSearchSpace(
+        **{**w.space.__dict__, "chips": 0, "ttft_slo_s": 0.0, "tpot_slo_s": 0.0, "max_batch": 0}
+    )
+
+
+def _serve_objective(w: Workload, out, design, tech, sm: Smoothing) -> jax.Array:
+    """TPOT (s) at the edge; else design cost (USD) x chip-seconds per output token."""
+    if w.name == "edge":
+        return out.tpot_s
+    return design_cost_usd(design, tech, sm) / out.output_tokens_per_s_per_chip
+
+
+def relaxed_objective(
+    w: Workload, design: ChipDesign, tech: Technology, theta: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """``(log objective, plan penalty)`` of the relaxed model (both dimensionless).  Training
+    folds its penalty into the first (:func:`diffcost._search.train.relaxed_loss`, one trace of
+    the training model); :func:`relaxed_value` gives the bare objective."""
+    lo, hi, sizes = jnp.asarray(w.lo), jnp.asarray(w.hi), jnp.asarray(w.sizes)
+    if w.kind == "train":
+        system = design_system(design, tech, w.like)
+        structure = _structure(w.space)
+        # one trace of the (large) training model: the search's loss, penalty included
+        total = relaxed_loss(theta, _TAU, system, w.model, structure, lo, hi, sizes)
+        return total, jnp.zeros_like(total)
+    out, _ = _serve_out(w, design, tech, theta, RELAXED)
+    log_obj = jnp.log(_serve_objective(w, out, design, tech, RELAXED))
+    return log_obj, relaxed_serve_penalty(out, theta, lo, hi, sizes)
+
+
+def relaxed_value(w: Workload, design: ChipDesign, tech: Technology, theta: jax.Array) -> float:
+    """The relaxed objective in the workload's unit (no penalty)."""
+    if w.kind == "train":
+        system = design_system(design, tech, w.like)
+        plan, _ = relaxed_plan(theta, jnp.asarray(_TAU), _structure(w.space), jnp.asarray(w.sizes))
+        return float(TrainCost(system, w.model, RELAXED)(plan).step_time_s)
+    out, _ = _serve_out(w, design, tech, theta, RELAXED)
+    return float(_serve_objective(w, out, design, tech, RELAXED))
+
+
+def rounded_plan(w: Workload, theta: np.ndarray) -> np.ndarray:
+    """Plan parameters with the log2 degrees rounded to integers inside their bounds."""
+    th = np.array(theta, dtype=float)
+    n = len(w.lo)
+    th[:n] = np.clip(np.round(th[:n]), w.lo, w.hi)
+    return th
+
+
+def exact_objective(
+    w: Workload, design: ChipDesign, tech: Technology, theta: np.ndarray
+) -> dict[str, Any]:
+    """The rounded plan re-evaluated with the EXACT model: objective, feasibility, plan."""
+    th = rounded_plan(w, theta)
+    sizes = jnp.asarray(w.sizes)
+    if w.kind == "train":
+        system = design_system(design, tech, w.like)
+        plan, _ = relaxed_plan(jnp.asarray(th), jnp.asarray(_TAU), _structure(w.space), sizes)
+        out = TrainCost(system, w.model, EXACT)(plan)
+        deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "cp", "micro_batch"))}
+        cols = {**{k: np.asarray([v]) for k, v in deg.items()}, "virtual_stages": np.asarray([1.0]),
+                "chips": np.asarray([w.sizes[2]]), "ep": np.asarray([1.0]),
+                "sequence_parallel": np.asarray([1.0 if deg["tp"] > 1 else 0.0])}  # fmt: skip
+        ok = bool(valid(cols, w.model, w.space)[0]) and float(out.headroom_bytes) >= 0
+        value = float(out.step_time_s)
+    else:
+        out, _ = _serve_out(w, design, tech, jnp.asarray(th), EXACT)
+        deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "batch"))}
+        tp_pp = deg["tp"] * deg["pp"]
+        ok = float(out.headroom_bytes) >= 0 and w.sizes[0] % tp_pp == 0
+        ok = ok and float(out.tpot_s) <= w.sizes[2] and float(out.ttft_s) <= w.sizes[1]
+        value = float(_serve_objective(w, out, design, tech, EXACT))
+    return {"objective": value, "feasible": bool(ok), "plan": deg}
+
+
+__all__ = [
+    "WORKLOADS",
+    "Workload",
+    "builtin_workload",
+    "exact_objective",
+    "relaxed_objective",
+    "relaxed_value",
+    "rounded_plan",
+]

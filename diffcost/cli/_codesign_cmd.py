@@ -1,0 +1,123 @@
+"""``diffcost codesign``: a chip designed by gradient for a built-in workload under budgets."""
+
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from .._core.errors import Problem, SpecError
+from .._inputs.hardware import FORMATS
+from . import app
+from ._common import JsonFlag, console, friendly_errors, print_json, stage
+
+UNITS = {
+    "matrix_area_mm2": "mm^2",
+    "int_area_mm2": "mm^2",
+    "sram_mb": "MB",
+    "hbm_stacks": "stacks",
+    "lpddr_channels": "channels",
+    "scale_up_gb_per_s": "GB/s",
+    "scale_out_gb_per_s": "GB/s",
+    "clock_ghz": "GHz",
+}
+WORKLOAD_CHOICES = ("train", "serve", "edge", "mix")
+
+
+def chip_numbers(result: Any) -> dict[str, Any]:
+    """The designed chip's datasheet: peaks by format (TFLOP/s), memory (GB, TB/s), links."""
+    from .._codesign.design import design_chip
+
+    chip = design_chip(result.design, result.problem.tech)
+    peaks = np.asarray(chip.peak_flop_per_s) / 1e12
+    return {
+        "peak_tflop_per_s": {f: float(p) for f, p in zip(FORMATS, peaks, strict=True)},
+        "memory_gb": float(chip.memory_capacity_bytes) / 1e9,
+        "memory_tb_per_s": float(chip.memory_bandwidth_bytes_per_s) / 1e12,
+        "scale_up_gb_per_s": float(result.design.scale_up_gb_per_s),
+        "scale_out_gb_per_s": float(result.design.scale_out_gb_per_s),
+        "tdp_w": float(chip.tdp_w),
+    }
+
+
+def result_json(result: Any) -> dict[str, Any]:
+    """The JSON object of ``diffcost codesign --json``."""
+    return {
+        "design": {k: float(getattr(result.design, k)) for k in UNITS},
+        "chip": chip_numbers(result),
+        "objective_relaxed": result.objectives,
+        "objective_exact": result.exact,
+        "used": result.used,
+        "budgets": result.budgets,
+        "binding": list(result.binding),
+        "multipliers": result.multipliers,
+        "evaluations": result.evaluations,
+        "nearest_chips": [{"chip": n, "log_distance": d} for n, d in result.nearest],
+    }
+
+
+def print_result(out: dict[str, Any]) -> None:
+    """Human-readable tables of :func:`result_json`."""
+    table = Table(title="design")
+    for col in ("leaf", "value", "unit"):
+        table.add_column(col)
+    for k, unit in UNITS.items():
+        table.add_row(k, f"{out['design'][k]:.4g}", unit)
+    console.print(table)
+    chip = out["chip"]
+    peaks = ", ".join(f"{f} {v:.4g}" for f, v in chip["peak_tflop_per_s"].items())
+    console.print(f"peak TFLOP/s: {peaks}")
+    console.print(
+        f"memory {chip['memory_gb']:.4g} GB at {chip['memory_tb_per_s']:.4g} TB/s; links "
+        f"{chip['scale_up_gb_per_s']:.4g} / {chip['scale_out_gb_per_s']:.4g} GB/s; "
+        f"TDP {chip['tdp_w']:.4g} W"
+    )
+    for name, value in out["objective_relaxed"].items():
+        ex = out["objective_exact"][name]
+        console.print(
+            f"{name}: relaxed {value:.5g}, exact {ex['objective']:.5g} "
+            f"({'feasible' if ex['feasible'] else 'INFEASIBLE'}; plan {ex['plan']})"
+        )
+    for b, used in out["used"].items():
+        mark = "binds" if b in out["binding"] else "slack"
+        if used > 1.001 * out["budgets"][b]:
+            mark = f"OVER by {100 * (used / out['budgets'][b] - 1):.1f}%: more --steps"
+        console.print(
+            f"{b}: {used:.4g} of {out['budgets'][b]:.4g} ({mark}; "
+            f"d log objective / d log budget = {-out['multipliers'][b]:.3g})"
+        )
+    near = ", ".join(f"{c['chip']} {c['log_distance']:.2f}" for c in out["nearest_chips"][:3])
+    console.print(f"nearest existing chips (RMS log distance): {near}")
+    console.print(f"{out['evaluations']} gradient evaluations")
+
+
+@app.command()
+@friendly_errors
+def codesign(
+    workload: Annotated[str, typer.Option(help="train, serve, edge or mix.")] = "train",
+    area_mm2: Annotated[float | None, typer.Option(help="Die-area budget, mm^2.")] = None,
+    power_w: Annotated[float | None, typer.Option(help="Power (TDP) budget, W.")] = None,
+    cost_usd: Annotated[float | None, typer.Option(help="Manufacturing-cost budget, USD.")] = None,
+    node: Annotated[str, typer.Option(help="Process node (n3, n4, n5, n7, n14).")] = "n4",
+    steps: Annotated[int, typer.Option(help="Gradient evaluations.")] = 200,
+    json_out: JsonFlag = False,
+) -> None:
+    """Design a chip by gradient for a built-in workload, its parallel plan optimised jointly."""
+    from .._codesign.optimize import DEFAULT_BUDGETS
+    from .._codesign.optimize import codesign as run
+    from .._codesign.technology import load_technology
+
+    if workload not in WORKLOAD_CHOICES:
+        reason = f"expected one of {', '.join(WORKLOAD_CHOICES)}, got {workload!r}"
+        raise SpecError([Problem("<arguments>", "workload", reason)])
+    given = (area_mm2, power_w, cost_usd)
+    for key, value in zip(("area_mm2", "power_w", "cost_usd"), given, strict=True):
+        if value is not None and not value > 0:
+            raise SpecError([Problem("<arguments>", key, f"must be positive, got {value}")])
+    budgets = tuple(
+        d if v is None else float(v) for v, d in zip(given, DEFAULT_BUDGETS[workload], strict=True)
+    )
+    with stage(f"co-designing for {workload} (compiling, then {steps} steps)", not json_out):
+        result = run(workload, load_technology(node), budgets, steps=max(steps, 1))  # type: ignore[arg-type]
+    out = result_json(result)
+    print_json(out) if json_out else print_result(out)

@@ -1,0 +1,110 @@
+"""Co-design optimizer: augmented Lagrangian on toy problems with known optima, the built-in
+workloads' exact re-evaluation, and the CLI."""
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from diffcost._codesign.optimize import (
+    augmented_lagrangian,
+    make_problem,
+    nearest_chips,
+    solve,
+    start_vector,
+)
+
+
+def _bounds(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return -5.0 * np.ones(n), 5.0 * np.ones(n)
+
+
+def test_minimise_inverse_under_a_budget_finds_the_bound_and_unit_multiplier():
+    # minimise log(1/x) subject to log(x / b) <= 0: x* = b, d log f* / d log b = -1
+    b = 2.0
+    fn = lambda x: (-x[0], jnp.asarray(0.0), jnp.stack([x[0] - jnp.log(b)]))  # noqa: E731
+    x, lam, trace = solve((fn, _bounds(1)), steps=400, x0=np.zeros(1), learning_rate=0.05)
+    assert np.exp(x[0]) == pytest.approx(b, rel=1e-3)
+    assert lam[0] == pytest.approx(1.0, rel=1e-2)
+    assert trace[-1, 0] < trace[0, 0]  # the objective decreased
+    assert len(trace) == 400
+
+
+def test_multiplier_is_the_exponent_and_slack_budget_has_none():
+    # minimise -3 log x (f = x^-3) under x <= 2 (binds: lambda = 3) and y-free x <= 100 (slack)
+    fn = lambda x: (  # noqa: E731
+        -3.0 * x[0],
+        jnp.asarray(0.0),
+        jnp.stack([x[0] - jnp.log(2.0), x[0] - jnp.log(100.0)]),
+    )
+    x, lam, _ = solve((fn, _bounds(1)), steps=500, x0=np.zeros(1), learning_rate=0.05)
+    assert lam[0] == pytest.approx(3.0, rel=2e-2)
+    assert lam[1] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_unconstrained_interior_optimum_is_found():
+    # (x - 1)^2 + (y + 2)^2 under a loose budget x + y <= 3
+    fn = lambda x: (  # noqa: E731
+        jnp.square(x[0] - 1.0) + jnp.square(x[1] + 2.0),
+        jnp.asarray(0.0),
+        jnp.stack([x[0] + x[1] - 3.0]),
+    )
+    x, lam, _ = solve((fn, _bounds(2)), steps=600, x0=np.zeros(2), learning_rate=0.05)
+    np.testing.assert_allclose(x, [1.0, -2.0], atol=1e-2)
+    assert lam[0] == 0.0
+
+
+def test_augmented_lagrangian_is_f_when_constraints_slack_and_multipliers_zero():
+    f = jnp.asarray(1.5)
+    assert float(augmented_lagrangian(f, jnp.asarray([-0.1, -2.0]), jnp.zeros(2), 10.0)) == 1.5
+    assert float(augmented_lagrangian(f, jnp.asarray([0.1]), jnp.zeros(1), 10.0)) > 1.5
+
+
+def test_start_vector_is_inside_the_box_and_nearest_chip_of_h100_is_h100():
+    from diffcost._codesign import chip_as_design, reference_technology
+
+    problem = make_problem("edge", reference_technology("h100-sxm"))
+    x0 = start_vector(problem)
+    lo, hi = problem.bounds()
+    assert np.all((x0 >= lo) & (x0 <= hi))
+    near = nearest_chips(chip_as_design("h100-sxm", reference_technology("h100-sxm")))
+    assert near[0][0] == "h100-sxm" and near[0][1] < 1e-6
+
+
+@pytest.mark.slow  # ~40 s: compiles the edge serving model and its gradient
+def test_edge_codesign_improves_and_exact_reevaluation_matches():
+    from diffcost._codesign.optimize import codesign, summarise
+    from diffcost._codesign.technology import load_technology
+
+    tech = load_technology("n4")
+    result = codesign("edge", tech, steps=100)
+    problem = make_problem("edge", tech)
+    first = summarise(problem, start_vector(problem), np.zeros(3), result.history[:1])
+    assert result.objectives["edge"] < first.objectives["edge"]
+    exact = result.exact["edge"]
+    assert exact["feasible"]
+    assert exact["objective"] == pytest.approx(result.objectives["edge"], rel=0.1)
+    assert "power_w" in result.binding  # at the edge the power budget decides
+
+
+@pytest.mark.slow  # ~45 s: compiles the edge model through the CLI
+def test_cli_codesign_json_smoke():
+    from diffcost.cli import app
+
+    out = CliRunner().invoke(app, ["codesign", "--workload", "edge", "--steps", "5", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    for key in ("design", "chip", "objective_relaxed", "objective_exact", "binding",
+                "multipliers", "nearest_chips", "evaluations"):  # fmt: skip
+        assert key in data
+    assert data["evaluations"] >= 5
+
+
+def test_cli_codesign_rejects_unknown_workload():
+    from diffcost.cli import app
+
+    out = CliRunner().invoke(app, ["codesign", "--workload", "mining"])
+    assert out.exit_code == 2
+    assert "workload" in out.output
