@@ -11,6 +11,14 @@ from ._analysis.calibrate import calibrate
 from ._analysis.sensitivity import Sensitivity, sensitivity, serve_sensitivity, train_sensitivity
 from ._analysis.sweep import Sweep, SweepResult, load_sweep, run_sweep
 from ._analysis.validate import validate
+from ._codesign import (
+    ChipDesign,
+    CodesignResult,
+    codesign,
+    design_chip,
+    design_system,
+    load_technology,
+)
 from ._core.errors import Infeasible, Problem, SpecError
 from ._core.options import (
     Format,
@@ -69,6 +77,12 @@ __all__ = [
     "calibrate",
     "Chip",
     "ChipEnergy",
+    "ChipDesign",
+    "CodesignResult",
+    "codesign",
+    "design_chip",
+    "design_system",
+    "load_technology",
     "Efficiency",
     "EXACT",
     "FORMATS",

@@ -247,3 +247,16 @@ def test_every_table_of_the_file_loads_sourced():
     assert set(doc["chip"]) == set(CATALOGUE)
     for name in CATALOGUE:
         reference_technology(name)
+
+
+def test_buildable_neighbours_have_whole_stacks_and_channels(h100_design):
+    """Floor and ceiling of each count; below one stack or channel is none (ABSENT)."""
+    frac = eqx.tree_at(
+        lambda d: (d.hbm_stacks, d.lpddr_channels),
+        h100_design,
+        (jnp.asarray(0.4), jnp.asarray(4.5)),
+    )
+    got = {(float(d.hbm_stacks), float(d.lpddr_channels)) for d in D.buildable(frac)}
+    assert got == {(D.ABSENT, 4.0), (D.ABSENT, 5.0), (1.0, 4.0), (1.0, 5.0)}
+    whole = D.buildable(h100_design)  # already whole: itself only
+    assert len(whole) == 1 and float(whole[0].hbm_stacks) == float(h100_design.hbm_stacks)

@@ -1,5 +1,6 @@
 """Hardware co-design: a parametric chip (area, power, cost from sourced technology figures)
-mapped onto the :class:`~diffcost.Chip` the cost models take."""
+mapped onto the :class:`~diffcost.Chip` the cost models take, and its optimisation under area,
+power and cost budgets (:func:`codesign`)."""
 
 from .design import (
     ChipDesign,
@@ -10,11 +11,14 @@ from .design import (
     design_power_w,
     design_system,
 )
+from .optimize import CodesignResult, codesign
 from .technology import Technology, load_technology, reference_technology
 
 __all__ = [
     "ChipDesign",
+    "CodesignResult",
     "Technology",
+    "codesign",
     "chip_as_design",
     "design_area_mm2",
     "design_chip",

@@ -20,6 +20,8 @@ array).  Not modelled: die-to-die links of split designs, speed binning (the clo
 power, not cost), harvesting of partly defective dies, the host CPU of an edge module.
 """
 
+import math
+
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -251,6 +253,30 @@ def design_system(design: ChipDesign, tech: Technology, like: System) -> System:
     )
 
 
+def buildable(design: ChipDesign) -> list[ChipDesign]:
+    """The designs with whole HBM stacks and LPDDR channels next to ``design`` (floor and ceiling
+    of each count; none is :data:`ABSENT`): the candidates that can be built, for the exact
+    re-evaluation of an optimum whose relaxed counts are fractional.  Areas, SRAM, link
+    bandwidths and the clock stay continuous (they are sized in fine steps)."""
+
+    def whole(n: float) -> Array:
+        return jnp.asarray(ABSENT if n < 1.0 else n, design.hbm_stacks.dtype)
+
+    def counts(x: Array) -> list[int]:  # a count within 1e-3 of a whole one (ABSENT: 0) is it
+        v = float(x)
+        return [round(v)] if abs(v - round(v)) < 1e-3 else [math.floor(v), math.ceil(v)]
+
+    out = []
+    for h in counts(design.hbm_stacks):
+        for c in counts(design.lpddr_channels):
+            out.append(
+                eqx.tree_at(
+                    lambda d: (d.hbm_stacks, d.lpddr_channels), design, (whole(h), whole(c))
+                )
+            )
+    return out
+
+
 def chip_as_design(name: str, tech: Technology) -> ChipDesign:
     """Approximate design of a catalogue chip (``specs/chips/<name>.toml`` for the peaks and
     links, ``[chip.<name>]`` of the technology file for clock, SRAM, stacks and channels).
@@ -288,6 +314,7 @@ def chip_as_design(name: str, tech: Technology) -> ChipDesign:
 
 
 __all__ = [
+    "buildable",
     "ABSENT",
     "ChipDesign",
     "chip_as_design",

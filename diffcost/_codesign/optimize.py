@@ -25,6 +25,7 @@ import numpy as np
 from .._core.smooth import RELAXED
 from .design import (
     ChipDesign,
+    buildable,
     chip_as_design,
     design_area_mm2,
     design_cost_usd,
@@ -169,7 +170,7 @@ class CodesignResult:
     x: np.ndarray = field(repr=False)
     design: ChipDesign
     objectives: dict[str, float]  # relaxed, per workload, in its unit
-    exact: dict[str, dict[str, Any]]  # rounded plan, EXACT model
+    exact: dict[str, dict[str, Any]]  # buildable design and rounded plan, EXACT model
     used: dict[str, float]
     budgets: dict[str, float]
     binding: tuple[str, ...]
@@ -177,6 +178,8 @@ class CodesignResult:
     evaluations: int
     history: np.ndarray = field(repr=False)  # (evaluations, 2 + 3): f, penalty, g
     nearest: list[tuple[str, float]] = field(default_factory=list)
+    built: ChipDesign | None = None  # whole HBM stacks and LPDDR channels (:func:`buildable`)
+    built_used: dict[str, float] = field(default_factory=dict)  # its budgets, EXACT die count
 
 
 def make_problem(
@@ -254,6 +257,40 @@ def codesign(
     return summarise(problem, x, lam, trace)
 
 
+def _budgets_of(design: ChipDesign, tech: Technology) -> dict[str, float]:
+    """Area, power and cost of a design (EXACT die count)."""
+    return {
+        "area_mm2": float(design_area_mm2(design, tech)),
+        "power_w": float(design_power_w(design, tech)),
+        "cost_usd": float(design_cost_usd(design, tech)),
+    }
+
+
+def best_buildable(problem: Problem, design: ChipDesign, thetas: list) -> tuple:
+    """The buildable neighbour of ``design`` (:func:`~diffcost._codesign.design.buildable`)
+    that the EXACT model ranks best: within the budgets and feasible for every workload first,
+    then the lowest weighted sum of log objectives (the relaxed objective's form); ``(design,
+    exact results per workload, its budgets)``."""
+    ranked = []
+    for cand in buildable(design):
+        exact = {
+            w.name: exact_objective(w, cand, problem.tech, np.asarray(th))
+            for w, th in zip(problem.workloads, thetas, strict=True)
+        }
+        used = _budgets_of(cand, problem.tech)
+        over = sum(
+            max(used[b] / c - 1.0, 0.0) for b, c in zip(BUDGETS, problem.budgets, strict=True)
+        )
+        ok = over <= 1e-3 and all(e["feasible"] for e in exact.values())
+        score = sum(
+            wt * math.log(max(exact[w.name]["objective"], 1e-300))
+            for w, wt in zip(problem.workloads, problem.weights, strict=True)
+        )
+        ranked.append(((not ok, over, score), cand, exact, used))
+    ranked.sort(key=lambda r: r[0])
+    return ranked[0][1:]
+
+
 def summarise(problem: Problem, x: np.ndarray, lam: np.ndarray, trace: np.ndarray):
     """The :class:`CodesignResult` of a solution."""
     z, thetas = problem.split(jnp.asarray(x))
@@ -263,10 +300,11 @@ def summarise(problem: Problem, x: np.ndarray, lam: np.ndarray, trace: np.ndarra
         b: float(v) * c
         for b, v, c in zip(BUDGETS, np.exp(np.asarray(g)), problem.budgets, strict=True)
     }
-    objectives, exact = {}, {}
-    for w, th in zip(problem.workloads, thetas, strict=True):
-        objectives[w.name] = relaxed_value(w, design, tech, th)
-        exact[w.name] = exact_objective(w, design, tech, np.asarray(th))
+    objectives = {
+        w.name: relaxed_value(w, design, tech, th)
+        for w, th in zip(problem.workloads, thetas, strict=True)
+    }
+    built, exact, built_used = best_buildable(problem, design, thetas)
     binding = tuple(
         b for b, gi, li in zip(BUDGETS, np.asarray(g), lam, strict=True) if gi > -0.01 or li > 0
     )
@@ -274,7 +312,7 @@ def summarise(problem: Problem, x: np.ndarray, lam: np.ndarray, trace: np.ndarra
         problem, x, design, objectives, exact, used,
         dict(zip(BUDGETS, problem.budgets, strict=True)), binding,
         {b: float(v) for b, v in zip(BUDGETS, lam, strict=True)}, len(trace), trace,
-        nearest_chips(design),
+        nearest_chips(design), built, built_used,
     )  # fmt: skip
 
 

@@ -663,6 +663,26 @@ def goodput(system: System, plan: TrainPlan, mem: TrainMemory, sm: Smoothing) ->
     )
 
 
+def step_energy_j(
+    system: System, model: Model, built: Model, plan: TrainPlan, step_s: Array, sm: Smoothing
+) -> Array:
+    """Energy of one step, J: :func:`~diffcost._terms.energy.activity_energy_j` of the step's
+    FLOP by format, memory and link bytes on every chip, plus the system's node overhead
+    (``built``: the model with its padded vocabulary, as the step runs it)."""
+    chip, chips = system.chip, plan.num_chips()
+    return activity_energy_j(
+        chip.energy,
+        chip.tdp_w,
+        time_s=step_s,
+        chips=chips,
+        flop_by_format=step_flop_by_format(model, plan),
+        memory_bytes=chips * step_memory_bytes(built, plan, sm),
+        link_bytes=chips * step_link_bytes(built, plan, sm),
+        sm=sm,
+        overhead_w=system.overhead_w(chips),
+    )
+
+
 class TrainBreakdown(eqx.Module):
     """Prediction for one optimizer step (SI units; every field a float array)."""
 
@@ -759,17 +779,7 @@ class TrainCost(eqx.Module):
             micro_batches=m,
             divisibility_violation=divisibility(model, plan, sm),
             unsupported_format=unsupported_format(chip, plan),
-            energy_j=activity_energy_j(
-                chip.energy,
-                chip.tdp_w,
-                time_s=step,
-                chips=chips,
-                flop_by_format=step_flop_by_format(model, plan),
-                memory_bytes=chips * step_memory_bytes(built, plan, sm),
-                link_bytes=chips * step_link_bytes(built, plan, sm),
-                sm=sm,
-                overhead_w=sys.overhead_w(chips),
-            ),
+            energy_j=step_energy_j(sys, model, built, plan, step, sm),
             cost_usd=chips * sys.price_usd_per_chip_hour * step / 3600.0,
             jitter_time_s=t_jitter,
             checkpoint_time_s=good.checkpoint_s,
@@ -785,6 +795,7 @@ __all__ = [
     "Goodput",
     "goodput",
     "jitter_s",
+    "step_energy_j",
     "LayerForward",
     "StageTimes",
     "TrainBreakdown",

@@ -53,6 +53,11 @@ def result_json(result: Any) -> dict[str, Any]:
         "multipliers": result.multipliers,
         "evaluations": result.evaluations,
         "nearest_chips": [{"chip": n, "log_distance": d} for n, d in result.nearest],
+        "buildable": {
+            "hbm_stacks": float(result.built.hbm_stacks),
+            "lpddr_channels": float(result.built.lpddr_channels),
+            "used": result.built_used,
+        },
     }
 
 
@@ -86,6 +91,14 @@ def print_result(out: dict[str, Any]) -> None:
             f"{b}: {used:.4g} of {out['budgets'][b]:.4g} ({mark}; "
             f"d log objective / d log budget = {-out['multipliers'][b]:.3g})"
         )
+    built = out["buildable"]
+    over = [b for b, v in built["used"].items() if v > 1.001 * out["budgets"][b]]
+    console.print(
+        f"buildable: {built['hbm_stacks']:.0f} HBM stacks, {built['lpddr_channels']:.0f} LPDDR "
+        "channels (the exact objective above is this design's): "
+        + ", ".join(f"{b} {v:.4g}" for b, v in built["used"].items())
+        + (f" (OVER budget: {', '.join(over)})" if over else " (within budgets)")
+    )
     near = ", ".join(f"{c['chip']} {c['log_distance']:.2f}" for c in out["nearest_chips"][:3])
     console.print(f"nearest existing chips (RMS log distance): {near}")
     console.print(f"{out['evaluations']} gradient evaluations")
