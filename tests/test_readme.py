@@ -3,9 +3,12 @@
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
+@pytest.mark.slow  # ~15 s: runs every README Python block (default run budget)
 def test_readme_python_blocks_run():
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert blocks

@@ -124,6 +124,7 @@ def test_gradient_in_the_load_is_finite_below_at_and_beyond_saturation(case):
         assert np.isfinite(float(g)) and float(g) >= 0
 
 
+@pytest.mark.slow  # ~18 s: relaxed load model compile (default run budget)
 def test_relaxed_equals_exact(case):
     system, model, plan, _ = case
     exact = loaded(system, model, plan, workload(12.0), EXACT)

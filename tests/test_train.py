@@ -122,6 +122,7 @@ def test_vmap_over_plans_equals_loop(h100_64, llama70):
         )
 
 
+@pytest.mark.slow  # ~13 s: vmap compile over stacked chips and models (default run budget)
 def test_vmap_over_chips_and_models():
     systems = [dc.load_system(chip=c, chips=8) for c in ["a100-sxm-80gb", "h100-sxm", "mi300x"]]
     models = [dc.load_model(m) for m in ["llama-2-7b", "llama-3-8b", "gpt-j-6b"]]
