@@ -132,3 +132,14 @@ def test_reliability_fields_are_a_sensitivity_group_with_finite_gradients():
     # d jitter / d sigma = jitter / sigma (linear in sigma), > 0 with tp = 8 and 64 chips
     expected = float(jitter_s(system, model, plan)) / float(system.reliability.collective_jitter_s)
     assert d_sigma == pytest.approx(expected, rel=1e-5) and d_sigma > 0
+
+
+def test_expected_max_is_finite_and_c1_below_one_participant():
+    """A relaxed search's degrees go below 1; the Blom form is inf at n = a and NaN below, and
+    0 * inf made the relaxed training objective NaN (slow search-vs-oracle tests)."""
+    ns = jnp.asarray([0.0, 0.2, 0.375, 0.999, 1.0, 1.001])
+    values = jax.vmap(expected_max_normal)(ns)
+    grads = jax.vmap(jax.grad(expected_max_normal))(ns)
+    assert bool(jnp.all(jnp.isfinite(values))) and bool(jnp.all(jnp.isfinite(grads)))
+    assert float(values[4]) == 0.0 and float(values[3]) < 0.0
+    assert float(grads[3]) == pytest.approx(float(grads[5]), rel=1e-2)  # C1 at n = 1

@@ -18,6 +18,8 @@ Two effects that only appear at thousands of chips:
   FGCS 22(3), 2006).
 """
 
+import math
+
 import jax.numpy as jnp
 from jax.scipy.special import ndtri
 from jaxtyping import Array, ArrayLike
@@ -39,10 +41,16 @@ def expected_max_normal(n: ArrayLike) -> Array:
     ``n = 1``, where ``sqrt(2 ln n)`` has an infinite one), and grows like ``sqrt(2 ln n)``.
     Error against the exact expectation: +4.4 % at ``n = 2`` (0.589 vs 0.5642), +0.7 % at
     ``n = 8`` (1.434 vs 1.4236), +1.0 % at ``n = 1024`` (3.23 vs 3.196); pinned in the tests.
-    Defined for ``n >= 1`` (participants in a collective).
+    Defined for ``n >= 1`` (participants in a collective); below 1 (only reached by a relaxed
+    search's continuous degrees) it continues with its slope at 1, ``sqrt(2 pi) (1 - a) /
+    (2 - 2a)^2``, so it stays C1 and finite: the Blom form's ``Phi^-1`` argument reaches 1 at
+    ``n = a`` (inf) and exceeds it below (NaN), and ``0 * inf`` made relaxed objectives NaN.
     """
     n = jnp.asarray(n)
-    return -ndtri((1.0 - BLOM_ALPHA) / (n + 1.0 - 2.0 * BLOM_ALPHA))
+    m = jnp.where(n >= 1.0, n, 1.0)  # both branches finite; the unused one's gradient is 0
+    at_least_one = -ndtri((1.0 - BLOM_ALPHA) / (m + 1.0 - 2.0 * BLOM_ALPHA))
+    slope = math.sqrt(2.0 * math.pi) * (1.0 - BLOM_ALPHA) / (2.0 - 2.0 * BLOM_ALPHA) ** 2
+    return jnp.where(n >= 1.0, at_least_one, (n - 1.0) * slope)
 
 
 def sync_wait_s(jitter_s: ArrayLike, participants: ArrayLike) -> Array:
