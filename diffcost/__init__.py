@@ -7,6 +7,10 @@ The three uses are one-liners on a cost model ``cost = TrainCost(system, model)`
 * sweeps: ``jax.vmap(cost)`` over stacked plans (or ``eqx.filter_vmap`` over stacked systems).
 """
 
+from ._core.xla import configure_xla
+
+configure_xla()  # before any JAX computation: see diffcost/_core/xla.py
+
 from ._analysis.calibrate import calibrate
 from ._analysis.sensitivity import Sensitivity, sensitivity, serve_sensitivity, train_sensitivity
 from ._analysis.sweep import Sweep, SweepResult, load_sweep, run_sweep

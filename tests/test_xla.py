@@ -1,0 +1,34 @@
+"""XLA's CPU flags: added to XLA_FLAGS once, never over the user's own setting."""
+
+import os
+
+from diffcost._core.xla import CPU_FLAGS, configure_xla
+
+
+def test_the_flags_are_set_in_this_process_before_jax_started():
+    # conftest imports diffcost before any computation, so the flag reached XLA
+    assert all(f in os.environ.get("XLA_FLAGS", "") for f in CPU_FLAGS)
+
+
+def test_a_backend_already_started_leaves_the_environment_alone():
+    import jax.numpy as jnp
+
+    float(jnp.ones(()))  # the backend is running now
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    assert configure_xla(env) is False
+    assert env == {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+
+
+def test_the_users_own_value_wins(monkeypatch):
+    from jax._src import xla_bridge
+
+    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)
+    env = {"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"}
+    assert configure_xla(env) is True
+    assert env["XLA_FLAGS"] == "--xla_cpu_use_fusion_emitters=true"
+    other = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    configure_xla(other)
+    assert other["XLA_FLAGS"].split() == ["--xla_force_host_platform_device_count=2", *CPU_FLAGS]
+    empty: dict[str, str] = {}
+    configure_xla(empty)
+    assert empty["XLA_FLAGS"] == " ".join(CPU_FLAGS)
