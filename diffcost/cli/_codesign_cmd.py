@@ -112,7 +112,7 @@ def codesign(
     power_w: Annotated[float | None, typer.Option(help="Power (TDP) budget, W.")] = None,
     cost_usd: Annotated[float | None, typer.Option(help="Manufacturing-cost budget, USD.")] = None,
     node: Annotated[str, typer.Option(help="Process node (n3, n4, n5, n7, n14).")] = "n4",
-    steps: Annotated[int, typer.Option(help="Gradient evaluations.")] = 200,
+    steps: Annotated[int, typer.Option(help="Adam steps (one gradient evaluation each).")] = 200,
     json_out: JsonFlag = False,
 ) -> None:
     """Design a chip by gradient for a built-in workload, its parallel plan optimised jointly."""
