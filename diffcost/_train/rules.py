@@ -98,7 +98,8 @@ def padded_vocab(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     # a relaxed search may visit t < 1: the padding there is that of t = 1 (no zero multiple)
     below = jax.lax.stop_gradient(jnp.maximum(jnp.floor(t), 1.0))
     w = clip01(t - below, sm)
-    return (1.0 - w) * exact(below) + w * exact(below + 1.0)
+    lower = exact(below)  # a + w (b - a): exactly a where both sides pad alike (monotone)
+    return lower + w * (exact(below + 1.0) - lower)
 
 
 def with_padded_vocab(model: Model, plan: TrainPlan, sm: Smoothing) -> Model:
