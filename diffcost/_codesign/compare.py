@@ -44,6 +44,7 @@ class Run:
     f: np.ndarray
     penalty: np.ndarray
     g_max: np.ndarray
+    wall_s: float = 0.0  # the run's wall time, model and method (compiled evaluators)
 
     def feasible(self) -> np.ndarray:
         return (self.g_max <= 1e-3) & (self.penalty <= 1e-2)
@@ -55,7 +56,7 @@ class Run:
 
     def evals_to(self, target: float) -> float:
         """Evaluations until a feasible point with ``exp(f) <= target`` (inf if never)."""
-        hit = np.nonzero(self.feasible() & (np.exp(self.f) <= target))[0]
+        hit = np.nonzero(self.feasible() & (self.f <= np.log(target)))[0]
         return float(hit[0] + 1) if len(hit) else math.inf
 
 
@@ -74,9 +75,11 @@ def _step(problem: Problem, learning_rate: float = 0.05):
     return make_step(lambda x: evaluate(problem, x), problem.bounds(), learning_rate, INNER, 10.0)
 
 
-def _run_of(method: str, seed: int, f, pen, g) -> Run:
+def _run_of(method: str, seed: int, f, pen, g, start: float = math.nan) -> Run:
+    """The :class:`Run` of per-evaluation arrays; ``start``: its ``time.perf_counter()``."""
     g = np.asarray(g)
-    return Run(method, seed, np.asarray(f), np.asarray(pen), g.max(axis=-1))
+    wall_s = time.perf_counter() - start
+    return Run(method, seed, np.asarray(f), np.asarray(pen), g.max(axis=-1), wall_s)
 
 
 def start_of(problem: Problem, seed: int) -> np.ndarray:
@@ -139,10 +142,10 @@ def charged(trace: np.ndarray, per_eval: int, evals: int):
 def gradient_run(problem: Problem, evals: int, seed: int, per_eval: int = 1, step=None) -> Run:
     """Augmented-Lagrangian adam with ``evals // per_eval`` gradient steps from
     :func:`start_of`, each charged ``per_eval`` evaluations (:func:`charged`)."""
-    steps = max(evals // per_eval, 1)
+    start, steps = time.perf_counter(), max(evals // per_eval, 1)
     _, _, trace = solve(problem, steps, x0=start_of(problem, seed), inner=INNER, step=step)
     f, pen, g = charged(trace[:steps], per_eval, evals)
-    return _run_of(f"gradient (1 grad = {per_eval} eval)", seed, f, pen, g)
+    return _run_of(f"gradient (1 grad = {per_eval} eval)", seed, f, pen, g, start)
 
 
 def random_search(batch, lo, hi, evals: int, seed: int, size: int):
@@ -158,8 +161,9 @@ def random_search(batch, lo, hi, evals: int, seed: int, size: int):
 def random_run(problem: Problem, evals: int, seed: int, batch=None) -> Run:
     """Uniform samples in the log box (design and plan parameters), CMA-ES's batch size."""
     lo, hi = problem.bounds()
+    start = time.perf_counter()
     out = random_search(batch or _batch_evaluator(problem), lo, hi, evals, seed, popsize(len(lo)))
-    return _run_of("random search", seed, *out)
+    return _run_of("random search", seed, *out, start=start)
 
 
 def penalised(f, pen, g) -> np.ndarray:
@@ -189,8 +193,9 @@ def cma_search(batch, x0, lo, hi, evals: int, seed: int):
 def cmaes_run(problem: Problem, evals: int, seed: int, batch=None) -> Run:
     """CMA-ES from :func:`start_of` (the gradient method's start for the seed)."""
     lo, hi = problem.bounds()
-    batch = batch or _batch_evaluator(problem)
-    return _run_of("CMA-ES", seed, *cma_search(batch, start_of(problem, seed), lo, hi, evals, seed))
+    batch, start = batch or _batch_evaluator(problem), time.perf_counter()
+    out = cma_search(batch, start_of(problem, seed), lo, hi, evals, seed)
+    return _run_of("CMA-ES", seed, *out, start=start)
 
 
 def conventions(ratio: float) -> tuple[int, ...]:
@@ -226,13 +231,15 @@ def _ratio(mine: float, base: float) -> str:
 def table(runs: list[Run], unit: str) -> str:
     """Per method over seeds: median and lowest best feasible objective, feasible runs, median
     evaluations to come within 1% of the best any run found and to match the median best of
-    the better baseline, and the ratio of its median best to each baseline's (lower: better)."""
+    the better baseline, the ratio of its median best to each baseline's (lower: better), and
+    the median wall time of a run (model and method, after compilation)."""
     best = min(r.best() for r in runs)
     base = min(median_best(runs, m) for m in BASELINES)
     cma, rnd = median_best(runs, "CMA-ES"), median_best(runs, "random search")
     lines = [
         f"{'method':<28} {'best (median)':>13} {'unit':<11} {'best (min)':>10} {'feasible':>8} "
-        f"{'evals to 1% of best':>19} {'evals to baseline':>17} {'/CMA-ES':>7} {'/random':>7}",
+        f"{'evals to 1% of best':>19} {'evals to baseline':>17} {'/CMA-ES':>7} {'/random':>7} "
+        f"{'wall ms/run':>11}",
     ]
     for method in dict.fromkeys(r.method for r in runs):
         mine = [r for r in runs if r.method == method]
@@ -243,7 +250,8 @@ def table(runs: list[Run], unit: str) -> str:
         lines.append(
             f"{method:<28} {med:>13.5g} {unit:<11} {bests.min():>10.5g} "
             f"{np.isfinite(bests).sum():>6}/{len(mine):<1} {reach:>19} {match:>17} "
-            f"{_ratio(med, cma):>7} {_ratio(med, rnd):>7}"
+            f"{_ratio(med, cma):>7} {_ratio(med, rnd):>7} "
+            f"{np.median([r.wall_s for r in mine]) * 1e3:>11.1f}"
         )
     return "\n".join(lines)
 
