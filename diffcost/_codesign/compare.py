@@ -1,21 +1,32 @@
 """Gradient co-design against random search and CMA-ES at equal numbers of model evaluations.
 
-Every method is scored the same way: each evaluated point gives ``(f, plan penalty, g)``
-(:func:`diffcost._codesign.optimize.evaluate`); a point is feasible when every budget holds
-(``g <= 1e-3``) and the plan penalty is under ``1e-2``; a method's result is the best feasible
-objective ``exp(f)`` among the points it evaluated, and the evaluations it needed to come within
-1% of the best any method found.  Conventions for the gradient: one gradient step counts as one
-evaluation (forward + backward ~ one model call in wall time under ``jit``), or as three
-(reverse mode costs up to ~3 forward passes: Griewank & Walther, *Evaluating Derivatives*,
-2nd ed., 2008, §4.6); both are reported.
+Every method is scored the same way (:meth:`Run.feasible`, one definition for all): each
+evaluated point gives ``(f, plan penalty, g)`` (:func:`diffcost._codesign.optimize.evaluate`);
+a point is feasible when every budget holds (``max g <= 1e-3``) and the plan penalty is under
+``1e-2``; a method's result is the best feasible objective ``exp(f)`` among the points it
+evaluated.  (The training workload folds its plan penalty into ``f``: there ``exp(f)`` is the
+step time times ``exp(penalty) >= 1``, so an infeasible plan is scored worse, not excluded.)
+
+Cost convention.  A gradient step is not one model evaluation: :func:`measure_cost` times, after
+compilation, one compiled batched forward per point (at the CMA-ES batch size) and one step of
+:func:`~diffcost._codesign.optimize.make_step`'s scan (value and gradient); their ratio, rounded
+up, is the primary convention ``1 grad = k evals``.  Brackets: 1 and 3 (reverse mode costs at
+most ~3 forward passes in operations, Griewank & Walther, *Evaluating Derivatives*, 2nd ed.,
+2008, §4.6; wall time on a CPU may differ either way).
 
 Baselines: random search uniform in the log box; CMA-ES (Hansen, *The CMA Evolution Strategy:
-A Tutorial*, arXiv:1604.00772) from the ``cmaes`` package (Nomura & Shibata, arXiv:2402.01373),
-on the penalised objective ``f + penalty + 10 sum relu(g) + 100 sum relu(g)^2``, started at the
-gradient method's start with step size 0.5 in log units.
+A Tutorial*, arXiv:1604.00772) from the ``cmaes`` package (Nomura & Shibata, arXiv:2402.01373)
+with its default population ``4 + floor(3 ln n)`` (tutorial eq. 48) for the dimension ``n``,
+on the penalised objective ``f + penalty + 10 sum relu(g) + 100 sum relu(g)^2``, step size 0.5
+in log units, started where the gradient method starts for the same seed.
+
+Findings (``benchmarks/results/codesign-compare.txt``, 2-core CPU): a gradient step costs 20-52
+batched forward points; at that rate CMA-ES beats the gradient on every built-in workload at 200
+and 2000 evaluations; the gradient wins (by 8-44% at 200) only when a step counts as 1 evaluation.
 """
 
 import math
+import time
 from dataclasses import dataclass
 
 import jax
@@ -25,7 +36,7 @@ import numpy as np
 from .optimize import Problem, evaluate, make_step, solve, start_vector
 
 BASELINES = ("random search", "CMA-ES")
-POPULATION = 10  # CMA-ES population and random-search batch (one compiled batch shape)
+INNER = 5  # adam steps per multiplier update (the gradient method's compiled scan length)
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,7 @@ class Run:
     f: np.ndarray
     penalty: np.ndarray
     g_max: np.ndarray
+    wall_s: float = 0.0  # the run's wall time, model and method (compiled evaluators)
 
     def feasible(self) -> np.ndarray:
         return (self.g_max <= 1e-3) & (self.penalty <= 1e-2)
@@ -44,47 +56,119 @@ class Run:
     def best(self) -> float:
         """Best feasible objective exp(f) (inf if none)."""
         ok = self.feasible()
-        return float(np.exp(np.min(self.f[ok]))) if ok.any() else math.inf
+        with np.errstate(over="ignore"):  # exp of a huge f is inf, as it should be
+            return float(np.exp(np.min(self.f[ok]))) if ok.any() else math.inf
 
-    def evals_to(self, target: float, per_eval: int = 1) -> float:
+    def evals_to(self, target: float) -> float:
         """Evaluations until a feasible point with ``exp(f) <= target`` (inf if never)."""
-        hit = np.nonzero(self.feasible() & (np.exp(self.f) <= target))[0]
-        return float((hit[0] + 1) * per_eval) if len(hit) else math.inf
+        hit = np.nonzero(self.feasible() & (self.f <= np.log(target)))[0]
+        return float(hit[0] + 1) if len(hit) else math.inf
+
+
+def popsize(dim: int) -> int:
+    """CMA-ES default population for dimension ``dim``: ``4 + floor(3 ln dim)`` (Hansen,
+    arXiv:1604.00772, eq. 48; the ``cmaes`` package's default)."""
+    return 4 + math.floor(3.0 * math.log(dim))
 
 
 def _batch_evaluator(problem: Problem):
     return jax.jit(jax.vmap(lambda x: evaluate(problem, x)))
 
 
-def _run_of(method: str, seed: int, f, pen, g) -> Run:
+def _step(problem: Problem, learning_rate: float = 0.05):
+    """The gradient method's compiled step (:func:`solve`'s defaults but ``INNER`` steps)."""
+    return make_step(lambda x: evaluate(problem, x), problem.bounds(), learning_rate, INNER, 10.0)
+
+
+def _run_of(method: str, seed: int, f, pen, g, start: float = math.nan) -> Run:
+    """The :class:`Run` of per-evaluation arrays; ``start``: its ``time.perf_counter()``."""
     g = np.asarray(g)
-    return Run(method, seed, np.asarray(f), np.asarray(pen), g.max(axis=-1))
+    wall_s = time.perf_counter() - start
+    return Run(method, seed, np.asarray(f), np.asarray(pen), g.max(axis=-1), wall_s)
 
 
-def gradient_run(problem: Problem, evals: int, seed: int, per_eval: int = 1, step=None) -> Run:
-    """Augmented-Lagrangian adam with ``evals // per_eval`` gradient steps, started at the
-    reference chip perturbed by N(0, 0.3) in log units (seed 0: unperturbed)."""
+def start_of(problem: Problem, seed: int) -> np.ndarray:
+    """Start of seed ``seed``: the reference chip and initial plans (:func:`start_vector`)
+    perturbed by N(0, 0.3) in log units (seed 0: unperturbed), inside the box."""
     rng = np.random.default_rng(seed)
     x0 = start_vector(problem)
     lo, hi = problem.bounds()
-    x0 = np.clip(x0 + (rng.normal(0.0, 0.3, x0.shape) if seed else 0.0), lo, hi)
-    _, _, trace = solve(problem, max(evals // per_eval, 1), x0=x0, inner=5, step=step)
-    trace = trace[: max(evals // per_eval, 1)]
-    f, pen, g = trace[:, 0], trace[:, 1], trace[:, 2:]
-    f, pen, g = (np.repeat(a, per_eval, axis=0) for a in (f, pen, g))  # evaluations, not steps
-    return _run_of(f"gradient (1 grad = {per_eval} eval)", seed, f, pen, g)
+    return np.clip(x0 + (rng.normal(0.0, 0.3, x0.shape) if seed else 0.0), lo, hi)
+
+
+def _best_time_s(fn, args, reps: int) -> float:
+    """Lowest wall time (s) of ``fn(*args)`` over ``reps`` calls (the machine is shared)."""
+    out = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        out.append(time.perf_counter() - start)
+    return min(out)
+
+
+def measure_cost(problem: Problem, batch=None, step=None, reps: int = 100) -> dict[str, float]:
+    """Wall time (s) after compilation of one point of the batched forward at the CMA-ES batch
+    size (``forward_s``), of one unbatched forward (``forward1_s``, for comparison) and of one
+    gradient step of the compiled scan (``grad_s``; the scan's closing forward, the multiplier
+    update, is charged to its steps); ``ratio = grad_s / forward_s``, ``ratio1 = grad_s /
+    forward1_s``."""
+    batch = batch or _batch_evaluator(problem)
+    run, opt = step or _step(problem)
+    single = jax.jit(lambda x: evaluate(problem, x))
+    lo, hi = problem.bounds()
+    n = popsize(len(lo))
+    xs = jnp.asarray(np.random.default_rng(0).uniform(lo, hi, (n, len(lo))))
+    x = jnp.asarray(start_vector(problem))
+    args = (x, opt.init(x), jnp.zeros(3))
+    for fn, a in ((batch, (xs,)), (single, (x,)), (run, args)):
+        _best_time_s(fn, a, 1)  # compile
+    forward_s = _best_time_s(batch, (xs,), reps) / n
+    forward1_s = _best_time_s(single, (x,), reps)
+    grad_s = _best_time_s(run, args, reps) / INNER
+    return {
+        "forward_s": forward_s,
+        "forward1_s": forward1_s,
+        "grad_s": grad_s,
+        "ratio": grad_s / forward_s,
+        "ratio1": grad_s / forward1_s,
+    }
+
+
+def charged(trace: np.ndarray, per_eval: int, evals: int):
+    """``(f, penalty, g)`` per evaluation of a gradient trace (rows ``f, penalty, g...``, one
+    per step) when a step costs ``per_eval`` evaluations: step ``i``'s point is evaluation
+    ``(i + 1) per_eval``; the evaluations before it are its cost (no point: inf, infeasible)."""
+    rows = np.full((len(trace), per_eval, trace.shape[1]), np.inf)
+    rows[:, -1] = trace
+    rows = rows.reshape(-1, trace.shape[1])[:evals]
+    return rows[:, 0], rows[:, 1], rows[:, 2:]
+
+
+def gradient_run(problem: Problem, evals: int, seed: int, per_eval: int = 1, step=None) -> Run:
+    """Augmented-Lagrangian adam with ``evals // per_eval`` gradient steps from
+    :func:`start_of`, each charged ``per_eval`` evaluations (:func:`charged`)."""
+    start, steps = time.perf_counter(), max(evals // per_eval, 1)
+    _, _, trace = solve(problem, steps, x0=start_of(problem, seed), inner=INNER, step=step)
+    f, pen, g = charged(trace[:steps], per_eval, evals)
+    return _run_of(f"gradient (1 grad = {per_eval} eval)", seed, f, pen, g, start)
+
+
+def random_search(batch, lo, hi, evals: int, seed: int, size: int):
+    """``(f, penalty, g)`` of ``evals`` points uniform in the box ``[lo, hi]``, ``size`` per
+    call of ``batch``."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    while len(rows) * size < evals:
+        rows.append(batch(jnp.asarray(rng.uniform(lo, hi, (size, len(lo))))))
+    return tuple(np.concatenate([np.asarray(r[i]) for r in rows])[:evals] for i in range(3))
 
 
 def random_run(problem: Problem, evals: int, seed: int, batch=None) -> Run:
-    """Uniform samples in the log box (design and plan parameters)."""
-    batch = batch or _batch_evaluator(problem)
-    rng = np.random.default_rng(seed)
+    """Uniform samples in the log box (design and plan parameters), CMA-ES's batch size."""
     lo, hi = problem.bounds()
-    rows = [batch(jnp.asarray(rng.uniform(lo, hi, (POPULATION, len(lo)))))]
-    while len(rows) * POPULATION < evals:
-        rows.append(batch(jnp.asarray(rng.uniform(lo, hi, (POPULATION, len(lo))))))
-    f, pen, g = (np.concatenate([np.asarray(r[i]) for r in rows])[:evals] for i in range(3))
-    return _run_of("random search", seed, f, pen, g)
+    start = time.perf_counter()
+    out = random_search(batch or _batch_evaluator(problem), lo, hi, evals, seed, popsize(len(lo)))
+    return _run_of("random search", seed, *out, start=start)
 
 
 def penalised(f, pen, g) -> np.ndarray:
@@ -93,61 +177,104 @@ def penalised(f, pen, g) -> np.ndarray:
     return np.asarray(f) + np.asarray(pen) + 10.0 * over.sum(-1) + 100.0 * (over**2).sum(-1)
 
 
-def cmaes_run(problem: Problem, evals: int, seed: int, batch=None) -> Run:
-    """CMA-ES (``cmaes.CMA``) on :func:`penalised`, within the box."""
+def cma_search(batch, x0, lo, hi, evals: int, seed: int):
+    """``(f, penalty, g)`` of ``evals`` points of CMA-ES (``cmaes.CMA``, default population,
+    sigma 0.5) on :func:`penalised` from ``x0`` within the box; one ``batch`` call per
+    generation."""
     from cmaes import CMA  # imported here: only the comparison needs it
 
-    batch = batch or _batch_evaluator(problem)
-    lo, hi = problem.bounds()
-    x0 = start_vector(problem)
-    opt = CMA(
-        mean=x0, sigma=0.5, bounds=np.column_stack([lo, hi]), seed=seed, population_size=POPULATION
-    )
+    opt = CMA(mean=np.asarray(x0), sigma=0.5, bounds=np.column_stack([lo, hi]), seed=seed)
     fs, pens, gs = [], [], []
-    while len(fs) * POPULATION < evals:
-        xs = np.stack([opt.ask() for _ in range(POPULATION)])
+    while len(fs) * opt.population_size < evals:
+        xs = np.stack([opt.ask() for _ in range(opt.population_size)])
         f, pen, g = (np.asarray(a) for a in batch(jnp.asarray(xs)))
         opt.tell(list(zip(xs, penalised(f, pen, g), strict=True)))
         fs.append(f)
         pens.append(pen)
         gs.append(g)
-    f, pen, g = (np.concatenate(a)[:evals] for a in (fs, pens, gs))
-    return _run_of("CMA-ES", seed, f, pen, g)
+    return tuple(np.concatenate(a)[:evals] for a in (fs, pens, gs))
 
 
-def compare(problem: Problem, evals: int = 200, seeds: int = 3) -> list[Run]:
-    """All methods, ``seeds`` seeds each, ``evals`` model evaluations each."""
-    batch = _batch_evaluator(problem)
-    step = make_step(lambda x: evaluate(problem, x), problem.bounds(), 0.05, 5, 10.0)
+def cmaes_run(problem: Problem, evals: int, seed: int, batch=None) -> Run:
+    """CMA-ES from :func:`start_of` (the gradient method's start for the seed)."""
+    lo, hi = problem.bounds()
+    batch, start = batch or _batch_evaluator(problem), time.perf_counter()
+    out = cma_search(batch, start_of(problem, seed), lo, hi, evals, seed)
+    return _run_of("CMA-ES", seed, *out, start=start)
+
+
+def conventions(ratio: float) -> tuple[int, ...]:
+    """Evaluations charged per gradient step: the measured ratio rounded up, and 1 and 3."""
+    return tuple(sorted({1, 3, max(1, math.ceil(ratio))}))
+
+
+def compare(
+    problem: Problem, evals: int = 200, seeds: int = 3, ratio: float = 3.0, batch=None, step=None
+) -> list[Run]:
+    """All methods, ``seeds`` seeds each, ``evals`` model evaluations each; the gradient under
+    every convention of :func:`conventions` (``ratio``: measured grad/forward cost).  ``batch``
+    and ``step``: compiled evaluators to reuse (e.g. those :func:`measure_cost` timed)."""
+    batch = batch or _batch_evaluator(problem)
+    step = step or _step(problem)
     runs = []
     for seed in range(seeds):
-        runs.append(gradient_run(problem, evals, seed, 1, step))
-        runs.append(gradient_run(problem, evals, seed, 3, step))
+        runs += [gradient_run(problem, evals, seed, k, step) for k in conventions(ratio)]
         runs.append(random_run(problem, evals, seed, batch))
         runs.append(cmaes_run(problem, evals, seed, batch))
     return runs
 
 
+def median_best(runs: list[Run], method: str) -> float:
+    """Median over seeds of the best feasible objective of ``method`` (inf if most failed)."""
+    return float(np.median([r.best() for r in runs if r.method == method]))
+
+
+def _ratio(mine: float, base: float) -> str:
+    return f"{mine / base:.3g}" if np.isfinite(base) and np.isfinite(mine) else "n/a"
+
+
 def table(runs: list[Run], unit: str) -> str:
     """Per method over seeds: median and lowest best feasible objective, feasible runs, median
-    evaluations to come within 1% of the best any run found, and to match the median best of
-    the better baseline (random search or CMA-ES)."""
+    evaluations to come within 1% of the best any run found and to match the median best of
+    the better baseline, the ratio of its median best to each baseline's (lower: better), and
+    the median wall time of a run (model and method, after compilation)."""
     best = min(r.best() for r in runs)
-    base = min(np.median([r.best() for r in runs if r.method == m]) for m in BASELINES)
+    base = min(median_best(runs, m) for m in BASELINES)
+    cma, rnd = median_best(runs, "CMA-ES"), median_best(runs, "random search")
     lines = [
-        f"{'method':<28} {'best (median)':>14} {'unit':<11} {'best (min)':>10} {'feasible':>8} "
-        f"{'evals to 1% of best':>19} {'evals to baseline':>17}",
+        f"{'method':<28} {'best (median)':>13} {'unit':<11} {'best (min)':>10} {'feasible':>8} "
+        f"{'evals to 1% of best':>19} {'evals to baseline':>17} {'/CMA-ES':>7} {'/random':>7} "
+        f"{'wall ms/run':>11}",
     ]
     for method in dict.fromkeys(r.method for r in runs):
         mine = [r for r in runs if r.method == method]
         bests = np.asarray([r.best() for r in mine])
         reach = np.median([r.evals_to(1.01 * best) for r in mine])
         match = np.median([r.evals_to(base) for r in mine])
+        med = float(np.median(bests))
         lines.append(
-            f"{method:<28} {np.median(bests):>14.5g} {unit:<11} {bests.min():>10.5g} "
-            f"{np.isfinite(bests).sum():>6}/{len(mine):<1} {reach:>19} {match:>17}"
+            f"{method:<28} {med:>13.5g} {unit:<11} {bests.min():>10.5g} "
+            f"{np.isfinite(bests).sum():>6}/{len(mine):<1} {reach:>19} {match:>17} "
+            f"{_ratio(med, cma):>7} {_ratio(med, rnd):>7} "
+            f"{np.median([r.wall_s for r in mine]) * 1e3:>11.1f}"
         )
     return "\n".join(lines)
 
 
-__all__ = ["Run", "cmaes_run", "compare", "gradient_run", "penalised", "random_run", "table"]
+__all__ = [
+    "Run",
+    "charged",
+    "cma_search",
+    "cmaes_run",
+    "compare",
+    "conventions",
+    "gradient_run",
+    "measure_cost",
+    "median_best",
+    "penalised",
+    "popsize",
+    "random_run",
+    "random_search",
+    "start_of",
+    "table",
+]
