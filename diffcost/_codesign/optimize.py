@@ -227,7 +227,7 @@ def solve(
     # ``step``: a :func:`make_step` result to reuse (one compilation for many runs)
     run, opt = step or make_step(fn, bounds, learning_rate, inner, rho)
     state = opt.init(x)
-    lam = jnp.zeros(len(np.atleast_1d(np.asarray(fn(x)[2]))))
+    lam = jnp.zeros(jax.eval_shape(fn, x)[2].shape or (1,))  # shapes only: no evaluation
     traces = []
     for _ in range(max(1, math.ceil(steps / inner))):
         x, state, lam, (f, pen, g) = run(x, state, lam)
