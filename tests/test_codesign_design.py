@@ -275,7 +275,7 @@ def test_staircase_is_ceiling_of_use_minus_offset_and_relaxed_exact_outside_its_
     assert bool(jnp.all(jnp.where(outside, soft == hard, True)))
     inside = jnp.linspace(1.0105, 1.2605, 11)[1:-1]
     mid = staircase(inside, RELAXED, width=0.25, offset=0.0105)
-    assert bool(jnp.all((mid > 1.0) & (mid < 2.0) & (jnp.diff(mid) > 0)))
+    assert bool(jnp.all((mid > 1.0) & (mid < 2.0))) and bool(jnp.all(jnp.diff(mid) > 0))
     with pytest.raises(ValueError, match="offset"):
         staircase(xs, RELAXED, width=0.5, offset=0.6)
 
@@ -287,7 +287,8 @@ def _counts(design, stacks, channels, counting=EXACT):
 @pytest.mark.parametrize("stacks,channels", [(D.ABSENT, 8), (0.01, 4), (1, 0.01), (5, 1), (12, 32)])
 def test_relaxed_counting_equals_exact_at_whole_counts(tech, h100_design, stacks, channels):
     """At whole stacks and channels (and at none: ABSENT or the optimizer's box end 0.01) the
-    relaxed staircase is the hard model, also just above and below them (both sides)."""
+    relaxed staircase is the hard model; just above and below them (both sides) it is close
+    (continuous: the relaxed count above one part is the count itself)."""
     fs = (design_area_mm2, design_power_w, lambda d, t: design_cost_usd(d, t, EXACT))
     for eps in (0.0, 1e-7, -1e-7):
         if stacks + eps <= 0 or channels + eps <= 0:
@@ -295,9 +296,10 @@ def test_relaxed_counting_equals_exact_at_whole_counts(tech, h100_design, stacks
         counts = (stacks + eps, channels + eps)
         hard, soft = (_counts(h100_design, *counts, c) for c in (EXACT, RELAXED))
         bought = [[float(n) for n in D.bought_counts(d)] for d in (soft, hard)]
-        assert bought[0] == bought[1]
+        assert bought[0] == pytest.approx(bought[1], abs=2 * abs(eps))
         for f in fs:
-            assert float(f(soft, tech)) == pytest.approx(float(f(hard, tech)), rel=1e-12)
+            rel = 1e-6 if eps else 1e-12
+            assert float(f(soft, tech)) == pytest.approx(float(f(hard, tech)), rel=rel)
     # none is bought as none: the box's low end costs no stack
     if stacks < 1:
         assert float(D.bought_counts(_counts(h100_design, stacks, channels, RELAXED))[0]) == 0.0
