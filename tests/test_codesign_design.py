@@ -27,7 +27,7 @@ from diffcost._codesign.technology import (
     reference_technology,
     technology_path,
 )
-from diffcost._core.smooth import EXACT, RELAXED, staircase
+from diffcost._core.smooth import EXACT, RELAXED
 
 LEAVES = [k for k in ChipDesign.__dataclass_fields__ if k != "counting"]
 
@@ -264,20 +264,21 @@ def test_buildable_neighbours_have_whole_stacks_and_channels(h100_design):
     assert len(whole) == 1 and float(whole[0].hbm_stacks) == float(h100_design.hbm_stacks)
 
 
-def test_staircase_is_ceiling_of_use_minus_offset_and_relaxed_exact_outside_its_step():
-    """Exact ``ceil(x - offset)``; relaxed equal at every integer and outside the step
-    ``(k + offset, k + offset + width)``, inside it between ``k`` and ``k + 1``, rising."""
-    xs = jnp.asarray([1e-6, 0.01, 0.012, 0.3, 0.99, 1.0, 1.005, 1.5, 3.0, 11.999, 12.0])
-    hard = staircase(xs, EXACT, width=0.25, offset=0.0105)
-    assert [float(v) for v in hard] == [0, 0, 1, 1, 1, 1, 1, 2, 3, 12, 12]
-    soft = staircase(xs, RELAXED, width=0.25, offset=0.0105)
-    outside = jnp.asarray([True, True, False, True, True, True, True, True, True, True, True])
-    assert bool(jnp.all(jnp.where(outside, soft == hard, True)))
-    inside = jnp.linspace(1.0105, 1.2605, 11)[1:-1]
-    mid = staircase(inside, RELAXED, width=0.25, offset=0.0105)
-    assert bool(jnp.all((mid > 1.0) & (mid < 2.0))) and bool(jnp.all(jnp.diff(mid) > 0))
-    with pytest.raises(ValueError, match="offset"):
-        staircase(xs, RELAXED, width=0.5, offset=0.6)
+def test_bought_counts_are_ceiling_of_use_minus_tolerance_relaxed_exact_off_the_first_step():
+    """Exact ``ceil(n - 0.0105)``; relaxed equal at every whole count, outside the first step
+    ``(0.0105, 0.1105)`` up to one part and from 1.05 parts on (the count itself); inside the
+    step rising from 0 to 1."""
+    ns = [1e-6, 0.01, 0.012, 0.3, 0.9, 1.0, 1.006, 1.06, 3.0, 11.999, 12.0]
+    h100 = chip_as_design("h100-sxm", load_technology("n4"))
+
+    def bought(n, counting):
+        return float(D.bought_counts(_counts(h100, n, n, counting))[0])
+
+    assert [bought(n, EXACT) for n in ns] == [0, 0, 1, 1, 1, 1, 1, 2, 3, 12, 12]
+    relaxed = [bought(n, RELAXED) for n in ns]
+    assert relaxed == pytest.approx([0, 0, 0, 1, 1, 1, 1.006, 1.06, 3, 11.999, 12], abs=3e-3)
+    step = [bought(n, RELAXED) for n in (0.02, 0.04, 0.06, 0.08, 0.1)]
+    assert all(0 < a < b < 1 for a, b in zip(step, step[1:], strict=False))
 
 
 def _counts(design, stacks, channels, counting=EXACT):

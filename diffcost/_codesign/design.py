@@ -26,7 +26,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._core.smooth import EXACT, RELAXED, Smoothing, ceil, clip01, relu, smax, staircase
+from .._core.smooth import EXACT, RELAXED, Smoothing, ceil, clip01, relu, smax
 from .._inputs.hardware import Chip, ChipEnergy, System, one_hot_architecture
 from .._inputs.loader import load_spec
 from .technology import Technology, reference_chip
@@ -72,7 +72,7 @@ class ChipDesign(eqx.Module):
 
 def bought_counts(design: ChipDesign) -> tuple[Array, Array]:
     """HBM stacks and LPDDR channels paid for: ``ceil(n - COUNT_TOLERANCE)`` of the counts
-    ``n`` in use (relaxed by ``design.counting``: :func:`~diffcost._core.smooth.staircase`).
+    ``n`` in use (relaxed when ``design.counting`` is RELAXED, below).
 
     Memory is bought in whole parts: an HBM3 stack (JEDEC JESD238: 8- or 12-high, a 1024-bit
     interface of 16 channels) is priced, placed on the interposer, wired to its PHY and kept
@@ -94,8 +94,8 @@ def bought_counts(design: ChipDesign) -> tuple[Array, Array]:
 
     def buy(n: Array) -> Array:
         if not sm.relaxed:
-            return staircase(n, sm, width=COUNT_WIDTH, offset=COUNT_TOLERANCE)
-        first = clip01((n - COUNT_TOLERANCE) / COUNT_WIDTH, sm)  # none -> one part
+            return ceil(n - COUNT_TOLERANCE, sm)
+        first = clip01((n - COUNT_TOLERANCE) / COUNT_WIDTH, sm)  # none -> one part: smoothstep
         return first + relu(n - 1.0, sm, scale=1.0)  # above one part: smooth.ceil: n
 
     return buy(design.hbm_stacks), buy(design.lpddr_channels)

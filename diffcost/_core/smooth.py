@@ -123,22 +123,6 @@ def ceil(x: ArrayLike, sm: Smoothing) -> Array:
     return x
 
 
-def staircase(x: ArrayLike, sm: Smoothing, *, width: float = 0.5, offset: float = 0.0) -> Array:
-    """``ceil(x - offset)``: whole units bought for ``x`` units used, a use within ``offset``
-    above a whole number counting as that number (``offset`` > 0 lets a tiny positive ``x``
-    stand for none).  Relaxed: ``k + smoothstep((x - k - offset) / width)`` with ``k =
-    floor(x)``, a C1 step on ``(k + offset, k + offset + width)``, exact outside it, hence at
-    every integer; ``width -> 0`` is the hard staircase.  Requires ``offset + width <= 1``."""
-    if not 0.0 <= offset or not 0.0 < width or offset + width > 1.0:
-        raise ValueError(f"staircase: need offset >= 0, width > 0, offset + width <= 1, got "
-                         f"offset={offset}, width={width}")  # fmt: skip
-    x = jnp.asarray(x)
-    if not sm.relaxed:
-        return jnp.ceil(x - offset)
-    k = jnp.floor(x)  # zero gradient; the value is continuous (the step is 0 at k, 1 by k + 1)
-    return k + clip01((x - k - offset) / width, sm)
-
-
 def divisibility_violation(x: ArrayLike, sm: Smoothing) -> Float[Array, "..."]:
     """How far ``x`` is from an integer: 0 iff x is an integer (e.g. ``heads / tp``).
 
