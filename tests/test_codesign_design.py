@@ -29,6 +29,8 @@ from diffcost._codesign.technology import (
 )
 from diffcost._core.smooth import EXACT, RELAXED
 
+LEAVES = [k for k in ChipDesign.__dataclass_fields__ if k != "counting"]
+
 
 @pytest.fixture(scope="module")
 def tech():
@@ -58,7 +60,7 @@ def test_peaks_area_closed_form(tech, h100_design):
     cap = 5 * 17.18e9 + 50e6 + D.ABSENT * 4.295e9
     assert float(chip.memory_capacity_bytes) == pytest.approx(cap, rel=1e-9)
     area = 989.4e12 / 1.83e9 * 1.319e-3 + 50 * 0.25 + 5 * 12 + (450 + 50) * 0.032
-    area += D.ABSENT * (1 + 1)  # absent int arrays (mm^2) and LPDDR PHY (1 mm^2 per channel)
+    area += D.ABSENT  # absent int arrays (mm^2); no LPDDR PHY: ABSENT channels are bought as 0
     assert float(design_area_mm2(h100_design, tech)) == pytest.approx(area, rel=1e-6)
 
 
@@ -215,7 +217,7 @@ def test_design_is_a_positive_float_pytree(h100_design):
 def test_gradient_matches_finite_differences(tech, h100_design, f):
     """Autodiff == central differences (float64) for every design leaf of area, power, cost."""
     grad = jax.grad(lambda d: f(d, tech))(h100_design)
-    for name in ChipDesign.__dataclass_fields__:
+    for name in LEAVES:
         x = float(getattr(h100_design, name))
         h = 1e-6 * max(x, 1.0)  # absolute step for the ABSENT (1e-6) leaves
         up = f(_with(h100_design, **{name: x + h}), tech)
@@ -260,3 +262,70 @@ def test_buildable_neighbours_have_whole_stacks_and_channels(h100_design):
     assert got == {(D.ABSENT, 4.0), (D.ABSENT, 5.0), (1.0, 4.0), (1.0, 5.0)}
     whole = D.buildable(h100_design)  # already whole: itself only
     assert len(whole) == 1 and float(whole[0].hbm_stacks) == float(h100_design.hbm_stacks)
+
+
+def test_bought_counts_are_ceiling_of_use_minus_tolerance_relaxed_exact_off_the_first_step():
+    """Exact ``ceil(n - 0.0105)``; relaxed equal at every whole count, outside the first step
+    ``(0.0105, 0.1105)`` up to one part and from 1.05 parts on (the count itself); inside the
+    step rising from 0 to 1."""
+    ns = [1e-6, 0.01, 0.012, 0.3, 0.9, 1.0, 1.006, 1.06, 3.0, 11.999, 12.0]
+    h100 = chip_as_design("h100-sxm", load_technology("n4"))
+
+    def bought(n, counting):
+        return float(D.bought_counts(_counts(h100, n, n, counting))[0])
+
+    assert [bought(n, EXACT) for n in ns] == [0, 0, 1, 1, 1, 1, 1, 2, 3, 12, 12]
+    relaxed = [bought(n, RELAXED) for n in ns]
+    assert relaxed == pytest.approx([0, 0, 0, 1, 1, 1, 1.006, 1.06, 3, 11.999, 12], abs=3e-3)
+    step = [bought(n, RELAXED) for n in (0.02, 0.04, 0.06, 0.08, 0.1)]
+    assert all(0 < a < b < 1 for a, b in zip(step, step[1:], strict=False))
+
+
+def _counts(design, stacks, channels, counting=EXACT):
+    return D.relaxed_counting(_with(design, hbm_stacks=stacks, lpddr_channels=channels), counting)
+
+
+@pytest.mark.parametrize("stacks,channels", [(D.ABSENT, 8), (0.01, 4), (1, 0.01), (5, 1), (12, 32)])
+def test_relaxed_counting_equals_exact_at_whole_counts(tech, h100_design, stacks, channels):
+    """At whole stacks and channels (and at none: ABSENT or the optimizer's box end 0.01) the
+    relaxed staircase is the hard model; just above and below them (both sides) it is close
+    (continuous: the relaxed count above one part is the count itself)."""
+    fs = (design_area_mm2, design_power_w, lambda d, t: design_cost_usd(d, t, EXACT))
+    for eps in (0.0, 1e-7, -1e-7):
+        if stacks + eps <= 0 or channels + eps <= 0:
+            continue
+        counts = (stacks + eps, channels + eps)
+        hard, soft = (_counts(h100_design, *counts, c) for c in (EXACT, RELAXED))
+        bought = [[float(n) for n in D.bought_counts(d)] for d in (soft, hard)]
+        assert bought[0] == pytest.approx(bought[1], abs=2 * abs(eps))
+        for f in fs:
+            rel = 1e-6 if eps else 1e-12
+            assert float(f(soft, tech)) == pytest.approx(float(f(hard, tech)), rel=rel)
+    # none is bought as none: the box's low end costs no stack
+    if stacks < 1:
+        assert float(D.bought_counts(_counts(h100_design, stacks, channels, RELAXED))[0]) == 0.0
+
+
+def test_fraction_of_a_stack_is_paid_as_a_whole_one_but_gives_its_fraction(tech, h100_design):
+    """0.6 stacks: price, PHY area and standby of 1 stack (exact; relaxed past its step),
+    bandwidth of 0.6; a stack just past the tolerance is bought whole (exact)."""
+    half, one = _counts(h100_design, 0.6, D.ABSENT), _counts(h100_design, 1, D.ABSENT)
+    for counting in (EXACT, RELAXED):
+        d = D.relaxed_counting(half, counting)
+        assert float(design_cost_usd(d, tech)) == pytest.approx(float(design_cost_usd(one, tech)))
+        assert float(design_area_mm2(d, tech)) == pytest.approx(float(design_area_mm2(one, tech)))
+    bw = lambda d: float(D._external(d, tech)[1])  # external memory's bandwidth
+    assert bw(half) == pytest.approx(0.6 * bw(one), rel=1e-5)  # (+ the ABSENT channels)
+    assert float(D.bought_counts(_counts(h100_design, 1.02, D.ABSENT))[0]) == 2.0
+
+
+@pytest.mark.parametrize("stacks", [0.01, 0.0105, 0.02, 0.1, 0.5, 1.0, 1.0105, 2.0, 4.3, 12.0])
+def test_relaxed_counting_gradients_finite(tech, h100_design, stacks):
+    """Finite gradients of area, power and cost w.r.t. every leaf with relaxed counting, at the
+    box's low end, at the step's edges, inside it and at whole counts; positive inside."""
+    d = _counts(h100_design, stacks, stacks, RELAXED)
+    for f in (design_area_mm2, design_power_w, lambda d, t: design_cost_usd(d, t, RELAXED)):
+        g = jax.grad(lambda d, f=f: jnp.log(f(d, tech)))(d)
+        assert all(math.isfinite(float(x)) for x in jtu.tree_leaves(g))
+    if stacks == 0.1:  # inside the step: more stacks cost more
+        assert float(jax.grad(lambda d: design_cost_usd(d, tech, RELAXED))(d).hbm_stacks) > 0

@@ -73,13 +73,13 @@ def test_start_vector_is_inside_the_box_and_nearest_chip_of_h100_is_h100():
     assert near[0][0] == "h100-sxm" and near[0][1] < 1e-6
 
 
-@pytest.mark.slow  # ~40 s: compiles the edge serving model and its gradient
+@pytest.mark.slow  # ~50 s: compiles the edge serving model and its gradient
 def test_edge_codesign_improves_and_exact_reevaluation_matches():
     from diffcost._codesign.optimize import codesign, summarise
     from diffcost._codesign.technology import load_technology
 
     tech = load_technology("n4")
-    result = codesign("edge", tech, steps=100)
+    result = codesign("edge", tech, steps=200)
     problem = make_problem("edge", tech)
     first = summarise(problem, start_vector(problem), np.zeros(3), result.history[:1])
     assert result.objectives["edge"] < first.objectives["edge"]
@@ -87,13 +87,15 @@ def test_edge_codesign_improves_and_exact_reevaluation_matches():
     assert exact["feasible"]
     assert "power_w" in result.binding  # at the edge the power budget decides
     # the exact answer is of a buildable design: whole HBM stacks and LPDDR channels, within the
-    # budgets; the relaxed optimum uses a fraction of an HBM stack, so the buildable edge chip is
-    # slower than the relaxed objective (issue 16: counts are not yet relaxed as smooth steps)
+    # budgets.  The relaxed design buys whole stacks and channels (a smooth staircase), so the
+    # relaxed optimum does not live on a fraction of an HBM stack: the buildable chip is within
+    # 10% of it (measured 7.2%; 190% when counts were continuous: 18.8 vs 54.6 ms/token)
     built = result.built
+    assert built is not None
     for n in (float(built.hbm_stacks), float(built.lpddr_channels)):
         assert n == pytest.approx(round(n), abs=1e-5)
     assert all(result.built_used[b] <= 1.001 * result.budgets[b] for b in result.budgets)
-    assert exact["objective"] >= result.objectives["edge"] * 0.99
+    assert result.objectives["edge"] * 0.99 <= exact["objective"] <= result.objectives["edge"] * 1.1
 
 
 @pytest.mark.slow  # ~45 s: compiles the edge model through the CLI

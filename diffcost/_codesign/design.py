@@ -26,13 +26,19 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._core.smooth import EXACT, Smoothing, ceil, smax
+from .._core.smooth import EXACT, RELAXED, Smoothing, ceil, clip01, relu, smax
 from .._inputs.hardware import Chip, ChipEnergy, System, one_hot_architecture
 from .._inputs.loader import load_spec
 from .technology import Technology, reference_chip
 
 #: Value standing for "none" of a design quantity (the design's leaves stay positive).
 ABSENT = 1e-6
+#: Stacks or channels within this of a whole number above it are bought as that number
+#: (:func:`bought_counts`): the optimizer's "none" is the low end of its box, 0.01.
+COUNT_TOLERANCE = 0.0105
+#: Width (in stacks or channels) of the relaxed step from none to one bought part (measured:
+#: 0.5 left the edge optimum on 0.17 of an HBM stack, 0.25 on 0.06, 0.1 on 0.02, all from none).
+COUNT_WIDTH = 0.1
 
 
 class ChipDesign(eqx.Module):
@@ -48,6 +54,9 @@ class ChipDesign(eqx.Module):
         scale_up_gb_per_s: scale-up link bandwidth per chip per direction, GB/s (1e9 bytes/s).
         scale_out_gb_per_s: scale-out link bandwidth per chip per direction, GB/s.
         clock_ghz: clock, GHz; the voltage follows it.
+        counting: how whole stacks and channels are bought (static; :func:`bought_counts`):
+            EXACT, the hard ceiling (the default, every chip that can be built); RELAXED, its
+            smooth staircase (the co-design optimizer's designs).
     """
 
     matrix_area_mm2: Float[Array, ""]
@@ -58,6 +67,38 @@ class ChipDesign(eqx.Module):
     scale_up_gb_per_s: Float[Array, ""]
     scale_out_gb_per_s: Float[Array, ""]
     clock_ghz: Float[Array, ""]
+    counting: Smoothing = eqx.field(static=True, default=EXACT)
+
+
+def bought_counts(design: ChipDesign) -> tuple[Array, Array]:
+    """HBM stacks and LPDDR channels paid for: ``ceil(n - COUNT_TOLERANCE)`` of the counts
+    ``n`` in use (relaxed when ``design.counting`` is RELAXED, below).
+
+    Memory is bought in whole parts: an HBM3 stack (JEDEC JESD238: 8- or 12-high, a 1024-bit
+    interface of 16 channels) is priced, placed on the interposer, wired to its PHY and kept
+    in standby as a whole, and so is an x16 LPDDR channel (JESD209-5).  So the price, the
+    interposer footprint, the PHY area and the standby power follow the bought count, while
+    capacity, bandwidth and access energy follow the count in use (a fraction of a stack is
+    a stack with part of its channels wired, as an H100 ships 5 of 6 stacks).  Both agree
+    at whole counts, where the model is the hard one.
+
+    Relaxed (the optimizer's designs): from none to one part a C1 step of width
+    :data:`COUNT_WIDTH` after the tolerance (the first part is paid whole as soon as it is
+    used: a continuous count bought 0.18 of an HBM stack for a Jetson-class chip, 3x the
+    latency of the buildable chip); above one part the count itself (``smooth.ceil``'s
+    relaxation).  Stepping every whole count left plateaus on which a gradient descent from
+    5 stacks stopped at 2-3 stacks (serve: 8.7-11.9 USD s/token instead of 6.7).  The box's
+    low end 0.01 is bought as none.
+    """
+    sm = design.counting
+
+    def buy(n: Array) -> Array:
+        if not sm.relaxed:
+            return ceil(n - COUNT_TOLERANCE, sm)
+        first = clip01((n - COUNT_TOLERANCE) / COUNT_WIDTH, sm)  # none -> one part: smoothstep
+        return first + relu(n - 1.0, sm, scale=1.0)  # above one part: smooth.ceil: n
+
+    return buy(design.hbm_stacks), buy(design.lpddr_channels)
 
 
 def _clock_hz(design: ChipDesign) -> Array:
@@ -135,22 +176,25 @@ def memory_figures(design: ChipDesign, tech: Technology) -> tuple[Array, Array, 
 def design_area_mm2(design: ChipDesign, tech: Technology) -> Array:
     """Total logic-die area, mm^2: matrix + int units + SRAM + memory PHYs + link SerDes."""
     links = (design.scale_up_gb_per_s + design.scale_out_gb_per_s) * 1e9
+    stacks, channels = bought_counts(design)
     return (
         design.matrix_area_mm2
         + design.int_area_mm2
         + design.sram_mb * 1e6 * tech.sram_mm2_per_byte
-        + design.hbm_stacks * tech.hbm_phy_mm2
-        + design.lpddr_channels * tech.lpddr_phy_mm2
+        + stacks * tech.hbm_phy_mm2
+        + channels * tech.lpddr_phy_mm2
         + links * tech.serdes_mm2_per_byte_per_s
     )
 
 
 def idle_power_w(design: ChipDesign, tech: Technology) -> Array:
-    """Idle power, W: leakage x die area + memory standby (the Choi et al. 2013 ``P_0``)."""
+    """Idle power, W: leakage x die area + memory standby of the bought stacks and channels
+    (the Choi et al. 2013 ``P_0``)."""
+    stacks, channels = bought_counts(design)
     return (
         tech.leakage_w_per_mm2 * design_area_mm2(design, tech)
-        + design.hbm_stacks * tech.hbm_idle_w
-        + design.lpddr_channels * tech.lpddr_idle_w
+        + stacks * tech.hbm_idle_w
+        + channels * tech.lpddr_idle_w
     )
 
 
@@ -200,12 +244,14 @@ def die_cost_usd(design: ChipDesign, tech: Technology, sm: Smoothing = EXACT) ->
 
 def design_cost_usd(design: ChipDesign, tech: Technology, sm: Smoothing = EXACT) -> Array:
     """Manufacturing cost, USD: dies (yield-adjusted) + memory (USD/byte x bytes) + package
-    (interposer USD/mm^2 x (die + HBM footprint) + test and assembly)."""
+    (interposer USD/mm^2 x (die + HBM footprint) + test and assembly), memory and footprint
+    of the bought stacks and channels (:func:`bought_counts`)."""
+    stacks, channels = bought_counts(design)
     memory = (
-        design.hbm_stacks * tech.hbm_capacity_bytes * tech.hbm_usd_per_byte
-        + design.lpddr_channels * tech.lpddr_capacity_bytes * tech.lpddr_usd_per_byte
+        stacks * tech.hbm_capacity_bytes * tech.hbm_usd_per_byte
+        + channels * tech.lpddr_capacity_bytes * tech.lpddr_usd_per_byte
     )
-    interposer = design_area_mm2(design, tech) + design.hbm_stacks * tech.hbm_footprint_mm2
+    interposer = design_area_mm2(design, tech) + stacks * tech.hbm_footprint_mm2
     package = interposer * tech.interposer_usd_per_mm2 + tech.test_assembly_usd
     return die_cost_usd(design, tech, sm) + memory + package
 
@@ -257,7 +303,8 @@ def buildable(design: ChipDesign) -> list[ChipDesign]:
     """The designs with whole HBM stacks and LPDDR channels next to ``design`` (floor and ceiling
     of each count; none is :data:`ABSENT`): the candidates that can be built, for the exact
     re-evaluation of an optimum whose relaxed counts are fractional.  Areas, SRAM, link
-    bandwidths and the clock stay continuous (they are sized in fine steps)."""
+    bandwidths and the clock stay continuous (they are sized in fine steps).  The candidates
+    are priced with the hard staircase (``counting`` EXACT)."""
 
     def whole(n: float) -> Array:
         return jnp.asarray(ABSENT if n < 1.0 else n, design.hbm_stacks.dtype)
@@ -271,10 +318,18 @@ def buildable(design: ChipDesign) -> list[ChipDesign]:
         for c in counts(design.lpddr_channels):
             out.append(
                 eqx.tree_at(
-                    lambda d: (d.hbm_stacks, d.lpddr_channels), design, (whole(h), whole(c))
+                    lambda d: (d.hbm_stacks, d.lpddr_channels),
+                    relaxed_counting(design, EXACT),
+                    (whole(h), whole(c)),
                 )
             )
     return out
+
+
+def relaxed_counting(design: ChipDesign, counting: Smoothing = RELAXED) -> ChipDesign:
+    """``design`` with its stacks and channels bought by ``counting`` (:func:`bought_counts`)."""
+    leaves = {k: getattr(design, k) for k in ChipDesign.__dataclass_fields__ if k != "counting"}
+    return ChipDesign(**leaves, counting=counting)
 
 
 def chip_as_design(name: str, tech: Technology) -> ChipDesign:
@@ -315,6 +370,8 @@ def chip_as_design(name: str, tech: Technology) -> ChipDesign:
 
 __all__ = [
     "buildable",
+    "bought_counts",
+    "relaxed_counting",
     "ABSENT",
     "ChipDesign",
     "chip_as_design",

@@ -67,8 +67,9 @@ _BOX = np.log(np.asarray([LOG_BOX[k] for k in LEAVES]))
 
 
 def to_design(z: jax.Array) -> ChipDesign:
-    """The design of a log vector (order :data:`LEAVES`)."""
-    return ChipDesign(**{k: jnp.exp(z[i]) for i, k in enumerate(LEAVES)})
+    """The design of a log vector (order :data:`LEAVES`), its stacks and channels bought by
+    the smooth staircase (RELAXED ``counting``: :func:`.design.bought_counts`)."""
+    return ChipDesign(**{k: jnp.exp(z[i]) for i, k in enumerate(LEAVES)}, counting=RELAXED)
 
 
 def from_design(design: ChipDesign) -> np.ndarray:
