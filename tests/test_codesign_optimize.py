@@ -117,3 +117,22 @@ def test_cli_codesign_rejects_unknown_workload():
     out = CliRunner().invoke(app, ["codesign", "--workload", "mining"])
     assert out.exit_code == 2
     assert "workload" in out.output
+
+
+def test_within_power_lowers_only_the_clock_to_meet_the_budget():
+    from diffcost._codesign.design import chip_as_design, design_power_w
+    from diffcost._codesign.optimize import within_power
+    from diffcost._codesign.technology import load_technology
+
+    tech = load_technology("n4")
+    h100 = chip_as_design("h100-sxm", tech)
+    watts = float(design_power_w(h100, tech))
+    assert within_power(h100, tech, watts * 1.01) is h100  # already within: unchanged
+    capped = within_power(h100, tech, 0.8 * watts)
+    assert float(design_power_w(capped, tech)) == pytest.approx(0.8 * watts, rel=1e-4)
+    assert float(design_power_w(capped, tech)) <= 0.8 * watts
+    assert float(capped.clock_ghz) < float(h100.clock_ghz)
+    assert float(capped.matrix_area_mm2) == float(h100.matrix_area_mm2)
+    floor = within_power(h100, tech, 1.0)  # unreachable: the box's lowest clock, still over
+    assert float(floor.clock_ghz) == pytest.approx(0.3)
+    assert float(design_power_w(floor, tech)) > 1.0

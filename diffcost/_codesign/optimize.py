@@ -273,13 +273,33 @@ def _budgets_of(design: ChipDesign, tech: Technology) -> dict[str, float]:
     }
 
 
+def within_power(design: ChipDesign, tech: Technology, budget_w: float) -> ChipDesign:
+    """``design`` with its clock lowered until its TDP is within ``budget_w`` (W), by bisection
+    on the clock (power falls monotonically with it: ``V^2 f`` dynamic power and the memory and
+    links unchanged); unchanged if already within.  The operating point is set after the design,
+    as chips are binned and power-capped after tape-out.  Not below the design box's lowest clock
+    (the result may then stay over budget, and is ranked so)."""
+    if float(design_power_w(design, tech)) <= budget_w:
+        return design
+    at = lambda ghz: eqx.tree_at(lambda d: d.clock_ghz, design, jnp.asarray(ghz))  # noqa: E731
+    lo, hi = LOG_BOX["clock_ghz"][0], float(design.clock_ghz)
+    if float(design_power_w(at(lo), tech)) > budget_w:
+        return at(lo)
+    for _ in range(40):  # 2^-40 of the clock range
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if float(design_power_w(at(mid), tech)) <= budget_w else (lo, mid)
+    return at(lo)
+
+
 def best_buildable(problem: Problem, design: ChipDesign, thetas: list) -> tuple:
-    """The buildable neighbour of ``design`` (:func:`~diffcost._codesign.design.buildable`)
-    that the EXACT model ranks best: within the budgets and feasible for every workload first,
-    then the lowest weighted sum of log objectives (the relaxed objective's form); ``(design,
-    exact results per workload, its budgets)``."""
+    """The buildable neighbour of ``design`` (:func:`~diffcost._codesign.design.buildable`,
+    brought within the power budget by its clock: :func:`within_power`) that the EXACT model
+    ranks best: within the budgets and feasible for every workload first, then the lowest
+    weighted sum of log objectives (the relaxed objective's form); ``(design, exact results per
+    workload, its budgets)``."""
     ranked = []
-    for cand in buildable(design):
+    for whole in buildable(design):
+        cand = within_power(whole, problem.tech, problem.budgets[1])
         exact = {
             w.name: exact_objective(w, cand, problem.tech, np.asarray(th))
             for w, th in zip(problem.workloads, thetas, strict=True)
