@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .optimize import Problem, evaluate, make_step, solve, start_vector
+from .optimize import BUDGETS, Problem, evaluate, make_step, solve, start_vector
 
 BASELINES = ("random search", "CMA-ES")
 INNER = 5  # adam steps per multiplier update (the gradient method's compiled scan length)
@@ -119,7 +119,7 @@ def measure_cost(problem: Problem, batch=None, step=None, reps: int = 100) -> di
     n = popsize(len(lo))
     xs = jnp.asarray(np.random.default_rng(0).uniform(lo, hi, (n, len(lo))))
     x = jnp.asarray(start_vector(problem))
-    args = (x, opt.init(x), jnp.zeros(3))
+    args = (x, opt.init(x), jnp.zeros(len(BUDGETS)))  # one multiplier per budget
     for fn, a in ((batch, (xs,)), (single, (x,)), (run, args)):
         _best_time_s(fn, a, 1)  # compile
     forward_s = _best_time_s(batch, (xs,), reps) / n

@@ -20,6 +20,7 @@ array).  Not modelled: die-to-die links of split designs, speed binning (the clo
 power, not cost), harvesting of partly defective dies, the host CPU of an edge module.
 """
 
+import dataclasses
 import math
 
 import equinox as eqx
@@ -328,8 +329,7 @@ def buildable(design: ChipDesign) -> list[ChipDesign]:
 
 def relaxed_counting(design: ChipDesign, counting: Smoothing = RELAXED) -> ChipDesign:
     """``design`` with its stacks and channels bought by ``counting`` (:func:`bought_counts`)."""
-    leaves = {k: getattr(design, k) for k in ChipDesign.__dataclass_fields__ if k != "counting"}
-    return ChipDesign(**leaves, counting=counting)
+    return dataclasses.replace(design, counting=counting)
 
 
 def chip_as_design(name: str, tech: Technology) -> ChipDesign:
