@@ -134,6 +134,8 @@ def test_parameters_are_named_and_grouped(train_case):
     assert groups["chip.tdp_w"] == "power" and groups["model.hidden"] == "model"
     assert groups["chip.energy.flop_j[bf16]"] == groups["chip.energy.idle_w"] == "power"
     assert groups["chip.on_chip_sram"] == "flag"
+    assert groups["chip.near_memory.bandwidth_bytes_per_s"] == "memory"
+    assert len(dict(names)) == len(names)  # every name once
     assert "chip.on_chip_sram" not in set(sens.table.parameter)  # flags are not ranked
     assert list(sens.metrics) == list(TRAIN_METRICS)
 

@@ -193,6 +193,8 @@ def parameter_names(params: tuple[System, Model]) -> list[tuple[str, str]]:
             prefix, group = "model", "model"
         elif rest[0] == "chip" and "energy" in rest:  # per-operation energies: power
             prefix, group = "chip.energy", "power"
+        elif rest[0] == "chip" and "near_memory" in rest:  # the SRAM level beside HBM
+            prefix, group = "chip.near_memory", "memory"
         elif rest[0] == "chip":
             prefix, group = "chip", _GROUP_OF.get(field_name, "memory")
         elif rest[0] == "efficiency":
