@@ -44,6 +44,42 @@ def test_multiplier_is_the_exponent_and_slack_budget_has_none():
     assert lam[1] == pytest.approx(0.0, abs=1e-6)
 
 
+def test_penalty_rule_meets_a_budget_with_a_large_multiplier_where_a_fixed_penalty_stalls():
+    # minimise -30 log x under x <= 1 (lambda* = 30): with rho fixed at 10 the multiplier climbs
+    # by rho g per outer iteration and adam overshoots, still 30% over after 200 steps (measured
+    # 0.304); raising rho when the violation does not halve meets the budget within 1%
+    fn = lambda x: (-30.0 * x[0], jnp.asarray(0.0), jnp.stack([x[0]]))  # noqa: E731
+    runs = {a: solve((fn, _bounds(1)), steps=200, x0=np.zeros(1), adapt=a) for a in (False, True)}
+    stalled, adapted = (np.abs(runs[a][2][-26:, 2]).max() for a in (False, True))
+    assert stalled > 0.1
+    assert adapted < 0.03 and abs(runs[True][2][-1, 2]) < 0.01
+    assert runs[True][1][0] == pytest.approx(30.0, rel=0.05)
+    x, _, trace = runs[True]  # the returned point is the best within the budget
+    assert x[0] <= 1e-3 and -30.0 * x[0] == pytest.approx(trace[trace[:, 2] <= 1e-3, 0].min())
+
+
+def test_violation_and_penalty_rule():
+    from diffcost._codesign.optimize import PENALTY_MAX, next_penalty, violation
+
+    # over a budget: the excess; within: 0 only if the binding budget's multiplier is 0 or g = 0
+    assert violation(np.asarray([0.2, -0.5]), np.zeros(2), 10.0) == pytest.approx(0.2)
+    assert violation(np.asarray([-0.1]), np.asarray([2.0]), 10.0) == pytest.approx(-0.1)
+    assert violation(np.asarray([-0.5]), np.asarray([1.0]), 10.0) == pytest.approx(-0.1)
+    assert next_penalty(10.0, 0.2, 0.3) == 100.0  # did not halve
+    assert next_penalty(10.0, 0.1, 0.3) == 10.0  # halved
+    assert next_penalty(10.0, 1e-4, 1e-4) == 10.0  # within tolerance
+    assert next_penalty(PENALTY_MAX, 0.2, 0.2) == PENALTY_MAX
+
+
+def test_incumbent_is_the_best_point_within_the_budgets():
+    from diffcost._codesign.optimize import incumbent
+
+    trace = np.asarray([[1.0, 0.0, -0.1], [0.5, 0.0, 0.2], [0.8, 0.1, 0.0], [0.85, 0.0, -0.3]])
+    assert incumbent(trace) == 3  # row 1 is lower but over budget; row 2 has a plan penalty
+    assert incumbent(trace[1:3]) == 1  # the only one within
+    assert incumbent(np.asarray([[0.0, 0.0, 0.5], [1.0, 0.0, 0.2]])) == 1  # none: least over
+
+
 def test_unconstrained_interior_optimum_is_found():
     # (x - 1)^2 + (y + 2)^2 under a loose budget x + y <= 3
     fn = lambda x: (  # noqa: E731
