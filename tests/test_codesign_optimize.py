@@ -172,3 +172,46 @@ def test_within_power_lowers_only_the_clock_to_meet_the_budget():
     floor = within_power(h100, tech, 1.0)  # unreachable: the box's lowest clock, still over
     assert float(floor.clock_ghz) == pytest.approx(0.3)
     assert float(design_power_w(floor, tech)) > 1.0
+
+
+def test_within_area_and_cost_shrinks_only_the_matrix_array_then_power_by_the_clock():
+    from diffcost._codesign.design import (
+        chip_as_design,
+        design_area_mm2,
+        design_cost_usd,
+        design_power_w,
+    )
+    from diffcost._codesign.optimize import (
+        BUDGETS,
+        budget_excess,
+        within_area_and_cost,
+        within_budgets,
+    )
+    from diffcost._codesign.technology import load_technology
+
+    tech = load_technology("n4")
+    h100 = chip_as_design("h100-sxm", tech)
+    area, cost = float(design_area_mm2(h100, tech)), float(design_cost_usd(h100, tech))
+    assert within_area_and_cost(h100, tech, area * 1.01, cost * 1.01) is h100
+    small = within_area_and_cost(h100, tech, 0.9 * area, 2.0 * cost)
+    assert float(design_area_mm2(small, tech)) == pytest.approx(0.9 * area, rel=1e-4)
+    assert float(design_area_mm2(small, tech)) <= 0.9 * area
+    assert float(small.matrix_area_mm2) < float(h100.matrix_area_mm2)
+    assert float(small.sram_mb) == float(h100.sram_mb)
+    assert float(small.clock_ghz) == float(h100.clock_ghz)
+    cheap = within_area_and_cost(h100, tech, 2.0 * area, 0.95 * cost)
+    assert float(design_cost_usd(cheap, tech)) <= 0.95 * cost
+    # all three at once: each budget met, the clock lowered only for power
+    budgets = (0.9 * area, 0.7 * float(design_power_w(h100, tech)), 0.95 * cost)
+    fit = within_budgets(h100, tech, budgets)
+    used = {
+        "area_mm2": float(design_area_mm2(fit, tech)),
+        "power_w": float(design_power_w(fit, tech)),
+        "cost_usd": float(design_cost_usd(fit, tech)),
+    }
+    assert budget_excess(used, dict(zip(BUDGETS, budgets, strict=True))) == {}
+    # unreachable (the memory system alone is over): the smallest array, still over, and said so
+    floor = within_area_and_cost(h100, tech, 1.0, cost)
+    assert float(floor.matrix_area_mm2) == pytest.approx(1.0)
+    over = budget_excess({"area_mm2": float(design_area_mm2(floor, tech))}, {"area_mm2": 1.0})
+    assert over["area_mm2"] > 0
