@@ -6,9 +6,13 @@ Problem (all in logs, so every term is dimensionless):
 manufacturing cost (USD).  Inequalities by the augmented Lagrangian of Powell-Hestenes-
 Rockafellar (Nocedal & Wright, *Numerical Optimization*, 2nd ed., §17.4, eq. 17.65):
 ``L = f + sum_i (relu(lambda_i + rho g_i)^2 - lambda_i^2) / (2 rho)``, adam on ``L`` for
-``k`` steps, then ``lambda_i <- relu(lambda_i + rho g_i)``.  At the optimum ``lambda_i =
--d f* / d log budget_i``: the fraction of objective gained per fraction of budget added (the
-marginal value of the budget; 0 when it does not bind).
+``k`` steps, then ``lambda_i <- relu(lambda_i + rho g_i)``, and ``rho`` raised tenfold when the
+violation did not halve (:func:`next_penalty`: ALGENCAN's rule, Birgin & Martinez 2014,
+Algorithm 4.1; a fixed ``rho`` let the multipliers of a strongly binding budget climb by only
+``rho g`` per update, and ``mix`` ended 7.6% over its power budget).  The answer is the best
+point seen within the budgets (:func:`incumbent`), not adam's last iterate.  At the optimum
+``lambda_i = -d f* / d log budget_i``: the fraction of objective gained per fraction of budget
+added (the marginal value of the budget; 0 when it does not bind).
 
 The design leaves live in a log box (:data:`LOG_BOX`) onto which each step projects.
 """
