@@ -21,6 +21,7 @@ from diffcost._codesign.design import (
     design_cost_usd,
     design_power_w,
     dies,
+    memory_figures,
 )
 from diffcost._codesign.technology import reference_chip, reference_technology
 
@@ -61,7 +62,7 @@ def rows() -> list[str]:
             ),
             "  bandw.   "
             + _cell(
-                float(chip.memory_bandwidth_bytes_per_s),
+                float(memory_figures(design, tech)[1]),
                 float(real.memory_bandwidth_bytes_per_s),
                 1e12,
                 "TB/s",

@@ -28,8 +28,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._core.smooth import EXACT, RELAXED, Smoothing, ceil, clip01, relu, smax
-from .._inputs.hardware import Chip, ChipEnergy, System, one_hot_architecture
+from .._inputs.hardware import Chip, ChipEnergy, NearMemory, System, one_hot_architecture
 from .._inputs.loader import load_spec
+from .._terms.memory_levels import placement_share
 from .technology import Technology, reference_chip
 
 #: Value standing for "none" of a design quantity (the design's leaves stay positive).
@@ -156,22 +157,46 @@ def sram_bandwidth_bytes_per_s(design: ChipDesign, tech: Technology) -> Array:
 
 
 def memory_figures(design: ChipDesign, tech: Technology) -> tuple[Array, Array, Array, Array]:
-    """Memory the weights live in: capacity bytes, bandwidth bytes/s, J/byte, SRAM share.
+    """The design's memory filled to capacity: capacity bytes, bandwidth bytes/s, J/byte, SRAM
+    share of the bytes.
 
-    Capacity is external memory + SRAM.  Bytes are assumed spread over it uniformly, so SRAM
-    contributes its bandwidth in proportion ``s = SRAM / capacity`` (~0 for an HBM GPU, 1 for
-    an SRAM-only chip such as Groq's): ``BW = BW_ext + s BW_sram``; the energy per byte is
-    the bandwidth-weighted mean.  ``s`` is also the chip's ``on_chip_sram`` (a flag that is 1
-    only when SRAM holds everything; a relaxation in between).
+    Capacity is external memory + SRAM.  A full memory (SRAM and the bought stacks and
+    channels, :func:`bought_counts`: an :data:`ABSENT` part holds nothing) is placed over the
+    two levels
+    for the fastest stream (:func:`diffcost._terms.memory_levels.placement_share`: SRAM holds
+    ``f = min(S / C, B_sram / (B_sram + B_ext))`` of them), so the bandwidth is
+    ``B_ext / (1 - f)`` and the energy per byte ``f e_sram + (1 - f) e_ext``: a small SRAM
+    beside HBM adds ``S / C`` of the HBM bandwidth, an SRAM-only chip (Groq's) streams at the
+    SRAM's.  These are the figures of :func:`design_power_w`; a workload sees the bandwidth of
+    its own working set (the cost models place it: :func:`design_chip` gives them both
+    levels).  ``S / C`` is also the chip's ``on_chip_sram`` (a flag that is 1 only when SRAM
+    holds everything; a relaxation in between).
     """
     ext_cap, ext_bw, ext_power = _external(design, tech)
     sram_bytes = design.sram_mb * 1e6
     capacity = ext_cap + sram_bytes
-    share = sram_bytes / capacity
-    sram_bw = share * sram_bandwidth_bytes_per_s(design, tech)
-    bandwidth = ext_bw + sram_bw
-    j_per_byte = (ext_power + sram_bw * tech.sram_j_per_byte) / bandwidth
-    return capacity, bandwidth, j_per_byte, share
+    stacks, channels = bought_counts(design)  # a full memory: of the parts bought, not ABSENT
+    bought = stacks * tech.hbm_capacity_bytes + channels * tech.lpddr_capacity_bytes
+    f = placement_share(
+        sram_bytes, sram_bandwidth_bytes_per_s(design, tech), ext_bw, bought + sram_bytes, EXACT
+    )
+    ext_j = ext_power / ext_bw
+    return (
+        capacity,
+        ext_bw / (1.0 - f),
+        ext_j + f * (tech.sram_j_per_byte - ext_j),
+        (sram_bytes / capacity),
+    )
+
+
+def near_memory(design: ChipDesign, tech: Technology) -> NearMemory:
+    """The design's SRAM as the chip's near memory level (:class:`NearMemory`): its bytes,
+    its full bandwidth (:func:`sram_bandwidth_bytes_per_s`) and its J/byte."""
+    return NearMemory(
+        capacity_bytes=design.sram_mb * 1e6,
+        bandwidth_bytes_per_s=sram_bandwidth_bytes_per_s(design, tech),
+        j_per_byte=tech.sram_j_per_byte,
+    )
 
 
 def design_area_mm2(design: ChipDesign, tech: Technology) -> Array:
@@ -202,8 +227,8 @@ def idle_power_w(design: ChipDesign, tech: Technology) -> Array:
 def design_power_w(design: ChipDesign, tech: Technology) -> Array:
     """Power at full activity (the TDP), W: idle + matrix units at the bf16 peak + int arrays
     at the int8 peak (energies x ``(V/V_nom)^2``) + the weights' memory at full bandwidth
-    (:func:`memory_figures`: external memory plus the SRAM share; SRAM used as a cache adds
-    area and leakage, not streaming power) + links sending at full rate
+    (:func:`memory_figures`: a full memory placed over external memory and SRAM; SRAM
+    used as a cache adds area and leakage, not streaming power) + links sending at full rate
     (``P = W e_flop + Q e_mem + P_0``: Choi, Bedard, Fowler, Vuduc, IPDPS 2013)."""
     compute = (
         matrix_flop_per_s(design, tech) * tech.flop_j[2]
@@ -258,12 +283,13 @@ def design_cost_usd(design: ChipDesign, tech: Technology, sm: Smoothing = EXACT)
 
 
 def design_energy(design: ChipDesign, tech: Technology) -> ChipEnergy:
-    """Per-operation energies of the design (:class:`ChipEnergy`), at its clock's voltage."""
-    _, _, mem_j, _ = memory_figures(design, tech)
+    """Per-operation energies of the design (:class:`ChipEnergy`), at its clock's voltage;
+    the memory figure is the external memory's (the SRAM's is in :func:`near_memory`)."""
+    _, ext_bw, ext_power = _external(design, tech)
     return ChipEnergy(
         idle_w=idle_power_w(design, tech),
         flop_j=tech.flop_j * energy_scale(design, tech),
-        memory_j_per_byte=mem_j,
+        memory_j_per_byte=ext_power / ext_bw,
         link_j_per_byte=tech.link_j_per_byte,
     )
 
@@ -271,18 +297,21 @@ def design_energy(design: ChipDesign, tech: Technology) -> ChipEnergy:
 def design_chip(design: ChipDesign, tech: Technology) -> Chip:
     """The :class:`Chip` of a design: GPU-like execution (kernels launched one by one; the
     fitted efficiency of ``like`` applies), ``array_dim`` 1 and ``op_latency_s`` 0 (unused
-    for GPUs), ``tdp_w`` = :func:`design_power_w`."""
-    capacity, bandwidth, _, share = memory_figures(design, tech)
+    for GPUs), ``tdp_w`` = :func:`design_power_w`; two memory levels: the external memory's
+    bandwidth, the SRAM as :func:`near_memory`, capacity both together."""
+    capacity, _, _, share = memory_figures(design, tech)
+    _, ext_bw, _ = _external(design, tech)
     return Chip(
         peak_flop_per_s=peak_flop_per_s(design, tech),
         memory_capacity_bytes=capacity,
-        memory_bandwidth_bytes_per_s=bandwidth,
+        memory_bandwidth_bytes_per_s=ext_bw,
         on_chip_sram=share,
         tdp_w=design_power_w(design, tech),
         architecture=one_hot_architecture("gpu"),
         array_dim=jnp.asarray(1.0),
         op_latency_s=jnp.asarray(0.0),
         energy=design_energy(design, tech),
+        near_memory=near_memory(design, tech),
     )
 
 

@@ -14,11 +14,12 @@ search's own (memory over capacity, latency limits, bounds, divisibility), reuse
 - ``edge``: Llama-3-8B int4 weights, batch 1, one chip, objective the per-token latency
   (TPOT, s) of decode; the plan is fixed (tp = pp = batch = 1).
 
-A mix is a weighted sum of the workloads' log objectives.  The verified answer rounds the plan
-(log2 degrees to the nearest integer, i.e. powers of two) and re-evaluates it with the EXACT
-model (:func:`exact_objective`).
+A mix is a weighted sum of the workloads' log objectives.  The verified answer makes the plan
+whole (each log2 degree floored or ceiled, i.e. the powers of two around it) and re-evaluates
+every such plan with the EXACT model, keeping the best feasible one (:func:`exact_objective`).
 """
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from functools import cache
@@ -182,11 +183,39 @@ def rounded_plan(w: Workload, theta: np.ndarray) -> np.ndarray:
     return th
 
 
+def plan_neighbours(w: Workload, theta: np.ndarray) -> list[np.ndarray]:
+    """The whole plans around a relaxed one: each log2 degree floored or ceiled (inside its
+    bounds), every combination, the rounded plan (:func:`rounded_plan`) first."""
+    th = np.asarray(theta, dtype=float)
+    n = len(w.lo)
+    options = [
+        sorted({float(np.clip(np.floor(v), lo, hi)), float(np.clip(np.ceil(v), lo, hi))})
+        for v, lo, hi in zip(th[:n], w.lo, w.hi, strict=True)
+    ]
+    first = rounded_plan(w, th)
+    out = [first]
+    for combo in itertools.product(*options):
+        cand = th.copy()
+        cand[:n] = combo
+        if not np.array_equal(cand, first):
+            out.append(cand)
+    return out
+
+
 def exact_objective(
     w: Workload, design: ChipDesign, tech: Technology, theta: np.ndarray
 ) -> dict[str, Any]:
-    """The rounded plan re-evaluated with the EXACT model: objective, feasibility, plan."""
-    th = rounded_plan(w, theta)
+    """The relaxed plan made whole and verified with the EXACT model: objective, feasibility,
+    plan.  Every whole plan around it (:func:`plan_neighbours`, each degree floored or ceiled:
+    a fractional optimum between two plans may round to one that does not fit) is evaluated;
+    the best feasible one is the answer, else the rounded plan's (infeasible) result."""
+    results = [_exact_at(w, design, tech, th) for th in plan_neighbours(w, theta)]
+    feasible = [r for r in results if r["feasible"]]
+    return min(feasible, key=lambda r: r["objective"]) if feasible else results[0]
+
+
+def _exact_at(w: Workload, design: ChipDesign, tech: Technology, th: np.ndarray) -> dict[str, Any]:
+    """The whole plan ``th`` evaluated with the EXACT model: objective, feasibility, plan."""
     sizes = jnp.asarray(w.sizes)
     if w.kind == "train":
         system = design_system(design, tech, w.like)
@@ -213,6 +242,7 @@ __all__ = [
     "Workload",
     "builtin_workload",
     "exact_objective",
+    "plan_neighbours",
     "relaxed_objective",
     "relaxed_value",
     "rounded_plan",

@@ -125,6 +125,27 @@ class ChipEnergy(eqx.Module):
     link_j_per_byte: Float[Array, ""]
 
 
+class NearMemory(eqx.Module):
+    """A second, faster memory level beside the one :class:`Chip` describes (on-chip SRAM
+    that holds part of the working set, next to HBM or LPDDR).
+
+    Attributes:
+        capacity_bytes: bytes of the working set it can hold (counted inside the chip's
+            ``memory_capacity_bytes``), bytes.
+        bandwidth_bytes_per_s: its aggregate read bandwidth, bytes/s.
+        j_per_byte: dynamic energy per byte read or written in it, J/byte.
+
+    All zero (the default) for a chip with one memory level: every catalogue chip, whose
+    caches are part of its fitted efficiency.  :func:`diffcost._terms.memory_levels.
+    placed_bandwidth_bytes_per_s` turns the two levels into the bandwidth a working set
+    sees.
+    """
+
+    capacity_bytes: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.asarray(0.0))
+    bandwidth_bytes_per_s: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.asarray(0.0))
+    j_per_byte: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.asarray(0.0))
+
+
 class Chip(eqx.Module):
     """One accelerator.
 
@@ -149,6 +170,10 @@ class Chip(eqx.Module):
             instead of the GPU's ``kernel_launch_s`` (:func:`diffcost._terms.kernels.launch_s`).
             0.0 for GPUs (unused).
         energy: per-operation energy figures (:class:`ChipEnergy`).
+        near_memory: a faster second memory level (:class:`NearMemory`; none by default).
+            ``memory_bandwidth_bytes_per_s`` and ``energy.memory_j_per_byte`` are then the
+            far level's; the cost models place the working set over both levels
+            (:mod:`diffcost._terms.memory_levels`).
     """
 
     peak_flop_per_s: Float[Array, "8"]
@@ -160,6 +185,7 @@ class Chip(eqx.Module):
     array_dim: Float[Array, ""]
     op_latency_s: Float[Array, ""]
     energy: ChipEnergy
+    near_memory: NearMemory = eqx.field(default_factory=NearMemory)
 
     def gpu_weight(self) -> Array:
         """Weight of the GPU class in :attr:`architecture` (1 for a GPU, 0 otherwise)."""

@@ -48,6 +48,7 @@ from .._core.smooth import (
 from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._terms.energy import activity_energy_j
+from .._terms.memory_levels import placed_system
 from .._train.problems import memory_problem
 from .kv import (
     ServeMemory,
@@ -372,9 +373,12 @@ class ServeCost(eqx.Module):
     smoothing: Smoothing = eqx.field(static=True, default=EXACT)
 
     def __call__(self, plan: ServePlan) -> ServeBreakdown:
-        sys, model, sm = self.system, self.model, self.smoothing
-        c = consts(sys, model, plan, sm)
+        model, sm = self.model, self.smoothing
         r = regime(plan, sm)
+        mem, max_batch, min_chips = memory_and_limits(consts(self.system, model, plan, sm), plan, r)
+        # the working set (weights, KV cache, activations) placed over the chip's memory levels
+        sys = placed_system(self.system, mem.total_bytes - mem.reserved_bytes, sm)
+        c = consts(sys, model, plan, sm)
         w = serve_work(plan, r, model, sm)
         pt = pass_time(c, w)
         static = static_mode(plan, r, pt)
@@ -388,7 +392,6 @@ class ServeCost(eqx.Module):
         ttft = both(*(mode.ttft_s for mode in modes))
         tpot = both(*(mode.tpot_s for mode in modes))
         tokens_per_s = plan.replicas * both(*(mode.tokens_per_s for mode in modes))
-        mem, max_batch, min_chips = memory_and_limits(c, plan, r)
         chips = plan.num_chips()
         chip, n_out = sys.chip, plan.output_len
         return ServeBreakdown(

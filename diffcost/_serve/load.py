@@ -43,7 +43,9 @@ from jaxtyping import Array, ArrayLike, Float
 from .._core.smooth import EXACT, Smoothing, ceil, relu, smax, smin
 from .._inputs.hardware import System
 from .._inputs.model import Model
-from .cost import ServeCost
+from .._terms.memory_levels import placed_system
+from .cost import ServeCost, memory_and_limits
+from .modes import regime
 from .passes import Work, consts, pass_time
 from .plan import ServePlan
 
@@ -99,6 +101,15 @@ class LoadBreakdown(NamedTuple):
     tpot_p99_s: Array
 
 
+def placed(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> System:
+    """``system`` seen by the plan's working set (weights, KV cache of ``plan.batch``
+    sequences, activations: :func:`~diffcost._serve.cost.memory_and_limits`) placed over the
+    chip's memory levels (:func:`~diffcost._terms.memory_levels.placed_system`; the system
+    itself for a chip with one level)."""
+    mem, _, _ = memory_and_limits(consts(system, model, plan, sm), plan, regime(plan, sm))
+    return placed_system(system, mem.total_bytes - mem.reserved_bytes, sm)
+
+
 def iteration_s(
     system: System, model: Model, plan: ServePlan, decode: ArrayLike, prompt: ArrayLike, sm
 ) -> Array:
@@ -109,7 +120,7 @@ def iteration_s(
     is decode-only and replays a CUDA graph where the engine does (the share of such
     iterations is ``1 - min(1, prompt / piece)``, as in the averaged continuous iteration).
     """
-    c = consts(system, model, plan, sm)
+    c = consts(placed(system, model, plan, sm), model, plan, sm)
     n_in, n_out = plan.input_len, plan.output_len
     piece = smin(plan.prefill_chunk, n_in, sm, integer=True)
     decode, prompt = jnp.asarray(decode), jnp.asarray(prompt)

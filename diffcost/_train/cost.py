@@ -51,6 +51,7 @@ from .._terms.kernels import (
     quantize_bytes,
 )
 from .._terms.layer import ExpertSplit, GemmOp, layer_gemm_s, layer_gemms, logits_gemm
+from .._terms.memory_levels import placed_system
 from .._terms.moe import remote_dispatch_bytes
 from .._terms.reliability import checkpoint_interval_s, expected_max_normal, goodput_fraction
 from .memory import (
@@ -737,8 +738,11 @@ class TrainCost(eqx.Module):
     smoothing: Smoothing = eqx.field(static=True, default=EXACT)
 
     def __call__(self, plan: TrainPlan) -> TrainBreakdown:
-        sys, model, sm = self.system, self.model, self.smoothing
+        model, sm = self.model, self.smoothing
         built = with_padded_vocab(model, plan, sm)
+        mem = train_memory(built, plan, self.system, sm)
+        # weights, gradients, optimizer states and activations placed over the memory levels
+        sys = placed_system(self.system, mem.total_bytes - mem.reserved_bytes, sm)
         chip = sys.chip
         m = plan.num_micro_batches()
         stage = stage_times(sys, built, plan, sm)
@@ -751,7 +755,6 @@ class TrainCost(eqx.Module):
         model_flop, hardware_flop = step_flop(model, plan)
         chips = plan.num_chips()
         bf16_peak = chip.peak_flop_per_s[_BF16]
-        mem = train_memory(built, plan, sys, sm)
         good = goodput(sys, plan, mem, sm)
         return TrainBreakdown(
             step_time_s=step,

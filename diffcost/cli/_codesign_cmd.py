@@ -26,14 +26,17 @@ WORKLOAD_CHOICES = ("train", "serve", "edge", "mix")
 
 def chip_numbers(result: Any) -> dict[str, Any]:
     """The designed chip's datasheet: peaks by format (TFLOP/s), memory (GB, TB/s), links."""
-    from .._codesign.design import design_chip
+    from .._codesign.design import design_chip, memory_figures
 
     chip = design_chip(result.design, result.problem.tech)
+    full_bw = memory_figures(result.design, result.problem.tech)[1]
     peaks = np.asarray(chip.peak_flop_per_s) / 1e12
     return {
         "peak_tflop_per_s": {f: float(p) for f, p in zip(FORMATS, peaks, strict=True)},
         "memory_gb": float(chip.memory_capacity_bytes) / 1e9,
-        "memory_tb_per_s": float(chip.memory_bandwidth_bytes_per_s) / 1e12,
+        "memory_tb_per_s": float(full_bw) / 1e12,  # a full memory over both levels
+        "external_memory_tb_per_s": float(chip.memory_bandwidth_bytes_per_s) / 1e12,
+        "sram_tb_per_s": float(chip.near_memory.bandwidth_bytes_per_s) / 1e12,
         "scale_up_gb_per_s": float(result.design.scale_up_gb_per_s),
         "scale_out_gb_per_s": float(result.design.scale_out_gb_per_s),
         "tdp_w": float(chip.tdp_w),
@@ -77,7 +80,9 @@ def print_result(out: dict[str, Any]) -> None:
     peaks = ", ".join(f"{f} {v:.4g}" for f, v in chip["peak_tflop_per_s"].items())
     console.print(f"peak TFLOP/s: {peaks}")
     console.print(
-        f"memory {chip['memory_gb']:.4g} GB at {chip['memory_tb_per_s']:.4g} TB/s; links "
+        f"memory {chip['memory_gb']:.4g} GB at {chip['memory_tb_per_s']:.4g} TB/s when full "
+        f"(external {chip['external_memory_tb_per_s']:.4g}, SRAM {chip['sram_tb_per_s']:.4g} "
+        "TB/s); links "
         f"{chip['scale_up_gb_per_s']:.4g} / {chip['scale_out_gb_per_s']:.4g} GB/s; "
         f"TDP {chip['tdp_w']:.4g} W"
     )
