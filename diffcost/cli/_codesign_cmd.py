@@ -61,6 +61,8 @@ def result_json(result: Any) -> dict[str, Any]:
         "buildable": {
             "hbm_stacks": float(result.built.hbm_stacks),
             "lpddr_channels": float(result.built.lpddr_channels),
+            "matrix_area_mm2": float(result.built.matrix_area_mm2),  # shrunk to fit area, cost
+            "clock_ghz": float(result.built.clock_ghz),  # lowered to fit power
             "used": result.built_used,
             "over": budget_excess(result.built_used, result.budgets),
             "within_budgets": not budget_excess(result.built_used, result.budgets),
@@ -112,7 +114,8 @@ def print_buildable(out: dict[str, Any]) -> None:
     built = out["buildable"]
     console.print(
         f"buildable: {built['hbm_stacks']:.0f} HBM stacks, {built['lpddr_channels']:.0f} LPDDR "
-        "channels (the exact objective above is this design's): "
+        f"channels, matrix {built['matrix_area_mm2']:.4g} mm^2, clock {built['clock_ghz']:.4g} "
+        "GHz (the exact objective above is this design's): "
         + ", ".join(f"{b} {v:.4g}" for b, v in built["used"].items()),
         markup=False,
     )
