@@ -215,3 +215,28 @@ def test_within_area_and_cost_shrinks_only_the_matrix_array_then_power_by_the_cl
     assert float(floor.matrix_area_mm2) == pytest.approx(1.0)
     over = budget_excess({"area_mm2": float(design_area_mm2(floor, tech))}, {"area_mm2": 1.0})
     assert over["area_mm2"] > 0
+
+
+def test_cli_says_which_budget_is_exceeded_and_by_how_much():
+    from diffcost.cli._codesign_cmd import print_buildable
+    from diffcost.cli._common import console
+
+    out = {
+        "budgets": {"area_mm2": 814.0, "power_w": 700.0, "cost_usd": 5000.0},
+        "objective_exact": {"train": {"feasible": True}, "serve": {"feasible": False}},
+        "buildable": {
+            "hbm_stacks": 3.0, "lpddr_channels": 0.0, "matrix_area_mm2": 700.0, "clock_ghz": 1.5,
+            "used": {"area_mm2": 817.1, "power_w": 700.0, "cost_usd": 3217.0},
+            "over": {"area_mm2": 817.1 / 814.0 - 1.0},
+        },
+    }  # fmt: skip
+    with console.capture() as cap:
+        print_buildable(out)
+    text = " ".join(cap.get().split())
+    assert "NOT WITHIN BUDGET" in text and "area_mm2 817.1 of 814 (over by 0.38%)" in text
+    assert "power_w" not in text.split("NOT WITHIN BUDGET")[1].split("INFEASIBLE")[0]
+    assert "INFEASIBLE on the exact model: serve" in text
+    out["buildable"]["over"], out["objective_exact"]["serve"]["feasible"] = {}, True
+    with console.capture() as cap:
+        print_buildable(out)
+    assert "NOT WITHIN" not in cap.get() and "within budgets" in cap.get()

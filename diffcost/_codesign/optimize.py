@@ -270,6 +270,7 @@ def incumbent(trace: np.ndarray) -> int:
 def solve(
     problem: Any, steps: int = 300, learning_rate: float = 0.05, inner: int = 25,
     rho: float = 10.0, x0: np.ndarray | None = None, step: Any = None, adapt: bool = True,
+    keep_best: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """``problem``: a :class:`Problem`, or ``(evaluate_fn, bounds)`` with ``x0`` given.
     Run the augmented-Lagrangian adam for ``steps`` adam steps (rounded up to a multiple of
@@ -295,7 +296,8 @@ def solve(
         v = violation(np.asarray(g)[-1], lam_before, rho)
         rho, v_before = (next_penalty(rho, v, v_before) if adapt else rho), v
     trace = np.concatenate(traces)
-    return np.concatenate(points)[incumbent(trace)], np.asarray(lam), trace
+    at = incumbent(trace) if keep_best else -1
+    return np.concatenate(points)[at], np.asarray(lam), trace
 
 
 def nearest_chips(design: ChipDesign, names: tuple[str, ...] = REFERENCE_CHIPS):

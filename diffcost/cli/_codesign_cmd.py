@@ -116,8 +116,7 @@ def print_buildable(out: dict[str, Any]) -> None:
         f"buildable: {built['hbm_stacks']:.0f} HBM stacks, {built['lpddr_channels']:.0f} LPDDR "
         f"channels, matrix {built['matrix_area_mm2']:.4g} mm^2, clock {built['clock_ghz']:.4g} "
         "GHz (the exact objective above is this design's): "
-        + ", ".join(f"{b} {v:.4g}" for b, v in built["used"].items()),
-        markup=False,
+        + ", ".join(f"{b} {v:.4g}" for b, v in built["used"].items())
     )
     over = ", ".join(
         f"{b} {built['used'][b]:.4g} of {out['budgets'][b]:.4g} (over by {100 * x:.2f}%)"
@@ -125,9 +124,9 @@ def print_buildable(out: dict[str, Any]) -> None:
     )
     bad = [n for n, ex in out["objective_exact"].items() if not ex["feasible"]]
     if over:
-        console.print(f"[bold red]NOT WITHIN BUDGET[/]: no buildable design found within {over}")
+        console.print(f"NOT WITHIN BUDGET: no buildable design found within {over}", style="red")
     if bad:
-        console.print(f"[bold red]INFEASIBLE[/] on the exact model: {', '.join(bad)}")
+        console.print(f"INFEASIBLE on the exact model: {', '.join(bad)}", style="red")
     if not over and not bad:
         console.print("within budgets, every workload feasible on the exact model")
 
