@@ -44,6 +44,45 @@ def test_multiplier_is_the_exponent_and_slack_budget_has_none():
     assert lam[1] == pytest.approx(0.0, abs=1e-6)
 
 
+def test_penalty_rule_meets_a_budget_with_a_large_multiplier_where_a_fixed_penalty_stalls():
+    # minimise -30 log x under x <= 1 (lambda* = 30): with rho fixed at 10 the multiplier climbs
+    # by rho g per outer iteration and adam overshoots, still 30% over after 200 steps (measured
+    # 0.304); raising rho when the violation does not halve meets the budget within 1%
+    fn = lambda x: (-30.0 * x[0], jnp.asarray(0.0), jnp.stack([x[0]]))  # noqa: E731
+    runs = {
+        a: solve((fn, _bounds(1)), steps=200, x0=np.zeros(1), adapt=a, keep_best=a)
+        for a in (False, True)
+    }
+    stalled, adapted = (np.abs(runs[a][2][-26:, 2]).max() for a in (False, True))
+    assert stalled > 0.1
+    assert adapted < 0.03 and abs(runs[True][2][-1, 2]) < 0.01
+    assert runs[True][1][0] == pytest.approx(30.0, rel=0.05)
+    x, _, trace = runs[True]  # the returned point is the best within the budget
+    assert x[0] <= 1e-3 and -30.0 * x[0] == pytest.approx(trace[trace[:, 2] <= 1e-3, 0].min())
+
+
+def test_violation_and_penalty_rule():
+    from diffcost._codesign.optimize import PENALTY_MAX, next_penalty, violation
+
+    # over a budget: the excess; within: 0 only if the binding budget's multiplier is 0 or g = 0
+    assert violation(np.asarray([0.2, -0.5]), np.zeros(2), 10.0) == pytest.approx(0.2)
+    assert violation(np.asarray([-0.1]), np.asarray([2.0]), 10.0) == pytest.approx(-0.1)
+    assert violation(np.asarray([-0.5]), np.asarray([1.0]), 10.0) == pytest.approx(-0.1)
+    assert next_penalty(10.0, 0.2, 0.3) == 100.0  # did not halve
+    assert next_penalty(10.0, 0.1, 0.3) == 10.0  # halved
+    assert next_penalty(10.0, 1e-4, 1e-4) == 10.0  # within tolerance
+    assert next_penalty(PENALTY_MAX, 0.2, 0.2) == PENALTY_MAX
+
+
+def test_incumbent_is_the_best_point_within_the_budgets():
+    from diffcost._codesign.optimize import incumbent
+
+    trace = np.asarray([[1.0, 0.0, -0.1], [0.5, 0.0, 0.2], [0.8, 0.1, 0.0], [0.85, 0.0, -0.3]])
+    assert incumbent(trace) == 3  # row 1 is lower but over budget; row 2 has a plan penalty
+    assert incumbent(trace[1:3]) == 1  # the only one within
+    assert incumbent(np.asarray([[0.0, 0.0, 0.5], [1.0, 0.0, 0.2]])) == 1  # none: least over
+
+
 def test_unconstrained_interior_optimum_is_found():
     # (x - 1)^2 + (y + 2)^2 under a loose budget x + y <= 3
     fn = lambda x: (  # noqa: E731
@@ -136,3 +175,71 @@ def test_within_power_lowers_only_the_clock_to_meet_the_budget():
     floor = within_power(h100, tech, 1.0)  # unreachable: the box's lowest clock, still over
     assert float(floor.clock_ghz) == pytest.approx(0.3)
     assert float(design_power_w(floor, tech)) > 1.0
+
+
+def test_within_area_and_cost_shrinks_only_the_matrix_array_then_power_by_the_clock():
+    from diffcost._codesign.design import (
+        chip_as_design,
+        design_area_mm2,
+        design_cost_usd,
+        design_power_w,
+    )
+    from diffcost._codesign.optimize import (
+        BUDGETS,
+        budget_excess,
+        within_area_and_cost,
+        within_budgets,
+    )
+    from diffcost._codesign.technology import load_technology
+
+    tech = load_technology("n4")
+    h100 = chip_as_design("h100-sxm", tech)
+    area, cost = float(design_area_mm2(h100, tech)), float(design_cost_usd(h100, tech))
+    assert within_area_and_cost(h100, tech, area * 1.01, cost * 1.01) is h100
+    small = within_area_and_cost(h100, tech, 0.9 * area, 2.0 * cost)
+    assert float(design_area_mm2(small, tech)) == pytest.approx(0.9 * area, rel=1e-4)
+    assert float(design_area_mm2(small, tech)) <= 0.9 * area
+    assert float(small.matrix_area_mm2) < float(h100.matrix_area_mm2)
+    assert float(small.sram_mb) == float(h100.sram_mb)
+    assert float(small.clock_ghz) == float(h100.clock_ghz)
+    cheap = within_area_and_cost(h100, tech, 2.0 * area, 0.95 * cost)
+    assert float(design_cost_usd(cheap, tech)) <= 0.95 * cost
+    # all three at once: each budget met, the clock lowered only for power
+    budgets = (0.9 * area, 0.7 * float(design_power_w(h100, tech)), 0.95 * cost)
+    fit = within_budgets(h100, tech, budgets)
+    used = {
+        "area_mm2": float(design_area_mm2(fit, tech)),
+        "power_w": float(design_power_w(fit, tech)),
+        "cost_usd": float(design_cost_usd(fit, tech)),
+    }
+    assert budget_excess(used, dict(zip(BUDGETS, budgets, strict=True))) == {}
+    # unreachable (the memory system alone is over): the smallest array, still over, and said so
+    floor = within_area_and_cost(h100, tech, 1.0, cost)
+    assert float(floor.matrix_area_mm2) == pytest.approx(1.0)
+    over = budget_excess({"area_mm2": float(design_area_mm2(floor, tech))}, {"area_mm2": 1.0})
+    assert over["area_mm2"] > 0
+
+
+def test_cli_says_which_budget_is_exceeded_and_by_how_much():
+    from diffcost.cli._codesign_cmd import print_buildable
+    from diffcost.cli._common import console
+
+    out = {
+        "budgets": {"area_mm2": 814.0, "power_w": 700.0, "cost_usd": 5000.0},
+        "objective_exact": {"train": {"feasible": True}, "serve": {"feasible": False}},
+        "buildable": {
+            "hbm_stacks": 3.0, "lpddr_channels": 0.0, "matrix_area_mm2": 700.0, "clock_ghz": 1.5,
+            "used": {"area_mm2": 817.1, "power_w": 700.0, "cost_usd": 3217.0},
+            "over": {"area_mm2": 817.1 / 814.0 - 1.0},
+        },
+    }  # fmt: skip
+    with console.capture() as cap:
+        print_buildable(out)
+    text = " ".join(cap.get().split())
+    assert "NOT WITHIN BUDGET" in text and "area_mm2 817.1 of 814 (over by 0.38%)" in text
+    assert "power_w" not in text.split("NOT WITHIN BUDGET")[1].split("INFEASIBLE")[0]
+    assert "INFEASIBLE on the exact model: serve" in text
+    out["buildable"]["over"], out["objective_exact"]["serve"]["feasible"] = {}, True
+    with console.capture() as cap:
+        print_buildable(out)
+    assert "NOT WITHIN" not in cap.get() and "within budgets" in cap.get()

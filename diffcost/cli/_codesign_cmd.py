@@ -45,6 +45,8 @@ def chip_numbers(result: Any) -> dict[str, Any]:
 
 def result_json(result: Any) -> dict[str, Any]:
     """The JSON object of ``diffcost codesign --json``."""
+    from .._codesign.optimize import budget_excess
+
     return {
         "design": {k: float(getattr(result.design, k)) for k in UNITS},
         "chip": chip_numbers(result),
@@ -59,7 +61,11 @@ def result_json(result: Any) -> dict[str, Any]:
         "buildable": {
             "hbm_stacks": float(result.built.hbm_stacks),
             "lpddr_channels": float(result.built.lpddr_channels),
+            "matrix_area_mm2": float(result.built.matrix_area_mm2),  # shrunk to fit area, cost
+            "clock_ghz": float(result.built.clock_ghz),  # lowered to fit power
             "used": result.built_used,
+            "over": budget_excess(result.built_used, result.budgets),
+            "within_budgets": not budget_excess(result.built_used, result.budgets),
         },
     }
 
@@ -96,17 +102,33 @@ def print_result(out: dict[str, Any]) -> None:
             f"{b}: {used:.4g} of {out['budgets'][b]:.4g} ({mark}; "
             f"d log objective / d log budget = {-out['multipliers'][b]:.3g})"
         )
-    built = out["buildable"]
-    over = [b for b, v in built["used"].items() if v > 1.001 * out["budgets"][b]]
-    console.print(
-        f"buildable: {built['hbm_stacks']:.0f} HBM stacks, {built['lpddr_channels']:.0f} LPDDR "
-        "channels (the exact objective above is this design's): "
-        + ", ".join(f"{b} {v:.4g}" for b, v in built["used"].items())
-        + (f" (OVER budget: {', '.join(over)})" if over else " (within budgets)")
-    )
+    print_buildable(out)
     near = ", ".join(f"{c['chip']} {c['log_distance']:.2f}" for c in out["nearest_chips"][:3])
     console.print(f"nearest existing chips (RMS log distance): {near}")
     console.print(f"{out['evaluations']} gradient evaluations")
+
+
+def print_buildable(out: dict[str, Any]) -> None:
+    """The buildable chip's budgets, and a plain verdict: every exceeded budget by how much, and
+    every workload whose plan is infeasible on the EXACT model."""
+    built = out["buildable"]
+    console.print(
+        f"buildable: {built['hbm_stacks']:.0f} HBM stacks, {built['lpddr_channels']:.0f} LPDDR "
+        f"channels, matrix {built['matrix_area_mm2']:.4g} mm^2, clock {built['clock_ghz']:.4g} "
+        "GHz (the exact objective above is this design's): "
+        + ", ".join(f"{b} {v:.4g}" for b, v in built["used"].items())
+    )
+    over = ", ".join(
+        f"{b} {built['used'][b]:.4g} of {out['budgets'][b]:.4g} (over by {100 * x:.2f}%)"
+        for b, x in built["over"].items()
+    )
+    bad = [n for n, ex in out["objective_exact"].items() if not ex["feasible"]]
+    if over:
+        console.print(f"NOT WITHIN BUDGET: no buildable design found within {over}", style="red")
+    if bad:
+        console.print(f"INFEASIBLE on the exact model: {', '.join(bad)}", style="red")
+    if not over and not bad:
+        console.print("within budgets, every workload feasible on the exact model")
 
 
 @app.command()
