@@ -27,13 +27,35 @@ and 2000 evaluations; the gradient wins (by 8-44% at 200) only when a step count
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .optimize import BUDGETS, Problem, evaluate, make_step, solve, start_vector
+from .._core.smooth import RELAXED
+from .._search.serve import relaxed_serve_penalty, relaxed_serve_plan
+from .._serve.cost import ServeCost
+from .design import design_system
+from .optimize import (
+    BUDGETS,
+    DEFAULT_BUDGETS,
+    Problem,
+    evaluate,
+    make_step,
+    solve,
+    start_vector,
+    to_design,
+)
+from .technology import Technology
+from .workloads import (
+    _TAU,
+    Workload,
+    _serve_objective,
+    _serve_structure,
+    _serve_template,
+    builtin_workload,
+)
 
 BASELINES = ("random search", "CMA-ES")
 INNER = 5  # adam steps per multiplier update (the gradient method's compiled scan length)
@@ -72,12 +94,12 @@ def popsize(dim: int) -> int:
 
 
 def _batch_evaluator(problem: Problem):
-    return jax.jit(jax.vmap(lambda x: evaluate(problem, x)))
+    return jax.jit(jax.vmap(evaluator(problem)))
 
 
 def _step(problem: Problem, learning_rate: float = 0.05):
     """The gradient method's compiled step (:func:`solve`'s defaults but ``INNER`` steps)."""
-    return make_step(lambda x: evaluate(problem, x), problem.bounds(), learning_rate, INNER, 10.0)
+    return make_step(evaluator(problem), problem.bounds(), learning_rate, INNER, 10.0)
 
 
 def _run_of(method: str, seed: int, f, pen, g, start: float = math.nan) -> Run:
@@ -114,7 +136,7 @@ def measure_cost(problem: Problem, batch=None, step=None, reps: int = 100) -> di
     forward1_s``."""
     batch = batch or _batch_evaluator(problem)
     run, opt = step or _step(problem)
-    single = jax.jit(lambda x: evaluate(problem, x))
+    single = jax.jit(evaluator(problem))
     lo, hi = problem.bounds()
     n = popsize(len(lo))
     xs = jnp.asarray(np.random.default_rng(0).uniform(lo, hi, (n, len(lo))))
@@ -148,7 +170,8 @@ def gradient_run(problem: Problem, evals: int, seed: int, per_eval: int = 1, ste
     """Augmented-Lagrangian adam with ``evals // per_eval`` gradient steps from
     :func:`start_of`, each charged ``per_eval`` evaluations (:func:`charged`)."""
     start, steps = time.perf_counter(), max(evals // per_eval, 1)
-    _, _, trace = solve(problem, steps, x0=start_of(problem, seed), inner=INNER, step=step)
+    fn = (evaluator(problem), problem.bounds())  # solve's (evaluate_fn, bounds) form
+    _, _, trace = solve(fn, steps, x0=start_of(problem, seed), inner=INNER, step=step)
     f, pen, g = charged(trace[:steps], per_eval, evals)
     return _run_of(f"gradient (1 grad = {per_eval} eval)", seed, f, pen, g, start)
 
@@ -201,6 +224,84 @@ def cmaes_run(problem: Problem, evals: int, seed: int, batch=None) -> Run:
     batch, start = batch or _batch_evaluator(problem), time.perf_counter()
     out = cma_search(batch, start_of(problem, seed), lo, hi, evals, seed)
     return _run_of("CMA-ES", seed, *out, start=start)
+
+
+#: The fleet's scenarios cycle through these prompt lengths (tokens) and TPOT limits (s);
+#: periods 5 and 4 make the first 20 scenarios distinct pairs.  Scenario 0 is the ``serve``
+#: workload itself (2,048 in, 50 ms), so ``fleet_problem(1)`` is the ``serve`` problem.
+FLEET_INPUT_LENS = (2048, 512, 8192, 1024, 4096)
+FLEET_TPOT_SLOS_S = (0.05, 0.03, 0.10, 0.07)
+
+
+def fleet_scenario(i: int) -> Workload:
+    """Scenario ``i`` of the fleet: the built-in ``serve`` workload (Llama-3-70B on 8 chips,
+    256 output tokens, TTFT <= 2 s) with prompt length ``FLEET_INPUT_LENS[i % 5]`` and TPOT
+    limit ``FLEET_TPOT_SLOS_S[i % 4]``, the search space and the traced sizes ``[chips,
+    ttft_slo_s, tpot_slo_s]`` changed together."""
+    base = builtin_workload("serve")
+    n_in, tpot_s = FLEET_INPUT_LENS[i % 5], FLEET_TPOT_SLOS_S[i % 4]
+    space = replace(base.space, input_len=n_in, tpot_slo_s=tpot_s)
+    sizes = np.asarray([base.sizes[0], base.sizes[1], tpot_s])
+    desc = f"Llama-3-70B on 8 chips, {n_in:,} in, TPOT <= {tpot_s * 1e3:.0f} ms, TTFT <= 2 s"
+    name = f"serve{i}-{n_in}in-{tpot_s * 1e3:.0f}ms"
+    return replace(base, name=name, space=space, sizes=sizes, description=desc)
+
+
+def fleet_problem(k: int, tech: Technology) -> Problem:
+    """``k`` serving scenarios (:func:`fleet_scenario` 0..k-1) sharing one chip design, each
+    with its own plan (6 parameters): dimension ``8 + 6 k``.  Weights ``1/k``, so ``exp(f)``
+    is the geometric mean of the scenarios' objectives (USD s/token) and the plan penalty
+    their mean; budgets those of ``serve`` (:data:`~.optimize.DEFAULT_BUDGETS`)."""
+    if k < 1:
+        raise ValueError(f"fleet_problem: expected k >= 1 scenarios, got {k}")
+    scenarios = tuple(fleet_scenario(i) for i in range(k))
+    return Problem(scenarios, (1.0 / k,) * k, tech, DEFAULT_BUDGETS["serve"])
+
+
+def is_fleet(problem: Problem) -> bool:
+    """Whether ``problem``'s workloads are one serving setup (model, template system, search
+    space but prompt length and SLOs) under different loads (:func:`fleet_problem`, ``k > 1``)."""
+    w0 = problem.workloads[0]
+    same = lambda w: replace(w.space, input_len=0, ttft_slo_s=0.0, tpot_slo_s=0.0)  # noqa: E731
+    return len(problem.workloads) > 1 and all(
+        w.kind == "serve" and w.name != "edge" and w.model is w0.model and w.like is w0.like
+        and same(w) == same(w0) and np.array_equal(w.lo, w0.lo) and np.array_equal(w.hi, w0.hi)
+        for w in problem.workloads
+    )  # fmt: skip
+
+
+def fleet_evaluate(problem: Problem, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """:func:`~.optimize.evaluate` of a fleet (:func:`is_fleet`), the same numbers from one
+    trace of the serving model: the scenarios' exact plan templates (prompt lengths) stacked
+    and the relaxed plans, costs and penalties ``jax.vmap``-ed over them; the system of the
+    design built once.  Compiles in about the time of one scenario whatever ``K`` (the
+    unrolled loop of ``evaluate`` compiles one serving model per scenario)."""
+    z, thetas = problem.split(x)
+    design, tech, w0 = to_design(z), problem.tech, problem.workloads[0]
+    system, structure = design_system(design, tech, w0.like), _serve_structure(w0)
+    stack = lambda *a: jnp.stack([jnp.asarray(v) for v in a])  # noqa: E731
+    templates = jax.tree.map(stack, *[_serve_template(w) for w in problem.workloads])
+    lo, hi = jnp.asarray(w0.lo), jnp.asarray(w0.hi)
+
+    def one(theta, template, sizes):
+        plan = relaxed_serve_plan(theta, _TAU, template, structure, sizes[0])
+        out = ServeCost(system, w0.model, RELAXED)(plan)
+        log_obj = jnp.log(_serve_objective(w0, out, design, tech, RELAXED))
+        return log_obj, relaxed_serve_penalty(out, theta, lo, hi, sizes)
+
+    sizes = jnp.asarray(np.stack([w.sizes for w in problem.workloads]))
+    log_obj, pen = jax.vmap(one)(jnp.stack(thetas), templates, sizes)
+    weights = jnp.asarray(problem.weights)
+    _, _, g = evaluate(replace(problem, workloads=(), weights=()), z)  # the budgets only
+    return weights @ log_obj, weights @ pen, g
+
+
+def evaluator(problem: Problem):
+    """The function ``x -> (f, penalty, g)`` of ``problem``: :func:`fleet_evaluate` for a
+    fleet, else :func:`~.optimize.evaluate`."""
+    if is_fleet(problem):
+        return lambda x: fleet_evaluate(problem, x)
+    return lambda x: evaluate(problem, x)
 
 
 def conventions(ratio: float) -> tuple[int, ...]:
@@ -268,6 +369,11 @@ __all__ = [
     "cmaes_run",
     "compare",
     "conventions",
+    "evaluator",
+    "fleet_evaluate",
+    "fleet_problem",
+    "fleet_scenario",
+    "is_fleet",
     "gradient_run",
     "measure_cost",
     "median_best",
