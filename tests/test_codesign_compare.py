@@ -54,6 +54,13 @@ def test_feasibility_needs_budgets_and_plan():
     assert run.feasible().tolist() == [False, False, True, True]
     assert run.best() == pytest.approx(3.0)
     assert run.evals_to(3.5) == 3.0 and run.evals_to(2.5) == math.inf
+    assert run.evals_to(run.best()) == 3.0  # its own best, through exp and log
+
+
+def test_a_run_reaches_its_own_float32_best():
+    f = np.asarray([0.3, 2.7182817, 1.1], dtype=np.float32)
+    run = Run("m", 0, f, np.zeros(3), -np.ones(3))
+    assert run.evals_to(run.best()) == 1.0
 
 
 def test_penalised_charges_only_violations():

@@ -79,11 +79,12 @@ class Run:
         """Best feasible objective exp(f) (inf if none)."""
         ok = self.feasible()
         with np.errstate(over="ignore"):  # exp of a huge f is inf, as it should be
-            return float(np.exp(np.min(self.f[ok]))) if ok.any() else math.inf
+            return float(np.exp(np.min(self.f[ok]).astype(float))) if ok.any() else math.inf
 
     def evals_to(self, target: float) -> float:
-        """Evaluations until a feasible point with ``exp(f) <= target`` (inf if never)."""
-        hit = np.nonzero(self.feasible() & (self.f <= np.log(target)))[0]
+        """Evaluations until a feasible point with ``exp(f) <= target`` (inf if never; a
+        relative 1e-9 of slack, so a run reaches its own best through ``exp`` and ``log``)."""
+        hit = np.nonzero(self.feasible() & (self.f <= np.log(target) + 1e-9))[0]
         return float(hit[0] + 1) if len(hit) else math.inf
 
 
