@@ -29,7 +29,10 @@ from diffcost._codesign.compare import (
     conventions,
     fleet_problem,
     measure_cost,
+    measure_multistart,
     median_best,
+    multistart_name,
+    multistart_step,
     popsize,
     table,
 )
@@ -37,6 +40,7 @@ from diffcost._codesign.optimize import make_problem
 from diffcost._codesign.technology import load_technology
 
 WORKLOADS = ("edge", "serve", "train", "mix")
+STARTS = 4  # multi-start gradient: starts advanced together by one vmapped step
 
 
 def header(evals: str, seeds: int, names: list[str]) -> list[str]:
@@ -101,42 +105,43 @@ def describe(name: str, problem, dim: int, cost: dict[str, float], k: int) -> li
     ]
 
 
-def summary_row(name: str, dim: int, k: int, cost, evals: int, runs) -> dict:
-    """Per convention ``c`` of a gradient step's cost: median best over CMA-ES's and median
-    evaluations to the better baseline's median best."""
+def summary_row(name: str, dim: int, ks: tuple[int, int], cost, evals: int, runs) -> dict:
+    """Per method: median best over CMA-ES's and median evaluations to the better baseline's
+    median best; the gradient at 1, 3 and the measured ``k`` evaluations per step, the
+    multi-start gradient at its measured ``kv`` per start and step."""
     cma = median_best(runs, "CMA-ES")
     base = min(median_best(runs, m) for m in BASELINES)
-    row: dict[Any, Any] = {
-        "name": name,
-        "dim": dim,
-        "k": k,
-        "grad_ms": cost["grad_s"] * 1e3,
-        "evals": evals,
+    k, kv = ks
+    row: dict[Any, Any] = {"name": name, "dim": dim, "k": k, "kv": kv, "evals": evals}
+    row["grad_ms"] = cost["grad_s"] * 1e3
+    methods: dict[Any, str] = {
+        c: f"gradient (1 grad = {c} eval)" for c in conventions(cost["ratio"])
     }
-    for c in conventions(cost["ratio"]):
-        mine = [r for r in runs if r.method == f"gradient (1 grad = {c} eval)"]
-        row[c] = (
-            median_best(runs, mine[0].method) / cma,
-            np.median([r.evals_to(base) for r in mine]),
-        )
+    methods["multi"] = multistart_name(STARTS, kv)
+    for key, method in methods.items():
+        mine = [r for r in runs if r.method == method]
+        row[key] = (median_best(runs, method) / cma, np.median([r.evals_to(base) for r in mine]))
     row["cma_to_base"] = np.median([r.evals_to(base) for r in runs if r.method == "CMA-ES"])
     return row
 
 
 def summary(rows: list[dict]) -> list[str]:
     """One line per workload and budget: the gradient's median best over CMA-ES's at 1, 3 and
-    the measured k evaluations per step (< 1: the gradient wins), evals to baseline."""
+    the measured k evaluations per step, and the multi-start's (< 1: the gradient wins), with
+    the median evaluations to the better baseline's median best."""
     out = [
-        "summary: gradient median best / CMA-ES median best (< 1: gradient better), and in () "
-        "median evals to the better baseline's median best, per cost of a gradient step",
-        f"{'workload':<8} {'dim':>3} {'evals':>5} {'grad ms':>7} {'k':>3} {'1 grad = 1':>16} "
-        f"{'1 grad = 3':>16} {'1 grad = k':>16} {'CMA-ES':>8}",
+        "summary: median best / CMA-ES median best (< 1: better than CMA-ES), in () median evals "
+        "to the better baseline's median best (inf: never); gradient charged 1, 3 and the "
+        f"measured k evals per step; {STARTS}-start: {STARTS} x kv evals per vmapped step",
+        f"{'workload':<8} {'dim':>3} {'evals':>5} {'grad ms':>7} {'k':>3} {'1 grad = 1':>14} "
+        f"{'1 grad = 3':>14} {'1 grad = k':>14} {'kv':>3} {f'{STARTS}-start':>14} {'(CMA-ES)':>8}",
     ]
     cell = lambda r, c: f"{r[c][0]:.3g} ({r[c][1]:g})"  # noqa: E731
     for r in rows:
         out.append(
             f"{r['name']:<8} {r['dim']:>3} {r['evals']:>5} {r['grad_ms']:>7.3f} {r['k']:>3} "
-            f"{cell(r, 1):>16} {cell(r, 3):>16} {cell(r, r['k']):>16} {r['cma_to_base']:>8g}"
+            f"{cell(r, 1):>14} {cell(r, 3):>14} {cell(r, r['k']):>14} {r['kv']:>3} "
+            f"{cell(r, 'multi'):>14} ({r['cma_to_base']:g})"
         )
     return out
 
@@ -147,12 +152,21 @@ def workload(name: str, budgets: list[int], seeds: int, tech, rows: list) -> lis
     dim = sum(problem.sizes())
     batch, step = _batch_evaluator(problem), _step(problem)
     cost = measure_cost(problem, batch, step)
-    k = math.ceil(cost["ratio"])
+    vstep = multistart_step(problem, step)
+    cost["multi_s"], cost["multi_ratio"] = measure_multistart(
+        problem, vstep, STARTS, cost["forward_s"]
+    )
+    k, kv = math.ceil(cost["ratio"]), math.ceil(cost["multi_ratio"])
     out = describe(name, problem, dim, cost, k)
+    out.append(
+        f"multi-start: {STARTS} starts in one vmapped step, {cost['multi_s'] * 1e3:.3f} ms per "
+        f"start and step: ratio {cost['multi_ratio']:.2f} -> each start's step = {kv} evals "
+        f"({STARTS * kv} per vmapped step)"
+    )
     out.append(f"(compiled and timed in {time.perf_counter() - start:.0f} s)")
     for evals in budgets:
-        runs = compare(problem, evals, seeds, cost["ratio"], batch, step)
-        rows.append(summary_row(name, dim, k, cost, evals, runs))
+        runs = compare(problem, evals, seeds, cost["ratio"], batch, step, (STARTS, kv, vstep))
+        rows.append(summary_row(name, dim, (k, kv), cost, evals, runs))
         out += [f"-- {evals} model evaluations --", table(runs, unit_of(name, problem))]
         out += closing(runs, k)
     return [*out, f"({time.perf_counter() - start:.0f} s wall with compilation, 2-core CPU)", ""]

@@ -17,13 +17,14 @@ from diffcost._codesign.compare import (
     fleet_problem,
     is_fleet,
     median_best,
+    multistart_search,
     penalised,
     popsize,
     random_search,
     start_of,
     table,
 )
-from diffcost._codesign.optimize import DEFAULT_BUDGETS, evaluate, make_problem
+from diffcost._codesign.optimize import DEFAULT_BUDGETS, evaluate, make_problem, make_step
 from diffcost._codesign.technology import load_technology
 
 
@@ -87,6 +88,19 @@ def test_cmaes_beats_random_search_on_a_constrained_sphere():
         assert f.shape == (300,) and g.shape == (300, 1)
         best[name] = Run(name, 0, np.log(f + 1e-12), pen, g.max(-1)).best()
     assert 0.5 <= best["CMA-ES"] < 0.6 < best["random search"]
+
+
+def test_multistart_charges_each_start_in_the_order_of_the_steps():
+    run, opt = make_step(_toy, (-3.0 * np.ones(4), 3.0 * np.ones(4)), 0.05, 5, 10.0)
+    vstep = (jax.jit(jax.vmap(run)), opt)
+    xs = np.asarray([[1.0, 1.0, 0.5, 0.0], [2.0, -1.0, 0.0, 1.0], [-0.5, -0.5, 0.0, 0.0]])
+    f, pen, g = multistart_search(vstep, xs, 61, 2, constraints=1)  # 61 // (3 x 2) = 10 steps
+    assert f.shape == pen.shape == (60,) and g.shape == (60, 1)
+    assert np.isinf(f[0::2]).all() and np.isfinite(f[1::2]).all()  # 2 evaluations per point
+    first = np.asarray([_toy(jnp.asarray(x))[0] for x in xs])  # step 1: the starts themselves
+    np.testing.assert_allclose(f[[1, 3, 5]], first, rtol=1e-6)
+    assert f[55] < f[7] < first[0]  # start 0's 10th and 2nd steps: downhill
+    assert abs(f[59] - 0.5) < 0.15  # start 2 began at the optimum (-0.5, -0.5, 0, 0): stays near
 
 
 def test_table_ratios_are_medians_over_baseline_medians():

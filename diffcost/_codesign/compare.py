@@ -28,6 +28,7 @@ and 2000 evaluations; the gradient wins (by 8-44% at 200) only when a step count
 import math
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -177,6 +178,64 @@ def gradient_run(problem: Problem, evals: int, seed: int, per_eval: int = 1, ste
     return _run_of(f"gradient (1 grad = {per_eval} eval)", seed, f, pen, g, start)
 
 
+def multistart_step(problem: Problem, step=None):
+    """The compiled step (:func:`_step`) ``jax.vmap``-ed over a population of starts: one call
+    advances every start by ``INNER`` steps and its multiplier update."""
+    run, opt = step or _step(problem)
+    return jax.jit(jax.vmap(run)), opt
+
+
+def multistart_starts(problem: Problem, seed: int, starts: int) -> np.ndarray:
+    """``starts`` starts for seed ``seed``: the single gradient run's (:func:`start_of`) and
+    ``starts - 1`` more perturbed ones (seeds ``1000 + starts seed + j``), shape (starts, n)."""
+    extra = [start_of(problem, 1000 + starts * seed + j) for j in range(1, starts)]
+    return np.stack([start_of(problem, seed), *extra])
+
+
+def measure_multistart(problem: Problem, vstep, starts: int, forward_s: float, reps: int = 50):
+    """Wall time (s) after compilation of one step of one start in the vmapped step
+    (:func:`multistart_step` over ``starts`` starts) and its ratio to ``forward_s``, one
+    point of the batched forward (:func:`measure_cost`): ``(grad_s, ratio)``."""
+    run, opt = vstep
+    xs = jnp.asarray(multistart_starts(problem, 0, starts))
+    args = (xs, jax.vmap(opt.init)(xs), jnp.zeros((starts, len(BUDGETS))))
+    _best_time_s(run, args, 1)  # compile
+    grad_s = _best_time_s(run, args, reps) / (INNER * starts)
+    return grad_s, grad_s / forward_s
+
+
+def multistart_search(vstep, xs, evals: int, per_eval: int, constraints: int = len(BUDGETS)):
+    """``(f, penalty, g)`` per evaluation of the vmapped step ``vstep`` (:func:`multistart_step`)
+    from the starts ``xs`` (starts, n): ``evals // (starts per_eval)`` steps, each step's points
+    charged ``per_eval`` evaluations each, in the order of the steps (:func:`charged`);
+    ``constraints``: the length of ``g``."""
+    run, opt = vstep
+    xs = jnp.asarray(xs)
+    n_starts, traces = len(xs), []
+    state, lam = jax.vmap(opt.init)(xs), jnp.zeros((n_starts, constraints))
+    steps = max(evals // (n_starts * per_eval), 1)
+    for _ in range(math.ceil(steps / INNER)):
+        xs, state, lam, (f, pen, g) = run(xs, state, lam)
+        traces.append(np.concatenate([np.asarray(f)[..., None], np.asarray(pen)[..., None], g], -1))
+    trace = np.concatenate(traces, axis=1)[:, :steps]  # (starts, steps, 2 + constraints)
+    return charged(trace.transpose(1, 0, 2).reshape(-1, trace.shape[-1]), per_eval, evals)
+
+
+def multistart_run(
+    problem: Problem, evals: int, seed: int, starts: int, per_eval: int, vstep=None
+) -> Run:
+    """The gradient method from ``starts`` starts at once (:func:`multistart_starts`,
+    :func:`multistart_search`), each point charged ``per_eval`` evaluations."""
+    start = time.perf_counter()
+    xs = multistart_starts(problem, seed, starts)
+    out = multistart_search(vstep or multistart_step(problem), xs, evals, per_eval)
+    return _run_of(multistart_name(starts, per_eval), seed, *out, start=start)
+
+
+def multistart_name(starts: int, per_eval: int) -> str:
+    return f"{starts}-start grad (1 = {per_eval} eval)"
+
+
 def random_search(batch, lo, hi, evals: int, seed: int, size: int):
     """``(f, penalty, g)`` of ``evals`` points uniform in the box ``[lo, hi]``, ``size`` per
     call of ``batch``."""
@@ -311,16 +370,20 @@ def conventions(ratio: float) -> tuple[int, ...]:
 
 
 def compare(
-    problem: Problem, evals: int = 200, seeds: int = 3, ratio: float = 3.0, batch=None, step=None
-) -> list[Run]:
+    problem: Problem, evals: int = 200, seeds: int = 3, ratio: float = 3.0, batch=None, step=None,
+    multistart: tuple[int, int, Any] | None = None,
+) -> list[Run]:  # fmt: skip
     """All methods, ``seeds`` seeds each, ``evals`` model evaluations each; the gradient under
     every convention of :func:`conventions` (``ratio``: measured grad/forward cost).  ``batch``
-    and ``step``: compiled evaluators to reuse (e.g. those :func:`measure_cost` timed)."""
+    and ``step``: compiled evaluators to reuse (e.g. those :func:`measure_cost` timed);
+    ``multistart = (starts, per_eval, vstep)`` adds :func:`multistart_run`."""
     batch = batch or _batch_evaluator(problem)
     step = step or _step(problem)
     runs = []
     for seed in range(seeds):
         runs += [gradient_run(problem, evals, seed, k, step) for k in conventions(ratio)]
+        if multistart:
+            runs.append(multistart_run(problem, evals, seed, *multistart))
         runs.append(random_run(problem, evals, seed, batch))
         runs.append(cmaes_run(problem, evals, seed, batch))
     return runs
@@ -377,7 +440,13 @@ __all__ = [
     "is_fleet",
     "gradient_run",
     "measure_cost",
+    "measure_multistart",
     "median_best",
+    "multistart_name",
+    "multistart_run",
+    "multistart_search",
+    "multistart_starts",
+    "multistart_step",
     "penalised",
     "popsize",
     "random_run",
