@@ -10,7 +10,7 @@ Workloads ``fleet1``, ``fleet2``, ... ``fleetK``: K serving scenarios sharing on
 (:func:`~diffcost._codesign.compare.fleet_problem`, dimension 8 + 6 K).  When any is named the
 results go to ``benchmarks/results/codesign-compare-dim.txt``, with a summary per dimension at
 the end; the dimension study is
-``python benchmarks/codesign_compare.py 200,2000 5 fleet1 fleet2 fleet4 fleet8``.
+``python benchmarks/codesign_compare.py 200,2000 5 fleet1 fleet2 fleet4 fleet8 fleet16``.
 """
 
 import math
@@ -106,42 +106,54 @@ def describe(name: str, problem, dim: int, cost: dict[str, float], k: int) -> li
 
 
 def summary_row(name: str, dim: int, ks: tuple[int, int], cost, evals: int, runs) -> dict:
-    """Per method: median best over CMA-ES's and median evaluations to the better baseline's
-    median best; the gradient at 1, 3 and the measured ``k`` evaluations per step, the
-    multi-start gradient at its measured ``kv`` per start and step."""
-    cma = median_best(runs, "CMA-ES")
+    """Per method: median best and median evaluations to the better baseline's median best
+    (both baselines infeasible: to the first feasible point); the gradient at 1, 3 and the
+    measured ``k`` evaluations per step, the multi-start gradient at its measured ``kv``."""
     base = min(median_best(runs, m) for m in BASELINES)
     k, kv = ks
     row: dict[Any, Any] = {"name": name, "dim": dim, "k": k, "kv": kv, "evals": evals}
-    row["grad_ms"] = cost["grad_s"] * 1e3
+    row["grad_ms"], row["cma"] = cost["grad_s"] * 1e3, median_best(runs, "CMA-ES")
     methods: dict[Any, str] = {
         c: f"gradient (1 grad = {c} eval)" for c in conventions(cost["ratio"])
     }
     methods["multi"] = multistart_name(STARTS, kv)
     for key, method in methods.items():
         mine = [r for r in runs if r.method == method]
-        row[key] = (median_best(runs, method) / cma, np.median([r.evals_to(base) for r in mine]))
+        row[key] = (median_best(runs, method), np.median([r.evals_to(base) for r in mine]))
     row["cma_to_base"] = np.median([r.evals_to(base) for r in runs if r.method == "CMA-ES"])
     return row
+
+
+def cell(row: dict, key) -> str:
+    """``median best / CMA-ES's (evals to baseline)``; n/a where either found nothing."""
+    mine, cma = row[key][0], row["cma"]
+    ratio = f"{mine / cma:.3g}" if math.isfinite(mine) and math.isfinite(cma) else "n/a"
+    return f"{ratio} ({row[key][1]:g})"
 
 
 def summary(rows: list[dict]) -> list[str]:
     """One line per workload and budget: the gradient's median best over CMA-ES's at 1, 3 and
     the measured k evaluations per step, and the multi-start's (< 1: the gradient wins), with
-    the median evaluations to the better baseline's median best."""
+    the median evaluations to the better baseline's median best; the break-even cost of a step
+    ``evals / (steps to baseline at 1 grad = 1 eval)``: charged less, the gradient wins."""
     out = [
-        "summary: median best / CMA-ES median best (< 1: better than CMA-ES), in () median evals "
-        "to the better baseline's median best (inf: never); gradient charged 1, 3 and the "
-        f"measured k evals per step; {STARTS}-start: {STARTS} x kv evals per vmapped step",
+        "summary: median best / CMA-ES median best (< 1: better than CMA-ES; n/a: one of them "
+        "feasible in fewer than half the runs), in () median evals to the better baseline's median "
+        "best (inf: never; both baselines infeasible: to the first feasible point); gradient "
+        f"charged 1, 3 and the measured k evals per step; {STARTS}-start: {STARTS} x kv evals "
+        "per vmapped step; break-even k = evals / (evals to baseline at 1 grad = 1): a step "
+        "charged less reaches CMA-ES's median best within the budget",
         f"{'workload':<8} {'dim':>3} {'evals':>5} {'grad ms':>7} {'k':>3} {'1 grad = 1':>14} "
-        f"{'1 grad = 3':>14} {'1 grad = k':>14} {'kv':>3} {f'{STARTS}-start':>14} {'(CMA-ES)':>8}",
+        f"{'1 grad = 3':>14} {'1 grad = k':>14} {'kv':>3} {f'{STARTS}-start':>14} "
+        f"{'(CMA-ES)':>8} {'break-even k':>12}",
     ]
-    cell = lambda r, c: f"{r[c][0]:.3g} ({r[c][1]:g})"  # noqa: E731
     for r in rows:
+        cma_to_base = f"({r['cma_to_base']:g})"
         out.append(
             f"{r['name']:<8} {r['dim']:>3} {r['evals']:>5} {r['grad_ms']:>7.3f} {r['k']:>3} "
             f"{cell(r, 1):>14} {cell(r, 3):>14} {cell(r, r['k']):>14} {r['kv']:>3} "
-            f"{cell(r, 'multi'):>14} ({r['cma_to_base']:g})"
+            f"{cell(r, 'multi'):>14} {cma_to_base:>8} "
+            f"{r['evals'] / r[1][1]:>12.3g}"
         )
     return out
 
