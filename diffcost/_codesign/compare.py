@@ -20,9 +20,41 @@ with its default population ``4 + floor(3 ln n)`` (tutorial eq. 48) for the dime
 on the penalised objective ``f + penalty + 10 sum relu(g) + 100 sum relu(g)^2``, step size 0.5
 in log units, started where the gradient method starts for the same seed.
 
+Dimension. :func:`fleet_problem` scales the problem: ``K`` serving scenarios (prompt lengths
+512-8,192 tokens, TPOT limits 30-100 ms) share one chip, each with its own plan, ``n = 8 + 6K``;
+:func:`fleet_evaluate` traces the serving model once for all of them (``jax.vmap``), so the compile
+time does not grow with ``K`` (forward, step and 4-start step compiled and timed in 52-96 s for K =
+1-16 on the shared 2-core CPU; the unrolled loop of ``evaluate`` had not compiled its K = 8 batched
+forward after 5 minutes). CMA-ES adapts its covariance at rates ``c1 = 2 / ((n + 1.3)^2 + mu_eff)``
+and ``c_mu = 2 (mu_eff - 2 + 1 / mu_eff) / ((n + 2)^2 + mu_eff)`` (tutorial eqs. 57-58, as the
+``cmaes`` package sets them): its time scale ``1 / (c1 + c_mu)`` is 46 generations (510
+evaluations) at n = 14, 163 (2,280) at n = 32, 414 (6,600) at n = 56 and 1,305 (22,000) at n = 104;
+Hansen's reference implementation expects 100 n to 300 n^2 evaluations on hard problems
+(github.com/CMA-ES/c-cmaes, ``doc.txt``). One gradient step gives all ``n`` partial derivatives
+(one reverse pass) whatever ``n``.
+
+Multi-start: :func:`multistart_run` advances ``starts`` starts by one ``jax.vmap``-ed step
+(:func:`multistart_step`), each start's step charged its measured share of that step
+(:func:`measure_multistart`), so a vmapped step of P starts costs P times that.
+
 Findings (``benchmarks/results/codesign-compare.txt``, 2-core CPU): a gradient step costs 20-52
 batched forward points; at that rate CMA-ES beats the gradient on every built-in workload at 200
 and 2000 evaluations; the gradient wins (by 8-44% at 200) only when a step counts as 1 evaluation.
+With the dimension (``benchmarks/results/codesign-compare-dim.txt``, fleets of K = 1, 2, 4, 8, 16:
+n = 14, 20, 32, 56, 104; 5 seeds): one step costs 19-38 batched forward points (measured; about
++-25% between runs). At 2000 evaluations and that cost the gradient's median best is 1.56x CMA-ES's
+at n = 14, 1.58x at 20, 1.17x at 32, then 0.93x at 56 (7% lower) and 0.54x at 104 (46% lower);
+charged 1 evaluation a step it is 0.93, 0.95, 0.73, 0.63, 0.47x. The break-even cost (2000 / the
+steps the gradient needs to reach CMA-ES's median best) grows from 5.6 and 4.9 evaluations per step
+at n = 14, 20 to 17 at 32, 31 at 56 and 45 at 104: above n ~ 50 the gradient wins at its measured
+cost on this CPU, clearly (1.9x) at n = 104, narrowly at 56 (within the measured cost's noise: it
+wins while a step costs under 31 points; measured 28 here, 22 in an earlier run). At 200
+evaluations the gradient loses at its measured cost up to n = 32 (1.29-1.78x) and beyond that
+neither it nor CMA-ES finds a feasible design in most runs (gradient 2/5 and CMA-ES 1/5 at n = 56,
+both 0/5 at 104; charged 1 or 3 evaluations a step the gradient is feasible in 5/5). Four starts in
+one vmapped step cost 12-19 points per start and step: no better than one start (1.54 vs 1.58x
+CMA-ES at n = 20 and 2000, worse elsewhere: 0.67 vs 0.54x at n = 104); they beat CMA-ES only at n =
+104.
 """
 
 import math
