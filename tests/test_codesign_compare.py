@@ -13,12 +13,19 @@ from diffcost._codesign.compare import (
     charged,
     cma_search,
     conventions,
+    fleet_evaluate,
+    fleet_problem,
+    is_fleet,
     median_best,
+    multistart_search,
     penalised,
     popsize,
     random_search,
+    start_of,
     table,
 )
+from diffcost._codesign.optimize import DEFAULT_BUDGETS, evaluate, make_problem, make_step
+from diffcost._codesign.technology import load_technology
 
 
 @pytest.mark.parametrize("dim", [14, 19, 31])
@@ -48,6 +55,13 @@ def test_feasibility_needs_budgets_and_plan():
     assert run.feasible().tolist() == [False, False, True, True]
     assert run.best() == pytest.approx(3.0)
     assert run.evals_to(3.5) == 3.0 and run.evals_to(2.5) == math.inf
+    assert run.evals_to(run.best()) == 3.0  # its own best, through exp and log
+
+
+def test_a_run_reaches_its_own_float32_best():
+    f = np.asarray([0.3, 2.7182817, 1.1], dtype=np.float32)
+    run = Run("m", 0, f, np.zeros(3), -np.ones(3))
+    assert run.evals_to(run.best()) == 1.0
 
 
 def test_penalised_charges_only_violations():
@@ -76,6 +90,19 @@ def test_cmaes_beats_random_search_on_a_constrained_sphere():
     assert 0.5 <= best["CMA-ES"] < 0.6 < best["random search"]
 
 
+def test_multistart_charges_each_start_in_the_order_of_the_steps():
+    run, opt = make_step(_toy, (-3.0 * np.ones(4), 3.0 * np.ones(4)), 0.05, 5, 10.0)
+    vstep = (jax.jit(jax.vmap(run)), opt)
+    xs = np.asarray([[1.0, 1.0, 0.5, 0.0], [2.0, -1.0, 0.0, 1.0], [-0.5, -0.5, 0.0, 0.0]])
+    f, pen, g = multistart_search(vstep, xs, 61, 2, constraints=1)  # 61 // (3 x 2) = 10 steps
+    assert f.shape == pen.shape == (60,) and g.shape == (60, 1)
+    assert np.isinf(f[0::2]).all() and np.isfinite(f[1::2]).all()  # 2 evaluations per point
+    first = np.asarray([_toy(jnp.asarray(x))[0] for x in xs])  # step 1: the starts themselves
+    np.testing.assert_allclose(f[[1, 3, 5]], first, rtol=1e-6)
+    assert f[55] < f[7] < first[0]  # start 0's 10th and 2nd steps: downhill
+    assert abs(f[59] - 0.5) < 0.15  # start 2 began at the optimum (-0.5, -0.5, 0, 0): stays near
+
+
 def test_table_ratios_are_medians_over_baseline_medians():
     def run(method, seed, best):
         return Run(method, seed, np.log(np.asarray([2 * best, best])), np.zeros(2), -np.ones(2))
@@ -86,3 +113,38 @@ def test_table_ratios_are_medians_over_baseline_medians():
     assert median_best(runs, "CMA-ES") == pytest.approx(5.0)
     row = next(line for line in table(runs, "s").splitlines() if line.startswith("gradient"))
     assert row.split()[-3:-1] == ["0.4", "0.25"]  # 2 / 5 and 2 / 8
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_fleet_problem_shares_one_design_with_a_plan_per_scenario(k):
+    problem = fleet_problem(k, load_technology("n4"))
+    assert sum(problem.sizes()) == 8 + 6 * k and len(problem.bounds()[0]) == 8 + 6 * k
+    assert problem.weights == pytest.approx([1.0 / k] * k)
+    assert problem.budgets == DEFAULT_BUDGETS["serve"]
+    pairs = set()
+    for w in problem.workloads:  # the traced sizes say what the search space says
+        sp = w.space
+        assert w.sizes.tolist() == [sp.chips, sp.ttft_slo_s, sp.tpot_slo_s]
+        assert w.name != "edge" and str(sp.input_len) in w.name
+        pairs.add((sp.input_len, sp.tpot_slo_s))
+    assert len(pairs) == k and len({w.name for w in problem.workloads}) == k
+
+
+def test_fleet_of_one_is_the_serve_problem():
+    tech = load_technology("n4")
+    one, serve = fleet_problem(1, tech), make_problem("serve", tech)
+    assert not is_fleet(one) and not is_fleet(serve) and is_fleet(fleet_problem(2, tech))
+    (mine,), (theirs,) = one.workloads, serve.workloads
+    assert mine.space == theirs.space and mine.sizes.tolist() == theirs.sizes.tolist()
+    assert one.weights == serve.weights and one.budgets == serve.budgets
+    with pytest.raises(ValueError, match="k >= 1"):
+        fleet_problem(0, tech)
+
+
+def test_the_vmapped_fleet_evaluates_as_the_loop_over_its_scenarios():
+    problem = fleet_problem(2, load_technology("n4"))
+    x = jnp.asarray(start_of(problem, 1))  # off the start: over area, a plan penalty
+    looped, vmapped = evaluate(problem, x), fleet_evaluate(problem, x)
+    assert np.isfinite(looped[0]) and looped[1] > 1e-3 and np.asarray(looped[2]).max() > 0
+    for a, b in zip(vmapped, looped, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)

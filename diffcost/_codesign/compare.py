@@ -20,20 +20,75 @@ with its default population ``4 + floor(3 ln n)`` (tutorial eq. 48) for the dime
 on the penalised objective ``f + penalty + 10 sum relu(g) + 100 sum relu(g)^2``, step size 0.5
 in log units, started where the gradient method starts for the same seed.
 
+Dimension. :func:`fleet_problem` scales the problem: ``K`` serving scenarios (prompt lengths
+512-8,192 tokens, TPOT limits 30-100 ms) share one chip, each with its own plan, ``n = 8 + 6K``;
+:func:`fleet_evaluate` traces the serving model once for all of them (``jax.vmap``), so the compile
+time does not grow with ``K`` (forward, step and 4-start step compiled and timed in 52-96 s for K =
+1-16 on the shared 2-core CPU; the unrolled loop of ``evaluate`` had not compiled its K = 8 batched
+forward after 5 minutes). CMA-ES adapts its covariance at rates ``c1 = 2 / ((n + 1.3)^2 + mu_eff)``
+and ``c_mu = 2 (mu_eff - 2 + 1 / mu_eff) / ((n + 2)^2 + mu_eff)`` (tutorial eqs. 57-58, as the
+``cmaes`` package sets them): its time scale ``1 / (c1 + c_mu)`` is 46 generations (510
+evaluations) at n = 14, 163 (2,280) at n = 32, 414 (6,600) at n = 56 and 1,305 (22,000) at n = 104;
+Hansen's reference implementation expects 100 n to 300 n^2 evaluations on hard problems
+(github.com/CMA-ES/c-cmaes, ``doc.txt``). One gradient step gives all ``n`` partial derivatives
+(one reverse pass) whatever ``n``.
+
+Multi-start: :func:`multistart_run` advances ``starts`` starts by one ``jax.vmap``-ed step
+(:func:`multistart_step`), each start's step charged its measured share of that step
+(:func:`measure_multistart`), so a vmapped step of P starts costs P times that.
+
 Findings (``benchmarks/results/codesign-compare.txt``, 2-core CPU): a gradient step costs 20-52
 batched forward points; at that rate CMA-ES beats the gradient on every built-in workload at 200
 and 2000 evaluations; the gradient wins (by 8-44% at 200) only when a step counts as 1 evaluation.
+With the dimension (``benchmarks/results/codesign-compare-dim.txt``, fleets of K = 1, 2, 4, 8, 16:
+n = 14, 20, 32, 56, 104; 5 seeds): one step costs 19-38 batched forward points (measured; about
++-25% between runs). At 2000 evaluations and that cost the gradient's median best is 1.56x CMA-ES's
+at n = 14, 1.58x at 20, 1.17x at 32, then 0.93x at 56 (7% lower) and 0.54x at 104 (46% lower);
+charged 1 evaluation a step it is 0.93, 0.95, 0.73, 0.63, 0.47x. The break-even cost (2000 / the
+steps the gradient needs to reach CMA-ES's median best) grows from 5.6 and 4.9 evaluations per step
+at n = 14, 20 to 17 at 32, 31 at 56 and 45 at 104: above n ~ 50 the gradient wins at its measured
+cost on this CPU, clearly (1.9x) at n = 104, narrowly at 56 (within the measured cost's noise: it
+wins while a step costs under 31 points; measured 28 here, 22 in an earlier run). At 200
+evaluations the gradient loses at its measured cost up to n = 32 (1.29-1.78x) and beyond that
+neither it nor CMA-ES finds a feasible design in most runs (gradient 2/5 and CMA-ES 1/5 at n = 56,
+both 0/5 at 104; charged 1 or 3 evaluations a step the gradient is feasible in 5/5). Four starts in
+one vmapped step cost 12-19 points per start and step: no better than one start (1.54 vs 1.58x
+CMA-ES at n = 20 and 2000, worse elsewhere: 0.67 vs 0.54x at n = 104); they beat CMA-ES only at n =
+104.
 """
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .optimize import BUDGETS, Problem, evaluate, make_step, solve, start_vector
+from .._core.smooth import RELAXED
+from .._search.serve import relaxed_serve_penalty, relaxed_serve_plan
+from .._serve.cost import ServeCost
+from .design import design_system
+from .optimize import (
+    BUDGETS,
+    DEFAULT_BUDGETS,
+    Problem,
+    evaluate,
+    make_step,
+    solve,
+    start_vector,
+    to_design,
+)
+from .technology import Technology
+from .workloads import (
+    _TAU,
+    Workload,
+    _serve_objective,
+    _serve_structure,
+    _serve_template,
+    builtin_workload,
+)
 
 BASELINES = ("random search", "CMA-ES")
 INNER = 5  # adam steps per multiplier update (the gradient method's compiled scan length)
@@ -57,11 +112,12 @@ class Run:
         """Best feasible objective exp(f) (inf if none)."""
         ok = self.feasible()
         with np.errstate(over="ignore"):  # exp of a huge f is inf, as it should be
-            return float(np.exp(np.min(self.f[ok]))) if ok.any() else math.inf
+            return float(np.exp(np.min(self.f[ok]).astype(float))) if ok.any() else math.inf
 
     def evals_to(self, target: float) -> float:
-        """Evaluations until a feasible point with ``exp(f) <= target`` (inf if never)."""
-        hit = np.nonzero(self.feasible() & (self.f <= np.log(target)))[0]
+        """Evaluations until a feasible point with ``exp(f) <= target`` (inf if never; a
+        relative 1e-9 of slack, so a run reaches its own best through ``exp`` and ``log``)."""
+        hit = np.nonzero(self.feasible() & (self.f <= np.log(target) + 1e-9))[0]
         return float(hit[0] + 1) if len(hit) else math.inf
 
 
@@ -72,12 +128,12 @@ def popsize(dim: int) -> int:
 
 
 def _batch_evaluator(problem: Problem):
-    return jax.jit(jax.vmap(lambda x: evaluate(problem, x)))
+    return jax.jit(jax.vmap(evaluator(problem)))
 
 
 def _step(problem: Problem, learning_rate: float = 0.05):
     """The gradient method's compiled step (:func:`solve`'s defaults but ``INNER`` steps)."""
-    return make_step(lambda x: evaluate(problem, x), problem.bounds(), learning_rate, INNER, 10.0)
+    return make_step(evaluator(problem), problem.bounds(), learning_rate, INNER, 10.0)
 
 
 def _run_of(method: str, seed: int, f, pen, g, start: float = math.nan) -> Run:
@@ -114,7 +170,7 @@ def measure_cost(problem: Problem, batch=None, step=None, reps: int = 100) -> di
     forward1_s``."""
     batch = batch or _batch_evaluator(problem)
     run, opt = step or _step(problem)
-    single = jax.jit(lambda x: evaluate(problem, x))
+    single = jax.jit(evaluator(problem))
     lo, hi = problem.bounds()
     n = popsize(len(lo))
     xs = jnp.asarray(np.random.default_rng(0).uniform(lo, hi, (n, len(lo))))
@@ -148,9 +204,68 @@ def gradient_run(problem: Problem, evals: int, seed: int, per_eval: int = 1, ste
     """Augmented-Lagrangian adam with ``evals // per_eval`` gradient steps from
     :func:`start_of`, each charged ``per_eval`` evaluations (:func:`charged`)."""
     start, steps = time.perf_counter(), max(evals // per_eval, 1)
-    _, _, trace = solve(problem, steps, x0=start_of(problem, seed), inner=INNER, step=step)
+    fn = (evaluator(problem), problem.bounds())  # solve's (evaluate_fn, bounds) form
+    _, _, trace = solve(fn, steps, x0=start_of(problem, seed), inner=INNER, step=step)
     f, pen, g = charged(trace[:steps], per_eval, evals)
     return _run_of(f"gradient (1 grad = {per_eval} eval)", seed, f, pen, g, start)
+
+
+def multistart_step(problem: Problem, step=None):
+    """The compiled step (:func:`_step`) ``jax.vmap``-ed over a population of starts: one call
+    advances every start by ``INNER`` steps and its multiplier update."""
+    run, opt = step or _step(problem)
+    return jax.jit(jax.vmap(run)), opt
+
+
+def multistart_starts(problem: Problem, seed: int, starts: int) -> np.ndarray:
+    """``starts`` starts for seed ``seed``: the single gradient run's (:func:`start_of`) and
+    ``starts - 1`` more perturbed ones (seeds ``1000 + starts seed + j``), shape (starts, n)."""
+    extra = [start_of(problem, 1000 + starts * seed + j) for j in range(1, starts)]
+    return np.stack([start_of(problem, seed), *extra])
+
+
+def measure_multistart(problem: Problem, vstep, starts: int, forward_s: float, reps: int = 50):
+    """Wall time (s) after compilation of one step of one start in the vmapped step
+    (:func:`multistart_step` over ``starts`` starts) and its ratio to ``forward_s``, one
+    point of the batched forward (:func:`measure_cost`): ``(grad_s, ratio)``."""
+    run, opt = vstep
+    xs = jnp.asarray(multistart_starts(problem, 0, starts))
+    args = (xs, jax.vmap(opt.init)(xs), jnp.zeros((starts, len(BUDGETS))))
+    _best_time_s(run, args, 1)  # compile
+    grad_s = _best_time_s(run, args, reps) / (INNER * starts)
+    return grad_s, grad_s / forward_s
+
+
+def multistart_search(vstep, xs, evals: int, per_eval: int, constraints: int = len(BUDGETS)):
+    """``(f, penalty, g)`` per evaluation of the vmapped step ``vstep`` (:func:`multistart_step`)
+    from the starts ``xs`` (starts, n): ``evals // (starts per_eval)`` steps, each step's points
+    charged ``per_eval`` evaluations each, in the order of the steps (:func:`charged`);
+    ``constraints``: the length of ``g``."""
+    run, opt = vstep
+    xs = jnp.asarray(xs)
+    n_starts, traces = len(xs), []
+    state, lam = jax.vmap(opt.init)(xs), jnp.zeros((n_starts, constraints))
+    steps = max(evals // (n_starts * per_eval), 1)
+    for _ in range(math.ceil(steps / INNER)):
+        xs, state, lam, (f, pen, g) = run(xs, state, lam)
+        traces.append(np.concatenate([np.asarray(f)[..., None], np.asarray(pen)[..., None], g], -1))
+    trace = np.concatenate(traces, axis=1)[:, :steps]  # (starts, steps, 2 + constraints)
+    return charged(trace.transpose(1, 0, 2).reshape(-1, trace.shape[-1]), per_eval, evals)
+
+
+def multistart_run(
+    problem: Problem, evals: int, seed: int, starts: int, per_eval: int, vstep=None
+) -> Run:
+    """The gradient method from ``starts`` starts at once (:func:`multistart_starts`,
+    :func:`multistart_search`), each point charged ``per_eval`` evaluations."""
+    start = time.perf_counter()
+    xs = multistart_starts(problem, seed, starts)
+    out = multistart_search(vstep or multistart_step(problem), xs, evals, per_eval)
+    return _run_of(multistart_name(starts, per_eval), seed, *out, start=start)
+
+
+def multistart_name(starts: int, per_eval: int) -> str:
+    return f"{starts}-start grad (1 = {per_eval} eval)"
 
 
 def random_search(batch, lo, hi, evals: int, seed: int, size: int):
@@ -203,22 +318,104 @@ def cmaes_run(problem: Problem, evals: int, seed: int, batch=None) -> Run:
     return _run_of("CMA-ES", seed, *out, start=start)
 
 
+#: The fleet's scenarios cycle through these prompt lengths (tokens) and TPOT limits (s);
+#: periods 5 and 4 make the first 20 scenarios distinct pairs.  Scenario 0 is the ``serve``
+#: workload itself (2,048 in, 50 ms), so ``fleet_problem(1)`` is the ``serve`` problem.
+FLEET_INPUT_LENS = (2048, 512, 8192, 1024, 4096)
+FLEET_TPOT_SLOS_S = (0.05, 0.03, 0.10, 0.07)
+
+
+def fleet_scenario(i: int) -> Workload:
+    """Scenario ``i`` of the fleet: the built-in ``serve`` workload (Llama-3-70B on 8 chips,
+    256 output tokens, TTFT <= 2 s) with prompt length ``FLEET_INPUT_LENS[i % 5]`` and TPOT
+    limit ``FLEET_TPOT_SLOS_S[i % 4]``, the search space and the traced sizes ``[chips,
+    ttft_slo_s, tpot_slo_s]`` changed together."""
+    base = builtin_workload("serve")
+    n_in, tpot_s = FLEET_INPUT_LENS[i % 5], FLEET_TPOT_SLOS_S[i % 4]
+    space = replace(base.space, input_len=n_in, tpot_slo_s=tpot_s)
+    sizes = np.asarray([base.sizes[0], base.sizes[1], tpot_s])
+    desc = f"Llama-3-70B on 8 chips, {n_in:,} in, TPOT <= {tpot_s * 1e3:.0f} ms, TTFT <= 2 s"
+    name = f"serve{i}-{n_in}in-{tpot_s * 1e3:.0f}ms"
+    return replace(base, name=name, space=space, sizes=sizes, description=desc)
+
+
+def fleet_problem(k: int, tech: Technology) -> Problem:
+    """``k`` serving scenarios (:func:`fleet_scenario` 0..k-1) sharing one chip design, each
+    with its own plan (6 parameters): dimension ``8 + 6 k``.  Weights ``1/k``, so ``exp(f)``
+    is the geometric mean of the scenarios' objectives (USD s/token) and the plan penalty
+    their mean; budgets those of ``serve`` (:data:`~.optimize.DEFAULT_BUDGETS`)."""
+    if k < 1:
+        raise ValueError(f"fleet_problem: expected k >= 1 scenarios, got {k}")
+    scenarios = tuple(fleet_scenario(i) for i in range(k))
+    return Problem(scenarios, (1.0 / k,) * k, tech, DEFAULT_BUDGETS["serve"])
+
+
+def is_fleet(problem: Problem) -> bool:
+    """Whether ``problem``'s workloads are one serving setup (model, template system, search
+    space but prompt length and SLOs) under different loads (:func:`fleet_problem`, ``k > 1``)."""
+    w0 = problem.workloads[0]
+    same = lambda w: replace(w.space, input_len=0, ttft_slo_s=0.0, tpot_slo_s=0.0)  # noqa: E731
+    return len(problem.workloads) > 1 and all(
+        w.kind == "serve" and w.name != "edge" and w.model is w0.model and w.like is w0.like
+        and same(w) == same(w0) and np.array_equal(w.lo, w0.lo) and np.array_equal(w.hi, w0.hi)
+        for w in problem.workloads
+    )  # fmt: skip
+
+
+def fleet_evaluate(problem: Problem, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """:func:`~.optimize.evaluate` of a fleet (:func:`is_fleet`), the same numbers from one
+    trace of the serving model: the scenarios' exact plan templates (prompt lengths) stacked
+    and the relaxed plans, costs and penalties ``jax.vmap``-ed over them; the system of the
+    design built once.  Compiles in about the time of one scenario whatever ``K`` (the
+    unrolled loop of ``evaluate`` compiles one serving model per scenario)."""
+    z, thetas = problem.split(x)
+    design, tech, w0 = to_design(z), problem.tech, problem.workloads[0]
+    system, structure = design_system(design, tech, w0.like), _serve_structure(w0)
+    stack = lambda *a: jnp.stack([jnp.asarray(v) for v in a])  # noqa: E731
+    templates = jax.tree.map(stack, *[_serve_template(w) for w in problem.workloads])
+    lo, hi = jnp.asarray(w0.lo), jnp.asarray(w0.hi)
+
+    def one(theta, template, sizes):
+        plan = relaxed_serve_plan(theta, _TAU, template, structure, sizes[0])
+        out = ServeCost(system, w0.model, RELAXED)(plan)
+        log_obj = jnp.log(_serve_objective(w0, out, design, tech, RELAXED))
+        return log_obj, relaxed_serve_penalty(out, theta, lo, hi, sizes)
+
+    sizes = jnp.asarray(np.stack([w.sizes for w in problem.workloads]))
+    log_obj, pen = jax.vmap(one)(jnp.stack(thetas), templates, sizes)
+    weights = jnp.asarray(problem.weights)
+    _, _, g = evaluate(replace(problem, workloads=(), weights=()), z)  # the budgets only
+    return weights @ log_obj, weights @ pen, g
+
+
+def evaluator(problem: Problem):
+    """The function ``x -> (f, penalty, g)`` of ``problem``: :func:`fleet_evaluate` for a
+    fleet, else :func:`~.optimize.evaluate`."""
+    if is_fleet(problem):
+        return lambda x: fleet_evaluate(problem, x)
+    return lambda x: evaluate(problem, x)
+
+
 def conventions(ratio: float) -> tuple[int, ...]:
     """Evaluations charged per gradient step: the measured ratio rounded up, and 1 and 3."""
     return tuple(sorted({1, 3, max(1, math.ceil(ratio))}))
 
 
 def compare(
-    problem: Problem, evals: int = 200, seeds: int = 3, ratio: float = 3.0, batch=None, step=None
-) -> list[Run]:
+    problem: Problem, evals: int = 200, seeds: int = 3, ratio: float = 3.0, batch=None, step=None,
+    multistart: tuple[int, int, Any] | None = None,
+) -> list[Run]:  # fmt: skip
     """All methods, ``seeds`` seeds each, ``evals`` model evaluations each; the gradient under
     every convention of :func:`conventions` (``ratio``: measured grad/forward cost).  ``batch``
-    and ``step``: compiled evaluators to reuse (e.g. those :func:`measure_cost` timed)."""
+    and ``step``: compiled evaluators to reuse (e.g. those :func:`measure_cost` timed);
+    ``multistart = (starts, per_eval, vstep)`` adds :func:`multistart_run`."""
     batch = batch or _batch_evaluator(problem)
     step = step or _step(problem)
     runs = []
     for seed in range(seeds):
         runs += [gradient_run(problem, evals, seed, k, step) for k in conventions(ratio)]
+        if multistart:
+            runs.append(multistart_run(problem, evals, seed, *multistart))
         runs.append(random_run(problem, evals, seed, batch))
         runs.append(cmaes_run(problem, evals, seed, batch))
     return runs
@@ -268,9 +465,20 @@ __all__ = [
     "cmaes_run",
     "compare",
     "conventions",
+    "evaluator",
+    "fleet_evaluate",
+    "fleet_problem",
+    "fleet_scenario",
+    "is_fleet",
     "gradient_run",
     "measure_cost",
+    "measure_multistart",
     "median_best",
+    "multistart_name",
+    "multistart_run",
+    "multistart_search",
+    "multistart_starts",
+    "multistart_step",
     "penalised",
     "popsize",
     "random_run",
