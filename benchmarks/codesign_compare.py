@@ -7,7 +7,7 @@ gradient step in forward evaluations (:func:`~diffcost._codesign.compare.measure
 charges the gradient that many evaluations (rounded up), with 1 and 3 as brackets.
 
 Workloads ``fleet1``, ``fleet2``, ... ``fleetK``: K serving scenarios sharing one chip
-(:func:`~diffcost._codesign.compare.fleet_problem`, dimension 8 + 6 K).  When any is named the
+(:func:`~diffcost._codesign.fleet.fleet_problem`, dimension 8 + 6 K).  When any is named the
 results go to ``benchmarks/results/codesign-compare-dim.txt``, with a summary per dimension at
 the end; the dimension study is
 ``python benchmarks/codesign_compare.py 200,2000 5 fleet1 fleet2 fleet4 fleet8 fleet16``.
@@ -27,7 +27,6 @@ from diffcost._codesign.compare import (
     _step,
     compare,
     conventions,
-    fleet_problem,
     measure_cost,
     measure_multistart,
     median_best,
@@ -36,6 +35,7 @@ from diffcost._codesign.compare import (
     popsize,
     table,
 )
+from diffcost._codesign.fleet import fleet_problem
 from diffcost._codesign.optimize import make_problem
 from diffcost._codesign.technology import load_technology
 

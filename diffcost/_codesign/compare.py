@@ -20,18 +20,19 @@ with its default population ``4 + floor(3 ln n)`` (tutorial eq. 48) for the dime
 on the penalised objective ``f + penalty + 10 sum relu(g) + 100 sum relu(g)^2``, step size 0.5
 in log units, started where the gradient method starts for the same seed.
 
-Dimension. :func:`fleet_problem` scales the problem: ``K`` serving scenarios (prompt lengths
-512-8,192 tokens, TPOT limits 30-100 ms) share one chip, each with its own plan, ``n = 8 + 6K``;
-:func:`fleet_evaluate` traces the serving model once for all of them (``jax.vmap``), so the compile
-time does not grow with ``K`` (forward, step and 4-start step compiled and timed in 52-96 s for K =
-1-16 on the shared 2-core CPU; the unrolled loop of ``evaluate`` had not compiled its K = 8 batched
-forward after 5 minutes). CMA-ES adapts its covariance at rates ``c1 = 2 / ((n + 1.3)^2 + mu_eff)``
-and ``c_mu = 2 (mu_eff - 2 + 1 / mu_eff) / ((n + 2)^2 + mu_eff)`` (tutorial eqs. 57-58, as the
-``cmaes`` package sets them): its time scale ``1 / (c1 + c_mu)`` is 46 generations (510
-evaluations) at n = 14, 163 (2,280) at n = 32, 414 (6,600) at n = 56 and 1,305 (22,000) at n = 104;
-Hansen's reference implementation expects 100 n to 300 n^2 evaluations on hard problems
-(github.com/CMA-ES/c-cmaes, ``doc.txt``). One gradient step gives all ``n`` partial derivatives
-(one reverse pass) whatever ``n``.
+Dimension. A fleet (:func:`diffcost._codesign.fleet.fleet_problem`) scales the problem: ``K``
+serving scenarios (prompt lengths 512-8,192 tokens, TPOT limits 30-100 ms) share one chip, each
+with its own plan, ``n = 8 + 6K``; :func:`~diffcost._codesign.fleet.fleet_evaluate` traces the
+serving model once for all of them (``jax.vmap``), so the compile time does not grow with ``K``
+(forward, step and 4-start step compiled and timed in 52-96 s for K = 1-16 on the shared 2-core
+CPU; the unrolled loop of ``evaluate`` had not compiled its K = 8 batched forward after 5
+minutes). CMA-ES adapts its covariance at rates ``c1 = 2 / ((n + 1.3)^2 + mu_eff)`` and ``c_mu =
+2 (mu_eff - 2 + 1 / mu_eff) / ((n + 2)^2 + mu_eff)`` (tutorial eqs. 57-58, as the ``cmaes``
+package sets them): its time scale ``1 / (c1 + c_mu)`` is 46 generations (510 evaluations) at n
+= 14, 163 (2,280) at n = 32, 414 (6,600) at n = 56 and 1,305 (22,000) at n = 104; Hansen's
+reference implementation expects 100 n to 300 n^2 evaluations on hard problems (github.com/CMA-
+ES/c-cmaes, ``doc.txt``). One gradient step gives all ``n`` partial derivatives (one reverse
+pass) whatever ``n``.
 
 Multi-start: :func:`multistart_run` advances ``starts`` starts by one ``jax.vmap``-ed step
 (:func:`multistart_step`), each start's step charged its measured share of that step
@@ -59,36 +60,15 @@ CMA-ES at n = 20 and 2000, worse elsewhere: 0.67 vs 0.54x at n = 104); they beat
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.smooth import RELAXED
-from .._search.serve import relaxed_serve_penalty, relaxed_serve_plan
-from .._serve.cost import ServeCost
-from .design import design_system
-from .optimize import (
-    BUDGETS,
-    DEFAULT_BUDGETS,
-    Problem,
-    evaluate,
-    make_step,
-    solve,
-    start_vector,
-    to_design,
-)
-from .technology import Technology
-from .workloads import (
-    _TAU,
-    Workload,
-    _serve_objective,
-    _serve_structure,
-    _serve_template,
-    builtin_workload,
-)
+from .fleet import evaluator
+from .optimize import BUDGETS, Problem, make_step, solve, start_vector
 
 BASELINES = ("random search", "CMA-ES")
 INNER = 5  # adam steps per multiplier update (the gradient method's compiled scan length)
@@ -247,7 +227,7 @@ def multistart_search(vstep, xs, evals: int, per_eval: int, constraints: int = l
     state, lam = jax.vmap(opt.init)(xs), jnp.zeros((n_starts, constraints))
     steps = max(evals // (n_starts * per_eval), 1)
     for _ in range(math.ceil(steps / INNER)):
-        xs, state, lam, (f, pen, g) = run(xs, state, lam)
+        xs, state, lam, (f, pen, g, _) = run(xs, state, lam)
         traces.append(np.concatenate([np.asarray(f)[..., None], np.asarray(pen)[..., None], g], -1))
     trace = np.concatenate(traces, axis=1)[:, :steps]  # (starts, steps, 2 + constraints)
     return charged(trace.transpose(1, 0, 2).reshape(-1, trace.shape[-1]), per_eval, evals)
@@ -316,84 +296,6 @@ def cmaes_run(problem: Problem, evals: int, seed: int, batch=None) -> Run:
     batch, start = batch or _batch_evaluator(problem), time.perf_counter()
     out = cma_search(batch, start_of(problem, seed), lo, hi, evals, seed)
     return _run_of("CMA-ES", seed, *out, start=start)
-
-
-#: The fleet's scenarios cycle through these prompt lengths (tokens) and TPOT limits (s);
-#: periods 5 and 4 make the first 20 scenarios distinct pairs.  Scenario 0 is the ``serve``
-#: workload itself (2,048 in, 50 ms), so ``fleet_problem(1)`` is the ``serve`` problem.
-FLEET_INPUT_LENS = (2048, 512, 8192, 1024, 4096)
-FLEET_TPOT_SLOS_S = (0.05, 0.03, 0.10, 0.07)
-
-
-def fleet_scenario(i: int) -> Workload:
-    """Scenario ``i`` of the fleet: the built-in ``serve`` workload (Llama-3-70B on 8 chips,
-    256 output tokens, TTFT <= 2 s) with prompt length ``FLEET_INPUT_LENS[i % 5]`` and TPOT
-    limit ``FLEET_TPOT_SLOS_S[i % 4]``, the search space and the traced sizes ``[chips,
-    ttft_slo_s, tpot_slo_s]`` changed together."""
-    base = builtin_workload("serve")
-    n_in, tpot_s = FLEET_INPUT_LENS[i % 5], FLEET_TPOT_SLOS_S[i % 4]
-    space = replace(base.space, input_len=n_in, tpot_slo_s=tpot_s)
-    sizes = np.asarray([base.sizes[0], base.sizes[1], tpot_s])
-    desc = f"Llama-3-70B on 8 chips, {n_in:,} in, TPOT <= {tpot_s * 1e3:.0f} ms, TTFT <= 2 s"
-    name = f"serve{i}-{n_in}in-{tpot_s * 1e3:.0f}ms"
-    return replace(base, name=name, space=space, sizes=sizes, description=desc)
-
-
-def fleet_problem(k: int, tech: Technology) -> Problem:
-    """``k`` serving scenarios (:func:`fleet_scenario` 0..k-1) sharing one chip design, each
-    with its own plan (6 parameters): dimension ``8 + 6 k``.  Weights ``1/k``, so ``exp(f)``
-    is the geometric mean of the scenarios' objectives (USD s/token) and the plan penalty
-    their mean; budgets those of ``serve`` (:data:`~.optimize.DEFAULT_BUDGETS`)."""
-    if k < 1:
-        raise ValueError(f"fleet_problem: expected k >= 1 scenarios, got {k}")
-    scenarios = tuple(fleet_scenario(i) for i in range(k))
-    return Problem(scenarios, (1.0 / k,) * k, tech, DEFAULT_BUDGETS["serve"])
-
-
-def is_fleet(problem: Problem) -> bool:
-    """Whether ``problem``'s workloads are one serving setup (model, template system, search
-    space but prompt length and SLOs) under different loads (:func:`fleet_problem`, ``k > 1``)."""
-    w0 = problem.workloads[0]
-    same = lambda w: replace(w.space, input_len=0, ttft_slo_s=0.0, tpot_slo_s=0.0)  # noqa: E731
-    return len(problem.workloads) > 1 and all(
-        w.kind == "serve" and w.name != "edge" and w.model is w0.model and w.like is w0.like
-        and same(w) == same(w0) and np.array_equal(w.lo, w0.lo) and np.array_equal(w.hi, w0.hi)
-        for w in problem.workloads
-    )  # fmt: skip
-
-
-def fleet_evaluate(problem: Problem, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """:func:`~.optimize.evaluate` of a fleet (:func:`is_fleet`), the same numbers from one
-    trace of the serving model: the scenarios' exact plan templates (prompt lengths) stacked
-    and the relaxed plans, costs and penalties ``jax.vmap``-ed over them; the system of the
-    design built once.  Compiles in about the time of one scenario whatever ``K`` (the
-    unrolled loop of ``evaluate`` compiles one serving model per scenario)."""
-    z, thetas = problem.split(x)
-    design, tech, w0 = to_design(z), problem.tech, problem.workloads[0]
-    system, structure = design_system(design, tech, w0.like), _serve_structure(w0)
-    stack = lambda *a: jnp.stack([jnp.asarray(v) for v in a])  # noqa: E731
-    templates = jax.tree.map(stack, *[_serve_template(w) for w in problem.workloads])
-    lo, hi = jnp.asarray(w0.lo), jnp.asarray(w0.hi)
-
-    def one(theta, template, sizes):
-        plan = relaxed_serve_plan(theta, _TAU, template, structure, sizes[0])
-        out = ServeCost(system, w0.model, RELAXED)(plan)
-        log_obj = jnp.log(_serve_objective(w0, out, design, tech, RELAXED))
-        return log_obj, relaxed_serve_penalty(out, theta, lo, hi, sizes)
-
-    sizes = jnp.asarray(np.stack([w.sizes for w in problem.workloads]))
-    log_obj, pen = jax.vmap(one)(jnp.stack(thetas), templates, sizes)
-    weights = jnp.asarray(problem.weights)
-    _, _, g = evaluate(replace(problem, workloads=(), weights=()), z)  # the budgets only
-    return weights @ log_obj, weights @ pen, g
-
-
-def evaluator(problem: Problem):
-    """The function ``x -> (f, penalty, g)`` of ``problem``: :func:`fleet_evaluate` for a
-    fleet, else :func:`~.optimize.evaluate`."""
-    if is_fleet(problem):
-        return lambda x: fleet_evaluate(problem, x)
-    return lambda x: evaluate(problem, x)
 
 
 def conventions(ratio: float) -> tuple[int, ...]:
@@ -465,11 +367,6 @@ __all__ = [
     "cmaes_run",
     "compare",
     "conventions",
-    "evaluator",
-    "fleet_evaluate",
-    "fleet_problem",
-    "fleet_scenario",
-    "is_fleet",
     "gradient_run",
     "measure_cost",
     "measure_multistart",
