@@ -38,24 +38,20 @@ Multi-start: :func:`multistart_run` advances ``starts`` starts by one ``jax.vmap
 (:func:`multistart_step`), each start's step charged its measured share of that step
 (:func:`measure_multistart`), so a vmapped step of P starts costs P times that.
 
-Findings (``benchmarks/results/codesign-compare.txt``, 2-core CPU): a gradient step costs 20-52
-batched forward points; at that rate CMA-ES beats the gradient on every built-in workload at 200
-and 2000 evaluations; the gradient wins (by 8-44% at 200) only when a step counts as 1 evaluation.
-With the dimension (``benchmarks/results/codesign-compare-dim.txt``, fleets of K = 1, 2, 4, 8, 16:
-n = 14, 20, 32, 56, 104; 5 seeds): one step costs 19-38 batched forward points (measured; about
-+-25% between runs). At 2000 evaluations and that cost the gradient's median best is 1.56x CMA-ES's
-at n = 14, 1.58x at 20, 1.17x at 32, then 0.93x at 56 (7% lower) and 0.54x at 104 (46% lower);
-charged 1 evaluation a step it is 0.93, 0.95, 0.73, 0.63, 0.47x. The break-even cost (2000 / the
-steps the gradient needs to reach CMA-ES's median best) grows from 5.6 and 4.9 evaluations per step
-at n = 14, 20 to 17 at 32, 31 at 56 and 45 at 104: above n ~ 50 the gradient wins at its measured
-cost on this CPU, clearly (1.9x) at n = 104, narrowly at 56 (within the measured cost's noise: it
-wins while a step costs under 31 points; measured 28 here, 22 in an earlier run). At 200
-evaluations the gradient loses at its measured cost up to n = 32 (1.29-1.78x) and beyond that
-neither it nor CMA-ES finds a feasible design in most runs (gradient 2/5 and CMA-ES 1/5 at n = 56,
-both 0/5 at 104; charged 1 or 3 evaluations a step the gradient is feasible in 5/5). Four starts in
-one vmapped step cost 12-19 points per start and step: no better than one start (1.54 vs 1.58x
-CMA-ES at n = 20 and 2000, worse elsewhere: 0.67 vs 0.54x at n = 104); they beat CMA-ES only at n =
-104.
+Findings (``benchmarks/results/codesign-compare.txt`` and ``codesign-compare-dim.txt``, 2-core
+CPU, 5 seeds, medians; re-measured on two memory levels): one gradient step costs 25-62 points
+of the batched forward (measured; about +-25% between runs). On the built-in workloads (n =
+14-31) CMA-ES beats the gradient at that cost (1.5-1.65x at 200 evaluations, the gradient
+infeasible in most train and mix runs; 1.03-1.6x at 2000); charged 1 evaluation a step the
+gradient wins at 200 (0.62-0.95x) and ties at 2000 (0.9-1.02x). With the dimension (fleets of K
+= 1, 2, 4, 8, 16: n = 14, 20, 32, 56, 104) at 2000 evaluations and the measured cost the
+gradient's median best is 1.21x CMA-ES's at n = 14, 1.29x at 20, 1.22x at 32, 0.94x at 56 and
+0.52x at 104 (CMA-ES feasible in 4 of 5 runs there); charged 1 evaluation a step it is 1.02,
+1.01, 0.98, 0.74 and 0.43x. So the gradient wins clearly (about 2x) only at n ~ 100, where
+CMA-ES's covariance (time scale ~22,000 evaluations) cannot be learnt within 2000; at 200
+evaluations and n >= 56 CMA-ES finds no feasible design in most runs while the gradient (charged
+1 or 3) does in every run. Four starts in one vmapped step cost 9-13 points per start and step
+and do no better than one.
 """
 
 import math
