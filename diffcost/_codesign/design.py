@@ -162,8 +162,8 @@ def memory_figures(design: ChipDesign, tech: Technology) -> tuple[Array, Array, 
 
     Capacity is external memory + SRAM.  A full memory (SRAM and the bought stacks and
     channels, :func:`bought_counts`: an :data:`ABSENT` part holds nothing) is placed over the
-    two levels
-    for the fastest stream (:func:`diffcost._terms.memory_levels.placement_share`: SRAM holds
+    two levels for the fastest stream
+    (:func:`diffcost._terms.memory_levels.placement_share`: SRAM holds
     ``f = min(S / C, B_sram / (B_sram + B_ext))`` of them), so the bandwidth is
     ``B_ext / (1 - f)`` and the energy per byte ``f e_sram + (1 - f) e_ext``: a small SRAM
     beside HBM adds ``S / C`` of the HBM bandwidth, an SRAM-only chip (Groq's) streams at the
@@ -181,12 +181,8 @@ def memory_figures(design: ChipDesign, tech: Technology) -> tuple[Array, Array, 
         sram_bytes, sram_bandwidth_bytes_per_s(design, tech), ext_bw, bought + sram_bytes, EXACT
     )
     ext_j = ext_power / ext_bw
-    return (
-        capacity,
-        ext_bw / (1.0 - f),
-        ext_j + f * (tech.sram_j_per_byte - ext_j),
-        (sram_bytes / capacity),
-    )
+    j_per_byte = ext_j + f * (tech.sram_j_per_byte - ext_j)
+    return capacity, ext_bw / (1.0 - f), j_per_byte, sram_bytes / capacity
 
 
 def near_memory(design: ChipDesign, tech: Technology) -> NearMemory:
@@ -299,13 +295,14 @@ def design_chip(design: ChipDesign, tech: Technology) -> Chip:
     fitted efficiency of ``like`` applies), ``array_dim`` 1 and ``op_latency_s`` 0 (unused
     for GPUs), ``tdp_w`` = :func:`design_power_w`; two memory levels: the external memory's
     bandwidth, the SRAM as :func:`near_memory`, capacity both together."""
-    capacity, _, _, share = memory_figures(design, tech)
-    _, ext_bw, _ = _external(design, tech)
+    ext_cap, ext_bw, _ = _external(design, tech)
+    sram_bytes = design.sram_mb * 1e6
+    capacity = ext_cap + sram_bytes
     return Chip(
         peak_flop_per_s=peak_flop_per_s(design, tech),
         memory_capacity_bytes=capacity,
         memory_bandwidth_bytes_per_s=ext_bw,
-        on_chip_sram=share,
+        on_chip_sram=sram_bytes / capacity,
         tdp_w=design_power_w(design, tech),
         architecture=one_hot_architecture("gpu"),
         array_dim=jnp.asarray(1.0),
