@@ -2,7 +2,8 @@
 
 import os
 
-from diffcost._core.xla import CPU_FLAGS, configure_xla
+from diffcost._core import xla
+from diffcost._core.xla import CPU_FLAGS, configure_xla, flags_supported
 
 
 def test_the_flags_are_set_in_this_process_before_jax_started():
@@ -32,3 +33,17 @@ def test_the_users_own_value_wins(monkeypatch):
     empty: dict[str, str] = {}
     configure_xla(empty)
     assert empty["XLA_FLAGS"] == " ".join(CPU_FLAGS)
+
+
+def test_a_jaxlib_without_the_classic_emitters_gets_no_flag(monkeypatch):
+    # jaxlib 0.11.2 aborts the whole process on the unknown flag (seen on an H100 machine)
+    assert flags_supported("0.10.2") and flags_supported("0.4.30")
+    assert not flags_supported("0.11.2") and not flags_supported("1.0.0")
+    assert not flags_supported("not-a-version")
+    from jax._src import xla_bridge
+
+    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)
+    monkeypatch.setattr(xla.metadata, "version", lambda _: "0.11.2")
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    assert configure_xla(env) is False
+    assert env == {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}

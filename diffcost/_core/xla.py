@@ -12,18 +12,43 @@ The flag is added to ``XLA_FLAGS`` unless the user's ``XLA_FLAGS`` already sets 
 ``XLA_FLAGS`` when its first backend starts, so the setting takes effect only if no JAX
 computation ran before ``import diffcost``; otherwise it is left as it is (the models are the
 same, only slower to compile).  It concerns the CPU backend only; GPU and TPU are unaffected.
+
+XLA aborts the process (a fatal ``Unknown flag in XLA_FLAGS``, not an exception) on a flag it
+does not know, and the classic CPU emitters and their flag were retired from XLA in 2026
+(openxla/xla PR 48001, "Retire ParallelLoopEmitter and the legacy elemental route"): jaxlib
+0.10.2 accepts the flag and jaxlib 0.11.2 aborts on it (seen on an H100 machine with jax 0.11.2,
+2026-11-26).  So the flag is added only for a jaxlib older than :data:`LAST_JAXLIB`; a newer
+jaxlib runs with its own emitters (slower to compile on a CPU, the same models).
 """
 
 import os
+from importlib import metadata
 
 #: Flags added to ``XLA_FLAGS`` (each unless the user's value already names it).
 CPU_FLAGS: tuple[str, ...] = ("--xla_cpu_use_fusion_emitters=false",)
 
+#: The first jaxlib (major, minor) without the classic CPU emitters: the flags are not added.
+LAST_JAXLIB: tuple[int, int] = (0, 11)
+
+
+def flags_supported(jaxlib_version: str | None = None) -> bool:
+    """Whether the installed jaxlib (or ``jaxlib_version``) still knows :data:`CPU_FLAGS`; an
+    unknown or unreadable version counts as not knowing them (never risk XLA's abort)."""
+    try:
+        version = jaxlib_version or metadata.version("jaxlib")
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) < LAST_JAXLIB
+
 
 def configure_xla(environ: dict[str, str] | None = None) -> bool:
     """Add :data:`CPU_FLAGS` to ``XLA_FLAGS`` in ``environ`` (default ``os.environ``) unless
-    JAX's backends already started; returns whether the flags are (now) in effect."""
+    JAX's backends already started or the installed jaxlib no longer knows them; returns
+    whether the flags are (now) in effect."""
     env = os.environ if environ is None else environ
+    if not flags_supported():
+        return False
     try:
         from jax._src import xla_bridge
 
@@ -38,4 +63,4 @@ def configure_xla(environ: dict[str, str] | None = None) -> bool:
     return True
 
 
-__all__ = ["CPU_FLAGS", "configure_xla"]
+__all__ = ["CPU_FLAGS", "LAST_JAXLIB", "configure_xla", "flags_supported"]
