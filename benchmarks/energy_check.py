@@ -7,11 +7,11 @@ built-in system and model, the exact cost model on the recorded plan) and prints
 measured node power and J/output token with the % error, next to the pre-activity bound
 ``chips * TDP + node overhead`` (the TDP model with the same system overhead).
 
-The activity model counts only the chips' arithmetic and DRAM/link traffic above an idle
-floor (``specs/chips/h100-sxm.toml`` [energy]) plus the node's low-load floor: on-chip data
-movement (registers, shared memory, L2), clock power under load and host/fan power above the
-floor are not counted, so it is a lower bound of the wall power, and the TDP model an upper
-bound.  Run: ``python benchmarks/energy_check.py`` (writes
+The activity model counts the chips' arithmetic and DRAM/link traffic above a running chip's
+floor (``specs/chips/h100-sxm.toml`` [energy], measured on an H100 with
+``benchmarks/power_check.py``, not fitted to these points) plus the node's low-load floor; host
+and fan power above that floor is not counted, and MaxQ runs lower the GPUs' power limits (not
+recorded), so the error has both signs.  Run: ``python benchmarks/energy_check.py`` (writes
 ``benchmarks/results/energy-check.txt``).
 """
 

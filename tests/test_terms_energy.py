@@ -141,7 +141,7 @@ def test_finite_gradients_of_training_energy_wrt_chip_figures_and_plan(h100, lla
 def test_chip_energy_table_loads_with_units_and_fallbacks():
     chip = dc.load_chip("h100-sxm")
     e = chip.energy
-    assert float(e.memory_j_per_byte) == pytest.approx(3.9e-12 * 8)
+    assert float(e.memory_j_per_byte) == pytest.approx(12.2e-12 * 8)
     assert float(e.flop_j[format_index("fp8")]) < float(e.flop_j[BF16])
     # tf32 is not in the table: it falls back to fp32, as the peaks do; fp4 to fp8
     assert float(e.flop_j[format_index("tf32")]) == float(e.flop_j[format_index("fp32")])
@@ -154,14 +154,14 @@ ENERGY_MESSAGES = {
         "link_pj_per_bit = 5.5\nsram_pj_per_bit = 1",
         "energy.sram_pj_per_bit: unknown key",
     ),
-    "missing key": ("idle_w = 64.4\n", "", "energy.idle: missing required key"),
+    "missing key": ("idle_w = 132\n", "", "energy.idle: missing required key"),
     "wrong unit": (
-        "memory_pj_per_bit = 3.9",
-        "memory_pj_per_flop = 3.9",
+        "memory_pj_per_bit = 12.2",
+        "memory_pj_per_flop = 12.2",
         "energy.memory_pj_per_flop: unit of 'memory_pj_per_flop' is j_per_flop, but memory is "
         "in j_per_byte",
     ),
-    "idle above TDP": ("idle_w = 64.4", "idle_w = 800", "energy.idle_w: 800.0 W is more than"),
+    "idle above TDP": ("idle_w = 132", "idle_w = 800", "energy.idle_w: 800.0 W is more than"),
 }
 
 
@@ -197,20 +197,22 @@ def _energy_check():
     return module
 
 
-def test_published_wall_power_is_bracketed_by_the_activity_and_tdp_models():
+def test_published_wall_power_is_predicted_from_the_measured_chip_constants():
     """MLPerf power points (specs/power/mlperf-power.toml; benchmarks/energy_check.py).
 
-    Tolerance: the prediction lies in ``[0.4, 1.0] x`` the measured wall power, and the
-    measurement below ``chips * TDP + node overhead``.  The activity model is a lower bound by
-    construction (the chip tables count arithmetic and DRAM/link traffic above an idle floor;
-    on-chip data movement, clock power under load and host power above the low-load floor are
-    not counted: -37% to -52% on these points).  The counted work must show above the floor:
-    more than 1.25 x the idle chips plus node overhead (a lost FLOP or byte count fails).
+    The H100 [energy] constants were measured on the chip (benchmarks/power_check.py), not fitted
+    to these points, so this is an out-of-sample check.  Tolerance: the prediction lies within
+    25% of the measured wall power (measured: +12%, +9% on the MaxQ inference points, whose
+    unrecorded GPU power limits lower the measurement; -17% on the training point, whose host
+    power above the node's low-load floor is not counted), and the measurement below
+    ``chips * TDP + node overhead``.  The counted work must show above the floor: more than 1.25 x
+    the idle chips plus node overhead (a lost FLOP or byte count fails).
     """
     h100 = dc.load_system("dgx-h100")
     floor_w = 8 * float(h100.chip.energy.idle_w) + float(h100.node_overhead_w)
     for point, pred in _energy_check().rows():
         assert pred["fits"] == 1.0, point["id"]
         measured = point["power_w"]
-        assert 0.4 * measured <= pred["power_w"] <= measured <= pred["bound_w"], point["id"]
+        assert 0.75 * measured <= pred["power_w"] <= 1.25 * measured, point["id"]
+        assert measured <= pred["bound_w"], point["id"]
         assert pred["power_w"] > 1.25 * floor_w, point["id"]
