@@ -37,6 +37,7 @@ def test_fleet_of_one_is_the_serve_problem():
         fleet_problem(0, tech)
 
 
+@pytest.mark.slow  # 9 s on 2 cores (K compiled loops)
 def test_the_vmapped_fleet_evaluates_as_the_loop_over_its_scenarios():
     problem = fleet_problem(2, load_technology("n4"))
     x = jnp.asarray(start_of(problem, 1))  # off the start: over area, a plan penalty

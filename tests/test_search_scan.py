@@ -70,6 +70,7 @@ def test_device_enumeration_equals_the_host_enumeration(name, system, chips, opt
     assert device.binding == host.binding
 
 
+@pytest.mark.slow  # 10 s on 2 cores (one more compiled scan)
 def test_device_enumeration_reports_an_infeasible_space():
     model = dc.load_model("gpt3-175b")
     space = TrainSearchSpace(global_batch=64, seq_len=2048, chips=(8,), zero=(0,))

@@ -57,6 +57,7 @@ def test_fp8_training_on_a100_is_a_problem_not_a_cost():
     assert problems == []
 
 
+@pytest.mark.slow  # 10 s on 2 cores (an exact search)
 def test_exact_search_counts_fp8_on_a100_infeasible():
     system = dc.load_system("dgx-a100", chips=8)
     model = dc.load_model("llama-2-7b")

@@ -145,6 +145,7 @@ def test_hybrid_shard_group_validity():
     assert float(hybrid_shard_violation(dc.train_plan(dp=16, zero=0), dc.EXACT)) == 0.0
 
 
+@pytest.mark.slow  # 11 s on 2 cores; ZeRO-3 relaxed == exact stays in the fast run
 def test_hybrid_relaxed_equals_exact_and_gradient_is_finite(a100_1024, gpt3):
     plan = dc.train_plan(**HSDP, zero=3, shard_group=8)
     exact = dc.TrainCost(a100_1024, gpt3)(plan)

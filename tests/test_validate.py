@@ -101,6 +101,7 @@ def test_summary_statistics():
     assert s["all"]["median_error"] == pytest.approx(0.0)
 
 
+@pytest.mark.slow  # 10 s on 2 cores (an exact search per point)
 def test_the_rule_is_the_fastest_fitting_plan_under_the_published_constraints(points, result):
     m = next(p for p in points if p.id == "megatron_sc21_table1_39.1B")
     model = dc.load_model(m.model)
