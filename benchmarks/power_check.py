@@ -132,6 +132,7 @@ def _kernels(scale: int = 1) -> dict[str, tuple[Any, tuple[Any, ...], float, flo
         "bf16_4096": _product(4096 // s, jnp.bfloat16, jnp.float32, 512),
         "fp8_8192": _product(8192 // s, jnp.float8_e4m3fn, jnp.bfloat16, 64),
         "decode_b16": _decode(16, 8192 // s, 32768 // s, 256),
+        **{f"decode_b{b}": _decode(b, 8192 // s, 32768 // s, 256) for b in (1, 4, 64, 128, 256)},
     }
 
 
@@ -256,6 +257,27 @@ def _rows(run: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: Tensor-core phases at full clock (1980 MHz, below the power limit): the fit of J/FLOP and J/bit.
+FIT_PHASES = ("decode_b4", "decode_b16", "decode_b64")
+
+
+def fit(runs: list[dict[str, Any]]) -> tuple[float, float, int]:
+    """Least squares ``P - floor = e_flop * FLOP/s + e_bit * bit/s`` over :data:`FIT_PHASES` of
+    every run (floor = the run's ``busy_l2`` power): (pJ/FLOP, pJ/bit, phases used)."""
+    import numpy as np
+
+    rows, excess = [], []
+    for run in runs:
+        floor = run["phases"]["busy_l2"]["power_w"]
+        for name in FIT_PHASES:
+            row = run["phases"].get(name, {})
+            if "power_w" in row:
+                rows.append([row["flop_per_s"], 8.0 * row["bytes_per_s"]])
+                excess.append(row["power_w"] - floor)
+    coef = np.linalg.lstsq(np.asarray(rows), np.asarray(excess), rcond=None)[0]
+    return float(coef[0]) * 1e12, float(coef[1]) * 1e12, len(rows)
+
+
 def analyse(path: str, chip: str) -> str:
     """The measured per-activity energies of every run in ``path`` (one run's JSON, or
     ``{"runs": [...]}``) next to the chip spec's [energy] constants."""
@@ -276,6 +298,13 @@ def analyse(path: str, chip: str) -> str:
             f"{'SM MHz':>7s} {'pJ/FLOP':>8s} {'pJ/bit':>7s}"
         )
         lines.extend(_rows(run))
+    pj_flop, pj_bit, n = fit(runs)
+    floors = [run["phases"]["busy_l2"]["power_w"] for run in runs]
+    lines.append(
+        f"fit over {n} unthrottled tensor-core phases ({', '.join(FIT_PHASES)}): "
+        f"{pj_flop:.3f} pJ/FLOP, {pj_bit:.2f} pJ/bit; running floor (busy_l2) "
+        f"{', '.join(f'{f:.1f}' for f in floors)} W, mean {sum(floors) / len(floors):.1f} W"
+    )
     lines.append(
         f"spec [energy]: idle {spec['idle_w']} W, bf16 {spec['bf16_pj_per_flop']} pJ/FLOP, int8 "
         f"{spec['int8_pj_per_flop']}, fp8 {spec['fp8_pj_per_flop']} pJ/FLOP, memory "

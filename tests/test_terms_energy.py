@@ -141,7 +141,7 @@ def test_finite_gradients_of_training_energy_wrt_chip_figures_and_plan(h100, lla
 def test_chip_energy_table_loads_with_units_and_fallbacks():
     chip = dc.load_chip("h100-sxm")
     e = chip.energy
-    assert float(e.memory_j_per_byte) == pytest.approx(12.2e-12 * 8)
+    assert float(e.memory_j_per_byte) == pytest.approx(17.6e-12 * 8)
     assert float(e.flop_j[format_index("fp8")]) < float(e.flop_j[BF16])
     # tf32 is not in the table: it falls back to fp32, as the peaks do; fp4 to fp8
     assert float(e.flop_j[format_index("tf32")]) == float(e.flop_j[format_index("fp32")])
@@ -154,14 +154,14 @@ ENERGY_MESSAGES = {
         "link_pj_per_bit = 5.5\nsram_pj_per_bit = 1",
         "energy.sram_pj_per_bit: unknown key",
     ),
-    "missing key": ("idle_w = 132\n", "", "energy.idle: missing required key"),
+    "missing key": ("idle_w = 128\n", "", "energy.idle: missing required key"),
     "wrong unit": (
-        "memory_pj_per_bit = 12.2",
-        "memory_pj_per_flop = 12.2",
+        "memory_pj_per_bit = 17.6",
+        "memory_pj_per_flop = 17.6",
         "energy.memory_pj_per_flop: unit of 'memory_pj_per_flop' is j_per_flop, but memory is "
         "in j_per_byte",
     ),
-    "idle above TDP": ("idle_w = 132", "idle_w = 800", "energy.idle_w: 800.0 W is more than"),
+    "idle above TDP": ("idle_w = 128", "idle_w = 800", "energy.idle_w: 800.0 W is more than"),
 }
 
 
@@ -201,11 +201,12 @@ def test_published_wall_power_is_predicted_from_the_measured_chip_constants():
     """MLPerf power points (specs/power/mlperf-power.toml; benchmarks/energy_check.py).
 
     The H100 [energy] constants were measured on the chip (benchmarks/power_check.py), not fitted
-    to these points, so this is an out-of-sample check.  Tolerance: the prediction lies within
-    25% of the measured wall power (measured: +12%, +9% on the MaxQ inference points, whose
-    unrecorded GPU power limits lower the measurement; -17% on the training point, whose host
-    power above the node's low-load floor is not counted), and the measurement below
-    ``chips * TDP + node overhead``.  The counted work must show above the floor: more than 1.25 x
+    to these points, so this is an out-of-sample check.  The max-performance training run is
+    predicted within 15% (measured: -8%; host power above the node's low-load floor is not
+    counted).  MaxQ inference runs lower the GPUs' power limits (not recorded), which only lowers
+    the measurement, so the prediction at the 700 W limit must lie between the measurement and
+    ``chips * TDP + node overhead`` (measured: +25%, +22%; their predicted throughput is also 47%
+    and 66% above the measured).  The counted work must show above the floor: more than 1.25 x
     the idle chips plus node overhead (a lost FLOP or byte count fails).
     """
     h100 = dc.load_system("dgx-h100")
@@ -213,6 +214,9 @@ def test_published_wall_power_is_predicted_from_the_measured_chip_constants():
     for point, pred in _energy_check().rows():
         assert pred["fits"] == 1.0, point["id"]
         measured = point["power_w"]
-        assert 0.75 * measured <= pred["power_w"] <= 1.25 * measured, point["id"]
         assert measured <= pred["bound_w"], point["id"]
         assert pred["power_w"] > 1.25 * floor_w, point["id"]
+        if "maxq" in point["id"]:
+            assert measured <= pred["power_w"] <= pred["bound_w"], point["id"]
+        else:
+            assert pred["power_w"] == pytest.approx(measured, rel=0.15), point["id"]
