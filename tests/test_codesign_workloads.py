@@ -9,9 +9,6 @@ import numpy as np
 from diffcost._codesign.design import chip_as_design
 from diffcost._codesign.technology import load_technology
 from diffcost._codesign.workloads import (
-    _exact_at,
-    _exact_numbers,
-    _exact_result,
     builtin_workload,
     exact_objective,
     plan_neighbours,
@@ -41,19 +38,3 @@ def test_exact_objective_takes_the_feasible_neighbour_when_rounding_does_not_fit
     assert rounded_plan(w, theta)[0] == 2.0
     out = exact_objective(w, design, tech, theta)
     assert out["feasible"] and out["plan"]["tp"] == 8.0
-
-
-def test_batched_exact_verification_equals_each_plan_alone():
-    """The neighbours' one batched EXACT pass gives, plan by plan, the very numbers of the
-    unbatched evaluation (objective, feasibility): serving on a one-stack chip, where tp 4 does
-    not fit and tp 8 does, batch 2^3 or 2^4."""
-    tech = load_technology("n4")
-    design = dataclasses.replace(chip_as_design("h100-sxm", tech), hbm_stacks=jnp.asarray(1.0))
-    w = builtin_workload("serve")
-    plans = plan_neighbours(w, np.asarray([2.5, 0.4, 3.5, 0.0, 0.0, 0.0]))
-    assert len(plans) == 8
-    numbers = _exact_numbers(w, design, tech, np.stack(plans))
-    batched = [_exact_result(w, th, *row) for th, row in zip(plans, numbers, strict=True)]
-    alone = [_exact_at(w, design, tech, th) for th in plans]
-    assert batched == alone
-    assert {r["feasible"] for r in alone} == {True, False}

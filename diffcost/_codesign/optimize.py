@@ -475,6 +475,7 @@ __all__ = [
     "budget_excess",
     "codesign",
     "evaluate",
+    "log_budgets",
     "make_problem",
     "nearest_chips",
     "solve",

@@ -207,70 +207,34 @@ def exact_objective(
 ) -> dict[str, Any]:
     """The relaxed plan made whole and verified with the EXACT model: objective, feasibility,
     plan.  Every whole plan around it (:func:`plan_neighbours`, each degree floored or ceiled:
-    a fractional optimum between two plans may round to one that does not fit) is evaluated,
-    all in one batched pass (:func:`_exact_numbers`); the best feasible one is the answer, else
-    the rounded plan's (infeasible) result."""
-    plans = plan_neighbours(w, theta)
-    numbers = _exact_numbers(w, design, tech, np.stack(plans))
-    results = [_exact_result(w, th, *row) for th, row in zip(plans, numbers, strict=True)]
+    a fractional optimum between two plans may round to one that does not fit) is evaluated;
+    the best feasible one is the answer, else the rounded plan's (infeasible) result."""
+    results = [_exact_at(w, design, tech, th) for th in plan_neighbours(w, theta)]
     feasible = [r for r in results if r["feasible"]]
     return min(feasible, key=lambda r: r["objective"]) if feasible else results[0]
 
 
-def _exact_numbers(
-    w: Workload, design: ChipDesign, tech: Technology, thetas: np.ndarray
-) -> list[tuple[float, ...]]:
-    """EXACT model at each whole plan (rows of ``thetas``), one ``vmap`` over the plans run op
-    by op (no compilation: the eight plans of a training mix cost one model evaluation, not
-    eight): ``(objective, headroom bytes)`` for training, ``(objective, headroom bytes, TPOT s,
-    TTFT s)`` for serving."""
-    system = design_system(design, tech, w.like)
-    sizes = jnp.asarray(w.sizes)
-
-    def one(th: jax.Array) -> tuple[jax.Array, ...]:
-        if w.kind == "train":
-            plan, _ = relaxed_plan(th, jnp.asarray(_TAU), _structure(w.space), sizes)
-            out = TrainCost(system, w.model, EXACT)(plan)
-            return out.step_time_s, out.headroom_bytes
-        out, _ = _serve_out(w, design, tech, th, EXACT)
-        value = _serve_objective(w, out, design, tech, EXACT)
-        return value, out.headroom_bytes, out.tpot_s, out.ttft_s
-
-    columns = jax.vmap(one)(jnp.asarray(thetas))
-    return list(zip(*(np.asarray(c).tolist() for c in columns), strict=True))
-
-
-def _exact_result(w: Workload, th: np.ndarray, value: float, headroom: float, *lat: float):
-    """Objective, feasibility and degrees of the whole plan ``th`` from its EXACT numbers
-    (:func:`_exact_numbers`; ``lat``: TPOT and TTFT, s, when serving)."""
-    if w.kind == "train":
-        deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "cp", "micro_batch"))}
-        cols = {**{k: np.asarray([v]) for k, v in deg.items()}, "virtual_stages": np.asarray([1.0]),
-                "chips": np.asarray([w.sizes[2]]), "ep": np.asarray([1.0]),
-                "sequence_parallel": np.asarray([1.0 if deg["tp"] > 1 else 0.0])}  # fmt: skip
-        ok = bool(valid(cols, w.model, w.space)[0]) and headroom >= 0
-    else:
-        deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "batch"))}
-        tpot_s, ttft_s = lat
-        ok = headroom >= 0 and w.sizes[0] % (deg["tp"] * deg["pp"]) == 0
-        ok = ok and tpot_s <= w.sizes[2] and ttft_s <= w.sizes[1]
-    return {"objective": float(value), "feasible": bool(ok), "plan": deg}
-
-
 def _exact_at(w: Workload, design: ChipDesign, tech: Technology, th: np.ndarray) -> dict[str, Any]:
-    """The whole plan ``th`` alone evaluated with the EXACT model (the unbatched reference of
-    :func:`_exact_numbers`, for tests)."""
+    """The whole plan ``th`` evaluated with the EXACT model: objective, feasibility, plan."""
     sizes = jnp.asarray(w.sizes)
     if w.kind == "train":
         system = design_system(design, tech, w.like)
         plan, _ = relaxed_plan(jnp.asarray(th), jnp.asarray(_TAU), _structure(w.space), sizes)
         out = TrainCost(system, w.model, EXACT)(plan)
-        return _exact_result(w, th, float(out.step_time_s), float(out.headroom_bytes))
-    out, _ = _serve_out(w, design, tech, jnp.asarray(th), EXACT)
-    value = float(_serve_objective(w, out, design, tech, EXACT))
-    return _exact_result(
-        w, th, value, float(out.headroom_bytes), float(out.tpot_s), float(out.ttft_s)
-    )
+        deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "cp", "micro_batch"))}
+        cols = {**{k: np.asarray([v]) for k, v in deg.items()}, "virtual_stages": np.asarray([1.0]),
+                "chips": np.asarray([w.sizes[2]]), "ep": np.asarray([1.0]),
+                "sequence_parallel": np.asarray([1.0 if deg["tp"] > 1 else 0.0])}  # fmt: skip
+        ok = bool(valid(cols, w.model, w.space)[0]) and float(out.headroom_bytes) >= 0
+        value = float(out.step_time_s)
+    else:
+        out, _ = _serve_out(w, design, tech, jnp.asarray(th), EXACT)
+        deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "batch"))}
+        tp_pp = deg["tp"] * deg["pp"]
+        ok = float(out.headroom_bytes) >= 0 and w.sizes[0] % tp_pp == 0
+        ok = ok and float(out.tpot_s) <= w.sizes[2] and float(out.ttft_s) <= w.sizes[1]
+        value = float(_serve_objective(w, out, design, tech, EXACT))
+    return {"objective": value, "feasible": bool(ok), "plan": deg}
 
 
 __all__ = [
