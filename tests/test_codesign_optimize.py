@@ -10,10 +10,13 @@ from typer.testing import CliRunner
 
 from diffcost._codesign.optimize import (
     augmented_lagrangian,
+    evaluate,
+    log_budgets,
     make_problem,
     nearest_chips,
     solve,
     start_vector,
+    to_design,
 )
 
 
@@ -243,3 +246,16 @@ def test_cli_says_which_budget_is_exceeded_and_by_how_much():
     with console.capture() as cap:
         print_buildable(out)
     assert "NOT WITHIN" not in cap.get() and "within budgets" in cap.get()
+
+
+def test_log_budgets_are_evaluates_constraints_bit_for_bit():
+    """The summary reads the budgets from :func:`log_budgets` alone (not a whole evaluation of
+    the workloads): the same numbers as :func:`evaluate`'s ``g``, on a design away from the
+    start (the edge module scaled up past its budgets)."""
+    from diffcost._codesign.technology import load_technology
+
+    problem = make_problem("edge", load_technology("n4"))
+    x = jnp.asarray(start_vector(problem)).at[:8].add(0.7)
+    g = np.asarray(evaluate(problem, x)[2])
+    assert np.array_equal(np.asarray(log_budgets(problem, to_design(x[:8]))), g)
+    assert (g > 0).any()  # over a budget: the values are not the trivial ones

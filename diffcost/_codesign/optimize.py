@@ -121,6 +121,13 @@ def evaluate(problem: Problem, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.
     for w, weight, th in zip(problem.workloads, problem.weights, thetas, strict=True):
         log_obj, p = relaxed_objective(w, design, tech, th)
         f, pen = f + weight * log_obj, pen + weight * p
+    return f, pen, log_budgets(problem, design)
+
+
+def log_budgets(problem: Problem, design: ChipDesign) -> jax.Array:
+    """The log constraint values ``log(c / budget)`` (dimensionless) of :func:`evaluate`: die
+    area (mm^2), power (TDP, W) and manufacturing cost (USD, RELAXED die count)."""
+    tech = problem.tech
     used = jnp.stack(
         [
             design_area_mm2(design, tech),
@@ -128,7 +135,7 @@ def evaluate(problem: Problem, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.
             design_cost_usd(design, tech, RELAXED),
         ]
     )
-    return f, pen, jnp.log(used / jnp.asarray(problem.budgets))
+    return jnp.log(used / jnp.asarray(problem.budgets))
 
 
 def augmented_lagrangian(f, g, lam, rho) -> jax.Array:
@@ -293,7 +300,9 @@ def solve(
     # ``step``: a :func:`make_step` result to reuse (one compilation for many runs)
     run, opt = step or make_step(fn, bounds, learning_rate, inner, rho)
     state = opt.init(x)
-    lam = jnp.zeros(jax.eval_shape(fn, x)[2].shape or (1,))  # shapes only: no evaluation
+    # shapes only, no evaluation (a Problem's are known: tracing the mix's took seconds)
+    budgets = len(BUDGETS) if isinstance(problem, Problem) else None
+    lam = jnp.zeros(budgets or jax.eval_shape(fn, x)[2].shape or (1,))
     traces, points, v_before = [], [], math.inf
     for _ in range(max(1, math.ceil(steps / inner))):
         lam_before = np.asarray(lam)
@@ -435,7 +444,7 @@ def summarise(problem: Problem, x: np.ndarray, lam: np.ndarray, trace: np.ndarra
     """The :class:`CodesignResult` of a solution."""
     z, thetas = problem.split(jnp.asarray(x))
     design, tech = to_design(z), problem.tech
-    _, _, g = evaluate(problem, jnp.asarray(x))
+    g = log_budgets(problem, design)  # evaluate's g, without its three workload models
     used = {
         b: float(v) * c
         for b, v, c in zip(BUDGETS, np.exp(np.asarray(g)), problem.budgets, strict=True)
@@ -466,6 +475,7 @@ __all__ = [
     "budget_excess",
     "codesign",
     "evaluate",
+    "log_budgets",
     "make_problem",
     "nearest_chips",
     "solve",
