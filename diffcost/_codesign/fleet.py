@@ -20,12 +20,12 @@ from .design import design_system
 from .optimize import DEFAULT_BUDGETS, Problem, evaluate, to_design
 from .technology import Technology
 from .workloads import (
-    _TAU,
+    PLAN_TAU,
     Workload,
-    _serve_objective,
-    _serve_structure,
-    _serve_template,
     builtin_workload,
+    serve_objective,
+    serve_structure,
+    serve_template,
 )
 
 #: The fleet's scenarios cycle through these prompt lengths (tokens) and TPOT limits (s);
@@ -80,15 +80,15 @@ def fleet_evaluate(problem: Problem, x: jax.Array) -> tuple[jax.Array, jax.Array
     unrolled loop of ``evaluate`` compiles one serving model per scenario)."""
     z, thetas = problem.split(x)
     design, tech, w0 = to_design(z), problem.tech, problem.workloads[0]
-    system, structure = design_system(design, tech, w0.like), _serve_structure(w0)
+    system, structure = design_system(design, tech, w0.like), serve_structure(w0)
     stack = lambda *a: jnp.stack([jnp.asarray(v) for v in a])  # noqa: E731
-    templates = jax.tree.map(stack, *[_serve_template(w) for w in problem.workloads])
+    templates = jax.tree.map(stack, *[serve_template(w) for w in problem.workloads])
     lo, hi = jnp.asarray(w0.lo), jnp.asarray(w0.hi)
 
     def one(theta, template, sizes):
-        plan = relaxed_serve_plan(theta, _TAU, template, structure, sizes[0])
+        plan = relaxed_serve_plan(theta, PLAN_TAU, template, structure, sizes[0])
         out = ServeCost(system, w0.model, RELAXED)(plan)
-        log_obj = jnp.log(_serve_objective(w0, out, design, tech, RELAXED))
+        log_obj = jnp.log(serve_objective(w0, out, design, tech, RELAXED))
         return log_obj, relaxed_serve_penalty(out, theta, lo, hi, sizes)
 
     sizes = jnp.asarray(np.stack([w.sizes for w in problem.workloads]))

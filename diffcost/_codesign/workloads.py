@@ -50,7 +50,8 @@ from .design import ChipDesign, design_cost_usd, design_system
 from .technology import Technology
 
 WORKLOADS: tuple[str, ...] = ("train", "serve", "edge")
-_TAU = 0.02  # softmax temperature of the (single-option) categorical choices
+#: Softmax temperature of the relaxed plans' (single-option) categorical choices.
+PLAN_TAU = 0.02
 
 
 @dataclass(frozen=True)
@@ -122,25 +123,30 @@ def builtin_workload(name: str) -> Workload:
     return _train() if name == "train" else _serve(name)
 
 
-def _serve_template(w: Workload):
+def serve_template(w: Workload):
+    """The serve workload's fixed plan fields (prompt and output lengths) as a ServePlan."""
     sp = w.space
     return serve_plan(input_len=sp.input_len, output_len=sp.output_len, source="codesign")
 
 
-def _serve_out(w: Workload, design, tech, theta, sm: Smoothing):
+def serve_out(w: Workload, design, tech, theta, sm: Smoothing):
+    """The serve workload on ``design`` at the plan ``theta`` (log2 degrees and batch):
+    ``(ServeBreakdown, System)``, relaxed or exact by ``sm``."""
     system = design_system(design, tech, w.like)
-    structure = _serve_structure(w)
-    plan = relaxed_serve_plan(theta, _TAU, _serve_template(w), structure, w.sizes[0])
+    structure = serve_structure(w)
+    plan = relaxed_serve_plan(theta, PLAN_TAU, serve_template(w), structure, w.sizes[0])
     return ServeCost(system, w.model, sm)(plan), system
 
 
-def _serve_structure(w: Workload) -> ServeSearchSpace:
+def serve_structure(w: Workload) -> ServeSearchSpace:
+    """The workload's serve search space without its chip count, SLOs and batch cap (those are
+    the objective's and the penalty's business, not the plan's)."""
     return ServeSearchSpace(
         **{**w.space.__dict__, "chips": 0, "ttft_slo_s": 0.0, "tpot_slo_s": 0.0, "max_batch": 0}
     )
 
 
-def _serve_objective(w: Workload, out, design, tech, sm: Smoothing) -> jax.Array:
+def serve_objective(w: Workload, out, design, tech, sm: Smoothing) -> jax.Array:
     """TPOT (s) at the edge; else design cost (USD) x chip-seconds per output token."""
     if w.name == "edge":
         return out.tpot_s
@@ -158,10 +164,10 @@ def relaxed_objective(
         system = design_system(design, tech, w.like)
         structure = _structure(w.space)
         # one trace of the (large) training model: the search's loss, penalty included
-        total = relaxed_loss(theta, _TAU, system, w.model, structure, lo, hi, sizes)
+        total = relaxed_loss(theta, PLAN_TAU, system, w.model, structure, lo, hi, sizes)
         return total, jnp.zeros_like(total)
-    out, _ = _serve_out(w, design, tech, theta, RELAXED)
-    log_obj = jnp.log(_serve_objective(w, out, design, tech, RELAXED))
+    out, _ = serve_out(w, design, tech, theta, RELAXED)
+    log_obj = jnp.log(serve_objective(w, out, design, tech, RELAXED))
     return log_obj, relaxed_serve_penalty(out, theta, lo, hi, sizes)
 
 
@@ -169,10 +175,12 @@ def relaxed_value(w: Workload, design: ChipDesign, tech: Technology, theta: jax.
     """The relaxed objective in the workload's unit (no penalty)."""
     if w.kind == "train":
         system = design_system(design, tech, w.like)
-        plan, _ = relaxed_plan(theta, jnp.asarray(_TAU), _structure(w.space), jnp.asarray(w.sizes))
+        plan, _ = relaxed_plan(
+            theta, jnp.asarray(PLAN_TAU), _structure(w.space), jnp.asarray(w.sizes)
+        )
         return float(TrainCost(system, w.model, RELAXED)(plan).step_time_s)
-    out, _ = _serve_out(w, design, tech, theta, RELAXED)
-    return float(_serve_objective(w, out, design, tech, RELAXED))
+    out, _ = serve_out(w, design, tech, theta, RELAXED)
+    return float(serve_objective(w, out, design, tech, RELAXED))
 
 
 def rounded_plan(w: Workload, theta: np.ndarray) -> np.ndarray:
@@ -219,7 +227,7 @@ def _exact_at(w: Workload, design: ChipDesign, tech: Technology, th: np.ndarray)
     sizes = jnp.asarray(w.sizes)
     if w.kind == "train":
         system = design_system(design, tech, w.like)
-        plan, _ = relaxed_plan(jnp.asarray(th), jnp.asarray(_TAU), _structure(w.space), sizes)
+        plan, _ = relaxed_plan(jnp.asarray(th), jnp.asarray(PLAN_TAU), _structure(w.space), sizes)
         out = TrainCost(system, w.model, EXACT)(plan)
         deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "cp", "micro_batch"))}
         cols = {**{k: np.asarray([v]) for k, v in deg.items()}, "virtual_stages": np.asarray([1.0]),
@@ -228,16 +236,17 @@ def _exact_at(w: Workload, design: ChipDesign, tech: Technology, th: np.ndarray)
         ok = bool(valid(cols, w.model, w.space)[0]) and float(out.headroom_bytes) >= 0
         value = float(out.step_time_s)
     else:
-        out, _ = _serve_out(w, design, tech, jnp.asarray(th), EXACT)
+        out, _ = serve_out(w, design, tech, jnp.asarray(th), EXACT)
         deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "batch"))}
         tp_pp = deg["tp"] * deg["pp"]
         ok = float(out.headroom_bytes) >= 0 and w.sizes[0] % tp_pp == 0
         ok = ok and float(out.tpot_s) <= w.sizes[2] and float(out.ttft_s) <= w.sizes[1]
-        value = float(_serve_objective(w, out, design, tech, EXACT))
+        value = float(serve_objective(w, out, design, tech, EXACT))
     return {"objective": value, "feasible": bool(ok), "plan": deg}
 
 
 __all__ = [
+    "PLAN_TAU",
     "WORKLOADS",
     "Workload",
     "builtin_workload",
@@ -246,4 +255,8 @@ __all__ = [
     "relaxed_objective",
     "relaxed_value",
     "rounded_plan",
+    "serve_objective",
+    "serve_out",
+    "serve_structure",
+    "serve_template",
 ]
