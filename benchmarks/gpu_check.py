@@ -34,6 +34,14 @@ SHAPES = [  # (m, n, k): decode GEMVs to prefill-sized products (Llama-3-70B wid
 ]
 
 
+#: ``--sweep``: the skinny (decode) regime, m = 1 .. 1024 rows on four weight shapes
+SWEEP = [
+    (m, n, k)
+    for n, k in ((8192, 8192), (28672, 8192), (8192, 28672), (1024, 8192))
+    for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+]
+
+
 def _median_s(fn, *args, calls: int = 20) -> float:
     for _ in range(3):
         jax.block_until_ready(fn(*args))
@@ -49,6 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--chip", default="h200")
     parser.add_argument("--out", default="gpu_check.json")
+    parser.add_argument("--sweep", action="store_true", help="the skinny-GEMM grid (SWEEP)")
     args = parser.parse_args()
     system = dc.load_system(chip=args.chip, chips=1)
     peak = float(system.chip.peak_flop_per_s[dc.FORMATS.index("bf16")])
@@ -66,7 +75,7 @@ def main() -> None:
 
     key = jax.random.PRNGKey(0)
     rows = []
-    for m, n, k in SHAPES:
+    for m, n, k in SWEEP if args.sweep else SHAPES:
         a = jax.random.normal(key, (m, k), jnp.bfloat16)
         b = jax.random.normal(key, (k, n), jnp.bfloat16)
         measured = _median_s(mm, a, b, calls=5) / reps
