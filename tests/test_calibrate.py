@@ -113,6 +113,7 @@ def fit(serving):
     return C.calibrate(serving, steps=8, rounds=1)
 
 
+@pytest.mark.slow  # shares the fit fixture (~16 s on 2 cores)
 def test_held_out_source_never_influences_its_own_prediction(serving, fit):
     fit1 = fit
     changed = [
@@ -138,6 +139,7 @@ def dataclass_replace(obj, **changes):
     return dataclasses.replace(obj, **changes)
 
 
+@pytest.mark.slow  # shares the fit fixture (~16 s on 2 cores)
 def test_calibration_file_round_trip(serving, fit, tmp_path):
     summary = C.report(fit)
     path = tmp_path / "fitted.toml"
@@ -161,6 +163,7 @@ def test_calibration_file_round_trip(serving, fit, tmp_path):
             assert float(getattr(eff, p.name)) == pytest.approx(expected, rel=tol), (chip, p.name)
 
 
+@pytest.mark.slow  # shares the fit fixture (~16 s on 2 cores)
 def test_a_refit_carries_every_prior_with_its_source(serving, fit, tmp_path):
     """The priors of chips with no measurement (MI300X, B200, TPUs, ...) are not fitted: a
     refitted file keeps their values and their source strings unchanged."""
@@ -238,6 +241,7 @@ def test_calibrate_refuses_to_write_into_the_package(target, reason):
     assert default.read_bytes() == before
 
 
+@pytest.mark.slow  # shares the fit fixture (~16 s on 2 cores)
 def test_write_calibration_refuses_the_builtin_specs(serving, fit, tmp_path):
     text = C.calibration_toml(fit, serving, C.report(fit), "test", name="default")
     default = dc.specs_dir() / "calibration" / "default.toml"
