@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 
 import diffcost as dc
 from diffcost._codesign.design import (
@@ -96,9 +97,8 @@ def measured_rows() -> list[str]:
         for name, row in run["phases"].items():
             if "error" in row or name == "idle":
                 continue
-            at = eqx.tree_at(
-                lambda d: d.clock_ghz, design, row["sm_clock_mhz"] / 1e3 + 0 * design.clock_ghz
-            )
+            clock_ghz = jnp.asarray(row["sm_clock_mhz"] / 1e3)
+            at = eqx.tree_at(lambda d: d.clock_ghz, design, clock_ghz)
             fmt = PHASE_FORMAT.get(name, 2)
             model = (
                 float(idle_power_w(at, tech))

@@ -8,16 +8,19 @@ Run (on an NVIDIA GPU machine; needs ``nvidia-ml-py``):
 
 Each phase runs one jitted kernel back to back for ``--seconds`` and reads the board's energy
 counter (NVML ``nvmlDeviceGetTotalEnergyConsumption``, mJ) before and after it, so the phase power
-is exact energy over wall time, not a sampled reading; the SM clock and an instantaneous power
-reading are sampled half-way.  Phases: idle (context alive, nothing running), a busy-but-empty
-kernel (a 1 MiB elementwise chain that stays in L2: clock and issue power with no HBM traffic and
-no tensor work), dense matrix products (bf16 on random data and on zeros, smaller bf16, int8) and
-HBM streams (a copy and a read-only reduction).  FLOP and DRAM bytes per call are counted from
-the shapes (each product's output row sums are read back once).
+is exact energy over wall time, not a sampled reading; power and SM clock are also sampled every
+0.1 s (their mean over the last three quarters of the phase is recorded).  Phases: idle (context
+alive, nothing running), a busy-but-empty kernel (a 1 MiB elementwise chain that stays in L2:
+clock and issue power with no HBM traffic and no tensor work), dense matrix products (bf16 on
+random data and on zeros, three sizes, int8, fp8), decode-shaped products ((b, 8192) @ (8192,
+32768) bf16, b = 1 .. 256: the weights stream from HBM) and HBM streams (a copy and a read-only
+reduction).  FLOP and DRAM bytes per call are counted from the shapes (each product's output row
+sums are read back once).
 
-The analysis subtracts the idle floor and divides the excess power by the work rate: J/FLOP of a
-dense product (everything it spends above idle: arithmetic, operand delivery, L2 and the clock it
-raises) and J/byte of a stream, next to the chip spec's ``[energy]`` constants.
+The analysis subtracts each run's busy floor (``busy_l2``) and divides the excess power by the
+work rate (J/FLOP of a product, J/bit of a stream: the whole excess charged to one activity),
+and fits ``excess = e_flop FLOP/s + e_bit bit/s`` by least squares over the unthrottled
+tensor-core phases (:data:`FIT_PHASES`), next to the chip spec's ``[energy]`` constants.
 """
 
 import argparse
@@ -25,6 +28,7 @@ import json
 import threading
 import time
 import tomllib
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -115,24 +119,31 @@ def _tiny(reps: int) -> Any:
     return fn, (x,), 0.0, 0.0
 
 
-def _kernels(scale: int = 1) -> dict[str, tuple[Any, tuple[Any, ...], float, float]]:
-    """name -> (jitted fn, args, FLOP per call, DRAM bytes per call); sizes divided by ``scale``
-    (a smoke run on a CPU)."""
+#: Rows of the decode-shaped products (the batch of a decode step).
+DECODE_ROWS = (16, 1, 4, 64, 128, 256)
+
+
+def _kernels(scale: int = 1) -> dict[str, Any]:
+    """name -> a builder of (jitted fn, args, FLOP per call, DRAM bytes per call), called only
+    for the phases that run (``--only``: the others' arrays are never allocated); sizes divided
+    by ``scale`` (a smoke run on a CPU)."""
     import jax.numpy as jnp
 
-    s = scale
+    s, p = scale, partial
     return {
-        "bf16_8192": _product(8192 // s, jnp.bfloat16, jnp.float32, 64),
-        "bf16_8192_zeros": _product(8192 // s, jnp.bfloat16, jnp.float32, 64, zeros=True),
-        "bf16_2048": _product(2048 // s, jnp.bfloat16, jnp.float32, 2048 // s),
-        "int8_8192": _product(8192 // s, jnp.int8, jnp.int32, 64),
-        "hbm_copy": _stream(2**32 // s**3, 24, read_only=False),
-        "hbm_read": _stream(2**32 // s**3, 24, read_only=True),
-        "busy_l2": _tiny(20000 // s),
-        "bf16_4096": _product(4096 // s, jnp.bfloat16, jnp.float32, 512),
-        "fp8_8192": _product(8192 // s, jnp.float8_e4m3fn, jnp.bfloat16, 64),
-        "decode_b16": _decode(16, 8192 // s, 32768 // s, 256),
-        **{f"decode_b{b}": _decode(b, 8192 // s, 32768 // s, 256) for b in (1, 4, 64, 128, 256)},
+        "bf16_8192": p(_product, 8192 // s, jnp.bfloat16, jnp.float32, 64),
+        "bf16_8192_zeros": p(_product, 8192 // s, jnp.bfloat16, jnp.float32, 64, zeros=True),
+        "bf16_2048": p(_product, 2048 // s, jnp.bfloat16, jnp.float32, 2048 // s),
+        "int8_8192": p(_product, 8192 // s, jnp.int8, jnp.int32, 64),
+        "hbm_copy": p(_stream, 2**32 // s**3, 24, read_only=False),
+        "hbm_read": p(_stream, 2**32 // s**3, 24, read_only=True),
+        "busy_l2": p(_tiny, 20000 // s),
+        "bf16_4096": p(_product, 4096 // s, jnp.bfloat16, jnp.float32, 512),
+        "fp8_8192": p(_product, 8192 // s, jnp.float8_e4m3fn, jnp.bfloat16, 64),
+        **{
+            f"decode_b{b}": p(_decode, b, 8192 // s, 32768 // s, 256)
+            for b in (16, 1, 4, 64, 128, 256)
+        },
     }
 
 
@@ -219,10 +230,11 @@ def measure(out: str, seconds: float, smoke: bool = False, only: str = "") -> No
         idle = nv.nvmlDeviceGetPowerUsage(handle) / 1e3
     result["phases"]["idle"] = {"power_w": idle, "flop_per_s": 0.0, "bytes_per_s": 0.0}
     print(json.dumps({"idle": idle}), flush=True)
-    for name, (fn, args, flop, bytes_) in _kernels(16 if smoke else 1).items():
+    for name, build in _kernels(16 if smoke else 1).items():
         if only and name not in only.split(","):
             continue
         try:
+            fn, args, flop, bytes_ = build()
             row = _phase(nv, handle, fn, args, seconds)
         except Exception as err:  # a kernel this stack cannot run is recorded, not fatal
             result["phases"][name] = {"error": repr(err)[:300]}
