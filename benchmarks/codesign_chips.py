@@ -6,20 +6,20 @@ against the published numbers (``specs/codesign/technology.toml`` ``[chip.*]`` a
 calibration point of the matrix-logic area and the interposer price, every other chip is out
 of sample.
 
-The "tdp" row is the design's power with every unit at full rate at once; a real board caps its
-power and throttles instead.  So the H100 design is also checked at operating points measured
-on an H100 (``benchmarks/results/power-check-h100.json``, ``benchmarks/power_check.py``): the
-design model's power at each phase's measured FLOP rate, DRAM rate and SM clock, against the
-measured board power.
+The "full" row is the design's power with every unit at full rate at once against the published
+TDP: not an error, as no workload reaches it and a real board caps its power below it and
+throttles (measured on an H100: dense bf16 products at the 700 W limit and 64% of the peak).
+So the H100 design is checked at the operating points measured on an H100
+(``specs/power/h100-sxm-phases.toml``, from ``benchmarks/power_check.py``): the design model's
+power at each phase's measured FLOP rate, DRAM rate and SM clock
+(:func:`diffcost._codesign.power_points.phase_power_w`), against the measured board power.
 
 Run: ``python benchmarks/codesign_chips.py`` (results: ``benchmarks/results/codesign-chips.txt``).
 """
 
-import json
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 
 import diffcost as dc
 from diffcost._codesign.design import (
@@ -29,17 +29,14 @@ from diffcost._codesign.design import (
     design_cost_usd,
     design_power_w,
     dies,
-    energy_scale,
     idle_power_w,
     memory_figures,
 )
+from diffcost._codesign.power_points import measured_phases, phase_power_w, throttled
 from diffcost._codesign.technology import reference_chip, reference_technology
 
 CHIPS = ("h100-sxm", "h200", "b200", "mi300x", "groq-lpu", "jetson-agx-orin")
 OUT = Path(__file__).parent / "results" / "codesign-chips.txt"
-MEASURED = Path(__file__).parent / "results" / "power-check-h100.json"
-#: power_check phase -> the format index of its tensor work (diffcost.FORMATS)
-PHASE_FORMAT = {"bf16_8192": 2, "bf16_4096": 2, "int8_8192": 5, "fp8_8192": 4, "decode_b16": 2}
 
 
 def _cell(model: float, real: float, scale: float, unit: str) -> str:
@@ -63,7 +60,8 @@ def rows() -> list[str]:
             f", {float(design.clock_ghz):.2f} GHz, {n:.0f} die(s))",
             "  area     "
             + _cell(float(design_area_mm2(design, tech)), ref["die_area_mm2"], 1, "mm2"),
-            "  tdp      " + _cell(float(design_power_w(design, tech)), ref["tdp_w"], 1, "W"),
+            "  full     " + _cell(float(design_power_w(design, tech)), ref["tdp_w"], 1, "W"),
+            "  floor    " + _cell(float(idle_power_w(design, tech)), 0, 1, "W"),
             "  cost     " + _cell(float(design_cost_usd(design, tech)), ref["cost_usd"], 1, "USD"),
             "  bf16     "
             + _cell(float(chip.peak_flop_per_s[3]), float(real.peak_flop_per_s[3]), 1e12, "TF/s"),
@@ -86,30 +84,17 @@ def rows() -> list[str]:
 
 def measured_rows() -> list[str]:
     """The H100 design's power at each measured phase's rates and clock vs the measured board
-    power (W): idle + FLOP/s x J/FLOP x (V/V_nom)^2 + DRAM bytes/s x J/byte."""
-    import equinox as eqx
-
+    power (W): :func:`~diffcost._codesign.power_points.phase_power_w`."""
     tech = reference_technology("h100-sxm")
     design = chip_as_design("h100-sxm", tech)
-    mem_j = float(memory_figures(design, tech)[2])
     lines = ["h100-sxm design at operating points measured on an H100 (model / measured W)"]
-    for run in json.loads(MEASURED.read_text())["runs"]:
-        for name, row in run["phases"].items():
-            if "error" in row or name == "idle":
-                continue
-            clock_ghz = jnp.asarray(row["sm_clock_mhz"] / 1e3)
-            at = eqx.tree_at(lambda d: d.clock_ghz, design, clock_ghz)
-            fmt = PHASE_FORMAT.get(name, 2)
-            model = (
-                float(idle_power_w(at, tech))
-                + row["flop_per_s"] * float(tech.flop_j[fmt]) * float(energy_scale(at, tech))
-                + row["bytes_per_s"] * mem_j
-            )
-            lines.append(
-                f"  {name:16s}"
-                + _cell(model, row["power_w"], 1, "W")
-                + f" {row['flop_per_s'] / 1e12:6.0f} TFLOP/s {row['bytes_per_s'] / 1e12:5.2f} TB/s"
-            )
+    for p in measured_phases():
+        lines.append(
+            f"  {p['name']:16s} run {p['run']}"
+            + _cell(phase_power_w(design, tech, p), p["power_w"], 1, "W")
+            + f" {p['flop_per_s'] / 1e12:6.0f} TFLOP/s {p['bytes_per_s'] / 1e12:5.2f} TB/s"
+            + f" {p['sm_clock_mhz']:5.0f} MHz{' (clock lowered)' if throttled(p) else ''}"
+        )
     return lines
 
 

@@ -173,16 +173,45 @@ def test_catalogue_design_matches_its_chip_spec(name):
 def test_gpu_area_power_cost_within_published_bounds():
     """Published H100/H200/B200/MI300X die area, TDP and cost (technology.toml [chip.*],
     sourced) against the model: H100 is the area calibration point and H200 the same die
-    (within 5%); the others are out of sample and must stay within 50% (area, power) and 25%
-    (cost)."""
+    (within 5%); the others are out of sample and must stay within 50% (area) and 25% (cost).
+    Every unit at full rate at once draws more than the TDP (1.4-3.3x): the limit binds before
+    the peak, as measured on the H100 (dense bf16 products at 700 W and 64% of the peak), and
+    the running floor is a fraction of it."""
     for name, area_tol in (("h100-sxm", 0.05), ("h200", 0.05), ("b200", 0.5), ("mi300x", 0.5)):
         tech, ref = reference_technology(name), reference_chip(name)
         d = chip_as_design(name, tech)
         assert float(design_area_mm2(d, tech)) / ref["die_area_mm2"] == pytest.approx(
             1, abs=area_tol
         )
-        assert float(design_power_w(d, tech)) / ref["tdp_w"] == pytest.approx(1, abs=0.5)
+        assert 1.2 < float(design_power_w(d, tech)) / ref["tdp_w"] < 4.0
+        assert 0.1 < float(D.idle_power_w(d, tech)) / ref["tdp_w"] < 0.35
         assert float(design_cost_usd(d, tech)) / ref["cost_usd"] == pytest.approx(1, abs=0.25)
+
+
+def test_design_power_at_the_operating_points_measured_on_an_h100():
+    """The H100 design's power at each phase measured on an H100 SXM (its clock, FLOP rate and
+    DRAM rate; ``specs/power/h100-sxm-phases.toml``) against the board: in sample (the n4
+    energies are derived from these phases), so this checks that the design model's sum
+    (running floor ``f V^2``, FLOP energy ``V^2``, memory device + on-die path) carries them.
+    Measured: the running floor within 10%, the tensor-core weight streams (decode-shaped
+    products, b = 1-64) within 11%; plain HBM copies and reductions cost less per byte than a
+    stream into the tensor cores (over-predicted by 17-40%, a known limit); a throttled phase
+    (below the full clock: the board at its 700 W limit) within 20% of the limit; products on
+    zeros (data-dependent energy, half of random data's) are not compared."""
+    from diffcost._codesign.power_points import measured_phases, phase_power_w, throttled
+
+    tech = reference_technology("h100-sxm")
+    d = chip_as_design("h100-sxm", tech)
+    phases = [p for p in measured_phases() if not p["name"].endswith("_zeros")]
+    assert len(phases) == 19
+    for p in phases:
+        ratio = phase_power_w(d, tech, p) / p["power_w"]
+        if throttled(p):
+            assert ratio == pytest.approx(1.0, abs=0.2), p["name"]
+        elif p["name"].startswith("hbm_"):
+            assert 1.0 < ratio < 1.45, p["name"]
+        else:  # busy_l2 (the floor) and decode_b1..b64
+            assert ratio == pytest.approx(1.0, abs=0.11), p["name"]
 
 
 def _write(tmp_path, old, new):

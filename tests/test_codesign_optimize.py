@@ -2,13 +2,16 @@
 workloads' exact re-evaluation, and the CLI."""
 
 import json
+import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from diffcost._codesign.optimize import (
+    LEAVES,
     augmented_lagrangian,
     evaluate,
     log_budgets,
@@ -248,15 +251,56 @@ def test_cli_says_which_budget_is_exceeded_and_by_how_much():
     assert "NOT WITHIN" not in cap.get() and "within budgets" in cap.get()
 
 
-def test_log_budgets_are_evaluates_constraints_bit_for_bit():
-    """The summary reads the budgets from :func:`log_budgets` alone (not a whole evaluation of
-    the workloads): the same numbers as :func:`evaluate`'s ``g``, on a design away from the
-    start (the edge module scaled up past its budgets)."""
+def test_summary_reads_the_budgets_of_the_trace_row_of_its_point():
+    """The summary reads ``g`` from the trace's row of its point (no new trace of the workload
+    models): its budgets used are ``exp(g) x budget`` of :func:`evaluate` at ``x``, on a design
+    away from the start (the edge module scaled up past its budgets); :func:`log_budgets`
+    gives the same numbers from the workloads' power."""
+    from diffcost._codesign.optimize import summarise, workload_power_w
     from diffcost._codesign.technology import load_technology
+    from diffcost._codesign.workloads import relaxed_objective
 
     problem = make_problem("edge", load_technology("n4"))
     x = jnp.asarray(start_vector(problem)).at[:8].add(0.7)
-    g = np.asarray(evaluate(problem, x)[2])
+    f, pen, g = (np.asarray(v) for v in evaluate(problem, x))
     design = to_design(problem.split(x)[0])
-    assert np.array_equal(np.asarray(log_budgets(problem, design)), g)
+    power = relaxed_objective(problem.workloads[0], design, problem.tech, problem.split(x)[1][0])
+    budgets = np.asarray(log_budgets(problem, design, workload_power_w(power[2][None])))
+    np.testing.assert_allclose(budgets, g, rtol=1e-6)
     assert (g > 0).any()  # over a budget: the values are not the trivial ones
+    row = np.concatenate([[f, pen], g])[None]
+    result = summarise(problem, np.asarray(x), np.zeros(3), row)
+    used = np.asarray([result.used[b] for b in ("area_mm2", "power_w", "cost_usd")])
+    np.testing.assert_allclose(used, np.exp(g) * np.asarray(problem.budgets), rtol=1e-6)
+
+
+def test_power_budget_is_the_workloads_activity_power_not_full_activity():
+    """``g``'s power is the workload's mean chip power (the edge decode at the Jetson-class
+    start: relaxed model at a whole plan == the EXACT model's power, within float32), far below
+    the design's power with every unit at full rate; the power grows with the clock (the
+    constraint can bind through it) with a finite gradient."""
+    from diffcost._codesign.design import design_power_w
+    from diffcost._codesign.technology import load_technology
+    from diffcost._codesign.workloads import exact_at
+
+    problem = make_problem("edge", load_technology("n4"))
+    x = jnp.asarray(start_vector(problem))
+    z, (theta,) = problem.split(x)
+    design = to_design(z)
+    power_w = float(np.exp(evaluate(problem, x)[2][1])) * problem.budgets[1]
+    exact = exact_at(problem.workloads[0], design, problem.tech, np.asarray(theta))
+    assert power_w == pytest.approx(exact["power_w"], rel=1e-3)
+    assert 5.0 < power_w < 0.6 * float(design_power_w(design, problem.tech))
+    grad = jax.grad(lambda x: evaluate(problem, x)[2][1])(x)
+    clock = LEAVES.index("clock_ghz")
+    assert np.all(np.isfinite(np.asarray(grad))) and float(grad[clock]) > 0
+
+
+def test_workload_power_is_a_smooth_maximum():
+    from diffcost._codesign.optimize import workload_power_w
+
+    assert float(workload_power_w(jnp.asarray([412.0]))) == pytest.approx(412.0, rel=1e-6)
+    three = float(workload_power_w(jnp.asarray([300.0, 650.0, 640.0])))
+    assert 650.0 <= three <= 650.0 * (1 + 0.01 * math.log(3))
+    grad = jax.grad(lambda p: workload_power_w(p))(jnp.asarray([300.0, 650.0, 640.0]))
+    assert float(grad[0]) < 1e-12 < float(grad[2]) < float(grad[1])

@@ -1,23 +1,30 @@
 """A parametric chip: its design choices -> a :class:`Chip` the cost models accept, and its die
-area, power (TDP) and manufacturing cost from the sourced figures of a :class:`Technology`.
+area, power and manufacturing cost from the sourced figures of a :class:`Technology`.
 
 First-order physics, each step with its reference:
 
 - Peak rate = units' area / area per (op per cycle) x clock (an array of MACs does a fixed
   number of operations per cycle; Jouppi et al., ISCA 2017, TPU v1 §2).
-- Dynamic power = energy per op x ops/s, with energy ~ C V^2 and V linear in f above threshold
-  (Sakurai & Newton, alpha-power law, IEEE JSSC 1990); idle = leakage x area + memory standby.
+- Power = running floor + energy per op x ops/s + bytes/s x energy per byte (Choi et al.,
+  IPDPS 2013), with energy ~ C V^2 and V linear in f above threshold (Sakurai & Newton,
+  alpha-power law, IEEE JSSC 1990); the floor = leakage x area + clock distribution and uncore
+  (~ f V^2) + memory standby; an external byte costs the device's energy and the on-die
+  path's.  The N4 figures are measured on an H100 (``specs/codesign/technology.toml``).
 - Die cost = wafer price / (gross dies per wafer x yield), gross dies
   ``pi (d/2)^2 / A - pi d / sqrt(2 A)`` (Hennessy & Patterson, *Computer Architecture*, 6th ed.,
   §1.6), Murphy's yield ``((1 - exp(-A D0)) / (A D0))^2`` (Murphy, Proc. IEEE 52, 1964);
   designs larger than the reticle are split into equal dies (``ceil(A / reticle)``).
 
 Validation (``benchmarks/codesign_chips.py``, one set of constants; H100 calibrates the matrix
-area and the interposer price): GPU die areas within ~10% except MI300X (-42%: its N6 I/O dies
-are not modelled), TDPs -38%..-2% for GPUs, costs within 10%; the Groq LPU is ~2.8x too
-large and ~2x too hungry (matrix logic is derived from GPU SMs, far less dense than a systolic
-array).  Not modelled: die-to-die links of split designs, speed binning (the clock changes
-power, not cost), harvesting of partly defective dies, the host CPU of an edge module.
+area, the interposer price and the N4 energies): GPU die areas within ~10% except MI300X (-42%:
+its N6 I/O dies are not modelled), costs within 10%; power at 19 operating points measured on
+an H100 (:mod:`~diffcost._codesign.power_points`) within 11% for the running floor and the
+tensor-core weight streams, +17..+40% for plain HBM copies and reductions, -19..+7% for phases
+at the 700 W limit; the Groq LPU is ~2.8x too large (matrix logic is derived from GPU SMs, far
+less dense than a systolic array).  Not modelled: die-to-die links of split designs, speed
+binning (the clock changes power, not cost), harvesting of partly defective dies, the host CPU
+of an edge module, the power limit's throttling (a design's power budget is checked against
+its workloads' power, which the optimizer keeps within it by the clock).
 """
 
 import dataclasses
@@ -25,7 +32,7 @@ import math
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from .._core.smooth import EXACT, RELAXED, Smoothing, ceil, clip01, relu, smax
 from .._inputs.hardware import Chip, ChipEnergy, NearMemory, System, one_hot_architecture
@@ -140,13 +147,17 @@ def peak_flop_per_s(design: ChipDesign, tech: Technology) -> Float[Array, "8"]:
 
 
 def _external(design: ChipDesign, tech: Technology) -> tuple[Array, Array, Array]:
-    """Off-chip memory: capacity bytes, bandwidth bytes/s, energy J (per second at full BW)."""
+    """Off-chip memory: capacity bytes, bandwidth bytes/s, power at full bandwidth W: the
+    devices' J/byte plus the on-die path's (``memory_path_j_per_byte`` x ``(V/V_nom)^2``,
+    logic at the die's voltage; measured together on an H100 as 141 pJ/byte of a weight
+    stream into the tensor cores, ``specs/codesign/technology.toml``)."""
     cap = design.hbm_stacks * tech.hbm_capacity_bytes + (
         design.lpddr_channels * tech.lpddr_capacity_bytes
     )
     hbm_bw = design.hbm_stacks * tech.hbm_bandwidth_bytes_per_s
     lpddr_bw = design.lpddr_channels * tech.lpddr_bandwidth_bytes_per_s
-    power = hbm_bw * tech.hbm_j_per_byte + lpddr_bw * tech.lpddr_j_per_byte
+    path = (hbm_bw + lpddr_bw) * tech.memory_path_j_per_byte * energy_scale(design, tech)
+    power = hbm_bw * tech.hbm_j_per_byte + lpddr_bw * tech.lpddr_j_per_byte + path
     return cap, hbm_bw + lpddr_bw, power
 
 
@@ -210,29 +221,60 @@ def design_area_mm2(design: ChipDesign, tech: Technology) -> Array:
 
 
 def idle_power_w(design: ChipDesign, tech: Technology) -> Array:
-    """Idle power, W: leakage x die area + memory standby of the bought stacks and channels
-    (the Choi et al. 2013 ``P_0``)."""
+    """Power of a running chip with no work, W (the Choi et al. 2013 ``P_0``): leakage x die
+    area + the running floor (clock distribution, uncore, idle cores: ``floor_w_per_mm2`` x
+    area x ``(f/f_nom) (V/V_nom)^2``, dynamic power) + standby of the bought stacks and
+    channels.  At the H100's 1.98 GHz it is the 128 W measured there (``technology.toml``)."""
     stacks, channels = bought_counts(design)
+    running = tech.floor_w_per_mm2 * _clock_hz(design) / tech.nominal_clock_hz
     return (
-        tech.leakage_w_per_mm2 * design_area_mm2(design, tech)
+        (tech.leakage_w_per_mm2 + running * energy_scale(design, tech))
+        * design_area_mm2(design, tech)
         + stacks * tech.hbm_idle_w
         + channels * tech.lpddr_idle_w
     )
 
 
+def activity_power_w(
+    design: ChipDesign,
+    tech: Technology,
+    flop_per_s: Float[Array, "8"],
+    memory_bytes_per_s: ArrayLike,
+    link_bytes_per_s: ArrayLike = 0.0,
+    memory_j_per_byte: ArrayLike | None = None,
+) -> Array:
+    """Power of the design doing work at the given rates, W: ``P_0 + sum_f r_f e_f (V/V_nom)^2
+    + Q e_mem + L e_link`` (Choi, Bedard, Fowler, Vuduc, 'A roofline model of energy', IPDPS
+    2013, eq. 3 per second), ``r_f`` FLOP/s by :data:`diffcost.FORMATS`, ``Q`` external-memory
+    bytes/s at the external memory's J/byte (or ``memory_j_per_byte``), ``L`` link bytes/s."""
+    if memory_j_per_byte is None:
+        _, ext_bw, ext_power = _external(design, tech)
+        memory_j_per_byte = ext_power / ext_bw
+    compute = jnp.sum(jnp.asarray(flop_per_s) * tech.flop_j) * energy_scale(design, tech)
+    return (
+        idle_power_w(design, tech)
+        + compute
+        + memory_bytes_per_s * memory_j_per_byte
+        + link_bytes_per_s * tech.link_j_per_byte
+    )
+
+
 def design_power_w(design: ChipDesign, tech: Technology) -> Array:
-    """Power at full activity (the TDP), W: idle + matrix units at the bf16 peak + int arrays
-    at the int8 peak (energies x ``(V/V_nom)^2``) + the weights' memory at full bandwidth
-    (:func:`memory_figures`: a full memory placed over external memory and SRAM; SRAM
-    used as a cache adds area and leakage, not streaming power) + links sending at full rate
-    (``P = W e_flop + Q e_mem + P_0``: Choi, Bedard, Fowler, Vuduc, IPDPS 2013)."""
-    compute = (
-        matrix_flop_per_s(design, tech) * tech.flop_j[2]
-        + int_op_per_s(design, tech) * tech.flop_j[5]
-    ) * energy_scale(design, tech)
+    """Power with every unit at full rate at once, W (:func:`activity_power_w` of matrix units
+    at the bf16 peak, int arrays at the int8 peak, the weights' memory at full bandwidth
+    (:func:`memory_figures`: a full memory placed over external memory and SRAM; SRAM used as
+    a cache adds area and leakage, not streaming power) and links sending at full rate).
+
+    No workload reaches it: a compute-bound one leaves the memory mostly idle and the reverse,
+    and a real board caps its power below it and throttles (an H100 SXM's dense bf16 products
+    hit its 700 W limit at 64% of the peak).  So it is the chip's power limit only where a
+    design names none; a power *budget* is checked against the workloads' own activity power
+    (:func:`diffcost._codesign.workloads.relaxed_objective`)."""
+    rates = jnp.zeros(8).at[2].set(matrix_flop_per_s(design, tech))
+    rates = rates.at[5].set(int_op_per_s(design, tech))
     _, bandwidth, mem_j, _ = memory_figures(design, tech)
-    links = (design.scale_up_gb_per_s + design.scale_out_gb_per_s) * 1e9 * tech.link_j_per_byte
-    return idle_power_w(design, tech) + compute + bandwidth * mem_j + links
+    links = (design.scale_up_gb_per_s + design.scale_out_gb_per_s) * 1e9
+    return activity_power_w(design, tech, rates, bandwidth, links, mem_j)
 
 
 def dies(design: ChipDesign, tech: Technology, sm: Smoothing = EXACT) -> Array:
@@ -293,8 +335,9 @@ def design_energy(design: ChipDesign, tech: Technology) -> ChipEnergy:
 def design_chip(design: ChipDesign, tech: Technology) -> Chip:
     """The :class:`Chip` of a design: GPU-like execution (kernels launched one by one; the
     fitted efficiency of ``like`` applies), ``array_dim`` 1 and ``op_latency_s`` 0 (unused
-    for GPUs), ``tdp_w`` = :func:`design_power_w`; two memory levels: the external memory's
-    bandwidth, the SRAM as :func:`near_memory`, capacity both together."""
+    for GPUs), ``tdp_w`` = :func:`design_power_w` (every unit at full rate: a limit no
+    workload reaches, so the cost models' activity energy is uncapped); two memory levels: the
+    external memory's bandwidth, the SRAM as :func:`near_memory`, capacity both together."""
     ext_cap, ext_bw, _ = _external(design, tech)
     sram_bytes = design.sram_mb * 1e6
     capacity = ext_cap + sram_bytes
@@ -404,6 +447,7 @@ __all__ = [
     "design_area_mm2",
     "design_chip",
     "design_cost_usd",
+    "activity_power_w",
     "design_power_w",
     "design_system",
 ]

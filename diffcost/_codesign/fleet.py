@@ -17,12 +17,20 @@ from .._core.smooth import RELAXED
 from .._search.serve import relaxed_serve_penalty, relaxed_serve_plan
 from .._serve.cost import ServeCost
 from .design import design_system
-from .optimize import DEFAULT_BUDGETS, Problem, evaluate, to_design
+from .optimize import (
+    DEFAULT_BUDGETS,
+    Problem,
+    evaluate,
+    log_budgets,
+    to_design,
+    workload_power_w,
+)
 from .technology import Technology
 from .workloads import (
     PLAN_TAU,
     Workload,
     builtin_workload,
+    chip_power_w,
     serve_objective,
     serve_structure,
     serve_template,
@@ -89,12 +97,13 @@ def fleet_evaluate(problem: Problem, x: jax.Array) -> tuple[jax.Array, jax.Array
         plan = relaxed_serve_plan(theta, PLAN_TAU, template, structure, sizes[0])
         out = ServeCost(system, w0.model, RELAXED)(plan)
         log_obj = jnp.log(serve_objective(w0, out, design, tech, RELAXED))
-        return log_obj, relaxed_serve_penalty(out, theta, lo, hi, sizes)
+        power = chip_power_w(w0, out, system, design, tech)
+        return log_obj, relaxed_serve_penalty(out, theta, lo, hi, sizes), power
 
     sizes = jnp.asarray(np.stack([w.sizes for w in problem.workloads]))
-    log_obj, pen = jax.vmap(one)(jnp.stack(thetas), templates, sizes)
+    log_obj, pen, power = jax.vmap(one)(jnp.stack(thetas), templates, sizes)
     weights = jnp.asarray(problem.weights)
-    _, _, g = evaluate(replace(problem, workloads=(), weights=()), z)  # the budgets only
+    g = log_budgets(problem, design, workload_power_w(power))
     return weights @ log_obj, weights @ pen, g
 
 

@@ -2,8 +2,13 @@
 
 Problem (all in logs, so every term is dimensionless):
 ``minimise f(x) = sum_w weight_w (log objective_w + plan penalty_w)`` subject to
-``g_i(x) = log(c_i(design) / budget_i) <= 0`` for die area (mm^2), power (TDP, W) and
-manufacturing cost (USD).  Inequalities by the augmented Lagrangian of Powell-Hestenes-
+``g_i(x) = log(c_i(design) / budget_i) <= 0`` for die area (mm^2), power (W) and
+manufacturing cost (USD).  Power is the workloads' own: each workload's mean chip power at its
+plan (:func:`~diffcost._codesign.workloads.chip_power_w`, activity energy per chip-second), the
+largest over the workloads (a smooth maximum while relaxed), not every unit at full rate at
+once (:func:`~diffcost._codesign.design.design_power_w`, which no workload reaches: measured on
+an H100, its dense products hit the 700 W limit at 64% of the peak, and its full-activity
+power is ~1.4 kW).  Inequalities by the augmented Lagrangian of Powell-Hestenes-
 Rockafellar (Nocedal & Wright, *Numerical Optimization*, 2nd ed., §17.4, eq. 17.65):
 ``L = f + sum_i (relu(lambda_i + rho g_i)^2 - lambda_i^2) / (2 rho)``, adam on ``L`` for
 ``k`` steps, then ``lambda_i <- relu(lambda_i + rho g_i)``; optionally (``solve(adapt=True)``)
@@ -19,6 +24,7 @@ The design leaves live in a log box (:data:`LOG_BOX`) onto which each step proje
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +46,7 @@ from .technology import Technology, reference_technology
 from .workloads import (
     Workload,
     builtin_workload,
+    exact_at,
     exact_objective,
     relaxed_objective,
     relaxed_value,
@@ -117,23 +124,31 @@ def evaluate(problem: Problem, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.
     the log constraint values ``log(c / budget)`` for area, power and cost."""
     z, thetas = problem.split(x)
     design, tech = to_design(z), problem.tech
-    f, pen = jnp.asarray(0.0), jnp.asarray(0.0)
+    f, pen, powers = jnp.asarray(0.0), jnp.asarray(0.0), []
     for w, weight, th in zip(problem.workloads, problem.weights, thetas, strict=True):
-        log_obj, p = relaxed_objective(w, design, tech, th)
+        log_obj, p, power_w = relaxed_objective(w, design, tech, th)
         f, pen = f + weight * log_obj, pen + weight * p
-    return f, pen, log_budgets(problem, design)
+        powers.append(power_w)
+    return f, pen, log_budgets(problem, design, workload_power_w(jnp.stack(powers)))
 
 
-def log_budgets(problem: Problem, design: ChipDesign) -> jax.Array:
+def workload_power_w(powers_w: jax.Array) -> jax.Array:
+    """The power a design must deliver for workloads of mean chip powers ``powers_w`` (W): the
+    largest, smoothed by a log-sum-exp of temperature 1% (within 1% x ln(count) above the
+    maximum: 1.1% for three workloads; exact for one).  Smooth so that the multiplier's
+    gradient flows to every workload near the maximum."""
+    t = 0.01
+    logs = jnp.log(powers_w)
+    return jnp.exp(t * jax.nn.logsumexp(logs / t))
+
+
+def log_budgets(problem: Problem, design: ChipDesign, power_w: jax.Array) -> jax.Array:
     """The log constraint values ``log(c / budget)`` (dimensionless) of :func:`evaluate`: die
-    area (mm^2), power (TDP, W) and manufacturing cost (USD, RELAXED die count)."""
+    area (mm^2), the workloads' power ``power_w`` (W, :func:`workload_power_w`) and
+    manufacturing cost (USD, RELAXED die count)."""
     tech = problem.tech
     used = jnp.stack(
-        [
-            design_area_mm2(design, tech),
-            design_power_w(design, tech),
-            design_cost_usd(design, tech, RELAXED),
-        ]
+        [design_area_mm2(design, tech), power_w, design_cost_usd(design, tech, RELAXED)]
     )
     return jnp.log(used / jnp.asarray(problem.budgets))
 
@@ -341,34 +356,66 @@ def codesign(
 
     problem = make_problem(workload, tech or load_technology("n4"), budgets)
     x, lam, trace = solve(problem, steps, **options)
-    return summarise(problem, x, lam, trace)
+    g = trace[incumbent(trace), 2:] if options.get("keep_best") else None  # x's row
+    return summarise(problem, x, lam, trace, g)
 
 
-def _budgets_of(design: ChipDesign, tech: Technology) -> dict[str, float]:
-    """Area, power and cost of a design (EXACT die count)."""
+def _budgets_of(
+    design: ChipDesign, tech: Technology, exact: dict[str, dict[str, Any]] | None = None
+) -> dict[str, float]:
+    """Area, power and cost of a design (EXACT die count).  Power: the largest EXACT chip power
+    of the workloads in ``exact`` (:func:`~diffcost._codesign.workloads.exact_objective`
+    results), else the full-activity power (:func:`design_power_w`)."""
+    power = (
+        max(e["power_w"] for e in exact.values()) if exact else float(design_power_w(design, tech))
+    )
     return {
         "area_mm2": float(design_area_mm2(design, tech)),
-        "power_w": float(design_power_w(design, tech)),
+        "power_w": power,
         "cost_usd": float(design_cost_usd(design, tech)),
     }
 
 
-def within_power(design: ChipDesign, tech: Technology, budget_w: float) -> ChipDesign:
-    """``design`` with its clock lowered until its TDP is within ``budget_w`` (W), by bisection
-    on the clock (power falls monotonically with it: ``V^2 f`` dynamic power and the memory and
-    links unchanged); unchanged if already within.  The operating point is set after the design,
-    as chips are binned and power-capped after tape-out.  Not below the design box's lowest clock
-    (the result may then stay over budget, and is ranked so)."""
-    if float(design_power_w(design, tech)) <= budget_w:
+def within_power(
+    design: ChipDesign,
+    tech: Technology,
+    budget_w: float,
+    power_of: Callable[[ChipDesign], float] | None = None,
+    rel_tol: float = 1e-6,
+) -> ChipDesign:
+    """``design`` with its clock lowered until ``power_of(design)`` (W; default the full-activity
+    power, :func:`design_power_w`) is within ``budget_w``, to ``rel_tol`` below it; unchanged if
+    already within.  Power rises monotonically and smoothly with the clock (``V^2 f`` dynamic
+    power, the running floor's ``f V^2``, the memory path's ``V^2``), so the clock is found by
+    regula falsi with the Illinois modification (Dowell & Jarratt, BIT 11, 1971: superlinear,
+    a handful of evaluations where bisection needs ~20; each may run the workloads' EXACT
+    models), keeping the within-budget end of the bracket.  The operating point is set after
+    the design, as chips are binned and power-capped after tape-out.  Not below the design
+    box's lowest clock (the result may then stay over budget, and is ranked so)."""
+    power = power_of or (lambda d: float(design_power_w(d, tech)))
+    f_hi, p_hi = float(design.clock_ghz), power(design)
+    if p_hi <= budget_w:
         return design
     at = lambda ghz: eqx.tree_at(lambda d: d.clock_ghz, design, jnp.asarray(ghz))  # noqa: E731
-    lo, hi = LOG_BOX["clock_ghz"][0], float(design.clock_ghz)
-    if float(design_power_w(at(lo), tech)) > budget_w:
-        return at(lo)
-    for _ in range(40):  # 2^-40 of the clock range
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if float(design_power_w(at(mid), tech)) <= budget_w else (lo, mid)
-    return at(lo)
+    f_lo = LOG_BOX["clock_ghz"][0]
+    p_lo = power(at(f_lo))
+    if p_lo > budget_w:
+        return at(f_lo)
+    r_lo, r_hi, side = p_lo - budget_w, p_hi - budget_w, 0  # residuals (Illinois-scaled)
+    for _ in range(60):
+        if p_lo >= budget_w * (1.0 - rel_tol) or f_hi - f_lo <= 1e-12 * f_hi:
+            break
+        f = f_lo - r_lo * (f_hi - f_lo) / (r_hi - r_lo)  # root of the chord
+        p = power(at(f))
+        if p <= budget_w:
+            f_lo, p_lo, r_lo = f, p, p - budget_w
+            r_hi = 0.5 * r_hi if side == -1 else r_hi  # the same end kept twice: halve the other
+            side = -1
+        else:
+            f_hi, r_hi = f, p - budget_w
+            r_lo = 0.5 * r_lo if side == 1 else r_lo
+            side = 1
+    return at(f_lo)
 
 
 def within_area_and_cost(
@@ -400,13 +447,20 @@ def within_area_and_cost(
     return at(lo)
 
 
-def within_budgets(design: ChipDesign, tech: Technology, budgets) -> ChipDesign:
+def within_budgets(
+    design: ChipDesign,
+    tech: Technology,
+    budgets,
+    power_of: Callable[[ChipDesign], float] | None = None,
+) -> ChipDesign:
     """``design`` brought within the area and cost budgets by its matrix array
     (:func:`within_area_and_cost`), then within the power budget by its clock
-    (:func:`within_power`; the smaller array draws less power, the clock changes neither area
-    nor cost).  ``budgets``: area (mm^2), power (W), cost (USD)."""
+    (:func:`within_power` of ``power_of``, default the full-activity power; the smaller array
+    draws less power, the clock changes neither area nor cost).  ``budgets``: area (mm^2),
+    power (W), cost (USD)."""
     area_mm2, power_w, cost_usd = budgets
-    return within_power(within_area_and_cost(design, tech, area_mm2, cost_usd), tech, power_w)
+    shrunk = within_area_and_cost(design, tech, area_mm2, cost_usd)
+    return within_power(shrunk, tech, power_w, power_of)
 
 
 def budget_excess(used: dict[str, float], budgets: dict[str, float]) -> dict[str, float]:
@@ -415,20 +469,52 @@ def budget_excess(used: dict[str, float], budgets: dict[str, float]) -> dict[str
     return {b: used[b] / c - 1.0 for b, c in budgets.items() if used[b] > c}
 
 
+def _exact_all(problem: Problem, design: ChipDesign, thetas: list) -> dict[str, dict[str, Any]]:
+    """Every workload's EXACT result on ``design`` (best whole plan around its relaxed one)."""
+    return {
+        w.name: exact_objective(w, design, problem.tech, np.asarray(th))
+        for w, th in zip(problem.workloads, thetas, strict=True)
+    }
+
+
+def _exact_power_w(problem: Problem, exact: dict[str, dict[str, Any]]):
+    """``design -> the largest EXACT chip power (W) of the workloads at the whole plans of
+    ``exact``: the power to bring within the budget by the clock."""
+
+    def power(design: ChipDesign) -> float:
+        return max(
+            exact_at(w, design, problem.tech, np.asarray(exact[w.name]["theta"]))["power_w"]
+            for w in problem.workloads
+        )
+
+    return power
+
+
+#: Rounds of (lower the clock to the power budget at the chosen plans, choose the plans again
+#: there): a lower clock can make a chosen plan miss its latency limit (a serving batch chosen
+#: at the full clock), and the plans chosen again draw less, so one more round is rare.
+POWER_ROUNDS = 3
+
+
 def best_buildable(problem: Problem, design: ChipDesign, thetas: list) -> tuple:
-    """The buildable neighbour of ``design`` (:func:`~diffcost._codesign.design.buildable`,
-    brought within the budgets: :func:`within_budgets`) that the EXACT model ranks best:
-    within the budgets and feasible for every workload first, then the lowest weighted sum of
-    log objectives (the relaxed objective's form); ``(design, exact results per workload, its
-    budgets)``."""
+    """The buildable neighbour of ``design`` (:func:`~diffcost._codesign.design.buildable`)
+    brought within the area and cost budgets by its array, then within the power budget by its
+    clock at the workloads' EXACT whole plans (:func:`within_power`, then the plans chosen
+    again at the lowered clock: :data:`POWER_ROUNDS`), that the EXACT model
+    ranks best: within the budgets and feasible for every workload first, then the lowest
+    weighted sum of log objectives (the relaxed objective's form); ``(design, exact results
+    per workload, its budgets)``."""
     ranked = []
+    area_mm2, power_w, cost_usd = problem.budgets
     for whole in buildable(design):
-        cand = within_budgets(whole, problem.tech, problem.budgets)
-        exact = {
-            w.name: exact_objective(w, cand, problem.tech, np.asarray(th))
-            for w, th in zip(problem.workloads, thetas, strict=True)
-        }
-        used = _budgets_of(cand, problem.tech)
+        cand = within_area_and_cost(whole, problem.tech, area_mm2, cost_usd)
+        exact = _exact_all(problem, cand, thetas)
+        for _ in range(POWER_ROUNDS):  # the clock lowered at the plans chosen, then re-chosen
+            if max(e["power_w"] for e in exact.values()) <= power_w:
+                break
+            cand = within_power(cand, problem.tech, power_w, _exact_power_w(problem, exact), 1e-4)
+            exact = _exact_all(problem, cand, thetas)
+        used = _budgets_of(cand, problem.tech, exact)
         over = sum(budget_excess(used, dict(zip(BUDGETS, problem.budgets, strict=True))).values())
         ok = over == 0.0 and all(e["feasible"] for e in exact.values())
         score = sum(
@@ -440,11 +526,13 @@ def best_buildable(problem: Problem, design: ChipDesign, thetas: list) -> tuple:
     return ranked[0][1:]
 
 
-def summarise(problem: Problem, x: np.ndarray, lam: np.ndarray, trace: np.ndarray):
-    """The :class:`CodesignResult` of a solution."""
+def summarise(problem: Problem, x: np.ndarray, lam: np.ndarray, trace: np.ndarray, g: Any = None):
+    """The :class:`CodesignResult` of a solution: ``x`` with its log constraint values ``g``
+    (default the trace's last row's, the evaluation at adam's last iterate: no new trace of
+    the workload models)."""
     z, thetas = problem.split(jnp.asarray(x))
     design, tech = to_design(z), problem.tech
-    g = log_budgets(problem, design)  # evaluate's g, without its three workload models
+    g = np.asarray(trace[-1, 2:] if g is None else g)
     used = {
         b: float(v) * c
         for b, v, c in zip(BUDGETS, np.exp(np.asarray(g)), problem.budgets, strict=True)
@@ -482,5 +570,6 @@ __all__ = [
     "within_area_and_cost",
     "within_budgets",
     "within_power",
+    "workload_power_w",
 ]
 _ = eqx  # equinox pytrees flow through jit unchanged

@@ -30,6 +30,8 @@ NODE_KEYS: dict[str, float] = {
     "int8_pj_per_flop": 1e-12,
     "sram_pj_per_byte": 1e-12,
     "leakage_w_per_mm2": 1.0,
+    "floor_w_per_mm2": 1.0,
+    "memory_path_pj_per_byte": 1e-12,
     "nominal_clock_ghz": 1e9,
     "threshold_voltage_fraction": 1.0,
     "wafer_usd": 1.0,
@@ -74,6 +76,12 @@ class Technology(eqx.Module):
             :data:`diffcost.FORMATS` (int formats at the int arrays' energy).
         sram_j_per_byte: SRAM read/write energy, J/byte.
         leakage_w_per_mm2: idle (static) power of logic and SRAM per mm^2, W.
+        floor_w_per_mm2: dynamic power of a running chip with no work (clock distribution,
+            uncore, idle cores) per mm^2 at the nominal clock and voltage, W; it scales as
+            ``f V^2``.
+        memory_path_j_per_byte: energy of the on-die path of an external-memory byte (memory
+            controller, PHY, network on chip, caches into the units) at the nominal voltage,
+            J/byte, on top of the memory device's own ``hbm_j_per_byte`` / ``lpddr_j_per_byte``.
         nominal_clock_hz: clock at which ``flop_j`` holds, Hz.
         threshold_voltage_fraction: ``a`` in ``V/V_nom = a + (1 - a) f/f_nom``.
         wafer_usd, defect_density_per_mm2: wafer price, USD, and defect density, 1/mm^2.
@@ -99,6 +107,8 @@ class Technology(eqx.Module):
     flop_j: Float[Array, "8"]
     sram_j_per_byte: Float[Array, ""]
     leakage_w_per_mm2: Float[Array, ""]
+    floor_w_per_mm2: Float[Array, ""]
+    memory_path_j_per_byte: Float[Array, ""]
     nominal_clock_hz: Float[Array, ""]
     threshold_voltage_fraction: Float[Array, ""]
     wafer_usd: Float[Array, ""]
@@ -219,6 +229,8 @@ def load_technology(
         flop_j=_flop_j(n, f),
         sram_j_per_byte=a(n["sram_pj_per_byte"]),
         leakage_w_per_mm2=a(n["leakage_w_per_mm2"]),
+        floor_w_per_mm2=a(n["floor_w_per_mm2"]),
+        memory_path_j_per_byte=a(n["memory_path_pj_per_byte"]),
         nominal_clock_hz=a(n["nominal_clock_ghz"]),
         threshold_voltage_fraction=a(n["threshold_voltage_fraction"]),
         wafer_usd=a(n["wafer_usd"]),

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,14 +40,14 @@ from .._search.train import (
     _layout,
     _structure,
     axes_for,
-    relaxed_loss,
+    relaxed_loss_and_out,
     relaxed_plan,
     valid,
 )
 from .._serve.cost import ServeCost
 from .._serve.plan import serve_plan
 from .._train.cost import TrainCost
-from .design import ChipDesign, design_cost_usd, design_system
+from .design import ChipDesign, design_cost_usd, design_system, energy_scale
 from .technology import Technology
 
 WORKLOADS: tuple[str, ...] = ("train", "serve", "edge")
@@ -135,6 +136,10 @@ def serve_out(w: Workload, design, tech, theta, sm: Smoothing):
     system = design_system(design, tech, w.like)
     structure = serve_structure(w)
     plan = relaxed_serve_plan(theta, PLAN_TAU, serve_template(w), structure, w.sizes[0])
+    if not sm.relaxed:  # a whole plan: 2^theta exactly whole (float rounding aside)
+        plan = eqx.tree_at(lambda p: (p.tp, p.pp, p.batch), plan, (
+            jnp.round(plan.tp), jnp.round(plan.pp), jnp.round(plan.batch)
+        ))  # fmt: skip
     return ServeCost(system, w.model, sm)(plan), system
 
 
@@ -155,20 +160,52 @@ def serve_objective(w: Workload, out, design, tech, sm: Smoothing) -> jax.Array:
 
 def relaxed_objective(
     w: Workload, design: ChipDesign, tech: Technology, theta: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    """``(log objective, plan penalty)`` of the relaxed model (both dimensionless).  Training
-    folds its penalty into the first (:func:`diffcost._search.train.relaxed_loss`, one trace of
-    the training model); :func:`relaxed_value` gives the bare objective."""
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(log objective, plan penalty, chip power W)`` of the relaxed model (the first two
+    dimensionless).  Training folds its penalty into the first
+    (:func:`diffcost._search.train.relaxed_loss`, one trace of the training model);
+    :func:`relaxed_value` gives the bare objective.  The power is :func:`chip_power_w`."""
     lo, hi, sizes = jnp.asarray(w.lo), jnp.asarray(w.hi), jnp.asarray(w.sizes)
     if w.kind == "train":
         system = design_system(design, tech, w.like)
         structure = _structure(w.space)
         # one trace of the (large) training model: the search's loss, penalty included
-        total = relaxed_loss(theta, PLAN_TAU, system, w.model, structure, lo, hi, sizes)
-        return total, jnp.zeros_like(total)
-    out, _ = serve_out(w, design, tech, theta, RELAXED)
+        total, out = relaxed_loss_and_out(
+            theta, PLAN_TAU, system, w.model, structure, lo, hi, sizes
+        )
+        return total, jnp.zeros_like(total), chip_power_w(w, out, system, design, tech)
+    out, system = serve_out(w, design, tech, theta, RELAXED)
     log_obj = jnp.log(serve_objective(w, out, design, tech, RELAXED))
-    return log_obj, relaxed_serve_penalty(out, theta, lo, hi, sizes)
+    penalty = relaxed_serve_penalty(out, theta, lo, hi, sizes)
+    return log_obj, penalty, chip_power_w(w, out, system, design, tech)
+
+
+def chip_power_w(w: Workload, out, system: System, design: ChipDesign, tech: Technology):
+    """Mean power of one chip running the workload, W: the cost model's activity energy
+    (:func:`diffcost._terms.energy.activity_energy_j`: running floor, FLOP, memory and link
+    bytes at the chip's per-operation energies) per chip-second, less the system's power
+    besides the chips (hosts, switches: ``System.overhead_w``, not the chip's budget).  A
+    training step: ``E_step / (chips t_step)``; serving: ``E_token x tokens/s per chip``.
+    The design's chip names its full-activity power as its limit
+    (:func:`~diffcost._codesign.design.design_chip`), which no workload reaches, so the
+    energy is uncapped and this is the power the chip must be built to deliver.
+
+    The value is exact; its gradient is the design's through the running floor, the work's
+    rate (``1 / t_step``, tokens/s) and the voltage (``(V/V_nom)^2`` of the dynamic energy),
+    with the dynamic energy per unit of work otherwise held (``stop_gradient``): it changes
+    with the plan's activity counts, which the cost model's own gradient would carry through
+    its memory and link accounting, and that doubled the compile time of the co-design
+    gradient (edge 25 -> 41 s, train ~33 -> 60 s)."""
+    idle = system.chip.energy.idle_w
+    scale = energy_scale(design, tech)
+    if w.kind == "train":
+        chips = jnp.asarray(w.sizes[2])
+        rate = 1.0 / (out.step_time_s * chips)  # steps per chip-second
+        work_j = out.energy_j - (system.overhead_w(chips) + chips * idle) * out.step_time_s
+    else:
+        rate = out.output_tokens_per_s_per_chip  # tokens per chip-second
+        work_j = out.energy_per_token_j - (system.overhead_w(1.0) + idle) / rate
+    return idle + jax.lax.stop_gradient(work_j / scale) * scale * rate
 
 
 def relaxed_value(w: Workload, design: ChipDesign, tech: Technology, theta: jax.Array) -> float:
@@ -217,13 +254,57 @@ def exact_objective(
     plan.  Every whole plan around it (:func:`plan_neighbours`, each degree floored or ceiled:
     a fractional optimum between two plans may round to one that does not fit) is evaluated;
     the best feasible one is the answer, else the rounded plan's (infeasible) result."""
-    results = [_exact_at(w, design, tech, th) for th in plan_neighbours(w, theta)]
+    results = [exact_at(w, design, tech, th) for th in plan_neighbours(w, theta)]
+    if w.kind == "serve" and w.hi[2] > w.lo[2]:  # a batch to choose
+        results += largest_batches(w, design, tech, results)
     feasible = [r for r in results if r["feasible"]]
     return min(feasible, key=lambda r: r["objective"]) if feasible else results[0]
 
 
-def _exact_at(w: Workload, design: ChipDesign, tech: Technology, th: np.ndarray) -> dict[str, Any]:
-    """The whole plan ``th`` evaluated with the EXACT model: objective, feasibility, plan."""
+#: Batch resolution of :func:`largest_batches`: within 1/32 (3%) of the largest feasible one.
+BATCH_RESOLUTION = 1.0 / 32.0
+
+
+def largest_batches(
+    w: Workload, design: ChipDesign, tech: Technology, results: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """For each (tp, pp) of a feasible result, the EXACT result at the largest feasible whole
+    batch up to the workload's bound (to within :data:`BATCH_RESOLUTION`, by bisection).
+
+    A serving batch is any whole number of sequences (vLLM ``max_num_seqs``, TensorRT-LLM
+    ``max_batch_size``), not a power of two, and at a fixed (tp, pp) the objective (capex per
+    token/s) falls with the batch while the KV cache, TPOT and TTFT grow with it, so the best
+    whole plan is at the largest batch within memory and the SLOs.  The relaxed plan's batch
+    alone can miss it: measured on a serve optimum whose relaxed plan was tp 3.9, pp 1.2,
+    batch 56, the neighbours' best was 12.4 USD s/token (tp 8, batch 64) and tp 4, pp 2 at
+    batch 112 gave 9.1."""
+    out, seen = [], set()
+    top = 2.0 ** float(w.hi[2])
+    for r in results:
+        key = (r["plan"]["tp"], r["plan"]["pp"])
+        if not r["feasible"] or key in seen:
+            continue
+        seen.add(key)
+        th = np.asarray(r["theta"], dtype=float)
+
+        def at(batch: float, th=th) -> dict[str, Any]:
+            return exact_at(w, design, tech, np.concatenate([th[:2], [math.log2(batch)], th[3:]]))
+
+        best = at(top)
+        if not best["feasible"]:
+            lo, hi, best = r["plan"]["batch"], top, r
+            while hi - lo > max(1.0, lo * BATCH_RESOLUTION):
+                mid = float(math.floor(0.5 * (lo + hi)))
+                trial = at(mid)
+                lo, hi, best = (mid, hi, trial) if trial["feasible"] else (lo, mid, best)
+        if best is not r:
+            out.append(best)
+    return out
+
+
+def exact_at(w: Workload, design: ChipDesign, tech: Technology, th: np.ndarray) -> dict[str, Any]:
+    """The whole plan ``th`` evaluated with the EXACT model: objective, feasibility, plan (its
+    degrees, and ``th`` itself), chip power (W, :func:`chip_power_w`)."""
     sizes = jnp.asarray(w.sizes)
     if w.kind == "train":
         system = design_system(design, tech, w.like)
@@ -236,13 +317,20 @@ def _exact_at(w: Workload, design: ChipDesign, tech: Technology, th: np.ndarray)
         ok = bool(valid(cols, w.model, w.space)[0]) and float(out.headroom_bytes) >= 0
         value = float(out.step_time_s)
     else:
-        out, _ = serve_out(w, design, tech, jnp.asarray(th), EXACT)
+        out, system = serve_out(w, design, tech, jnp.asarray(th), EXACT)
         deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "batch"))}
         tp_pp = deg["tp"] * deg["pp"]
         ok = float(out.headroom_bytes) >= 0 and w.sizes[0] % tp_pp == 0
         ok = ok and float(out.tpot_s) <= w.sizes[2] and float(out.ttft_s) <= w.sizes[1]
         value = float(serve_objective(w, out, design, tech, EXACT))
-    return {"objective": value, "feasible": bool(ok), "plan": deg}
+    power = float(chip_power_w(w, out, system, design, tech))
+    return {
+        "objective": value,
+        "feasible": bool(ok),
+        "plan": deg,
+        "power_w": power,
+        "theta": [float(v) for v in th],
+    }
 
 
 __all__ = [
@@ -250,7 +338,10 @@ __all__ = [
     "WORKLOADS",
     "Workload",
     "builtin_workload",
+    "chip_power_w",
+    "exact_at",
     "exact_objective",
+    "largest_batches",
     "plan_neighbours",
     "relaxed_objective",
     "relaxed_value",

@@ -438,6 +438,13 @@ def relaxed_plan(
 
 def relaxed_loss(theta, tau, system: System, model: Model, space: TrainSearchSpace, lo, hi, sizes):
     """``log(objective)`` plus smooth penalties for memory, bounds, dp >= 1 and m >= 1."""
+    return relaxed_loss_and_out(theta, tau, system, model, space, lo, hi, sizes)[0]
+
+
+def relaxed_loss_and_out(
+    theta, tau, system: System, model: Model, space: TrainSearchSpace, lo, hi, sizes
+):
+    """:func:`relaxed_loss` and the relaxed :class:`TrainBreakdown` it was computed from."""
     plan, chips = relaxed_plan(theta, tau, space, sizes)
     sys_ = eqx.tree_at(lambda s: s.num_chips, system, chips)
     out = TrainCost(sys_, model, RELAXED)(plan)
@@ -451,7 +458,7 @@ def relaxed_loss(theta, tau, system: System, model: Model, space: TrainSearchSpa
     penalty += 10.0 * sq(x[6] - jnp.log2(plan.dp))  # ep ranks come from the dp ones
     penalty += 0.05 * out.divisibility_violation
     penalty += 10.0 * out.unsupported_format  # a refusal, not a cost: as strong as memory
-    return jnp.log(objective_of(out, space.objective)) + penalty
+    return jnp.log(objective_of(out, space.objective)) + penalty, out
 
 
 def _structure(space: TrainSearchSpace) -> TrainSearchSpace:

@@ -39,7 +39,7 @@ def chip_numbers(result: Any) -> dict[str, Any]:
         "sram_tb_per_s": float(chip.near_memory.bandwidth_bytes_per_s) / 1e12,
         "scale_up_gb_per_s": float(result.design.scale_up_gb_per_s),
         "scale_out_gb_per_s": float(result.design.scale_out_gb_per_s),
-        "tdp_w": float(chip.tdp_w),
+        "full_activity_power_w": float(chip.tdp_w),  # every unit at full rate at once
     }
 
 
@@ -86,13 +86,15 @@ def print_result(out: dict[str, Any]) -> None:
         f"(external {chip['external_memory_tb_per_s']:.4g}, SRAM {chip['sram_tb_per_s']:.4g} "
         "TB/s); links "
         f"{chip['scale_up_gb_per_s']:.4g} / {chip['scale_out_gb_per_s']:.4g} GB/s; "
-        f"TDP {chip['tdp_w']:.4g} W"
+        f"{chip['full_activity_power_w']:.4g} W with every unit at full rate (no workload "
+        "reaches it; the power budget is the workloads' own power)"
     )
     for name, value in out["objective_relaxed"].items():
         ex = out["objective_exact"][name]
         console.print(
             f"{name}: relaxed {value:.5g}, exact {ex['objective']:.5g} "
-            f"({'feasible' if ex['feasible'] else 'INFEASIBLE'}; plan {ex['plan']})"
+            f"({'feasible' if ex['feasible'] else 'INFEASIBLE'}; plan {ex['plan']}; "
+            f"{ex['power_w']:.4g} W per chip)"
         )
     for b, used in out["used"].items():
         mark = "binds" if b in out["binding"] else "slack"
@@ -136,7 +138,9 @@ def print_buildable(out: dict[str, Any]) -> None:
 def codesign(
     workload: Annotated[str, typer.Option(help="train, serve, edge or mix.")] = "train",
     area_mm2: Annotated[float | None, typer.Option(help="Die-area budget, mm^2.")] = None,
-    power_w: Annotated[float | None, typer.Option(help="Power (TDP) budget, W.")] = None,
+    power_w: Annotated[
+        float | None, typer.Option(help="Power budget, W: each workload's mean chip power.")
+    ] = None,
     cost_usd: Annotated[float | None, typer.Option(help="Manufacturing-cost budget, USD.")] = None,
     node: Annotated[str, typer.Option(help="Process node (n3, n4, n5, n7, n14).")] = "n4",
     steps: Annotated[int, typer.Option(help="Adam steps (one gradient evaluation each).")] = 200,
