@@ -38,3 +38,40 @@ def test_exact_objective_takes_the_feasible_neighbour_when_rounding_does_not_fit
     assert rounded_plan(w, theta)[0] == 2.0
     out = exact_objective(w, design, tech, theta)
     assert out["feasible"] and out["plan"]["tp"] == 8.0
+
+
+def test_latency_workload_is_one_stream_whose_tpot_is_above_the_weight_stream_floor():
+    """``latency``: Llama-3-70B bf16 on 8 chips, batch 1, objective the TPOT (s).  On the H100
+    as a design at tp 8 the TPOT lies above the floor of streaming each chip's weight shard
+    at full bandwidth (141 GB / 8 / 3.35 TB/s = 5.3 ms) and within 4x of it; the batch is fixed
+    at one stream (no batch choice), and a smaller tp is slower."""
+    tech = load_technology("n4")
+    h100 = chip_as_design("h100-sxm", tech)
+    w = builtin_workload("latency")
+    assert w.unit == "s/token" and w.hi[2] == 0.0
+    tp8 = exact_objective(w, h100, tech, np.asarray([3.0, 0.0, 0.0, 0.0, 0.0, 0.0]))
+    floor_s = 2.0 * float(w.model.num_params()) / 8 / 3.35e12
+    assert tp8["feasible"] and tp8["plan"]["batch"] == 1.0
+    assert floor_s < tp8["objective"] < 4.0 * floor_s
+    tp2 = exact_objective(w, h100, tech, np.asarray([1.0, 0.0, 0.0, 0.0, 0.0, 0.0]))
+    assert tp2["objective"] > tp8["objective"]
+
+
+def test_largest_batches_finds_the_largest_feasible_whole_batch():
+    """Serving at tp 8 on the H100 as a design: the batch chosen is feasible, any batch 7%
+    larger (twice the search's resolution) is not, and it beats the start (batch 32)."""
+    from diffcost._codesign.workloads import BATCH_RESOLUTION, exact_at, largest_batches
+
+    tech = load_technology("n4")
+    h100 = chip_as_design("h100-sxm", tech)
+    w = builtin_workload("serve")
+    start = exact_at(w, h100, tech, np.asarray([3.0, 0.0, 5.0, 0.0, 0.0, 0.0]))
+    assert start["feasible"]
+    (best,) = largest_batches(w, h100, tech, [start])
+    b = best["plan"]["batch"]
+    assert best["feasible"] and b > 32 and b == round(b)
+    bigger = b * (1.0 + 2.0 * BATCH_RESOLUTION) + 1.0
+    if bigger <= 2.0 ** w.hi[2]:
+        th = np.asarray([3.0, 0.0, np.log2(bigger), 0.0, 0.0, 0.0])
+        assert not exact_at(w, h100, tech, th)["feasible"]
+    assert best["objective"] < start["objective"]

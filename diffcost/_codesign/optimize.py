@@ -72,6 +72,7 @@ REFERENCE_CHIPS = ("h100-sxm", "h200", "b200", "mi300x", "groq-lpu", "jetson-agx
 DEFAULT_BUDGETS: dict[str, tuple[float, float, float]] = {
     "train": (814.0, 700.0, 5000.0),
     "serve": (814.0, 700.0, 5000.0),
+    "latency": (814.0, 700.0, 5000.0),
     "mix": (814.0, 700.0, 5000.0),
     "edge": (200.0, 30.0, 1500.0),
 }
@@ -349,9 +350,9 @@ def codesign(
     steps: int = 300,
     **options: Any,
 ) -> CodesignResult:
-    """Gradient co-design of a chip for a built-in workload (``train``, ``serve``, ``edge``
-    or ``mix``) under area (mm^2), power (W) and cost (USD) budgets; ``options`` go to
-    :func:`solve`."""
+    """Gradient co-design of a chip for a built-in workload (``train``, ``serve``,
+    ``latency``, ``edge`` or ``mix``) under area (mm^2), power (W) and cost (USD) budgets;
+    ``options`` go to :func:`solve`."""
     from .technology import load_technology
 
     problem = make_problem(workload, tech or load_technology("n4"), budgets)

@@ -11,6 +11,8 @@ search's own (memory over capacity, latency limits, bounds, divisibility), reuse
 - ``serve``: Llama-3-70B on 8 chips (bf16 weights, fp8 KV) at TPOT <= 50 ms and TTFT <= 2 s
   (2,048 in, 256 out tokens), objective chip capex per output token/s: design cost (USD) x
   chip-seconds per output token; plan: tp, pp, batch.
+- ``latency``: Llama-3-70B on 8 chips (bf16 weights, fp8 KV), one interactive stream (batch 1)
+  at TTFT <= 2 s, objective the TPOT (s): the data-centre latency-bound case; plan: tp, pp.
 - ``edge``: Llama-3-8B int4 weights, batch 1, one chip, objective the per-token latency
   (TPOT, s) of decode; the plan is fixed (tp = pp = batch = 1).
 
@@ -50,7 +52,7 @@ from .._train.cost import TrainCost
 from .design import ChipDesign, design_cost_usd, design_system, energy_scale
 from .technology import Technology
 
-WORKLOADS: tuple[str, ...] = ("train", "serve", "edge")
+WORKLOADS: tuple[str, ...] = ("train", "serve", "latency", "edge")
 #: Softmax temperature of the relaxed plans' (single-option) categorical choices.
 PLAN_TAU = 0.02
 
@@ -91,28 +93,43 @@ def _train() -> Workload:
     )  # fmt: skip
 
 
+#: The serving workloads' settings: model, chips, prompt length, weight and KV formats, TTFT
+#: and TPOT limits (s), log2 upper bounds of tp, pp, batch, template system, objective.
+SERVE_SETTINGS: dict[str, dict[str, Any]] = {
+    "serve": dict(
+        model="llama-3-70b", chips=8, input_len=2048, weights="bf16", kv="fp8", ttft=2.0,
+        tpot=0.05, hi=(3.0, 3.0, 10.0), like="dgx-h100", objective="capex",
+        description="Llama-3-70B on 8 chips, TPOT <= 50 ms, TTFT <= 2 s",
+    ),
+    "latency": dict(
+        model="llama-3-70b", chips=8, input_len=2048, weights="bf16", kv="fp8", ttft=2.0,
+        tpot=math.inf, hi=(3.0, 3.0, 0.0), like="dgx-h100", objective="tpot",
+        description="Llama-3-70B on 8 chips, one stream (batch 1): TPOT, TTFT <= 2 s",
+    ),
+    "edge": dict(
+        model="llama-3-8b", chips=1, input_len=128, weights="int4", kv="bf16", ttft=math.inf,
+        tpot=math.inf, hi=(0.0, 0.0, 0.0), like="jetson-agx-orin-devkit", objective="tpot",
+        description="Llama-3-8B int4, batch-1 decode on one chip",
+    ),
+}  # fmt: skip
+
+
 def _serve(name: str) -> Workload:
-    edge = name == "edge"
-    model = load_model("llama-3-8b" if edge else "llama-3-70b")
-    chips = 1 if edge else 8
+    c = SERVE_SETTINGS[name]
     space = ServeSearchSpace(
-        input_len=128 if edge else 2048, output_len=256, chips=chips,
-        weight_formats=("int4",) if edge else ("bf16",), kv_formats=("bf16",) if edge else ("fp8",),
-        ttft_slo_s=math.inf if edge else 2.0, tpot_slo_s=math.inf if edge else 0.05,
+        input_len=c["input_len"], output_len=256, chips=c["chips"],
+        weight_formats=(c["weights"],), kv_formats=(c["kv"],),
+        ttft_slo_s=c["ttft"], tpot_slo_s=c["tpot"],
     )  # fmt: skip
-    hi = np.asarray([0.0, 0.0, 0.0]) if edge else np.asarray([3.0, 3.0, 10.0])
-    like = load_system("jetson-agx-orin-devkit") if edge else load_system("dgx-h100")
-    sizes = np.asarray([chips, 1e9 if edge else 2.0, 1e9 if edge else 0.05])
+    hi = np.asarray(c["hi"])
+    # an unbounded limit is stored as 1e9 s (the penalty and the exact check compare with it)
+    sizes = np.asarray([c["chips"], min(c["ttft"], 1e9), min(c["tpot"], 1e9)])
     theta0 = np.zeros(6)
     theta0[:3] = np.minimum(np.asarray([3.0, 0.0, 5.0]), hi)
-    desc = (
-        "Llama-3-8B int4, batch-1 decode on one chip"
-        if edge
-        else "Llama-3-70B on 8 chips, TPOT <= 50 ms, TTFT <= 2 s"
-    )
-    unit = "s/token" if edge else "USD s/token"
+    unit = "s/token" if c["objective"] == "tpot" else "USD s/token"
     return Workload(
-        name, "serve", like, model, space, theta0, np.zeros(3), hi, sizes, unit, desc
+        name, "serve", load_system(c["like"]), load_model(c["model"]), space, theta0,
+        np.zeros(3), hi, sizes, unit, c["description"],
     )  # fmt: skip
 
 
@@ -152,8 +169,9 @@ def serve_structure(w: Workload) -> ServeSearchSpace:
 
 
 def serve_objective(w: Workload, out, design, tech, sm: Smoothing) -> jax.Array:
-    """TPOT (s) at the edge; else design cost (USD) x chip-seconds per output token."""
-    if w.name == "edge":
+    """TPOT (s) for a latency objective (``edge``, ``latency``); else design cost (USD) x
+    chip-seconds per output token."""
+    if w.unit == "s/token":
         return out.tpot_s
     return design_cost_usd(design, tech, sm) / out.output_tokens_per_s_per_chip
 
@@ -310,7 +328,8 @@ def exact_at(w: Workload, design: ChipDesign, tech: Technology, th: np.ndarray) 
         system = design_system(design, tech, w.like)
         plan, _ = relaxed_plan(jnp.asarray(th), jnp.asarray(PLAN_TAU), _structure(w.space), sizes)
         out = TrainCost(system, w.model, EXACT)(plan)
-        deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "cp", "micro_batch"))}
+        names = ("tp", "pp", "cp", "micro_batch")
+        deg = {k: float(np.round(2.0 ** th[i])) for i, k in enumerate(names)}
         cols = {**{k: np.asarray([v]) for k, v in deg.items()}, "virtual_stages": np.asarray([1.0]),
                 "chips": np.asarray([w.sizes[2]]), "ep": np.asarray([1.0]),
                 "sequence_parallel": np.asarray([1.0 if deg["tp"] > 1 else 0.0])}  # fmt: skip
@@ -318,7 +337,7 @@ def exact_at(w: Workload, design: ChipDesign, tech: Technology, th: np.ndarray) 
         value = float(out.step_time_s)
     else:
         out, system = serve_out(w, design, tech, jnp.asarray(th), EXACT)
-        deg = {k: float(2.0 ** th[i]) for i, k in enumerate(("tp", "pp", "batch"))}
+        deg = {k: float(np.round(2.0 ** th[i])) for i, k in enumerate(("tp", "pp", "batch"))}
         tp_pp = deg["tp"] * deg["pp"]
         ok = float(out.headroom_bytes) >= 0 and w.sizes[0] % tp_pp == 0
         ok = ok and float(out.tpot_s) <= w.sizes[2] and float(out.ttft_s) <= w.sizes[1]

@@ -21,7 +21,7 @@ UNITS = {
     "scale_out_gb_per_s": "GB/s",
     "clock_ghz": "GHz",
 }
-WORKLOAD_CHOICES = ("train", "serve", "edge", "mix")
+WORKLOAD_CHOICES = ("train", "serve", "latency", "edge", "mix")
 
 
 def chip_numbers(result: Any) -> dict[str, Any]:
@@ -136,7 +136,7 @@ def print_buildable(out: dict[str, Any]) -> None:
 @app.command()
 @friendly_errors
 def codesign(
-    workload: Annotated[str, typer.Option(help="train, serve, edge or mix.")] = "train",
+    workload: Annotated[str, typer.Option(help="train, serve, latency, edge or mix.")] = "train",
     area_mm2: Annotated[float | None, typer.Option(help="Die-area budget, mm^2.")] = None,
     power_w: Annotated[
         float | None, typer.Option(help="Power budget, W: each workload's mean chip power.")
