@@ -448,20 +448,13 @@ def within_area_and_cost(
     return at(lo)
 
 
-def within_budgets(
-    design: ChipDesign,
-    tech: Technology,
-    budgets,
-    power_of: Callable[[ChipDesign], float] | None = None,
-) -> ChipDesign:
+def within_budgets(design: ChipDesign, tech: Technology, budgets) -> ChipDesign:
     """``design`` brought within the area and cost budgets by its matrix array
     (:func:`within_area_and_cost`), then within the power budget by its clock
-    (:func:`within_power` of ``power_of``, default the full-activity power; the smaller array
-    draws less power, the clock changes neither area nor cost).  ``budgets``: area (mm^2),
-    power (W), cost (USD)."""
+    (:func:`within_power` of the full-activity power; the smaller array draws less power, the
+    clock changes neither area nor cost).  ``budgets``: area (mm^2), power (W), cost (USD)."""
     area_mm2, power_w, cost_usd = budgets
-    shrunk = within_area_and_cost(design, tech, area_mm2, cost_usd)
-    return within_power(shrunk, tech, power_w, power_of)
+    return within_power(within_area_and_cost(design, tech, area_mm2, cost_usd), tech, power_w)
 
 
 def budget_excess(used: dict[str, float], budgets: dict[str, float]) -> dict[str, float]:
