@@ -1,9 +1,9 @@
 """The input fuzz suite (tests/fuzz): no input may end in a traceback, an unclear message, a NaN
 answer or an infeasible plan reported feasible.
 
-Two profiles: the default run takes every 80th deterministic case and 60 hypothesis flag
-combinations (about 25 s); ``-m slow`` takes every 13th case (over 4,000 of 56,045: about 6
-min on 2 cores; every 3rd took 24 min, a third of the CI's slow pass) and 400 combinations.
+Two profiles: the default run takes 60 hypothesis flag combinations; ``-m slow`` takes every
+80th deterministic case (about 2 min on 2 cores), every 13th (over 4,000 of 56,045: about 6
+min; every 3rd took 24 min, a third of the CI's slow pass) and 400 combinations.
 The stride is prime, so cases generated in cycles of 2-12 variants are all sampled.  The
 release profile, every case, is ``python -m tests.fuzz``.
 """
@@ -29,7 +29,7 @@ def _run_every(runner: Runner, every: int) -> None:
     assert not any(total[k] for k in BAD), "\n".join(defects)
 
 
-@pytest.mark.slow  # 10-25 s on 2 cores: runs in `.ci/run`'s slow pass
+@pytest.mark.slow  # about 2 min on 2 cores (130 s measured): `.ci/run`'s slow pass
 def test_fuzz_ci_profile(runner):
     _run_every(runner, 80)
     assert sum(runner.tally.total().values()) > 350
