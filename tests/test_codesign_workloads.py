@@ -75,3 +75,27 @@ def test_largest_batches_finds_the_largest_feasible_whole_batch():
         th = np.asarray([3.0, 0.0, np.log2(bigger), 0.0, 0.0, 0.0])
         assert not exact_at(w, h100, tech, th)["feasible"]
     assert best["objective"] < start["objective"]
+
+
+def test_exact_plans_are_evaluated_by_one_compiled_program(monkeypatch):
+    """The EXACT verification evaluates many plans on many designs (whole stack counts, the
+    clock lowered to the power budget): one trace per workload, not one per plan (eager, the
+    train optimum's verification took 25 s)."""
+    import equinox as eqx
+
+    import diffcost._codesign.workloads as wl
+
+    traces = []
+    numbers = wl._exact_numbers
+    monkeypatch.setattr(wl, "_exact_numbers", lambda *a: traces.append(1) or numbers(*a))
+    monkeypatch.setattr(wl, "_EXACT_PROGRAMS", {})
+    tech = load_technology("n4")
+    w = builtin_workload("edge")
+    design = chip_as_design("jetson-agx-orin", tech)
+    half = float(design.lpddr_channels) / 2.0
+    slower = eqx.tree_at(lambda d: d.lpddr_channels, design, half)  # a Python float leaf
+    th = np.zeros(6)
+    results = [wl.exact_at(w, d, tech, th) for d in (design, slower, design)]
+    assert len(traces) == 1
+    assert results[0] == results[2]
+    assert results[1]["objective"] > results[0]["objective"]  # half the memory channels

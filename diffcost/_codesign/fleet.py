@@ -8,6 +8,7 @@ template, structure and objective (:mod:`diffcost._codesign.workloads`), not cop
 """
 
 from dataclasses import replace
+from functools import cache
 
 import jax
 import jax.numpy as jnp
@@ -43,11 +44,13 @@ FLEET_INPUT_LENS = (2048, 512, 8192, 1024, 4096)
 FLEET_TPOT_SLOS_S = (0.05, 0.03, 0.10, 0.07)
 
 
+@cache
 def fleet_scenario(i: int) -> Workload:
     """Scenario ``i`` of the fleet: the built-in ``serve`` workload (Llama-3-70B on 8 chips,
     256 output tokens, TTFT <= 2 s) with prompt length ``FLEET_INPUT_LENS[i % 5]`` and TPOT
     limit ``FLEET_TPOT_SLOS_S[i % 4]``, the search space and the traced sizes ``[chips,
-    ttft_slo_s, tpot_slo_s]`` changed together."""
+    ttft_slo_s, tpot_slo_s]`` changed together.  One object per ``i`` (so its EXACT program,
+    :func:`~.workloads.exact_at`, is compiled once)."""
     base = builtin_workload("serve")
     n_in, tpot_s = FLEET_INPUT_LENS[i % 5], FLEET_TPOT_SLOS_S[i % 4]
     space = replace(base.space, input_len=n_in, tpot_slo_s=tpot_s)

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.dedupe import deduplicated
 from .._core.errors import Problem, SpecError
 from .discrete import (  # noqa: F401  (re-exported: the search's public vocabulary)
     Axis,
@@ -134,12 +135,14 @@ def optimise(
     import optax  # imported here: 0.15 s that no prediction needs
 
     opt = optax.adam(learning_rate)
+    # the gradient of the deduplicated loss: a smaller program to compile (:mod:`.._core.dedupe`)
+    small = deduplicated(loss)
 
     def run(theta: jax.Array) -> tuple[jax.Array, jax.Array]:
         def body(carry, step):
             th, state = carry
             tau = anneal(step, steps)
-            g = jax.grad(loss)(th, tau)
+            g = jax.grad(small)(th, tau)
             g = jnp.where(jnp.isfinite(g), g, 0.0)
             updates, state = opt.update(g, state, th)
             new = optax.apply_updates(th, updates)
