@@ -274,6 +274,7 @@ def test_summary_reads_the_budgets_of_the_trace_row_of_its_point():
     np.testing.assert_allclose(used, np.exp(g) * np.asarray(problem.budgets), rtol=1e-6)
 
 
+@pytest.mark.slow  # 9-40 s on 2 cores: kept out of the ~6-minute default run
 def test_power_budget_is_the_workloads_activity_power_not_full_activity():
     """``g``'s power is the workload's mean chip power (the edge decode at the Jetson-class
     start: relaxed model at a whole plan == the EXACT model's power, within float32), far below

@@ -131,7 +131,7 @@ def test_megatron_refuses_what_it_cannot_run(model, change, reason):
 
 
 _CASES = [
-    ("llama-3-70b", "dgx-h100", 64, 512, ("bf16", "fp8")),
+    pytest.param("llama-3-70b", "dgx-h100", 64, 512, ("bf16", "fp8"), marks=pytest.mark.slow),
     ("llama-2-7b", "dgx-a100", 8, 32, ("fp32", "bf16")),
     pytest.param("llama-3-8b", "dgx-h100", 8, 64, ("bf16",), marks=pytest.mark.slow),
     pytest.param("mixtral-8x7b", "dgx-a100", 16, 128, ("bf16",), marks=pytest.mark.slow),

@@ -222,6 +222,7 @@ def test_swings_are_exact_and_agree_in_sign(h100_decode, tmp_path):
 runner = CliRunner()
 
 
+@pytest.mark.slow  # 9-40 s on 2 cores: kept out of the ~6-minute default run
 def test_cli_train_json_ranks_and_names_the_most_elastic():
     result = runner.invoke(
         app,
@@ -255,6 +256,7 @@ def test_cli_train_json_ranks_and_names_the_most_elastic():
     assert set(out["elasticities"]) == set(out["metrics"])
 
 
+@pytest.mark.slow  # 9-40 s on 2 cores: kept out of the ~6-minute default run
 def test_cli_serve_table_and_tornado(tmp_path):
     png = tmp_path / "tornado.png"
     result = runner.invoke(

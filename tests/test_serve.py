@@ -188,6 +188,7 @@ def test_batch1_decode_cannot_beat_the_weight_bandwidth_floor(h100, llama70, tp)
         assert f(out.decode_tp_comm_s + out.decode_launch_s) > f(out.decode_weight_read_s)
 
 
+@pytest.mark.slow  # 9-40 s on 2 cores: kept out of the ~6-minute default run
 def test_batch1_elasticities(llama70):
     """At batch 1, d log TPOT / d log HBM bandwidth ~ -1 and d log TPOT / d log peak ~ 0.
 

@@ -95,6 +95,7 @@ def test_bursty_arrivals_wait_longer_than_poisson(case):
     assert float(bursty.ttft_p99_s) > float(poisson.ttft_p99_s)
 
 
+@pytest.mark.slow  # 9-40 s on 2 cores: kept out of the ~6-minute default run
 def test_saturation_is_flagged_steep_and_finite(case):
     system, model, plan, _ = case
 

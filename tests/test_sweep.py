@@ -403,6 +403,7 @@ def test_cli_sweep_writes_csv_parquet_and_plots(tmp_path):
     assert best["step_time_s_p10"] < best["step_time_s"] < best["step_time_s_p90"]
 
 
+@pytest.mark.slow  # 9-40 s on 2 cores: kept out of the ~6-minute default run
 def test_cli_sweep_serve_table_and_pareto(tmp_path):
     result = runner.invoke(
         app,

@@ -148,6 +148,7 @@ def test_serve_interval_of_an_engine_regime_is_wider_and_named():
     assert ratio(ds) > 1.3 > 1.15 > ratio(base)
 
 
+@pytest.mark.slow  # 9-40 s on 2 cores: kept out of the ~6-minute default run
 def test_log_jacobian_matches_finite_differences(h100_64, llama70):
     cost = dc.TrainCost(h100_64, llama70)
     plan = dc.train_plan(tp=8, pp=2, dp=4, global_batch=256, seq_len=4096, micro_batch=1)

@@ -177,6 +177,7 @@ def test_one_trace_per_entry_point(prepared, result, monkeypatch):
 SMALL = ["--source", "megatron-readme", "--source", "trtllm-0.5-latency"]
 
 
+@pytest.mark.slow  # 9-40 s on 2 cores: kept out of the ~6-minute default run
 def test_validate_json_plot_and_scenario_files(tmp_path):
     res = runner.invoke(
         app,
