@@ -98,18 +98,18 @@ def _check_fd(case, fn, names):
     assert checked > 200
 
 
-@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; the CLI tests stay fast
+@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; two CLI tests stay fast
 def test_train_elasticities_match_finite_differences(train_case):
     _check_fd(train_case, train_metrics, TRAIN_METRICS)
 
 
-@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; the CLI tests stay fast
+@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; two CLI tests stay fast
 def test_serve_elasticities_match_finite_differences(h100_decode, groq_decode):
     _check_fd(h100_decode, serve_metrics, SERVE_METRICS)
     _check_fd(groq_decode, serve_metrics, SERVE_METRICS)
 
 
-@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; the CLI tests stay fast
+@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; two CLI tests stay fast
 def test_metrics_under_jit_equal_eager(train_case, h100_decode):
     """jit(f) == f for both metric functions (dicts of arrays, compared leaf by leaf)."""
     system, model, plan, _ = train_case
@@ -126,7 +126,7 @@ def test_metrics_under_jit_equal_eager(train_case, h100_decode):
     assert set(eager) == set(SERVE_METRICS)
 
 
-@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; the CLI tests stay fast
+@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; two CLI tests stay fast
 def test_parameters_are_named_and_grouped(train_case):
     system, model, _, sens = train_case
     names = parameter_names((system, model))
@@ -144,7 +144,7 @@ def test_parameters_are_named_and_grouped(train_case):
     assert list(sens.metrics) == list(TRAIN_METRICS)
 
 
-@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; the CLI tests stay fast
+@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; two CLI tests stay fast
 def test_elasticity_identities(train_case):
     """Exact consequences of the formulas: activity energy/token is homogeneous of degree one
     in the chip's energy figures and the node overhead (below the TDP cap, which does not
@@ -169,7 +169,7 @@ def test_elasticity_identities(train_case):
 
 
 # --- the seed thesis ------------------------------------------------------------------------------
-@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; the CLI tests stay fast
+@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; two CLI tests stay fast
 def test_large_batch_training_is_compute_bound(train_case):
     *_, sens = train_case
     assert sens.most_elastic("step_time_s") == "chip.peak_flop_per_s[bf16]"
@@ -178,7 +178,7 @@ def test_large_batch_training_is_compute_bound(train_case):
     assert abs(sens.elasticity("step_time_s", BW)) < 0.5 * abs(top.elasticity.iloc[0])
 
 
-@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; the CLI tests stay fast
+@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; two CLI tests stay fast
 def test_batch1_decode_on_hbm_is_bandwidth_bound(h100_decode):
     *_, sens = h100_decode
     assert sens.most_elastic("tpot_s") == BW
@@ -188,7 +188,7 @@ def test_batch1_decode_on_hbm_is_bandwidth_bound(h100_decode):
     assert sens.most_elastic("min_deployment_tokens_per_s_per_chip") == BW
 
 
-@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; the CLI tests stay fast
+@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; two CLI tests stay fast
 @pytest.mark.parametrize("case", ["groq_decode", "cerebras_decode"])
 def test_batch1_decode_on_sram_chips_is_capacity_bound(case, request):
     *_, sens = request.getfixturevalue(case)
@@ -199,7 +199,7 @@ def test_batch1_decode_on_sram_chips_is_capacity_bound(case, request):
     assert sens.elasticity("chips_needed", CAP) == pytest.approx(-1.0, abs=0.35)
 
 
-@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; the CLI tests stay fast
+@pytest.mark.slow  # shares module fixtures of ~45 s on 2 cores; two CLI tests stay fast
 def test_swings_are_exact_and_agree_in_sign(h100_decode, tmp_path):
     *_, sens = h100_decode
     sw = sens.swings("tpot_s", top=5, groups=HARDWARE_GROUPS)

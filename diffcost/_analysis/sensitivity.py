@@ -45,6 +45,7 @@ import pandas as pd
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array
 
+from .._core.dedupe import deduplicated
 from .._inputs.hardware import ARCHITECTURES, FORMATS, System
 from .._inputs.model import Model
 from .._serve.cost import ServeCost
@@ -226,9 +227,17 @@ def _elasticities(metric_fn: Callable, names: tuple[str, ...], params, plan):
         values = metric_fn(p, plan)
         return jnp.stack([_safe_log_abs(values[n]) for n in names])
 
+    dynamic, static = eqx.partition(params, eqx.is_inexact_array)
+
+    def weighted(dyn, selector):
+        return jnp.sum(selector * log_metrics(eqx.combine(dyn, static)))
+
+    # the gradient of the deduplicated model: a smaller program to compile (:mod:`.._core.dedupe`)
+    small = deduplicated(weighted)
+
     def one(selector):
-        grads = eqx.filter_grad(lambda p: jnp.sum(selector * log_metrics(p)))(params)
-        elastic = jtu.tree_map(lambda g, x: g * x, grads, params)
+        grads = jax.grad(small)(dynamic, selector)
+        elastic = jtu.tree_map(lambda g, x: g * x, grads, dynamic)
         return ravel_pytree(elastic)[0]
 
     values = metric_fn(params, plan)
