@@ -5,11 +5,13 @@ Problem (all in logs, so every term is dimensionless):
 ``g_i(x) = log(c_i(design) / budget_i) <= 0`` for die area (mm^2), power (W) and
 manufacturing cost (USD).  Power is the workloads' own: each workload's mean chip power at its
 plan (:func:`~diffcost._codesign.workloads.chip_power_w`, activity energy per chip-second), the
-largest over the workloads (a smooth maximum while relaxed), not every unit at full rate at
-once (:func:`~diffcost._codesign.design.design_power_w`, which no workload reaches: measured on
-an H100, its dense products hit the 700 W limit at 64% of the peak, and its full-activity
-power is ~1.4 kW).  Inequalities by the augmented Lagrangian of Powell-Hestenes-
-Rockafellar (Nocedal & Wright, *Numerical Optimization*, 2nd ed., §17.4, eq. 17.65):
+largest over the workloads (a smooth maximum in :func:`evaluate`; :func:`solve` of a mix holds
+each workload's power to the budget as its own inequality instead, :mod:`.parts`), not every
+unit at full rate at once (:func:`~diffcost._codesign.design.design_power_w`, which no
+workload reaches: measured on an H100, its dense products hit the 700 W limit at 64% of the
+peak, and its full-activity power is ~1.4 kW).  Inequalities by the augmented Lagrangian of
+Powell-Hestenes-Rockafellar (Nocedal & Wright, *Numerical Optimization*, 2nd ed., §17.4,
+eq. 17.65):
 ``L = f + sum_i (relu(lambda_i + rho g_i)^2 - lambda_i^2) / (2 rho)``, adam on ``L`` for
 ``k`` steps, then ``lambda_i <- relu(lambda_i + rho g_i)``; optionally (``solve(adapt=True)``)
 ``rho`` raised tenfold when the violation did not halve (:func:`next_penalty`: ALGENCAN's rule,
