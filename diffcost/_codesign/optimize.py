@@ -164,6 +164,19 @@ def augmented_lagrangian(f, g, lam, rho) -> jax.Array:
     return f + jnp.sum(jnp.square(jax.nn.relu(lam + rho * g)) - jnp.square(lam)) / (2.0 * rho)
 
 
+def projected_adam(opt, grad, state, x, bounds, update):
+    """One adam step of ``x`` projected onto the box ``bounds = (lo, hi)`` (non-finite gradient
+    entries taken as 0), or ``(x, state)`` unchanged where ``update`` is False (the scoring
+    evaluation at the end of an outer iteration)."""
+    import optax  # imported here: only co-design needs it
+
+    grad = jnp.where(jnp.isfinite(grad), grad, 0.0)
+    updates, new_state = opt.update(grad, state, x)
+    new_x = jnp.clip(jnp.asarray(optax.apply_updates(x, updates)), *bounds)
+    keep = lambda old, new: jnp.where(update, new, old)  # noqa: E731
+    return jax.tree.map(keep, (x, state), (new_x, new_state))
+
+
 def make_step(
     evaluate_fn, bounds, learning_rate: float, inner: int, rho: float, quick: bool = True
 ):
@@ -191,11 +204,7 @@ def make_step(
     def body(carry, last):
         x, state, lam, penalty = carry
         (_, aux), grad = jax.value_and_grad(loss, has_aux=True)(x, lam, penalty)
-        grad = jnp.where(jnp.isfinite(grad), grad, 0.0)
-        updates, new_state = opt.update(grad, state, x)
-        new_x = jnp.clip(jnp.asarray(optax.apply_updates(x, updates)), lo, hi)
-        keep = lambda old, new: jnp.where(last, old, new)  # noqa: E731
-        x, state = jax.tree.map(keep, (x, state), (new_x, new_state))
+        x, state = projected_adam(opt, grad, state, x, (lo, hi), ~last)
         return (x, state, lam, penalty), aux
 
     def compiled(x, state, lam, penalty):

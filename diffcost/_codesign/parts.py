@@ -40,7 +40,7 @@ import jax.numpy as jnp
 
 from .._core.dedupe import deduplicated
 from .._core.quick_compile import compile_quickly
-from .optimize import Problem, augmented_lagrangian, log_budgets, to_design
+from .optimize import Problem, augmented_lagrangian, log_budgets, projected_adam, to_design
 from .workloads import Workload, relaxed_objective
 
 
@@ -107,11 +107,7 @@ def make_parts_step(problem: Problem, learning_rate: float, inner: int, rho: flo
         log_obj, pen, g_w = (jnp.stack([aux[k] for (_, aux), _ in outs]) for k in range(3))
         gz = gz + sum(dz for _, (dz, _) in outs)
         grad = jnp.concatenate([gz, *(dtheta for _, (_, dtheta) in outs)])
-        grad = jnp.where(jnp.isfinite(grad), grad, 0.0)
-        updates, new_adam = adam.update(grad, state.adam, x)
-        new_x = jnp.clip(jnp.asarray(optax.apply_updates(x, updates)), lo, hi)
-        keep = lambda old, new: jnp.where(update, new, old)  # noqa: E731
-        new_x, new_adam = jax.tree.map(keep, (x, state.adam), (new_x, new_adam))
+        new_x, new_adam = projected_adam(adam, grad, state.adam, x, (lo, hi), update)
         row = (weights @ log_obj, weights @ pen, jnp.stack([g[0], jnp.max(g_w), g[1]]), x)
         return new_x, state._replace(adam=new_adam), row, g_w
 
