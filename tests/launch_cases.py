@@ -48,8 +48,8 @@ def _megatron(model: str, row: dict, space: TrainSearchSpace | None = None) -> L
 
 
 @cache
-def train_lines() -> list[tuple[str, Launch, int]]:
-    """(name, Megatron-LM launch, world size) for the layouts and the searched plans."""
+def train_layout_lines() -> list[tuple[str, Launch, int]]:
+    """(name, Megatron-LM launch, world size) for the hand-picked layouts (no search: cheap)."""
     out = []
     for model, change, chips in TRAIN_LAYOUTS:
         row = {**_BASE, **change}
@@ -61,14 +61,28 @@ def train_lines() -> list[tuple[str, Launch, int]]:
             out.append((f"{model} uneven", _megatron(model, row, space), chips))
         else:
             out.append((f"{model} {change}", _megatron(model, row), chips))
-    for model, system, chips, batch in TRAIN_SEARCHES:
-        space = TrainSearchSpace(global_batch=batch, seq_len=4096, chips=(chips,), max_cp=2)
-        result = search_train(dc.load_system(system, chips=chips), dc.load_model(model), space)
-        result.keep(2)
-        for i, row in enumerate([result.best, *[p for p, _ in result.alternatives]]):
-            assert row is not None
-            out.append((f"{model} searched #{i + 1}", _megatron(model, row, space), chips))
     return out
+
+
+@cache
+def train_search_lines(index: int) -> list[tuple[str, Launch, int]]:
+    """(name, Megatron-LM launch, world size) of the best plan and two runners-up of
+    ``TRAIN_SEARCHES[index]`` (one exact search: seconds)."""
+    model, system, chips, batch = TRAIN_SEARCHES[index]
+    space = TrainSearchSpace(global_batch=batch, seq_len=4096, chips=(chips,), max_cp=2)
+    result = search_train(dc.load_system(system, chips=chips), dc.load_model(model), space)
+    result.keep(2)
+    out = []
+    for i, row in enumerate([result.best, *[p for p, _ in result.alternatives]]):
+        assert row is not None
+        out.append((f"{model} searched #{i + 1}", _megatron(model, row, space), chips))
+    return out
+
+
+def train_lines() -> list[tuple[str, Launch, int]]:
+    """(name, Megatron-LM launch, world size) for the layouts and the searched plans."""
+    searched = [line for i in range(len(TRAIN_SEARCHES)) for line in train_search_lines(i)]
+    return train_layout_lines() + searched
 
 
 _SERVE = dict(tp=1, pp=1, batch=64, weight_format="bf16", kv_format="bf16", replicas=1)

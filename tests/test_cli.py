@@ -327,6 +327,7 @@ def test_names_with_brackets_print_as_written(tmp_path):
 
 
 # --- coverage: which measurements stand behind a prediction (issue 17 item 2) ----------------
+@pytest.mark.slow  # 6 s on 2 cores (a b200 fp4 compile); coverage flags: tests/test_coverage.py
 def test_serve_json_says_b200_fp4_has_no_measurement():
     result = _run(
         *("serve", "--model", "llama-2-70b", "--chip", "b200", "--chips", "1", "--tp", "1"),

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from launch_cases import serve_lines, train_lines
+from launch_cases import TRAIN_SEARCHES, serve_lines, train_layout_lines, train_search_lines
 
 _DATA = Path(__file__).parent / "data" / "launch"
 
@@ -66,17 +66,30 @@ def problems(args: tuple[str, ...], flags: dict, extra: dict | None = None) -> l
     return out
 
 
-_TRAIN = train_lines()
+_TRAIN = train_layout_lines()
 _SERVE = serve_lines()
 
 
-@pytest.mark.parametrize("name,line,world", _TRAIN, ids=[c[0] for c in _TRAIN])
-def test_megatron_line_parses(name, line, world):
+def _check_megatron(line, world):
     assert not line.refused
     assert problems(line.args, _table("megatron")["flags"]) == []
     assert line.program[-1] == "pretrain_gpt.py"
     nodes, per_node = int(line.program[2]), int(line.program[4])
     assert nodes * per_node == world
+
+
+@pytest.mark.parametrize("name,line,world", _TRAIN, ids=[c[0] for c in _TRAIN])
+def test_megatron_line_parses(name, line, world):
+    _check_megatron(line, world)
+
+
+@pytest.mark.slow  # three exact searches, ~22 s on 2 cores: the default run checks the layouts
+@pytest.mark.parametrize("index", range(len(TRAIN_SEARCHES)), ids=[c[0] for c in TRAIN_SEARCHES])
+def test_searched_megatron_lines_parse(index):
+    lines = train_search_lines(index)
+    assert len(lines) == 3  # the best plan and two runners-up
+    for _, line, world in lines:
+        _check_megatron(line, world)
 
 
 @pytest.mark.parametrize("name,line", _SERVE, ids=[f"{c[1].framework} {c[0]}" for c in _SERVE])

@@ -445,6 +445,7 @@ def test_roofline_ops_sit_under_the_achievable_roof(tmp_path):
     assert (decode.intensity < 20).all()  # 16 tokens: memory-bound side of the ridge
 
 
+@pytest.mark.slow  # 7 s on 2 cores (two sweeps, new calibrations); no posterior: test above
 def test_a_sweep_file_names_its_calibration(tmp_path):
     """``calibration = "bare.toml"`` in the sweep file, relative to it: its constants and its
     (missing) posterior are used, and ``--calibration`` overrides the file's."""

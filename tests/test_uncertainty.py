@@ -363,6 +363,7 @@ def test_knowledge_names_the_constant_to_measure_next():
     assert set(U.MEASURE_NEXT) == set(C.NAMES)  # every calibrated constant has a measurement
 
 
+@pytest.mark.slow  # 15 s on 2 cores (the serve sensitivity CLI); the knowledge: test above
 def test_sensitivity_reports_what_each_interval_comes_from():
     result = run("sensitivity", "serve", "--json")
     assert result.exit_code == 0, result.output

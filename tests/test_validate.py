@@ -200,8 +200,8 @@ def test_validate_json_plot_and_scenario_files(tmp_path):
     assert len(list(tmp_path.glob("*.toml"))) == 21
 
 
-def test_validate_table_and_point_detail():
-    res = runner.invoke(app, ["validate", *SMALL])
+def test_validate_table_and_point_detail(result):
+    res = runner.invoke(app, ["validate"])
     assert res.exit_code == 0, res.output
     assert "megatron_readme_gpt3_175b_1024xA100" in res.output and "median |err|" in res.output
     res = runner.invoke(app, ["validate", "--point", "korthikanti_1T_full_recompute"])

@@ -22,6 +22,7 @@ jaxlib runs with its own emitters (slower to compile on a CPU, the same models).
 """
 
 import os
+from collections.abc import MutableMapping
 from importlib import metadata
 
 #: Flags added to ``XLA_FLAGS`` (each unless the user's value already names it).
@@ -56,11 +57,20 @@ def configure_xla(environ: dict[str, str] | None = None) -> bool:
             return all(f.split("=")[0] in env.get("XLA_FLAGS", "") for f in CPU_FLAGS)
     except ImportError:  # a JAX without this private helper: set the flag regardless
         pass
-    flags = env.get("XLA_FLAGS", "")
-    extra = [f for f in CPU_FLAGS if f.split("=")[0] not in flags]
-    if extra:
-        env["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
+    add_flags(CPU_FLAGS, env)
     return True
 
 
-__all__ = ["CPU_FLAGS", "LAST_JAXLIB", "configure_xla", "flags_supported"]
+def add_flags(flags: tuple[str, ...], environ: MutableMapping[str, str] | None = None) -> None:
+    """Append each of ``flags`` (``--name=value``) to ``XLA_FLAGS`` in ``environ`` (default
+    ``os.environ``) unless its name is already there (the user's own value wins).  Effective
+    only before JAX's first computation, and only with flags the installed XLA knows (it
+    aborts the process on an unknown one)."""
+    env = os.environ if environ is None else environ
+    given = env.get("XLA_FLAGS", "")
+    extra = [f for f in flags if f.split("=")[0] not in given]
+    if extra:
+        env["XLA_FLAGS"] = " ".join([given, *extra]).strip()
+
+
+__all__ = ["CPU_FLAGS", "LAST_JAXLIB", "add_flags", "configure_xla", "flags_supported"]
