@@ -143,17 +143,27 @@ def test_edge_codesign_improves_and_exact_reevaluation_matches():
     assert result.objectives["edge"] * 0.99 <= exact["objective"] <= result.objectives["edge"] * 1.1
 
 
-@pytest.mark.slow  # ~45 s: compiles the edge model through the CLI
-def test_cli_codesign_json_smoke():
+@pytest.mark.slow  # ~50 s: compiles the edge model through the CLI
+def test_cli_codesign_json_smoke_with_two_starts():
     from diffcost.cli import app
 
-    out = CliRunner().invoke(app, ["codesign", "--workload", "edge", "--steps", "5", "--json"])
+    args = ["codesign", "--workload", "edge", "--steps", "5", "--starts", "2", "--json"]
+    out = CliRunner().invoke(app, args)
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
     for key in ("design", "chip", "objective_relaxed", "objective_exact", "binding",
-                "multipliers", "nearest_chips", "evaluations"):  # fmt: skip
+                "multipliers", "nearest_chips", "evaluations", "starts"):  # fmt: skip
         assert key in data
     assert data["evaluations"] >= 5
+    # best of two starts on the EXACT model: the kept start's chip is the one reported
+    starts = data["starts"]
+    assert len(starts) == 2 and sum(s["kept"] for s in starts) == 1
+    kept = next(s for s in starts if s["kept"])
+    assert kept["objective_exact"]["edge"] == data["objective_exact"]["edge"]["objective"]
+    ok = [s for s in starts if s["ok"]]
+    if ok:  # a start within budgets and feasible beats any that is not, then the lower score
+        assert kept["ok"] and kept["log_score"] == min(s["log_score"] for s in ok)
+    assert starts[0]["objective_exact"] != starts[1]["objective_exact"]  # two different starts
 
 
 def test_cli_codesign_rejects_unknown_workload():

@@ -57,6 +57,7 @@ def result_json(result: Any) -> dict[str, Any]:
         "binding": list(result.binding),
         "multipliers": result.multipliers,
         "evaluations": result.evaluations,
+        "starts": result.starts,
         "nearest_chips": [{"chip": n, "log_distance": d} for n, d in result.nearest],
         "buildable": {
             "hbm_stacks": float(result.built.hbm_stacks),
@@ -108,6 +109,18 @@ def print_result(out: dict[str, Any]) -> None:
     near = ", ".join(f"{c['chip']} {c['log_distance']:.2f}" for c in out["nearest_chips"][:3])
     console.print(f"nearest existing chips (RMS log distance): {near}")
     console.print(f"{out['evaluations']} gradient evaluations")
+    print_starts(out["starts"])
+
+
+def print_starts(starts: list[dict[str, Any]]) -> None:
+    """With several starts: every start's exact objectives, the kept one marked."""
+    if len(starts) < 2:
+        return
+    for i, s in enumerate(starts):
+        objs = ", ".join(f"{n} {v:.5g}" for n, v in s["objective_exact"].items())
+        verdict = "within budgets, feasible" if s["ok"] else "over a budget or infeasible"
+        mark = "  <- kept" if s["kept"] else ""
+        console.print(f"start {i}: exact {objs} ({verdict}){mark}")
 
 
 def print_buildable(out: dict[str, Any]) -> None:
@@ -144,6 +157,14 @@ def codesign(
     cost_usd: Annotated[float | None, typer.Option(help="Manufacturing-cost budget, USD.")] = None,
     node: Annotated[str, typer.Option(help="Process node (n3, n4, n5, n7, n14).")] = "n4",
     steps: Annotated[int, typer.Option(help="Adam steps (one gradient evaluation each).")] = 200,
+    starts: Annotated[
+        int | None,
+        typer.Option(
+            help="Starting points (the reference chip, then perturbed ones); the one whose "
+            "buildable chip the exact model ranks best is kept. Default 8 (mix: 4)."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the perturbed starting points.")] = 0,
     json_out: JsonFlag = False,
 ) -> None:
     """Design a chip by gradient for a built-in workload, its parallel plan optimised jointly."""
@@ -161,7 +182,13 @@ def codesign(
     budgets = tuple(
         d if v is None else float(v) for v, d in zip(given, DEFAULT_BUDGETS[workload], strict=True)
     )
-    with stage(f"co-designing for {workload} (compiling, then {steps} steps)", not json_out):
-        result = run(workload, load_technology(node), budgets, steps=max(steps, 1))  # type: ignore[arg-type]
+    from .._codesign.optimize import default_starts
+
+    if starts is not None and starts < 1:
+        raise SpecError([Problem("<arguments>", "starts", f"must be at least 1, got {starts}")])
+    starts = default_starts(workload) if starts is None else starts
+    runs = f"{steps} steps" + (f" from each of {starts} starts" if starts > 1 else "")
+    with stage(f"co-designing for {workload} (compiling, then {runs})", not json_out):
+        result = run(workload, load_technology(node), budgets, max(steps, 1), starts, seed)  # type: ignore[arg-type]
     out = result_json(result)
     print_json(out) if json_out else print_result(out)
