@@ -39,19 +39,19 @@ Multi-start: :func:`multistart_run` advances ``starts`` starts by one ``jax.vmap
 (:func:`measure_multistart`), so a vmapped step of P starts costs P times that.
 
 Findings (``benchmarks/results/codesign-compare.txt`` and ``codesign-compare-dim.txt``, 2-core
-CPU, 5 seeds, medians; re-measured on two memory levels): one gradient step costs 25-62 points
-of the batched forward (measured; about +-25% between runs). On the built-in workloads (n =
-14-31) CMA-ES beats the gradient at that cost (1.5-1.65x at 200 evaluations, the gradient
-infeasible in most train and mix runs; 1.03-1.6x at 2000); charged 1 evaluation a step the
-gradient wins at 200 (0.62-0.95x) and ties at 2000 (0.9-1.02x). With the dimension (fleets of K
-= 1, 2, 4, 8, 16: n = 14, 20, 32, 56, 104) at 2000 evaluations and the measured cost the
-gradient's median best is 1.21x CMA-ES's at n = 14, 1.29x at 20, 1.22x at 32, 0.94x at 56 and
-0.52x at 104 (CMA-ES feasible in 4 of 5 runs there); charged 1 evaluation a step it is 1.02,
-1.01, 0.98, 0.74 and 0.43x. So the gradient wins clearly (about 2x) only at n ~ 100, where
-CMA-ES's covariance (time scale ~22,000 evaluations) cannot be learnt within 2000; at 200
-evaluations and n >= 56 CMA-ES finds no feasible design in most runs while the gradient (charged
-1 or 3) does in every run. Four starts in one vmapped step cost 9-13 points per start and step
-and do no better than one.
+CPU, 5 seeds, medians; re-measured 2026-11-27 on the workloads' own power budget): one gradient
+step costs 19-37 points of the batched forward (measured; about +-25% between runs). On the
+built-in workloads (n = 14-32) CMA-ES beats the gradient at that cost (1.2-1.64x at 200
+evaluations, the gradient infeasible in most train runs; 1.06-1.41x at 2000); charged 1
+evaluation a step the gradient wins at 200 on four of five (mix 0.52x, serve 0.70, train 0.88,
+edge 0.96; latency 1.04) and ties at 2000 (0.99-1.13x). With the dimension (fleets of K = 1, 2,
+4, 8, 16: n = 14, 20, 32, 56, 104) at 2000 evaluations and the measured cost the gradient's
+median best is 1.17x CMA-ES's at n = 14, 1.16x at 20, 1.03x at 32, 0.68x at 56 and 0.48x at 104;
+charged 1 evaluation a step it is 1.01, 0.99, 0.91, 0.64 and 0.44x. So the gradient wins
+clearly (about 2x) only at n ~ 100, where CMA-ES's covariance (time scale ~22,000 evaluations)
+cannot be learnt within 2000; at 200 evaluations and n >= 56 CMA-ES finds no feasible design in
+most runs while the gradient (charged 1 or 3) does in every run. Four starts in one vmapped
+step cost 7-14 points per start and step and do no better than one.
 """
 
 import math
