@@ -61,3 +61,22 @@ def test_cli_refuses_fewer_than_one_start():
     out = CliRunner().invoke(app, ["codesign", "--workload", "edge", "--starts", "0"])
     assert out.exit_code == 2
     assert "starts" in out.output and "at least 1" in out.output and "Traceback" not in out.output
+
+
+def test_cli_lists_every_start_and_marks_the_kept_one():
+    from diffcost.cli._codesign_cmd import print_starts
+    from diffcost.cli._common import console
+
+    starts = [
+        {"ok": True, "log_score": 2.2, "objective_exact": {"serve": 9.04}, "kept": False},
+        {"ok": True, "log_score": 2.1, "objective_exact": {"serve": 8.87}, "kept": True},
+        {"ok": False, "log_score": 1.0, "objective_exact": {"serve": 2.0}, "kept": False},
+    ]
+    with console.capture() as cap:
+        print_starts(starts)
+    lines = cap.get().splitlines()
+    assert len(lines) == 3 and lines[1].endswith("<- kept") and "serve 8.87" in lines[1]
+    assert "over a budget or infeasible" in lines[2] and "kept" not in lines[0]
+    with console.capture() as cap:
+        print_starts(starts[:1])  # one start: nothing to list
+    assert cap.get() == ""

@@ -108,7 +108,9 @@ def print_result(out: dict[str, Any]) -> None:
     print_buildable(out)
     near = ", ".join(f"{c['chip']} {c['log_distance']:.2f}" for c in out["nearest_chips"][:3])
     console.print(f"nearest existing chips (RMS log distance): {near}")
-    console.print(f"{out['evaluations']} gradient evaluations")
+    count = len(out["starts"])
+    each = f" in each of {count} starts" if count > 1 else ""
+    console.print(f"{out['evaluations']} gradient evaluations{each}")
     print_starts(out["starts"])
 
 
