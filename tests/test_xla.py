@@ -11,14 +11,15 @@ def test_the_flags_are_set_in_this_process_before_jax_started():
     assert all(f in os.environ.get("XLA_FLAGS", "") for f in CPU_FLAGS)
 
 
-def test_the_suite_compiles_with_llvm_at_o0():
-    from conftest import TEST_XLA_FLAGS
+def test_the_default_run_compiles_with_llvm_at_o0_set_before_jax_started():
+    import conftest
 
-    assert TEST_XLA_FLAGS == (
+    assert conftest.TEST_XLA_FLAGS == (
         "--xla_backend_optimization_level=0",
         "--xla_llvm_disable_expensive_passes=true",
     )
-    assert all(f in os.environ["XLA_FLAGS"].split() for f in TEST_XLA_FLAGS)
+    assert all(f in os.environ["XLA_FLAGS"].split() for f in conftest.TEST_XLA_FLAGS)
+    assert conftest.TEST_FLAGS_IN_TIME is True  # no backend had started: XLA reads them
 
 
 def test_a_backend_already_started_leaves_the_environment_alone():
