@@ -1,12 +1,15 @@
 """Headline performance numbers in one machine-readable JSON, so that regressions are visible.
 
-Run: python benchmarks/headline.py [--out benchmarks/headline.json] [--quick]
+Run: python benchmarks/headline.py [--out benchmarks/headline.json] [--quick] [--programs]
+(``--programs``: only the program sizes and their trace and compile times, printed)
 
 Measured (seconds unless named otherwise; the device is recorded):
 - ``import_s``: ``python -c "import diffcost"``, best of 3.
-- ``cold_*_s`` / ``warm_*_s``: ``diffcost train`` and ``diffcost plan train --chips 64`` as
-  subprocesses, first with an empty compilation cache (a fresh machine), then with the cache
-  they wrote (``DIFFCOST_CACHE_DIR``).
+- ``programs``: jaxpr equations of the reference programs (exact and relaxed values, relaxed
+  gradients; training and serving) with their budgets, trace and compile times.
+- ``cold_*_s`` / ``warm_*_s``: ``diffcost train``, ``serve``, ``plan train --chips 64`` and
+  ``sensitivity train`` as subprocesses, first with an empty compilation cache (a fresh
+  machine), then with the cache they wrote (``DIFFCOST_CACHE_DIR``).
 - ``single_plan_us``: one jitted training prediction of the step time, dispatch and the copy
   to the host included (``float(...)``), after warm-up; ``single_plan_all_outputs_us`` the same
   for every output (the whole breakdown pytree copied back); ``predictor_packed_us`` every
@@ -36,6 +39,7 @@ from bench_serve import random_plans as serve_plans
 from bench_train import random_plans as train_plans
 
 import diffcost as dc
+from diffcost._analysis.program_size import BUDGETS, TARGETS, count_equations, reference_programs
 from diffcost._search.core import _result, enumerate_all, scan_space, space_size
 from diffcost._search.train import TrainProblem, TrainSearchSpace
 
@@ -79,11 +83,41 @@ def cli_times() -> dict[str, float]:
     """Import time and cold/warm CLI wall times (subprocesses)."""
     out = {"import_s": _best_of([sys.executable, "-c", "import diffcost"], 3)}
     exe = str(Path(sys.executable).with_name("diffcost"))
-    for name, args in [("train", ["train"]), ("plan_train", ["plan", "train", "--chips", "64"])]:
+    commands = [
+        ("train", ["train"]),
+        ("serve", ["serve"]),
+        ("plan_train", ["plan", "train", "--chips", "64"]),
+        ("sensitivity_train", ["sensitivity", "train"]),
+    ]
+    for name, args in commands:
         with tempfile.TemporaryDirectory() as cache:
             env = os.environ | {"DIFFCOST_CACHE_DIR": cache}
             out[f"cold_{name}_s"] = _best_of([exe, *args], 1, env)
             out[f"warm_{name}_s"] = _best_of([exe, *args], 2, env)
+    return out
+
+
+def programs() -> dict[str, dict]:
+    """Per reference program (:mod:`diffcost._analysis.program_size`): jaxpr equations, its
+    budget and issue 38's target, trace time (``make_jaxpr``) and compile time (``jit(...)
+    .lower(...).compile()`` at XLA's default optimisation, no persistent cache)."""
+    jax.config.update("jax_enable_compilation_cache", False)
+    out = {}
+    for name, (fn, args) in reference_programs().items():
+        t0 = time.perf_counter()
+        closed = jax.make_jaxpr(fn)(*args)
+        trace_s = time.perf_counter() - t0
+        lowered = jax.jit(fn).lower(*args)
+        t0 = time.perf_counter()
+        lowered.compile()
+        out[name] = {
+            "equations": count_equations(closed),
+            "budget": BUDGETS.get(name),
+            "target": TARGETS.get(name),
+            "trace_s": trace_s,
+            "compile_s": time.perf_counter() - t0,
+        }
+        print(json.dumps({name: out[name]}), flush=True)
     return out
 
 
@@ -170,13 +204,18 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).with_name("headline.json")))
     parser.add_argument("--quick", action="store_true", help="skip the CLI subprocess timings")
     parser.add_argument("--plans", type=int, default=500_000)
+    parser.add_argument("--programs", action="store_true", help="only the program sizes")
     args = parser.parse_args()
+    if args.programs:
+        programs()
+        return
     report: dict = {
         "device": str(jax.devices()[0]),
         "cpu_count": os.cpu_count(),
         "jax": jax.__version__,
         "date": time.strftime("%Y-%m-%d"),
     }
+    report["programs"] = programs()
     report["exhaustive"] = exhaustive(host=True)
     report |= model_rates(args.plans)
     if not args.quick:

@@ -67,9 +67,10 @@ def test_missing_jaxpr_internals_fall_back_to_the_plain_function(monkeypatch):
     assert float(deduplicated(lambda x: _repeats(x)[0])(0.3)) == float(_repeats(0.3)[0])
 
 
-def test_the_co_design_model_shrinks_to_under_half_with_the_same_values():
+def test_the_co_design_model_shrinks_with_the_same_values():
     """The relaxed training model on a chip design (the co-design's largest program): the
-    duplicates are most of it (12,006 -> 4,006 equations measured)."""
+    duplicates were most of it (12,006 -> 4,006 equations measured); since each evaluation
+    traces its shared terms once (diffcost._core.shared) they are fewer (5,243 -> 3,113)."""
     from diffcost._codesign import optimize as o
     from diffcost._codesign.technology import load_technology
 
@@ -78,7 +79,7 @@ def test_the_co_design_model_shrinks_to_under_half_with_the_same_values():
     f = lambda x: o.evaluate(problem, x)  # noqa: E731
     closed = jax.make_jaxpr(f)(x)
     small = cse_jaxpr(closed)
-    assert len(small.jaxpr.eqns) < 0.5 * len(closed.jaxpr.eqns)
+    assert len(small.jaxpr.eqns) < 0.75 * len(closed.jaxpr.eqns)
     out = jax.core.eval_jaxpr(small.jaxpr, small.consts, x)
     ref = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, x)
     for a, b in zip(out, ref, strict=True):

@@ -43,6 +43,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from .._core.shared import once
 from .._core.smooth import Smoothing, relu, safe_div
 
 MLP_MATRICES = {"gelu": 2.0, "relu": 2.0, "swiglu": 3.0, "geglu": 3.0}
@@ -103,16 +104,19 @@ class Model(eqx.Module):
     sliding_layers: Float[Array, ""] = eqx.field(default_factory=lambda: jnp.zeros(()))
 
     # --- sliding-window attention ---------------------------------------------------------------
+    @once
     def sliding_fraction(self) -> Array:
         """Fraction of blocks with sliding-window attention: ``sigma = sliding_layers / layers``."""
         return safe_div(self.sliding_layers, self.layers)
 
+    @once
     def window_tokens(self, context: ArrayLike, sm: Smoothing) -> Array:
         """Earlier tokens a sliding-window layer attends (and keeps cached) with ``context`` of
         them: ``min(c, W) = c - relu(c - W)`` (tokens)."""
         c = jnp.asarray(context)
         return c - relu(c - self.sliding_window, sm, scale=c + self.sliding_window)
 
+    @once
     def attended_tokens(self, context: ArrayLike, sm: Smoothing) -> Array:
         """Earlier tokens a query with ``context`` of them attends, averaged over the layers
         (tokens): ``(1 - sigma) c + sigma min(c, W)`` (:meth:`window_tokens`); equally the
@@ -122,6 +126,7 @@ class Model(eqx.Module):
         sigma = self.sliding_fraction()
         return (1.0 - sigma) * c + sigma * self.window_tokens(c, sm)
 
+    @once
     def prompt_attended_tokens(self, prompt: ArrayLike, sm: Smoothing) -> Array:
         """Mean earlier tokens a token of a ``prompt``-token causal prefill attends, averaged over
         the layers (tokens): ``s / 2 - sigma relu(s - W)^2 / (2 s)``, the mean of
@@ -132,37 +137,44 @@ class Model(eqx.Module):
         return 0.5 * s - self.sliding_fraction() * safe_div(beyond * beyond, 2.0 * s)
 
     # --- mixture of experts: widths averaged over blocks --------------------------------------
+    @once
     def moe_fraction(self) -> Array:
         """Fraction of blocks with a MoE MLP: ``phi = moe_layers / layers``."""
         return safe_div(self.moe_layers, self.layers)
 
+    @once
     def dense_ffn_hidden(self) -> Array:
         """Average width of the MLP every expert-parallel rank holds (tensor-parallel sharded):
         ``(1 - phi) ffn_hidden + phi shared_ffn_hidden``."""
         phi = self.moe_fraction()
         return (1.0 - phi) * self.ffn_hidden + phi * self.shared_ffn_hidden
 
+    @once
     def routed_ffn_hidden(self) -> Array:
         """Average width of the routed experts a block holds: ``phi experts expert_ffn_hidden``
         (sharded over the expert-parallel ranks)."""
         return self.moe_fraction() * self.experts * self.expert_ffn_hidden
 
+    @once
     def active_ffn_hidden(self) -> Array:
         """Average MLP width one token runs through: ``dense + phi k expert_ffn_hidden``."""
         routed = self.moe_fraction() * self.experts_per_token * self.expert_ffn_hidden
         return self.dense_ffn_hidden() + routed
 
+    @once
     def router_params(self) -> Array:
         """Router (gate) weights per block, average: ``phi hidden experts`` (no bias)."""
         return self.moe_fraction() * self.hidden * self.experts
 
     # --- parameters ---------------------------------------------------------------------------
+    @once
     def attention_width(self) -> Array:
         """Q, K and V columns per token: ``heads e + kv_heads (e + e_v)`` (``(heads + 2
         kv_heads) e`` when ``e_v = e``): the fused QKV projection's output, or MLA's
         up-projected queries, keys and values."""
         return self.heads * self.head_dim + self.kv_heads * (self.head_dim + self.v_head_dim)
 
+    @once
     def latent_projection_params(self) -> Array:
         """MLA's Q, K, V projections (DeepSeek-V2 §2.1.2-2.1.3, eqs. 9-18): query down
         ``h r_q`` and up ``r_q heads e`` (or ``h heads e`` without a query latent), KV down
@@ -174,12 +186,14 @@ class Model(eqx.Module):
         kv_up = self.kv_lora_rank * a * (self.head_dim - self.rope_head_dim + self.v_head_dim)
         return self.latent_attention * (query + kv_down + kv_up)
 
+    @once
     def attention_projection_params(self) -> Array:
         """Weights of the attention projections: QKV ``hidden * attention_width`` (or MLA's,
         :meth:`latent_projection_params`) plus the output ``heads e_v hidden``."""
         qkv = (1.0 - self.latent_attention) * self.hidden * self.attention_width()
         return qkv + self.latent_projection_params() + self.heads * self.v_head_dim * self.hidden
 
+    @once
     def kv_cache_elements(self, kv_heads_local: ArrayLike) -> Array:
         """Cached elements per token and layer on a chip holding ``kv_heads_local`` KV heads:
         ``kv_local (e + e_v)``, or MLA's latent and rotary key ``r_kv + e_rope`` (replicated
@@ -190,6 +204,7 @@ class Model(eqx.Module):
             self.head_dim + self.v_head_dim
         )
 
+    @once
     def decode_attention_dim(self) -> Array:
         """Multiply-adds per query head and cached token of decode attention, halved: score
         plus value dims, ``e + e_v``; MLA with its up-projections absorbed into the query and
@@ -199,6 +214,7 @@ class Model(eqx.Module):
         absorbed = 2.0 * self.kv_lora_rank + self.rope_head_dim
         return mla * absorbed + (1.0 - mla) * (self.head_dim + self.v_head_dim)
 
+    @once
     def layer_matrix_params(self) -> Array:
         """Weights of one block's matrices that every expert-parallel rank holds (tensor
         parallelism shards them; the small router is counted here too).
@@ -213,6 +229,7 @@ class Model(eqx.Module):
             + self.router_params()
         )
 
+    @once
     def layer_bias_params(self) -> Array:
         """Biases of one block's shared matrices: QKV, output projection, dense MLP in (all but
         the last matrix) and out.  Shared experts carry none (DeepSeek-V3, Qwen-MoE have no
@@ -221,6 +238,7 @@ class Model(eqx.Module):
         mlp = dense * ((self.mlp_matrices - 1.0) * self.ffn_hidden + self.hidden)
         return self.bias * (self.attention_width() + self.hidden + mlp)
 
+    @once
     def layer_expert_params(self) -> Array:
         """Routed-expert weights and biases of one block (average), which expert parallelism
         shards: ``mlp_matrices hidden routed + bias phi experts ((m - 1) f_e + hidden)``."""
@@ -229,16 +247,19 @@ class Model(eqx.Module):
         biases = self.bias * phi_e * (mlp_in + self.hidden)
         return self.mlp_matrices * self.hidden * self.routed_ffn_hidden() + biases
 
+    @once
     def layer_active_expert_params(self) -> Array:
         """Routed-expert weights and biases one token uses per block (top-k of them)."""
         return safe_div(self.layer_expert_params() * self.experts_per_token, self.experts)
 
+    @once
     def layer_norm_params(self) -> Array:
         """Two norms per block, replicated across tensor-parallel ranks, plus MLA's norms of
         its query and KV latents (DeepSeek-V2 eqs. 9-10)."""
         latents = self.latent_attention * (self.q_lora_rank + self.kv_lora_rank)
         return self.norm_params * (2.0 * self.hidden + latents)
 
+    @once
     def layer_params(self) -> Array:
         """Parameters of one block every expert-parallel rank holds (all but routed experts).
 
@@ -246,16 +267,19 @@ class Model(eqx.Module):
         """
         return self.layer_matrix_params() + self.layer_bias_params() + self.layer_norm_params()
 
+    @once
     def embedding_params(self) -> Array:
         """Word embedding (``vocab x hidden``) plus a learned position table if any."""
         return self.vocab * self.hidden + self.learned_positions * self.max_seq_len * self.hidden
 
+    @once
     def output_params(self) -> Array:
         """Untied output projection (``vocab x hidden``) plus the final norm."""
         return (1.0 - self.tied_embeddings) * self.vocab * self.hidden + self.norm_params * (
             self.hidden
         )
 
+    @once
     def num_params(self) -> Array:
         """Total parameter count.
 
@@ -265,6 +289,7 @@ class Model(eqx.Module):
         per_layer = self.layer_params() + self.layer_expert_params()
         return self.layers * per_layer + self.embedding_params() + self.output_params()
 
+    @once
     def active_params(self) -> Array:
         """Parameters one token uses: all but the routed experts it is not sent to
         (``num_params`` for a dense model; Mixtral 8x7B 12.9B of 46.7B)."""
@@ -272,6 +297,7 @@ class Model(eqx.Module):
         return self.num_params() - self.layers * unused
 
     # --- FLOPs (one forward pass) -------------------------------------------------------------
+    @once
     def layer_matmul_flop(self, tokens: ArrayLike) -> Array:
         """Matrix FLOP of one block's forward pass over ``tokens`` tokens: 2 per MAC, each token
         through the shared matrices and its top-k experts (active parameters).
@@ -282,6 +308,7 @@ class Model(eqx.Module):
         active = self.layer_matrix_params() + routed * self.expert_ffn_hidden
         return 2.0 * jnp.asarray(tokens) * active
 
+    @once
     def layer_attention_flop(self, batch: ArrayLike, seq_len: ArrayLike) -> Array:
         """Attention-core FLOP of one block's forward pass (``QK^T`` and ``AV``), full matrix.
 
@@ -292,10 +319,12 @@ class Model(eqx.Module):
         dims = self.head_dim + self.v_head_dim
         return 2.0 * jnp.asarray(batch) * s * s * self.heads * dims
 
+    @once
     def logits_flop(self, tokens: ArrayLike) -> Array:
         """Output projection forward FLOP: ``2 * tokens * hidden * vocab``."""
         return 2.0 * jnp.asarray(tokens) * self.hidden * self.vocab
 
+    @once
     def forward_flop(self, batch: ArrayLike, seq_len: ArrayLike) -> Array:
         """One forward pass over ``batch`` sequences of ``seq_len`` tokens, model FLOP.
 

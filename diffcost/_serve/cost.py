@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from .._core.shared import evaluation, once
 from .._core.smooth import (
     EXACT,
     Smoothing,
@@ -263,13 +264,15 @@ def divisibility(model: Model, plan: ServePlan, sm: Smoothing) -> Array:
 Mixer = Callable[[ArrayLike, ArrayLike, ArrayLike], Array]
 
 
+@once
 def _mixer(plan: ServePlan) -> Mixer:
     """``both(static, continuous, disaggregated) = (1-d)(w_s static + w_c continuous) + d
     disaggregated``: a quantity of the plan's mixture of modes."""
-    w_static, w_cont, d = plan.mode[0], plan.mode[1], plan.disaggregated
+    d = plan.disaggregated
+    w_static, w_cont = (1.0 - d) * plan.mode[0], (1.0 - d) * plan.mode[1]  # computed once
 
     def both(s_val: ArrayLike, c_val: ArrayLike, d_val: ArrayLike) -> Array:
-        return (1.0 - d) * (w_static * s_val + w_cont * c_val) + d * d_val
+        return w_static * s_val + w_cont * c_val + d * d_val
 
     return both
 
@@ -277,26 +280,24 @@ def _mixer(plan: ServePlan) -> Mixer:
 def decode_split(plan: ServePlan, pt: PassTime, both: Mixer) -> dict[str, Array]:
     """The ``decode_*`` fields of :class:`ServeBreakdown`: one decode step (draft passes, then
     the decode/verify round by term) and its roofline floors, mixed over the modes."""
-    part = lambda arr: both(arr[_DECODE], arr[_ITER], arr[_DECODE])
     draft = both(
         draft_s(plan, pt, _DRAFT), draft_s(plan, pt, _ITER_DRAFT), draft_s(plan, pt, _DRAFT)
     )
-    decode_round = part(pt.round_s)
-    floors = part(pt.weight_read_s) + part(pt.kv_read_s)
+    # every term of the decode round stacked on a last axis and mixed once
+    names = ("round", "gemm", "attention", "memory", "launch", "tp_comm", "pp_comm")
+    names += ("pipeline_wait", "weight_read", "kv_read", "compute")
+    terms = (pt.round_s, pt.gemm_s, pt.attention_s, pt.memory_s, pt.launch_s, pt.tp_comm_s)
+    terms += (pt.p2p_s, pt.pipeline_wait_s, pt.weight_read_s, pt.kv_read_s, pt.compute_s)
+    arr = jnp.stack(jnp.broadcast_arrays(*terms), axis=-1)
+    mixed = both(arr[_DECODE], arr[_ITER], arr[_DECODE])
+    part = {name: mixed[..., i] for i, name in enumerate(names)}
+    decode_round = part.pop("round")
+    out = {f"decode_{name}_s": value for name, value in part.items()}
     return dict(
         decode_step_s=draft + decode_round,
         decode_draft_s=draft,
-        decode_gemm_s=part(pt.gemm_s),
-        decode_attention_s=part(pt.attention_s),
-        decode_memory_s=part(pt.memory_s),
-        decode_launch_s=part(pt.launch_s),
-        decode_tp_comm_s=part(pt.tp_comm_s),
-        decode_pp_comm_s=part(pt.p2p_s),
-        decode_pipeline_wait_s=part(pt.pipeline_wait_s),
-        decode_weight_read_s=part(pt.weight_read_s),
-        decode_kv_read_s=part(pt.kv_read_s),
-        decode_compute_s=part(pt.compute_s),
-        decode_memory_bound_fraction=floors / decode_round,
+        **out,
+        decode_memory_bound_fraction=(part["weight_read"] + part["kv_read"]) / decode_round,
     )
 
 
@@ -346,7 +347,10 @@ def energy_per_token_j(
     ``tokens_per_s``.  Without chip energy figures or system overhead:
     ``chips * TDP / tokens_per_s``."""
     both = _mixer(plan)
-    flop, memory, link = (activity_per_token(plan, r, a, both) for a in pass_activity(c, w, pt))
+    # the three activities of every pass stacked on a last axis: one per-token mix for all
+    stacked = jnp.stack(jnp.broadcast_arrays(*pass_activity(c, w, pt)), axis=-1)
+    per_token = activity_per_token(plan, r, stacked, both)
+    flop, memory, link = per_token[..., 0], per_token[..., 1], per_token[..., 2]
     chip = c.system.chip
     energy = activity_energy_j(
         chip.energy,
@@ -373,6 +377,10 @@ class ServeCost(eqx.Module):
     smoothing: Smoothing = eqx.field(static=True, default=EXACT)
 
     def __call__(self, plan: ServePlan) -> ServeBreakdown:
+        with evaluation():  # each shared term traced once (diffcost._core.shared)
+            return self._evaluate(plan)
+
+    def _evaluate(self, plan: ServePlan) -> ServeBreakdown:
         model, sm = self.model, self.smoothing
         r = regime(plan, sm)
         mem, max_batch, min_chips = memory_and_limits(consts(self.system, model, plan, sm), plan, r)

@@ -40,6 +40,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._core.errors import Problem, SpecError
 from .._core.options import Format, PlanField, ServeMode, check_fields, one_hot, values
+from .._core.shared import once
 from .._inputs import schema as S
 from .._inputs.hardware import FORMATS
 from .engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, load_engine
@@ -110,15 +111,18 @@ class ServePlan(eqx.Module):
     cuda_graphs: Float[Array, "*batch"]
     expert_parallel: Float[Array, "*batch"]
 
+    @once
     def instance_chips(self) -> Array:
         """Chips of one model instance: ``tp * pp``."""
         return self.tp * self.pp
 
+    @once
     def replica_chips(self) -> Array:
         """Chips of one replica: ``tp * pp`` colocated, ``prefill + decode`` disaggregated."""
         d = self.disaggregated
         return (1.0 - d) * self.tp * self.pp + d * (self.prefill_chips + self.decode_chips)
 
+    @once
     def num_chips(self) -> Array:
         """Chips of the whole deployment: ``replicas * replica_chips``."""
         return self.replicas * self.replica_chips()

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._core.shared import evaluation, once
 from .._core.smooth import EXACT, Smoothing, clip01, is_one, relu, smax, smin, step
 from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System, format_index
 from .._inputs.model import Model
@@ -50,7 +51,7 @@ from .._terms.kernels import (
     launch_s,
     quantize_bytes,
 )
-from .._terms.layer import ExpertSplit, GemmOp, layer_gemm_s, layer_gemms, logits_gemm
+from .._terms.layer import ExpertSplit, GemmOp, gemms_time_s, layer_gemm_s, layer_gemms, logits_gemm
 from .._terms.memory_levels import placed_system
 from .._terms.moe import remote_dispatch_bytes
 from .._terms.reliability import checkpoint_interval_s, expected_max_normal, goodput_fraction
@@ -112,16 +113,19 @@ class StageTimes(NamedTuple):
         )
 
 
+@once
 def tokens_per_chip(plan: TrainPlan) -> Array:
     """Tokens of one micro-batch on one chip: ``micro_batch * seq_len / cp``."""
     return plan.micro_batch * plan.seq_len / plan.cp
 
 
+@once
 def replicated_fraction(plan: TrainPlan) -> Array:
     """Fraction of the hidden state a TP rank holds: ``1 / t`` with sequence parallelism, else 1."""
     return plan.sequence_parallel / plan.tp + (1.0 - plan.sequence_parallel)
 
 
+@once
 def gemm_format(system: System, plan: TrainPlan) -> GemmFormat:
     """Format of the weight GEMMs: the peak FLOP/s and element bytes of the plan's precision
     (a mixture when relaxed); every operand in that format."""
@@ -131,6 +135,7 @@ def gemm_format(system: System, plan: TrainPlan) -> GemmFormat:
     )
 
 
+@once
 def attention_ops(system: System, model: Model, plan: TrainPlan) -> tuple[GemmOp, GemmOp]:
     """The attention GEMMs of one layer and micro-batch on one chip: ``QK^T`` and ``AV`` of
     ``s / cp`` queries over ``s`` keys, per local head and sequence, in bf16 (2 bytes, bf16
@@ -141,6 +146,7 @@ def attention_ops(system: System, model: Model, plan: TrainPlan) -> tuple[GemmOp
     return attention_gemms(q_len, plan.seq_len, e, heads_local, fmt, e_v)
 
 
+@once
 def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> LayerForward:
     """Forward of one layer, one micro-batch, one chip (seconds by term).
 
@@ -167,6 +173,7 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     return LayerForward(t_gemm, t_attn, t_elem, launch_s(0.0, system), scores)
 
 
+@once
 def score_elements(model: Model, plan: TrainPlan) -> Array:
     """Elements unfused softmax and dropout read and write over one layer's score matrices on
     one chip: ``(1 - flash)(3 + 2 dropout) heads_local s_q s``."""
@@ -175,6 +182,7 @@ def score_elements(model: Model, plan: TrainPlan) -> Array:
     return (1.0 - plan.flash_attention) * (3.0 + 2.0 * model.dropout) * heads_local * s_q * s
 
 
+@once
 def layer_stream_bytes(model: Model, plan: TrainPlan) -> Array:
     """Bytes of one layer forward's memory-bound kernels on one chip (:func:`layer_forward`):
     ``2 (elementwise + scores) + casts``."""
@@ -215,6 +223,7 @@ def tp_comm_layer_s(
     return (1.0 - w) * (4.0 + 2.0 * w_full) * t_ar + w * overlapped
 
 
+@once
 def expert_split(plan: TrainPlan, tokens: Array, sm: Smoothing) -> ExpertSplit:
     """The expert layout of a MoE block on one chip (:class:`~diffcost._terms.layer.
     ExpertSplit`): ``ep`` ranks, each expert split over ``expert_tp``, and the distinct tokens
@@ -256,6 +265,7 @@ def expert_all_to_all_layer_s(
     return model.moe_fraction() * (4.0 + 2.0 * plan.recompute[2]) * per
 
 
+@once
 def adapter_forward_s(
     system: System, model: Model, plan: TrainPlan, tokens: Array, sm: Smoothing
 ) -> Array:
@@ -271,14 +281,15 @@ def adapter_forward_s(
     """
     fmt = GemmFormat(system.chip.peak_flop_per_s[_BF16], 2.0)
     r = smax(plan.lora_rank, 1.0, sm, integer=True)  # shape guard; weighted by lora_on below
-    total = jnp.asarray(0.0)
-    for i, op in enumerate(layer_gemms(tokens, model, plan.tp, fmt)):
-        down = GemmOp(op.m, r, op.k, fmt).time_s(system, sm)
-        up = GemmOp(op.m, op.n, r, fmt).time_s(system, sm)
-        total = total + plan.lora_matrices[i] * (down + up)
+    base = layer_gemms(tokens, model, plan.tp, fmt)
+    down = [GemmOp(op.m, r, op.k, fmt) for op in base]
+    up = [GemmOp(op.m, op.n, r, fmt) for op in base]
+    times = gemms_time_s([*down, *up], system, sm)
+    total = jnp.sum(plan.lora_matrices * (times[..., :4] + times[..., 4:]), axis=-1)
     return lora_on(plan, sm) * total
 
 
+@once
 def critical_stage(
     model: Model, plan: TrainPlan, per_layer_s: Array, output_s: Array, sm: Smoothing
 ) -> tuple[Array, Array]:
@@ -302,6 +313,7 @@ def critical_stage(
     return w * st.last + (1.0 - w) * n_head, w
 
 
+@once
 def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> StageTimes:
     """Per-micro-batch seconds on the slowest stage (:func:`critical_stage`): its layers plus,
     on the last stage, the output layer.
@@ -361,6 +373,7 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     )
 
 
+@once
 def gathered_weight_bytes(plan: TrainPlan) -> Array:
     """Bytes per parameter of a ZeRO weight all-gather: the stored weight bytes, or 1 byte with
     fp8 parameter gathers in fp8 training (Megatron-LM ``--fp8-param-gather``: "keep the compute
@@ -372,6 +385,7 @@ def gathered_weight_bytes(plan: TrainPlan) -> Array:
     return plan.weight_bytes_per_param * (1.0 - f) + _FP8_BYTES * f
 
 
+@once
 def data_parallel_s(
     system: System, model: Model, plan: TrainPlan, stage: StageTimes, sm: Smoothing
 ) -> Array:
@@ -431,6 +445,7 @@ def data_parallel_s(
     )
 
 
+@once
 def zero3_s(
     system: System, model: Model, plan: TrainPlan, stage: StageTimes, sm: Smoothing
 ) -> Array:
@@ -473,6 +488,7 @@ def zero3_s(
     return plan.num_micro_batches() * (fwd + bwd)
 
 
+@once
 def optimizer_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     """Bytes one chip's optimizer update streams: ``trainable * shard * (2 w + g + 2 o)``
     (read and write weights and optimizer state, read gradients; ``trainable`` the adapters
@@ -494,12 +510,14 @@ def optimizer_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     return opt_bytes + plan.precision[_FP8] * 3.0 * params
 
 
+@once
 def optimizer_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     """Seconds of the optimizer update: a stream of :func:`optimizer_bytes` over the local
     shard of the model state."""
     return stream_time_s(optimizer_bytes(model, plan, sm), system)
 
 
+@once
 def pipeline_bubble(plan: TrainPlan, sm: Smoothing) -> Array:
     """Idle time of the pipeline per step, in units of one micro-batch's stage time.
 
@@ -521,6 +539,7 @@ def pipeline_bubble(plan: TrainPlan, sm: Smoothing) -> Array:
     return (p - 1.0) / v + (1.0 - 1.0 / v) * starved
 
 
+@once
 def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     """``(model FLOP, hardware FLOP)`` of one step: ``3 * forward`` (PaLM App. B), plus the
     recomputed layer forward (full) or attention core (selective) (Korthikanti et al. App. A).
@@ -542,6 +561,7 @@ def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     return model_flop, model_flop + w_full * layer_fwd + w_sel * attn_core
 
 
+@once
 def step_flop_by_format(model: Model, plan: TrainPlan) -> Array:
     """Hardware FLOP of one step by format (:data:`FORMATS`), summed over chips: the attention
     core (``3 + full + selective`` passes of :meth:`~diffcost._inputs.model.Model.
@@ -554,6 +574,7 @@ def step_flop_by_format(model: Model, plan: TrainPlan) -> Array:
     return (hardware - attn) * plan.precision + attn * bf16
 
 
+@once
 def step_memory_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     """Bytes one chip reads or writes in its main memory per step (an activity count for
     energy, not a time: caches and fusion that a kernel's roofline ignores are not modelled).
@@ -584,6 +605,7 @@ def _ring(n: Array) -> Array:
     return (n - 1.0) / n
 
 
+@once
 def step_link_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     """Bytes one chip sends over links per step (ring collectives send ``(n - 1)/n`` of the
     buffer per pass; Thakur, Rabenseifner, Gropp, IJHPCA 2005).
@@ -618,6 +640,7 @@ def step_link_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
 TP_SYNCS_PER_LAYER = 4.0
 
 
+@once
 def jitter_s(system: System, model: Model, plan: TrainPlan) -> Array:
     """Expected wait for the last rank at the step's synchronising collectives, seconds.
 
@@ -738,6 +761,10 @@ class TrainCost(eqx.Module):
     smoothing: Smoothing = eqx.field(static=True, default=EXACT)
 
     def __call__(self, plan: TrainPlan) -> TrainBreakdown:
+        with evaluation():  # each shared term traced once (diffcost._core.shared)
+            return self._evaluate(plan)
+
+    def _evaluate(self, plan: TrainPlan) -> TrainBreakdown:
         model, sm = self.model, self.smoothing
         built = with_padded_vocab(model, plan, sm)
         mem = train_memory(built, plan, self.system, sm)

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 from jaxtyping import Array, Float
 
+from .._core.shared import once
 from .._core.smooth import Smoothing, clip01, is_one, smax, smin, step
 from .._inputs.hardware import BYTES_PER_ELEMENT, System, format_index
 from .._inputs.model import Model
@@ -66,6 +67,7 @@ class StageLayers(NamedTuple):
     rest: Array  # layers the middle stages share: ``L - first - last`` (given ones only)
 
 
+@once
 def stage_layers(model: Model, plan: TrainPlan, sm: Smoothing) -> StageLayers:
     """Layers on the first, middle and last pipeline stages.
 
@@ -89,6 +91,7 @@ def stage_layers(model: Model, plan: TrainPlan, sm: Smoothing) -> StageLayers:
     return StageLayers(first, middle, last, stages, rest)
 
 
+@once
 def layers_on_stage(model: Model, plan: TrainPlan, sm: Smoothing, stage: int) -> Array:
     """Layers on pipeline stage ``stage``: 0 the first; 1 the second, a middle stage or, with
     no middle stage (``p = 2`` uneven), the last (:func:`stage_layers`)."""
@@ -99,11 +102,13 @@ def layers_on_stage(model: Model, plan: TrainPlan, sm: Smoothing, stage: int) ->
     return (1.0 - no_middle) * st.middle + no_middle * st.last
 
 
+@once
 def lora_on(plan: TrainPlan, sm: Smoothing) -> Array:
     """1 for LoRA fine-tuning (``lora_rank >= 1``: base weights frozen), 0 for full training."""
     return clip01(plan.lora_rank, sm)
 
 
+@once
 def adapter_params_per_layer(model: Model, plan: TrainPlan) -> Array:
     """LoRA adapter parameters of one layer on one chip: ``r (k + n)`` per adapted ``k x n``
     layer GEMM (``A: k x r``, ``B: r x n``; Hu et al. 2021 §4.1), with the local (TP-shard)
@@ -121,6 +126,7 @@ def adapter_params_per_layer(model: Model, plan: TrainPlan) -> Array:
     return plan.lora_rank * jnp.sum(plan.lora_matrices * sides, axis=-1)
 
 
+@once
 def trainable_params_per_chip(
     model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0
 ) -> Array:
@@ -132,6 +138,7 @@ def trainable_params_per_chip(
     return (1.0 - lora) * params_per_chip(model, plan, sm, stage) + lora * adapters
 
 
+@once
 def params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0) -> Array:
     """Parameters held by one chip of pipeline stage ``stage`` (0 the first, 1 the second;
     before ZeRO sharding).
@@ -161,6 +168,7 @@ def params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0
     return layers + word + positions + output
 
 
+@once
 def expert_params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0) -> Array:
     """Routed-expert parameters one chip of stage ``stage`` holds (before ZeRO sharding):
     ``n * experts_per_layer / (expert_tp ep)``: each of the ``ep`` expert-parallel ranks holds
@@ -170,6 +178,7 @@ def expert_params_per_chip(model: Model, plan: TrainPlan, sm: Smoothing, stage: 
     return n * model.layer_expert_params() / (plan.expert_tp * plan.ep)
 
 
+@once
 def zero3_gather_params(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     """Parameters per chip in one ZeRO-3 / FSDP gather unit (this TP rank's part).
 
@@ -190,6 +199,7 @@ def zero3_gather_params(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     return smax(layer, model.vocab * model.hidden / plan.tp, sm)
 
 
+@once
 def fp8_weight_cache_bytes(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0) -> Array:
     """Bytes per chip of the fp8 weight copies FP8 training keeps for the step.
 
@@ -218,6 +228,7 @@ def fp8_weight_cache_bytes(model: Model, plan: TrainPlan, sm: Smoothing, stage: 
     return fp8 * 2.0 * _FP8_BYTES * held
 
 
+@once
 def layer_activation_bytes(model: Model, plan: TrainPlan) -> Array:
     """Activation bytes one layer stores for one micro-batch without recomputation."""
     t = plan.tp
@@ -239,6 +250,7 @@ def layer_activation_bytes(model: Model, plan: TrainPlan) -> Array:
     return tokens * (replicated + sharded - fp8_saving) + attention_score_bytes(model, plan)
 
 
+@once
 def attention_score_bytes(model: Model, plan: TrainPlan) -> Array:
     """Score-matrix bytes per layer and micro-batch: ``(2 + 3 dropout) a s_q s b / t`` unfused,
     a 4-byte log-sum-exp per query row with flash attention."""
@@ -247,6 +259,7 @@ def attention_score_bytes(model: Model, plan: TrainPlan) -> Array:
     return plan.flash_attention * 4.0 * rows + (1.0 - plan.flash_attention) * unfused
 
 
+@once
 def layer_activation_bytes_by_recompute(model: Model, plan: TrainPlan) -> Array:
     """Stored bytes per layer and micro-batch for (none, selective, full) recomputation.
 
@@ -261,6 +274,7 @@ def layer_activation_bytes_by_recompute(model: Model, plan: TrainPlan) -> Array:
     return jnp.stack([full_store, full_store - scores, layer_input])
 
 
+@once
 def micro_batches_in_flight(plan: TrainPlan, sm: Smoothing, stage: int = 0) -> Array:
     """Micro-batches whose activations pipeline stage ``stage`` holds at peak (1F1B schedule).
 
@@ -275,6 +289,7 @@ def micro_batches_in_flight(plan: TrainPlan, sm: Smoothing, stage: int = 0) -> A
     return smin((p - stage) * factor, plan.num_micro_batches(), sm, integer=True)
 
 
+@once
 def activation_bytes(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 0) -> Array:
     """Peak activation bytes on pipeline stage ``stage`` (0 the first, 1 the second).
 
@@ -297,6 +312,7 @@ def activation_bytes(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 
     return stored + embedding_dropout + working_set + output
 
 
+@once
 def stage_memory(
     model: Model, plan: TrainPlan, system: System, sm: Smoothing, stage: int = 0
 ) -> TrainMemory:
@@ -341,6 +357,7 @@ def stage_memory(
     return TrainMemory(weights, grads, optimizer, activations, reserved, total)
 
 
+@once
 def train_memory(model: Model, plan: TrainPlan, system: System, sm: Smoothing) -> TrainMemory:
     """Per-chip memory of the most loaded pipeline stage (:func:`stage_memory`).
 

@@ -31,6 +31,7 @@ from .._core.options import (
     one_hot,
     values,
 )
+from .._core.shared import once
 from .._inputs import schema as S
 from .._inputs.hardware import FORMATS
 
@@ -249,19 +250,23 @@ class TrainPlan(eqx.Module):
     ep_overlap: Float[Array, "*batch"]
     ep_dedup: Float[Array, "*batch"]
 
+    @once
     def num_micro_batches(self) -> Array:
         """Micro-batches per step per pipeline: ``global_batch / (dp * micro_batch)``."""
         return self.global_batch / (self.dp * self.micro_batch)
 
+    @once
     def shard_group(self) -> Array:
         """Data-parallel ranks that shard one copy of the ZeRO state: ``dp / shard_replicas``."""
         return self.dp / self.shard_replicas
 
+    @once
     def shard_ranks(self) -> Array:
         """Ranks one copy of the ZeRO state is sharded over: ``shard_group * cp`` (CP ranks
         hold the same weights and shard with the data-parallel ones)."""
         return self.shard_group() * self.cp
 
+    @once
     def expert_shard_fraction(self) -> Array:
         """Fraction of a chip's routed-expert ZeRO state it keeps: ``expert_tp ep / (tp
         shard_ranks)``, the ``tp cp shard_group / (expert_tp ep)`` copies of an expert shard
@@ -269,6 +274,7 @@ class TrainPlan(eqx.Module):
         divide ``tp cp shard_group``)."""
         return self.expert_tp * self.ep / (self.tp * self.shard_ranks())
 
+    @once
     def num_chips(self) -> Array:
         """Chips the plan occupies: ``tp * pp * dp * cp``."""
         return self.tp * self.pp * self.dp * self.cp
