@@ -21,7 +21,7 @@ from .model import MLP_MATRICES, NORM_PARAMS, Model
 
 
 def _f(x: Any) -> Any:
-    return jnp.asarray(float(x))
+    return jnp.asarray(float(x), dtype=jnp.result_type(float))  # strong: no casts when traced
 
 
 def chip_module(values: dict[str, Any]) -> Chip:

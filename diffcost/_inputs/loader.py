@@ -161,7 +161,7 @@ def load_system(
         count = links["scale_up_domain_chips"] if chips is None else chips
         overhead = 0.0
         reliability = Reliability()
-    f = lambda x: jnp.asarray(float(x))
+    f = lambda x: jnp.asarray(float(x), dtype=jnp.result_type(float))
     out = System(
         chip=chip_module(chip_spec.values),
         num_chips=f(count),

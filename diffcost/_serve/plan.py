@@ -330,7 +330,7 @@ def serve_plan(
     encoded = {
         k: one(_FIELD[k].options(), _FIELD[k].plain(v))
         if _FIELD[k].kind == "categorical"
-        else jnp.asarray(float(instance if v is None else v))
+        else jnp.asarray(float(instance if v is None else v), dtype=jnp.result_type(float))
         for k, v in given.items()
     }
     encoded["accuracy_cost"] = jnp.asarray([float(costs.get(fmt, 0.0)) for fmt in FORMATS])

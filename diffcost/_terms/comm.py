@@ -12,9 +12,12 @@ domains each of the ``l`` local ranks carries ``B / l`` over its own network sha
 that spills out of its node therefore pays scale-out bandwidth.
 """
 
+from typing import NamedTuple
+
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from .._core.shared import once
 from .._core.smooth import Smoothing, is_one, relu, smax, smin, step
 from .._inputs.hardware import System
 
@@ -48,28 +51,39 @@ def all_reduce_s(
     larger integer group), because at ``group = 1`` the clip of ``l`` has equal bounds and its
     subgradient would charge a one-rank "collective" for the scale-up domain size.
     """
-    b = jnp.asarray(bytes_per_rank)
+    per_byte_s, fixed_s = ring_cost(group, stride, system, sm)
+    return jnp.asarray(bytes_per_rank) * per_byte_s + fixed_s
+
+
+class RingCost(NamedTuple):
+    """A hierarchical ring all-reduce over one group, as ``B * per_byte_s + fixed_s``."""
+
+    per_byte_s: Array  # seconds per byte per rank: the bandwidth terms of all_reduce_s
+    fixed_s: Array  # seconds whatever the bytes: the latency terms
+
+
+@once
+def ring_cost(group: ArrayLike, stride: ArrayLike, system: System, sm: Smoothing) -> RingCost:
+    """The bytes-independent part of :func:`all_reduce_s` for a group: every collective over
+    the same ``(group, stride)`` in one evaluation shares it (:mod:`diffcost._core.shared`).
+
+    ``per_byte_s = [2 (l-1)/(l beta_up) + 2 (r-1)/(l r beta_out)] (1 - [g = 1])`` and
+    ``fixed_s = [2 (l-1) r alpha_up + 2 (r-1) alpha_out] (1 - [g = 1])`` (seconds per byte and
+    seconds; ``l`` local members, ``r = g / l`` domains, ``beta`` the achievable link
+    bandwidths in bytes/s, ``alpha`` the per-step latencies in s; references in
+    :func:`all_reduce_s`).
+    """
     g = jnp.asarray(group)
     frac = system.efficiency.link_bandwidth_fraction
     local = local_members(g, stride, system, sm)
     domains = g / local
-    intra = (
-        2.0
-        * (local - 1.0)
-        * (
-            b / (local * system.scale_up_bandwidth_bytes_per_s * frac)
-            + domains * system.scale_up_latency_s
-        )
+    active = 1.0 - is_one(g, sm)
+    intra, inter = 2.0 * (local - 1.0), 2.0 * (domains - 1.0)
+    per_byte = intra / (local * system.scale_up_bandwidth_bytes_per_s * frac) + inter / (
+        local * domains * system.scale_out_bandwidth_bytes_per_s * frac
     )
-    inter = (
-        2.0
-        * (domains - 1.0)
-        * (
-            b / (local * domains * system.scale_out_bandwidth_bytes_per_s * frac)
-            + system.scale_out_latency_s
-        )
-    )
-    return (intra + inter) * (1.0 - is_one(g, sm))
+    fixed = intra * domains * system.scale_up_latency_s + inter * system.scale_out_latency_s
+    return RingCost(per_byte * active, fixed * active)
 
 
 def all_gather_s(

@@ -655,7 +655,9 @@ def jitter_s(system: System, model: Model, plan: TrainPlan) -> Array:
     """
     sigma = system.reliability.collective_jitter_s
     syncs = plan.num_micro_batches() * TP_SYNCS_PER_LAYER * model.layers / plan.pp
-    return sigma * (syncs * expected_max_normal(plan.tp) + expected_max_normal(plan.num_chips()))
+    groups = jnp.stack(jnp.broadcast_arrays(plan.tp, plan.num_chips()), axis=-1)
+    g = expected_max_normal(groups)  # one evaluation of the normal quantile for both
+    return sigma * (syncs * g[..., 0] + g[..., 1])
 
 
 class Goodput(NamedTuple):

@@ -420,7 +420,9 @@ def train_plan(
         raise SpecError(problems)
     values_ = _with_defaults(given)
     encoded = {
-        k: choice_weights(k, v) if _FIELD[k].kind == "categorical" else jnp.asarray(float(v))
+        k: choice_weights(k, v)
+        if _FIELD[k].kind == "categorical"
+        else jnp.asarray(float(v), dtype=jnp.result_type(float))
         for k, v in values_.items()
     }
     return encode_train(encoded)
