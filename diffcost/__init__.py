@@ -7,61 +7,203 @@ The three uses are one-liners on a cost model ``cost = TrainCost(system, model)`
 * sweeps: ``jax.vmap(cost)`` over stacked plans (or ``eqx.filter_vmap`` over stacked systems).
 """
 
+import importlib
+import typing
+from importlib import metadata
+
 from ._core.xla import configure_xla
 
-configure_xla()  # before any JAX computation: see diffcost/_core/xla.py
+configure_xla()  # before any JAX computation (it imports no JAX): see diffcost/_core/xla.py
 
-from ._analysis.calibrate import calibrate
-from ._analysis.sensitivity import Sensitivity, sensitivity, serve_sensitivity, train_sensitivity
-from ._analysis.sweep import Sweep, SweepResult, load_sweep, run_sweep
-from ._analysis.validate import validate
-from ._codesign import (
-    ChipDesign,
-    CodesignResult,
-    codesign,
-    design_chip,
-    design_system,
-    load_technology,
-)
-from ._core.errors import Infeasible, Problem, SpecError
-from ._core.options import (
-    Format,
-    Optimizer,
-    Recompute,
-    ServeMode,
-    ServeObjective,
-    TrainObjective,
-    TrainPrecision,
-    ZeroStage,
-)
-from ._core.predictor import Predictor
-from ._core.smooth import EXACT, RELAXED, Smoothing
-from ._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, Chip, ChipEnergy, Efficiency, System
-from ._inputs.loader import (
-    Spec,
-    SpecInfo,
-    builtin_names,
-    load_chip,
-    load_model,
-    load_spec,
-    load_system,
-    specs_dir,
-)
-from ._inputs.measurements import Measurement, load_measurements
-from ._inputs.model import Model
-from ._inputs.scenario import Scenario, load_scenario
-from ._search.core import SearchResult
-from ._search.serve import ServeSearchSpace, search_serve
-from ._search.train import TrainSearchSpace, search_train
-from ._serve.cost import ServeBreakdown, ServeCost, serve_problems
-from ._serve.load import LoadBreakdown, Workload, under_load, workload
-from ._serve.plan import MODES, ServePlan, serve_plan
-from ._train.cost import TrainBreakdown, TrainCost
-from ._train.memory import TrainMemory
-from ._train.plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan, train_plan
-from ._train.problems import train_problems
+try:
+    __version__ = metadata.version("diffcost")
+except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0.1.0"
 
-__version__ = "0.1.0"
+if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _LAZY
+    from ._analysis.calibrate import calibrate
+    from ._analysis.sensitivity import (
+        Sensitivity,
+        sensitivity,
+        serve_sensitivity,
+        train_sensitivity,
+    )
+    from ._analysis.sweep import Sweep, SweepResult, load_sweep, run_sweep
+    from ._analysis.validate import validate
+    from ._codesign import (
+        ChipDesign,
+        CodesignResult,
+        codesign,
+        design_chip,
+        design_system,
+        load_technology,
+    )
+    from ._core.errors import Infeasible, Problem, SpecError
+    from ._core.options import (
+        Format,
+        Optimizer,
+        Recompute,
+        ServeMode,
+        ServeObjective,
+        TrainObjective,
+        TrainPrecision,
+        ZeroStage,
+    )
+    from ._core.predictor import Predictor
+    from ._core.smooth import EXACT, RELAXED, Smoothing
+    from ._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, Chip, ChipEnergy, Efficiency, System
+    from ._inputs.loader import (
+        Spec,
+        SpecInfo,
+        builtin_names,
+        load_chip,
+        load_model,
+        load_spec,
+        load_system,
+        specs_dir,
+    )
+    from ._inputs.measurements import Measurement, load_measurements
+    from ._inputs.model import Model
+    from ._inputs.scenario import Scenario, load_scenario
+    from ._search.core import SearchResult
+    from ._search.serve import ServeSearchSpace, search_serve
+    from ._search.train import TrainSearchSpace, search_train
+    from ._serve.cost import ServeBreakdown, ServeCost, serve_problems
+    from ._serve.load import LoadBreakdown, Workload, under_load, workload
+    from ._serve.plan import MODES, ServePlan, serve_plan
+    from ._train.cost import TrainBreakdown, TrainCost
+    from ._train.memory import TrainMemory
+    from ._train.plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan, train_plan
+    from ._train.problems import train_problems
+
+#: Where each public name is defined, by module.  ``import diffcost`` imports none of them
+#: (that would import JAX, Equinox, Optax and pandas: ~2 s); the first use of a name imports its
+#: module (PEP 562 ``__getattr__``) and keeps the value in the package's namespace.
+_LAZY: dict[str, tuple[str, ...]] = {
+    "._analysis.calibrate": ("calibrate",),
+    "._analysis.sensitivity": (
+        "Sensitivity",
+        "sensitivity",
+        "serve_sensitivity",
+        "train_sensitivity",
+    ),
+    "._analysis.sweep": (
+        "Sweep",
+        "SweepResult",
+        "load_sweep",
+        "run_sweep",
+    ),
+    "._analysis.validate": ("validate",),
+    "._codesign": (
+        "ChipDesign",
+        "CodesignResult",
+        "codesign",
+        "design_chip",
+        "design_system",
+        "load_technology",
+    ),
+    "._core.errors": (
+        "Infeasible",
+        "Problem",
+        "SpecError",
+    ),
+    "._core.options": (
+        "Format",
+        "Optimizer",
+        "Recompute",
+        "ServeMode",
+        "ServeObjective",
+        "TrainObjective",
+        "TrainPrecision",
+        "ZeroStage",
+    ),
+    "._core.predictor": ("Predictor",),
+    "._core.smooth": (
+        "EXACT",
+        "RELAXED",
+        "Smoothing",
+    ),
+    "._inputs.hardware": (
+        "BYTES_PER_ELEMENT",
+        "FORMATS",
+        "Chip",
+        "ChipEnergy",
+        "Efficiency",
+        "System",
+    ),
+    "._inputs.loader": (
+        "Spec",
+        "SpecInfo",
+        "builtin_names",
+        "load_chip",
+        "load_model",
+        "load_spec",
+        "load_system",
+        "specs_dir",
+    ),
+    "._inputs.measurements": (
+        "Measurement",
+        "load_measurements",
+    ),
+    "._inputs.model": ("Model",),
+    "._inputs.scenario": (
+        "Scenario",
+        "load_scenario",
+    ),
+    "._search.core": ("SearchResult",),
+    "._search.serve": (
+        "ServeSearchSpace",
+        "search_serve",
+    ),
+    "._search.train": (
+        "TrainSearchSpace",
+        "search_train",
+    ),
+    "._serve.cost": (
+        "ServeBreakdown",
+        "ServeCost",
+        "serve_problems",
+    ),
+    "._serve.load": (
+        "LoadBreakdown",
+        "Workload",
+        "under_load",
+        "workload",
+    ),
+    "._serve.plan": (
+        "MODES",
+        "ServePlan",
+        "serve_plan",
+    ),
+    "._train.cost": (
+        "TrainBreakdown",
+        "TrainCost",
+    ),
+    "._train.memory": ("TrainMemory",),
+    "._train.plan": (
+        "OPTIMIZER_BYTES",
+        "RECOMPUTE",
+        "ZERO_STAGES",
+        "TrainPlan",
+        "train_plan",
+    ),
+    "._train.problems": ("train_problems",),
+}
+_MODULE_OF: dict[str, str] = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups find it without calling __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "LoadBreakdown",

@@ -22,6 +22,7 @@ jaxlib runs with its own emitters (slower to compile on a CPU, the same models).
 """
 
 import os
+import sys
 from collections.abc import MutableMapping
 from importlib import metadata
 
@@ -50,6 +51,9 @@ def configure_xla(environ: dict[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     if not flags_supported():
         return False
+    if "jax" not in sys.modules:  # no backend can have started, and importing JAX costs ~1 s
+        add_flags(CPU_FLAGS, env)
+        return True
     try:
         from jax._src import xla_bridge
 
