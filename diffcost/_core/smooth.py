@@ -21,6 +21,7 @@ that is exact for ``|z| >= w``.
 from dataclasses import dataclass
 
 import jax.numpy as jnp
+from jax import lax
 from jaxtyping import Array, ArrayLike, Float
 
 _TINY = 1e-30
@@ -53,9 +54,23 @@ def _quartic_abs(z: Array, width: ArrayLike) -> Array:
     # The quartic is evaluated on u clipped to [-1, 1]: outside, where it is not selected, an
     # unclipped u**4 can overflow (a tiny width in float32) and its zero cotangent times inf
     # would put NaN into the gradient of the selected branch.
-    uc = jnp.clip(u, -1.0, 1.0)
+    uc = _clip(u, -1.0, 1.0)
     inside = width * (1.5 * uc**2 - 0.5 * uc**4)
-    return jnp.where(jnp.abs(u) >= 1.0, jnp.abs(z), inside)
+    return _select(jnp.abs(u) >= 1.0, jnp.abs(z), inside)
+
+
+def _clip(x: Array, lo: float, hi: float) -> Array:
+    """``clip(x, lo, hi)`` as two primitives (``jnp.clip`` adds a nested program per call)."""
+    return jnp.minimum(jnp.maximum(x, lo), hi)
+
+
+def _select(cond: Array, a: ArrayLike, b: ArrayLike) -> Array:
+    """``where(cond, a, b)`` as one ``select`` (``jnp.where`` adds a nested program per call);
+    the operands broadcast to a common shape and dtype first."""
+    a, b = jnp.asarray(a), jnp.asarray(b)
+    dtype = jnp.result_type(a, b)
+    cond, a, b = jnp.broadcast_arrays(cond, a.astype(dtype), b.astype(dtype))
+    return lax.select(cond, a, b)
 
 
 def smax(a: ArrayLike, b: ArrayLike, sm: Smoothing, *, integer: bool = False) -> Array:
@@ -96,9 +111,9 @@ def relu(z: ArrayLike, sm: Smoothing, *, scale: ArrayLike | None = None) -> Arra
 def clip01(x: ArrayLike, sm: Smoothing) -> Array:
     """``clip(x, 0, 1)``; relaxed by the smoothstep ``3x^2 - 2x^3`` on (0, 1): exact at integers."""
     x = jnp.asarray(x)
+    u = _clip(x, 0.0, 1.0)
     if not sm.relaxed:
-        return jnp.clip(x, 0.0, 1.0)
-    u = jnp.clip(x, 0.0, 1.0)
+        return u
     return u * u * (3.0 - 2.0 * u)
 
 
@@ -106,7 +121,7 @@ def step(x: ArrayLike, sm: Smoothing) -> Array:
     """Heaviside ``1 if x >= 0 else 0``; relaxed on (-1, 0), so exact at every integer."""
     x = jnp.asarray(x)
     if not sm.relaxed:
-        return jnp.where(x >= 0.0, 1.0, 0.0)
+        return (x >= 0.0).astype(jnp.result_type(x, float))
     return clip01(x + 1.0, sm)
 
 
@@ -130,7 +145,8 @@ def divisibility_violation(x: ArrayLike, sm: Smoothing) -> Float[Array, "..."]:
     """
     x = jnp.asarray(x)
     if not sm.relaxed:
-        return (x - jnp.round(x)) ** 2
+        # lax.round to nearest even is jnp.round's rule, as one primitive
+        return (x - lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)) ** 2
     return (jnp.sin(jnp.pi * x) / jnp.pi) ** 2
 
 

@@ -38,5 +38,8 @@ def main() -> None:
     cache = os.environ.get("DIFFCOST_CACHE_DIR", str(Path.home() / ".cache" / "diffcost" / "jax"))
     if cache:
         jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        # every program, the small ones too: building specs and plans runs ~40 small eager
+        # operations, each compiled once per process otherwise (warm `diffcost train`
+        # 4.5 -> 4.0 s measured on 2 cores)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     app()
