@@ -283,21 +283,23 @@ def decode_split(plan: ServePlan, pt: PassTime, both: Mixer) -> dict[str, Array]
     draft = both(
         draft_s(plan, pt, _DRAFT), draft_s(plan, pt, _ITER_DRAFT), draft_s(plan, pt, _DRAFT)
     )
-    # every term of the decode round stacked on a last axis and mixed once
-    names = ("round", "gemm", "attention", "memory", "launch", "tp_comm", "pp_comm")
-    names += ("pipeline_wait", "weight_read", "kv_read", "compute")
-    terms = (pt.round_s, pt.gemm_s, pt.attention_s, pt.memory_s, pt.launch_s, pt.tp_comm_s)
-    terms += (pt.p2p_s, pt.pipeline_wait_s, pt.weight_read_s, pt.kv_read_s, pt.compute_s)
-    arr = jnp.stack(jnp.broadcast_arrays(*terms), axis=-1)
-    mixed = both(arr[_DECODE], arr[_ITER], arr[_DECODE])
-    part = {name: mixed[..., i] for i, name in enumerate(names)}
-    decode_round = part.pop("round")
-    out = {f"decode_{name}_s": value for name, value in part.items()}
+    part = lambda arr: both(arr[_DECODE], arr[_ITER], arr[_DECODE])
+    decode_round = part(pt.round_s)
+    weight_read, kv_read = part(pt.weight_read_s), part(pt.kv_read_s)
     return dict(
         decode_step_s=draft + decode_round,
         decode_draft_s=draft,
-        **out,
-        decode_memory_bound_fraction=(part["weight_read"] + part["kv_read"]) / decode_round,
+        decode_gemm_s=part(pt.gemm_s),
+        decode_attention_s=part(pt.attention_s),
+        decode_memory_s=part(pt.memory_s),
+        decode_launch_s=part(pt.launch_s),
+        decode_tp_comm_s=part(pt.tp_comm_s),
+        decode_pp_comm_s=part(pt.p2p_s),
+        decode_pipeline_wait_s=part(pt.pipeline_wait_s),
+        decode_weight_read_s=weight_read,
+        decode_kv_read_s=kv_read,
+        decode_compute_s=part(pt.compute_s),
+        decode_memory_bound_fraction=(weight_read + kv_read) / decode_round,
     )
 
 
@@ -347,10 +349,7 @@ def energy_per_token_j(
     ``tokens_per_s``.  Without chip energy figures or system overhead:
     ``chips * TDP / tokens_per_s``."""
     both = _mixer(plan)
-    # the three activities of every pass stacked on a last axis: one per-token mix for all
-    stacked = jnp.stack(jnp.broadcast_arrays(*pass_activity(c, w, pt)), axis=-1)
-    per_token = activity_per_token(plan, r, stacked, both)
-    flop, memory, link = per_token[..., 0], per_token[..., 1], per_token[..., 2]
+    flop, memory, link = (activity_per_token(plan, r, a, both) for a in pass_activity(c, w, pt))
     chip = c.system.chip
     energy = activity_energy_j(
         chip.energy,

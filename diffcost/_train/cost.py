@@ -51,7 +51,7 @@ from .._terms.kernels import (
     launch_s,
     quantize_bytes,
 )
-from .._terms.layer import ExpertSplit, GemmOp, gemms_time_s, layer_gemm_s, layer_gemms, logits_gemm
+from .._terms.layer import ExpertSplit, GemmOp, layer_gemm_s, layer_gemms, logits_gemm
 from .._terms.memory_levels import placed_system
 from .._terms.moe import remote_dispatch_bytes
 from .._terms.reliability import checkpoint_interval_s, expected_max_normal, goodput_fraction
@@ -219,7 +219,8 @@ def tp_comm_layer_s(
         return 4.0 * (c / t + (1.0 - 1.0 / t) * exposed_s(c, window, system, sm))
 
     w_full = plan.recompute[2]
-    overlapped = pass_s(g) + pass_s(2.0 * g) + w_full * pass_s(g)
+    forward = pass_s(g)  # the recomputed forward's is the same: computed once
+    overlapped = forward + pass_s(2.0 * g) + w_full * forward
     return (1.0 - w) * (4.0 + 2.0 * w_full) * t_ar + w * overlapped
 
 
@@ -281,11 +282,11 @@ def adapter_forward_s(
     """
     fmt = GemmFormat(system.chip.peak_flop_per_s[_BF16], 2.0)
     r = smax(plan.lora_rank, 1.0, sm, integer=True)  # shape guard; weighted by lora_on below
-    base = layer_gemms(tokens, model, plan.tp, fmt)
-    down = [GemmOp(op.m, r, op.k, fmt) for op in base]
-    up = [GemmOp(op.m, op.n, r, fmt) for op in base]
-    times = gemms_time_s([*down, *up], system, sm)
-    total = jnp.sum(plan.lora_matrices * (times[..., :4] + times[..., 4:]), axis=-1)
+    total = jnp.asarray(0.0)
+    for i, op in enumerate(layer_gemms(tokens, model, plan.tp, fmt)):
+        down = GemmOp(op.m, r, op.k, fmt).time_s(system, sm)
+        up = GemmOp(op.m, op.n, r, fmt).time_s(system, sm)
+        total = total + plan.lora_matrices[..., i] * (down + up)
     return lora_on(plan, sm) * total
 
 
@@ -428,21 +429,21 @@ def data_parallel_s(
     overlap = plan.overlap_grad_reduce
     window = stage.backward_s + stage.recompute_s
 
-    def exposed(comm_s: Array) -> Array:
-        return (1.0 - overlap) * comm_s + overlap * exposed_s(comm_s, window, system, sm)
-
     t_dp = all_reduce_s(grad_bytes, dpc, t, system, sm)  # = reduce-scatter + all-gather
     t_rs = all_gather_s(grad_bytes, shard, t, system, sm)  # a reduce-scatter moves the same
     t_ag = all_gather_s(trainable * gathered_weight_bytes(plan), shard, t, system, sm)
     t_rep = all_reduce_s(grad_bytes / shard, plan.shard_replicas, t * shard, system, sm)
     t_hybrid = t_rs + t_ag + t_rep  # = t_dp without replicas and fp8 gathers
+
+    def exposed(comm_s: Array) -> Array:
+        return (1.0 - overlap) * comm_s + overlap * exposed_s(comm_s, window, system, sm)
+
+    e_dp, e_hybrid, e_rs, e_rep = (exposed(x) for x in (t_dp, t_hybrid, t_rs, t_rep))
     m = plan.num_micro_batches()
-    t_z2_exposed = exposed(t_hybrid) + (m - 1.0) * exposed(t_rs)
+    t_z2_exposed = e_hybrid + (m - 1.0) * e_rs
     z = plan.zero
-    t_z3_exposed = zero3_s(system, model, plan, stage, sm) + exposed(t_rep)
-    return (
-        z[0] * exposed(t_dp) + z[1] * exposed(t_hybrid) + z[2] * t_z2_exposed + z[3] * t_z3_exposed
-    )
+    t_z3_exposed = zero3_s(system, model, plan, stage, sm) + e_rep
+    return z[0] * e_dp + z[1] * e_hybrid + z[2] * t_z2_exposed + z[3] * t_z3_exposed
 
 
 @once
@@ -655,9 +656,7 @@ def jitter_s(system: System, model: Model, plan: TrainPlan) -> Array:
     """
     sigma = system.reliability.collective_jitter_s
     syncs = plan.num_micro_batches() * TP_SYNCS_PER_LAYER * model.layers / plan.pp
-    groups = jnp.stack(jnp.broadcast_arrays(plan.tp, plan.num_chips()), axis=-1)
-    g = expected_max_normal(groups)  # one evaluation of the normal quantile for both
-    return sigma * (syncs * g[..., 0] + g[..., 1])
+    return sigma * (syncs * expected_max_normal(plan.tp) + expected_max_normal(plan.num_chips()))
 
 
 class Goodput(NamedTuple):
