@@ -16,12 +16,13 @@ from .hardware import (
     Efficiency,
     Reliability,
     one_hot_architecture,
+    strong_float,
 )
 from .model import MLP_MATRICES, NORM_PARAMS, Model
 
 
 def _f(x: Any) -> Any:
-    return jnp.asarray(float(x), dtype=jnp.result_type(float))  # strong: no casts when traced
+    return strong_float(float(x))
 
 
 def chip_module(values: dict[str, Any]) -> Chip:

@@ -10,9 +10,10 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 
-def _strong(value: float) -> Array:
-    """A default leaf: a strongly typed float array (weakly typed leaves make every traced
-    operation with a strongly typed one a cast: 337 of a training step's equations)."""
+def strong_float(value: float) -> Array:
+    """A spec or plan leaf: a strongly typed float array of JAX's default float type (weakly
+    typed leaves make every traced operation with a strongly typed one a cast: 337 of a
+    training step's equations)."""
     return jnp.asarray(value, dtype=jnp.result_type(float))
 
 
@@ -108,7 +109,7 @@ class Efficiency(eqx.Module):
     overlap_contention: Float[Array, ""]
     kv_reread_fraction: Float[Array, ""]
     graph_kernel_fraction: Float[Array, ""] = eqx.field(
-        default_factory=lambda: _strong(GRAPH_KERNEL_FRACTION_PRIOR)
+        default_factory=lambda: strong_float(GRAPH_KERNEL_FRACTION_PRIOR)
     )
 
 
@@ -148,9 +149,9 @@ class NearMemory(eqx.Module):
     sees.
     """
 
-    capacity_bytes: Float[Array, ""] = eqx.field(default_factory=lambda: _strong(0.0))
-    bandwidth_bytes_per_s: Float[Array, ""] = eqx.field(default_factory=lambda: _strong(0.0))
-    j_per_byte: Float[Array, ""] = eqx.field(default_factory=lambda: _strong(0.0))
+    capacity_bytes: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
+    bandwidth_bytes_per_s: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
+    j_per_byte: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
 
 
 class Chip(eqx.Module):
@@ -215,12 +216,12 @@ class Reliability(eqx.Module):
     bandwidth then never matters: without failures nothing is checkpointed).
     """
 
-    collective_jitter_s: Float[Array, ""] = eqx.field(default_factory=lambda: _strong(0.0))
-    failures_per_chip_s: Float[Array, ""] = eqx.field(default_factory=lambda: _strong(0.0))
+    collective_jitter_s: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
+    failures_per_chip_s: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
     checkpoint_bandwidth_bytes_per_s: Float[Array, ""] = eqx.field(
-        default_factory=lambda: _strong(1.0)
+        default_factory=lambda: strong_float(1.0)
     )
-    restart_s: Float[Array, ""] = eqx.field(default_factory=lambda: _strong(0.0))
+    restart_s: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
 
 
 class System(eqx.Module):

@@ -15,12 +15,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jax.numpy as jnp
-
 from .._core.errors import Problem, SpecError
 from .build import chip_module, efficiency_module, model_module, reliability_module
 from .checker import Checker, builtin_names, read_toml, specs_dir
-from .hardware import Chip, Efficiency, Reliability, System
+from .hardware import Chip, Efficiency, Reliability, System, strong_float
 from .hf_config import hf_document
 from .model import Model
 from .schema import KIND_DIRS, KINDS, PARAMS_TOLERANCE
@@ -161,7 +159,7 @@ def load_system(
         count = links["scale_up_domain_chips"] if chips is None else chips
         overhead = 0.0
         reliability = Reliability()
-    f = lambda x: jnp.asarray(float(x), dtype=jnp.result_type(float))
+    f = lambda x: strong_float(float(x))
     out = System(
         chip=chip_module(chip_spec.values),
         num_chips=f(count),

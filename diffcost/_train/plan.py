@@ -33,7 +33,7 @@ from .._core.options import (
 )
 from .._core.shared import once
 from .._inputs import schema as S
-from .._inputs.hardware import FORMATS
+from .._inputs.hardware import FORMATS, strong_float
 
 RECOMPUTE: tuple[str, ...] = values(Recompute)
 ZERO_STAGES: tuple[int, ...] = values(ZeroStage)
@@ -420,9 +420,7 @@ def train_plan(
         raise SpecError(problems)
     values_ = _with_defaults(given)
     encoded = {
-        k: choice_weights(k, v)
-        if _FIELD[k].kind == "categorical"
-        else jnp.asarray(float(v), dtype=jnp.result_type(float))
+        k: choice_weights(k, v) if _FIELD[k].kind == "categorical" else strong_float(float(v))
         for k, v in values_.items()
     }
     return encode_train(encoded)
