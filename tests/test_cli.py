@@ -250,8 +250,8 @@ def test_a_non_finite_prediction_is_never_printed_as_an_answer(monkeypatch):
     real = train_cmd._predict
 
     def overflowing(cost, plan):
-        out = real(cost, plan)
-        return eqx.tree_at(lambda o: o.step_time_s, out, jnp.asarray(jnp.nan))
+        out, linearised = real(cost, plan)
+        return eqx.tree_at(lambda o: o.step_time_s, out, jnp.asarray(jnp.nan)), linearised
 
     monkeypatch.setattr(train_cmd, "_predict", overflowing)
     for extra in ([], ["--json"]):

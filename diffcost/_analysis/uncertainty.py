@@ -541,19 +541,38 @@ def scaled_efficiency(cost: Any, log_scale: jax.Array) -> Any:
     return eqx.tree_at(lambda c: c.system.efficiency, cost, eff)
 
 
+def _linearise(cost: Any, plan: Any, names: tuple[str, ...]) -> tuple[Any, jax.Array, jax.Array]:
+    """``cost(plan)``, its outputs ``names`` and ``d log output / d log constant``
+    ``(len(names), n)`` by forward mode from one trace of the model (one JVP per constant,
+    batched by ``jax.jacfwd``; the breakdown is its primal, computed once).  The constants are
+    scaled by ``exp(0) = 1`` exactly, so the breakdown is the plain prediction's."""
+
+    def f(d):
+        out = scaled_efficiency(cost, d)(plan)
+        y = jnp.stack([getattr(out, n) for n in names])
+        return jnp.log(y), (y, out)
+
+    zero = jnp.zeros(len(C.NAMES), dtype=cost.system.efficiency.matmul_peak_fraction.dtype)
+    jac, (value, out) = jax.jacfwd(f, has_aux=True)(zero)
+    return out, value, jac
+
+
 @eqx.filter_jit
 def log_jacobian(cost: Any, plan: Any, names: tuple[str, ...]) -> tuple[jax.Array, jax.Array]:
     """Outputs ``names`` of ``cost(plan)`` and ``d log output / d log constant``
-    ``(len(names), n)`` by forward mode (one JVP per constant, batched by ``jax.jacfwd``)."""
-
-    def f(d):
-        out = scaled_efficiency(cost, d)(plan)  # one trace of the model for every output
-        y = jnp.stack([getattr(out, n) for n in names])
-        return jnp.log(y), y
-
-    zero = jnp.zeros(len(C.NAMES), dtype=cost.system.efficiency.matmul_peak_fraction.dtype)
-    jac, value = jax.jacfwd(f, has_aux=True)(zero)
+    ``(len(names), n)`` (:func:`_linearise`)."""
+    _, value, jac = _linearise(cost, plan, names)
     return value, jac
+
+
+@eqx.filter_jit
+def predict_linearised(cost: Any, plan: Any, kind: str) -> tuple[Any, tuple[jax.Array, jax.Array]]:
+    """The whole breakdown of a ``kind`` ("train"/"serve") prediction and the linearisation of
+    its interval (the outputs of :data:`TRAIN_OUTPUTS`/:data:`SERVE_OUTPUTS` and their log
+    Jacobian) from one trace of the model: a command that prints both compiles one program."""
+    names = tuple(n for n, _ in (TRAIN_OUTPUTS if kind == "train" else SERVE_OUTPUTS))
+    out, value, jac = _linearise(cost, plan, names)
+    return out, (value, jac)
 
 
 def basis_of(chip: str, calibration: str | Path) -> str:
@@ -574,19 +593,22 @@ def intervals(
     calibration: str | Path,
     kind: str,
     engine: str | None = None,
+    linearised: tuple[jax.Array, jax.Array] | None = None,
 ) -> dict[str, Any] | None:
     """p10/p90 of the headline outputs of a ``kind`` ("train"/"serve") prediction on ``chip``
     (module docstring), served by ``engine`` (a profile name; its regime where it has one):
     ``{"<output>_p10": ..., "<output>_p90": ..., "interval": {...}}``; None when the
     calibration has no stored posterior.  An output of 0 (no price) or inf (an infeasible
-    plan) keeps p10 = p90 = itself and has no entry under ``interval.outputs``."""
+    plan) keeps p10 = p90 = itself and has no entry under ``interval.outputs``.
+    ``linearised`` is :func:`predict_linearised`'s second output where the caller has it (the
+    model is then not traced again)."""
     post = load_posterior(calibration)
     if post is None:
         return None
     outputs = TRAIN_OUTPUTS if kind == "train" else SERVE_OUTPUTS
-    value, jac = (
-        np.asarray(a, dtype=float) for a in log_jacobian(cost, plan, tuple(n for n, _ in outputs))
-    )
+    if linearised is None:
+        linearised = log_jacobian(cost, plan, tuple(n for n, _ in outputs))
+    value, jac = (np.asarray(a, dtype=float) for a in linearised)
     basis, fam = basis_of(chip, calibration), regime_family(chip)
     cov = post.cov_for(basis)
     w = float(zero3_multinode_weight(plan, cost.system)) if kind == "train" else 0.0

@@ -1,13 +1,14 @@
 """``diffcost serve``: predict serving latency, throughput, memory and cost."""
 
 import math
+from functools import partial
 from typing import Annotated, Any
 
 import equinox as eqx
 import typer
 
 from .._analysis.coverage import coverage_lines, job_chip, job_coverage
-from .._analysis.uncertainty import Z80, intervals
+from .._analysis.uncertainty import Z80, intervals, predict_linearised
 from .._core.errors import Problem, SpecError
 from .._serve.cost import ServeBreakdown, ServeCost, serve_problems
 from .._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
@@ -45,7 +46,8 @@ from ._resolve import DEFAULT_SCENARIO as _DEFAULTS
 from ._resolve import Job, resolve_job
 
 DEFAULT_SCENARIO = _DEFAULTS["serve"]
-_predict = eqx.filter_jit(lambda cost, plan: cost(plan))
+#: The prediction and its interval's linearisation, from one trace of the model.
+_predict = partial(predict_linearised, kind="serve")
 _at_slo = eqx.filter_jit(lambda cost, plan, ttft, tpot: cost.at_slo(plan, ttft, tpot))
 
 
@@ -260,14 +262,16 @@ def serve(
     job = resolve_job("serve", scenario, {**refs, "chips": chips}, flags, calibration)
     assert isinstance(job.plan, ServePlan)
     cost = ServeCost(job.system, job.model)
-    out = _predict(cost, job.plan)
+    out, linearised = _predict(cost, job.plan)
     check_finite(out, "serving", job.system, job.model, job.inputs())
     slo = _at_slo_summary(cost, job.plan, ttft_slo_ms, tpot_slo_ms)
     problems = serve_problems(job.model, job.plan, out, float(job.system.num_chips))
     problems += _slo_problems(slo)
     cov = job_coverage("serve", job.refs, job.plan, calibration, values=job.values)
     engine = engine_summary(job.values.get("engine"), job.plan)
-    iv = intervals(cost, job.plan, job_chip(job.refs), calibration, "serve", engine["name"])
+    iv = intervals(
+        cost, job.plan, job_chip(job.refs), calibration, "serve", engine["name"], linearised
+    )
     if slo is not None:
         slo.update(_slo_interval(cost, job.plan, slo.pop("limits_s"), iv))
     under = load_summary(job.system, job.model, job.plan, load)

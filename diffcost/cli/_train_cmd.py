@@ -1,12 +1,12 @@
 """``diffcost train``: predict one training step."""
 
+from functools import partial
 from typing import Annotated, Any
 
-import equinox as eqx
 import typer
 
 from .._analysis.coverage import coverage_lines, job_chip, job_coverage
-from .._analysis.uncertainty import intervals
+from .._analysis.uncertainty import intervals, predict_linearised
 from .._terms.energy import energy_basis
 from .._train.cost import TrainBreakdown, TrainCost
 from .._train.plan import TrainPlan
@@ -35,7 +35,8 @@ from ._resolve import DEFAULT_SCENARIO as _DEFAULTS
 from ._resolve import resolve_job
 
 DEFAULT_SCENARIO = _DEFAULTS["train"]
-_predict = eqx.filter_jit(lambda cost, plan: cost(plan))
+#: The prediction and its interval's linearisation, from one trace of the model.
+_predict = partial(predict_linearised, kind="train")
 
 SequenceParallel = Annotated[
     bool | None,
@@ -158,12 +159,12 @@ def train(
     job = resolve_job("train", scenario, refs_flags, flags, calibration)
     assert isinstance(job.plan, TrainPlan)
     cost = TrainCost(job.system, job.model)
-    out = _predict(cost, job.plan)
+    out, linearised = _predict(cost, job.plan)
     check_finite(out, "training", job.system, job.model, job.inputs())
     problems = train_problems(job.model, job.plan, out, float(job.system.num_chips))
     mfu = float(out.mfu)
     cov = job_coverage("train", job.refs, job.plan, calibration, mfu, job.system, job.values)
-    iv = intervals(cost, job.plan, job_chip(job.refs), calibration, "train")
+    iv = intervals(cost, job.plan, job_chip(job.refs), calibration, "train", linearised=linearised)
     if json_out:
         counts = {"chips": job.chips}
         extra = {"coverage": cov, **(iv or {"interval": None})}
