@@ -42,4 +42,7 @@ def main() -> None:
         # operations, each compiled once per process otherwise (warm `diffcost train`
         # 4.5 -> 4.0 s measured on 2 cores)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    from .._core import exported
+
+    exported.enable(cache or None)  # traced programs kept beside the compiled ones
     app()

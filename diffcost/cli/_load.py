@@ -4,13 +4,13 @@ steady state of continuous batching, and goodput at p99 limits; :mod:`diffcost._
 import math
 from typing import Annotated, Any
 
-import equinox as eqx
 import jax.numpy as jnp
 
 from .._core.errors import Problem, SpecError
-from .._serve.load import LoadBreakdown, Workload, goodput_qps_jit, under_load, workload
+from .._serve.load import workload
 from ._common import console
 from ._options import Opt
+from ._programs import GOODPUT_QPS, UNDER_LOAD
 
 
 def load_flags(
@@ -27,9 +27,7 @@ def load_flags(
     """Option group: the offered load and its percentile limits."""
 
 
-@eqx.filter_jit
-def _under_load(system, model, plan, load: Workload) -> LoadBreakdown:
-    return under_load(system, model, plan, load)
+_under_load = UNDER_LOAD
 
 
 def _check(flags: dict[str, Any]) -> None:
@@ -51,7 +49,7 @@ def goodput(system, model, plan, arrival_cv: float, input_cv: float, limits_s) -
     """Largest requests/s to the deployment whose p99 TTFT and TPOT meet ``limits_s`` (0 if
     none; :func:`~diffcost._serve.load.goodput_qps`)."""
     args = (arrival_cv, input_cv, min(limits_s[0], 1e30), min(limits_s[1], 1e30))
-    return float(goodput_qps_jit(system, model, plan, *(jnp.asarray(float(x)) for x in args)))
+    return float(GOODPUT_QPS(system, model, plan, *(jnp.asarray(float(x)) for x in args)))
 
 
 def load_summary(system, model, plan, flags: dict[str, Any]) -> dict[str, Any] | None:

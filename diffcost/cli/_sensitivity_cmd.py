@@ -50,6 +50,7 @@ from ._options import (
     train_parallel_flags,
     with_options,
 )
+from ._programs import PREDICT
 from ._resolve import Job, resolve_job
 
 sens_app = typer.Typer(
@@ -158,17 +159,18 @@ def _table(sens: Sensitivity, metric: str, ranked: Any, groups: tuple[str, ...] 
     return table
 
 
-def _knowledge(kind: str, job: Job) -> dict[str, Any] | None:
+def _knowledge(kind: str, job: Job, linearised: Any) -> dict[str, Any] | None:
     """Which calibrated constant's uncertainty each headline output's 80% interval comes from,
     and the measurement to make next (:func:`diffcost._analysis.uncertainty.knowledge`); None
-    when the calibration has no posterior."""
+    when the calibration has no posterior.  ``linearised``: the prediction's (:data:`PREDICT`)."""
     if kind == "train":
         cost: Any = TrainCost(job.system, job.model)
         engine = None
     else:
         cost = ServeCost(job.system, job.model)
         engine = job.values.get("engine") or DEFAULT_ENGINE
-    iv = intervals(cost, job.plan, job_chip(job.refs), job.calibration, kind, engine)
+    chip = job_chip(job.refs)
+    iv = intervals(cost, job.plan, chip, job.calibration, kind, engine, linearised)
     return None if iv is None else knowledge(iv)
 
 
@@ -193,23 +195,25 @@ def _knowledge_table(know: dict[str, Any]) -> Table:
     return table
 
 
-def _problems(kind: str, job: Job) -> list[str]:
+def _problems(kind: str, job: Job) -> tuple[list[str], Any]:
     """Why the plan is infeasible (memory, degrees, chip count), by the exact model: the
-    elasticities of a plan that cannot run are reported, but never as a feasible answer."""
+    elasticities of a plan that cannot run are reported, but never as a feasible answer; with
+    the prediction's linearisation for :func:`_knowledge` (one program: :data:`PREDICT`)."""
     chips = float(job.system.num_chips)
     if kind == "train":
         assert isinstance(job.plan, TrainPlan)
-        out = TrainCost(job.system, job.model)(job.plan)
-        return train_problems(job.model, job.plan, out, chips)
+        out, lin = PREDICT["train"](TrainCost(job.system, job.model), job.plan)
+        return train_problems(job.model, job.plan, out, chips), lin
     assert isinstance(job.plan, ServePlan)
-    return serve_problems(job.model, job.plan, ServeCost(job.system, job.model)(job.plan), chips)
+    out, lin = PREDICT["serve"](ServeCost(job.system, job.model), job.plan)
+    return serve_problems(job.model, job.plan, out, chips), lin
 
 
 def _report(kind: str, job: Job, report: Flags, json_out: bool) -> None:
     """Rank, chart and print the elasticities of one job; exit 1 when its plan is infeasible."""
     check_outputs({"tornado": report["tornado"]}, plots=("tornado",))
     _check(TRAIN_METRICS if kind == "train" else SERVE_METRICS, kind, report)
-    problems = _problems(kind, job)
+    problems, linearised = _problems(kind, job)
     with stage("differentiating the cost model (compiling the gradients)"):
         sens = sensitivity(kind, job.system, job.model, job.plan)
     metric = _check(sens.metrics, kind, report)
@@ -218,7 +222,7 @@ def _report(kind: str, job: Job, report: Flags, json_out: bool) -> None:
     ranked = ranked[ranked.elasticity != 0.0].head(report["top"])
     model_info, hw_info = spec_infos(job.refs)
     names = (model_info.display_name, hw_info.display_name)
-    know = _knowledge(kind, job)
+    know = _knowledge(kind, job, linearised)
     tornado: Path | None = report["tornado"]
     if tornado is not None:
         from .._analysis.plots import save

@@ -1,14 +1,12 @@
 """``diffcost serve``: predict serving latency, throughput, memory and cost."""
 
 import math
-from functools import partial
 from typing import Annotated, Any
 
-import equinox as eqx
 import typer
 
 from .._analysis.coverage import coverage_lines, job_chip, job_coverage
-from .._analysis.uncertainty import Z80, intervals, predict_linearised
+from .._analysis.uncertainty import Z80, intervals
 from .._core.errors import Problem, SpecError
 from .._serve.cost import ServeBreakdown, ServeCost, serve_problems
 from .._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
@@ -42,13 +40,14 @@ from ._options import (
     spec_refs,
     with_options,
 )
+from ._programs import AT_SLO, PREDICT
 from ._resolve import DEFAULT_SCENARIO as _DEFAULTS
 from ._resolve import Job, resolve_job
 
 DEFAULT_SCENARIO = _DEFAULTS["serve"]
 #: The prediction and its interval's linearisation, from one trace of the model.
-_predict = partial(predict_linearised, kind="serve")
-_at_slo = eqx.filter_jit(lambda cost, plan, ttft, tpot: cost.at_slo(plan, ttft, tpot))
+_predict = PREDICT["serve"]
+_at_slo = AT_SLO
 
 
 def _accuracy_costs(items: list[str] | None) -> dict[str, float] | None:

@@ -1,12 +1,11 @@
 """``diffcost train``: predict one training step."""
 
-from functools import partial
 from typing import Annotated, Any
 
 import typer
 
 from .._analysis.coverage import coverage_lines, job_chip, job_coverage
-from .._analysis.uncertainty import intervals, predict_linearised
+from .._analysis.uncertainty import intervals
 from .._terms.energy import energy_basis
 from .._train.cost import TrainBreakdown, TrainCost
 from .._train.plan import TrainPlan
@@ -31,12 +30,13 @@ from ._common import (
     spec_infos,
 )
 from ._options import Chips, Flags, Optimizer, System, train_parallel_flags, with_options
+from ._programs import PREDICT
 from ._resolve import DEFAULT_SCENARIO as _DEFAULTS
 from ._resolve import resolve_job
 
 DEFAULT_SCENARIO = _DEFAULTS["train"]
 #: The prediction and its interval's linearisation, from one trace of the model.
-_predict = partial(predict_linearised, kind="train")
+_predict = PREDICT["train"]
 
 SequenceParallel = Annotated[
     bool | None,
