@@ -24,6 +24,7 @@ staged-out computations" (``jax.export``).
 """
 
 import copyreg
+import dataclasses
 import hashlib
 import os
 import pickle
@@ -71,7 +72,8 @@ def _sentinel() -> Any:
 
 def stable_name(x: Any) -> str | None:
     """A static value as text that names it in every process: numbers, strings, enumerations
-    and tuples of them by their ``repr``; module-level functions (and ``functools.partial`` of
+    and tuples of them by their ``repr``; dataclasses by their class and fields' names;
+    module-level functions (and ``functools.partial`` of
     them with stable arguments) by module and qualified name; None for anything else (a
     lambda or a local function, an object whose ``repr`` may hide its state or show an
     address)."""
@@ -80,6 +82,10 @@ def stable_name(x: Any) -> str | None:
     if isinstance(x, tuple):
         inner = [stable_name(y) for y in x]
         return None if None in inner else f"({', '.join(map(str, inner))})"
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        inner = [stable_name(getattr(x, f.name)) for f in dataclasses.fields(x)]
+        cls = type(x)
+        return None if None in inner else f"{cls.__module__}.{cls.__qualname__}{tuple(inner)}"
     if isinstance(x, partial):
         inner = [stable_name(y) for y in (x.func, x.args, tuple(sorted(x.keywords.items())))]
         return None if None in inner else f"partial{tuple(inner)}"
@@ -87,6 +93,11 @@ def stable_name(x: Any) -> str | None:
     if callable(x) and qualname and "<" not in qualname and hasattr(x, "__module__"):
         return f"{x.__module__}.{qualname}"
     return None
+
+
+def call(fn: Any, *args: Any) -> Any:
+    """``fn(*args)``: with :data:`EXACT`, any cost model on its plan."""
+    return fn(*args)
 
 
 class ExportedProgram:
@@ -174,3 +185,7 @@ class ExportedProgram:
         except Exception:  # an unpicklable structure or a read-only disk: this process only
             pass
         return jax.jit(exported.call), trees[0]
+
+
+#: ``cost(plan)`` of any cost model, compiled once per structure.
+EXACT = ExportedProgram(call, "exact")

@@ -122,8 +122,9 @@ def with_memory_check(line: Launch, plan: dict[str, Any], system: Any, model: An
     if line.refused:
         return line
     import equinox as eqx
-    import jax.numpy as jnp
 
+    from .._core.exported import EXACT
+    from .._inputs.hardware import strong_float
     from .._train.cost import TrainCost
     from .._train.plan import TRAIN_FIELDS, train_plan
 
@@ -132,8 +133,8 @@ def with_memory_check(line: Launch, plan: dict[str, Any], system: Any, model: An
     chips = float(
         plan.get("chips", int(plan["tp"]) * int(plan["pp"]) * int(plan["cp"]) * plan["dp"])
     )
-    system = eqx.tree_at(lambda s: s.num_chips, system, jnp.asarray(chips))
-    out = TrainCost(system, model)(train_plan(**fields))
+    system = eqx.tree_at(lambda s: s.num_chips, system, strong_float(chips))
+    out = EXACT(TrainCost(system, model), train_plan(**fields))
     need, cap = float(out.memory.total_bytes) / 1e9, float(out.capacity_bytes) / 1e9
     grads = fields["grad_bytes_per_param"]
     if need > cap:
