@@ -46,7 +46,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array
 
 from .._core.dedupe import deduplicated
-from .._core.exported import ExportedProgram
+from .._core.exported import exported_program
 from .._inputs.hardware import ARCHITECTURES, FORMATS, System
 from .._inputs.model import Model
 from .._serve.cost import ServeCost
@@ -220,7 +220,8 @@ def _safe_log_abs(x: Array) -> Array:
     return jnp.log(jnp.abs(jnp.where(x == 0.0, 1.0, x)))
 
 
-def _elasticities_of(metric_fn: Callable, names: tuple[str, ...], params, plan):
+@exported_program("elasticities")
+def _elasticities(metric_fn: Callable, names: tuple[str, ...], params, plan):
     """Metric values and the elasticity matrix ``[metric, parameter]`` (ravel order)."""
 
     def log_metrics(p):
@@ -245,10 +246,6 @@ def _elasticities_of(metric_fn: Callable, names: tuple[str, ...], params, plan):
     # backward pass compiles about twice as slowly, and the run time is microseconds either way)
     matrix = jax.lax.map(one, jnp.eye(len(names)))
     return jnp.stack([values[n] for n in names]), matrix
-
-
-#: :func:`_elasticities_of` compiled once per structure (kept on disk by the command line).
-_elasticities = ExportedProgram(_elasticities_of, "elasticities")
 
 
 @eqx.filter_jit

@@ -95,6 +95,12 @@ def stable_name(x: Any) -> str | None:
     return None
 
 
+def exported_program(name: str) -> Callable[[Callable[..., Any]], "ExportedProgram"]:
+    """Decorator: ``fn`` as the :class:`ExportedProgram` ``name`` (in place of
+    ``eqx.filter_jit``)."""
+    return lambda fn: ExportedProgram(fn, name)
+
+
 def call(fn: Any, *args: Any) -> Any:
     """``fn(*args)``: with :data:`EXACT`, any cost model on its plan."""
     return fn(*args)
@@ -107,6 +113,7 @@ class ExportedProgram:
 
     def __init__(self, fn: Callable[..., Any], name: str):
         self.fn, self.name = fn, name
+        self.__doc__, self.__wrapped__ = fn.__doc__, fn
         self._jit = eqx.filter_jit(fn)
         self._loaded: dict[str, tuple[Callable[..., Any], Any]] = {}
 

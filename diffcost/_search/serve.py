@@ -13,12 +13,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, final
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._core.errors import Problem, SpecError
+from .._core.exported import exported_program
 from .._core.options import (
     Format,
     ServeMode,
@@ -352,7 +352,7 @@ def _goodput_objective(cost: ServeCost, plan: ServePlan, out: ServeBreakdown, lo
     return obj * (1.0 + out.accuracy_cost), gp
 
 
-@eqx.filter_jit
+@exported_program("serve-evaluate")
 def _evaluate(cost: ServeCost, plans: ServePlan, limits, objective: str, risk=None, load=None):
     """Exact objective and limits of every plan; with ``risk`` (the p90 objective) the TPOT's
     upper quantile ``y exp(Z80 sigma)`` (:mod:`diffcost._analysis.uncertainty`).  The goodput
@@ -428,7 +428,7 @@ def relaxed_serve_penalty(out: ServeBreakdown, theta, lo, hi, sizes) -> jax.Arra
     return pen + 0.05 * out.divisibility_violation
 
 
-@eqx.filter_jit
+@exported_program("serve-solve")
 def _solve(
     system,
     model,

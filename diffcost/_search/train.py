@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.exported import ExportedProgram
+from .._core.exported import exported_program
 from .._core.options import (
     Optimizer,
     Recompute,
@@ -329,13 +329,10 @@ def _per_plan(cost: TrainCost, objective: str, risk: Any):
     return one
 
 
-def _evaluate_of(cost: TrainCost, plans: TrainPlan, objective: str, risk=None):
+@exported_program("train-evaluate")
+def _evaluate(cost: TrainCost, plans: TrainPlan, objective: str, risk=None):
     """Exact objective, headroom and breakdown of every plan (:func:`_per_plan`)."""
     return jax.vmap(_per_plan(cost, objective, risk))(plans)
-
-
-#: :func:`_evaluate_of` compiled once per structure (kept on disk by the command line).
-_evaluate = ExportedProgram(_evaluate_of, "train-evaluate")
 
 
 @dataclass(frozen=True)
@@ -350,7 +347,8 @@ class _ScanKey:
     k: int
 
 
-def _scan_of(cost: TrainCost, start: jax.Array, risk: Any, key: _ScanKey):
+@exported_program("train-scan")
+def _scan(cost: TrainCost, start: jax.Array, risk: Any, key: _ScanKey):
     """Flat plans ``start .. start + chunk`` decoded, checked and evaluated exactly; returns the
     valid and feasible counts and the ``k`` best (index, objective, breakdown)."""
     flat = start + jnp.arange(key.chunk, dtype=start.dtype)
@@ -364,10 +362,6 @@ def _scan_of(cost: TrainCost, start: jax.Array, risk: Any, key: _ScanKey):
     _, top = jax.lax.top_k(-score, key.k)
     best = jax.tree_util.tree_map(lambda x: x[top], out)
     return jnp.sum(ok), jnp.sum(feasible), top, score[top], best
-
-
-#: :func:`_scan_of` compiled once per structure (kept on disk by the command line).
-_scan = ExportedProgram(_scan_of, "train-scan")
 
 
 def risk_of(space: TrainSearchSpace, objective: str | None = None) -> Any:
@@ -484,7 +478,7 @@ def _structure(space: TrainSearchSpace) -> TrainSearchSpace:
     )
 
 
-@eqx.filter_jit
+@exported_program("train-solve")
 def _solve(
     system, model, theta0, lo, hi, sizes, structure: TrainSearchSpace, steps: int, lr: float
 ):
