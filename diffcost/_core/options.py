@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 from jax import dtypes
 from jaxtyping import Array, Float
@@ -267,7 +267,7 @@ def check_fields(
 def one_hot(index: int, size: int) -> Float[Array, " k"]:
     """One-hot weight vector of a categorical plan field's option (built on the host: one
     transfer, not a zeros and a scatter on the device)."""
-    return jnp.asarray(np.eye(size)[index], dtype=dtypes.canonicalize_dtype(np.float64))
+    return jax.device_put(np.eye(size, dtype=dtypes.canonicalize_dtype(np.float64))[index])
 
 
 __all__ = [

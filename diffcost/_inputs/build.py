@@ -5,7 +5,7 @@ No I/O and no checks here: the values come from :mod:`diffcost._inputs.checker`.
 
 from typing import Any
 
-import jax.numpy as jnp
+import numpy as np
 
 from .hardware import (
     FORMAT_FALLBACK,
@@ -15,6 +15,7 @@ from .hardware import (
     ChipEnergy,
     Efficiency,
     Reliability,
+    host_float,
     one_hot_architecture,
     strong_float,
 )
@@ -33,7 +34,7 @@ def chip_module(values: dict[str, Any]) -> Chip:
     mem = values["memory"]
     execution = values.get("execution", {})
     return Chip(
-        peak_flop_per_s=jnp.asarray(peaks),
+        peak_flop_per_s=host_float(peaks),
         memory_capacity_bytes=_f(mem["capacity_bytes"]),
         memory_bandwidth_bytes_per_s=_f(mem["bandwidth_bytes_per_s"]),
         on_chip_sram=_f(mem["on_chip_sram"]),
@@ -66,13 +67,13 @@ def _energy(values: dict[str, Any]) -> ChipEnergy:
     if energy is None:
         return ChipEnergy(
             idle_w=_f(values["power"]["tdp_w"]),
-            flop_j=jnp.zeros(len(FORMATS)),
+            flop_j=host_float(np.zeros(len(FORMATS))),
             memory_j_per_byte=_f(0.0),
             link_j_per_byte=_f(0.0),
         )
     return ChipEnergy(
         idle_w=_f(energy["idle_w"]),
-        flop_j=jnp.asarray(_fallback(energy, "_j_per_flop")),
+        flop_j=host_float(_fallback(energy, "_j_per_flop")),
         memory_j_per_byte=_f(energy["memory_j_per_byte"]),
         link_j_per_byte=_f(energy["link_j_per_byte"]),
     )

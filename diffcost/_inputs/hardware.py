@@ -5,16 +5,30 @@ sensitivities to every hardware number and ``jax.vmap`` runs over stacked chips.
 sources live in :class:`diffcost.SpecInfo`, not here, so that different chips stack.
 """
 
+from collections.abc import Sequence
+
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 
-def strong_float(value: float) -> Array:
+def host_float(value: ArrayLike | Sequence[float]) -> Array:
+    """A host value (number, list, numpy array) as a strongly typed array of JAX's default
+    float type, converted on the host and placed on the device: one transfer and no compiled
+    program (``jnp.asarray`` with a dtype compiles a conversion per shape, and building specs
+    and plans eagerly compiled ~30 small programs per process)."""
+    return jax.device_put(np.asarray(value, dtype=jnp.result_type(float)))
+
+
+def strong_float(value: ArrayLike) -> Array:
     """A spec or plan leaf: a strongly typed float array of JAX's default float type (weakly
     typed leaves make every traced operation with a strongly typed one a cast: 337 of a
-    training step's equations)."""
-    return jnp.asarray(value, dtype=jnp.result_type(float))
+    training step's equations); a host value goes through :func:`host_float`."""
+    if isinstance(value, jax.Array):  # a device array or a tracer
+        return jnp.asarray(value, dtype=jnp.result_type(float))
+    return host_float(value)
 
 
 #: Numeric formats, in the order of ``Chip.peak_flop_per_s``.
@@ -57,7 +71,7 @@ ARCHITECTURES: tuple[str, ...] = ("gpu", "systolic", "dataflow")
 
 def one_hot_architecture(name: str) -> Float[Array, "3"]:
     """One-hot weights of an execution class of :data:`ARCHITECTURES` (a chip's exact class)."""
-    return jnp.zeros(len(ARCHITECTURES)).at[ARCHITECTURES.index(name)].set(1.0)
+    return host_float(np.eye(len(ARCHITECTURES))[ARCHITECTURES.index(name)])
 
 
 def format_index(name: str) -> int:

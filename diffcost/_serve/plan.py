@@ -42,7 +42,7 @@ from .._core.errors import Problem, SpecError
 from .._core.options import Format, PlanField, ServeMode, check_fields, one_hot, values
 from .._core.shared import once
 from .._inputs import schema as S
-from .._inputs.hardware import FORMATS, strong_float
+from .._inputs.hardware import FORMATS, host_float, strong_float
 from .engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, load_engine
 
 #: Serving modes, in the order of ``ServePlan.mode``.  Disaggregation is a separate flag.
@@ -333,7 +333,7 @@ def serve_plan(
         else strong_float(float(instance if v is None else v))
         for k, v in given.items()
     }
-    encoded["accuracy_cost"] = jnp.asarray([float(costs.get(fmt, 0.0)) for fmt in FORMATS])
+    encoded["accuracy_cost"] = host_float([float(costs.get(fmt, 0.0)) for fmt in FORMATS])
     return encode_serve(encoded)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._core.errors import Problem, SpecError
@@ -33,7 +34,7 @@ from .._core.options import (
 )
 from .._core.shared import once
 from .._inputs import schema as S
-from .._inputs.hardware import FORMATS, strong_float
+from .._inputs.hardware import FORMATS, host_float, strong_float
 
 RECOMPUTE: tuple[str, ...] = values(Recompute)
 ZERO_STAGES: tuple[int, ...] = values(ZeroStage)
@@ -280,7 +281,7 @@ class TrainPlan(eqx.Module):
         return self.tp * self.pp * self.dp * self.cp
 
 
-def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
+def encode_train(v: Mapping[str, ArrayLike], xp: Any = jnp) -> "TrainPlan":
     """The plan of field values ``v`` (numbers; categoricals as weight vectors over their
     choices, one-hot when exact).  Works on scalars, stacked rows and traced values alike.
 
@@ -289,17 +290,19 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
     (:data:`OPTIMIZER_BYTES`) and the adapted matrices of the LoRA targets
     (:data:`LORA_MATRICES`).  The precision weights are placed on :data:`FORMATS` (the
     training precisions are its first entries).  ``shard_group`` absent or NaN means ``dp``
-    (full sharding).
+    (full sharding).  ``xp``: ``numpy`` computes a plan of host values on the host and
+    places each leaf on the device once (:func:`~diffcost._inputs.hardware.host_float`: no
+    small programs compiled per process), ``jax.numpy`` (default) works on traced values.
     """
-    a = lambda k: jnp.asarray(v[k])  # noqa: E731
+    a = lambda k: xp.asarray(v[k])  # noqa: E731
     prec = a("precision")
     pad = [(0, 0)] * (prec.ndim - 1) + [(0, len(FORMATS) - len(TRAINING_PRECISIONS))]
-    weights = jnp.asarray([WEIGHT_BYTES[p] for p in TrainPrecision], prec.dtype)
+    weights = xp.asarray([WEIGHT_BYTES[p] for p in TrainPrecision], prec.dtype)
     opt = a("optimizer")
-    opt_bytes = jnp.asarray([OPTIMIZER_BYTES[o] for o in Optimizer], opt.dtype)
+    opt_bytes = xp.asarray([OPTIMIZER_BYTES[o] for o in Optimizer], opt.dtype)
     targets = a("lora_targets")
-    matrices = jnp.asarray([LORA_MATRICES[t] for t in LoraTarget], targets.dtype)
-    return TrainPlan(
+    matrices = xp.asarray([LORA_MATRICES[t] for t in LoraTarget], targets.dtype)
+    fields = dict(
         tp=a("tp"),
         pp=a("pp"),
         dp=a("dp"),
@@ -313,41 +316,44 @@ def encode_train(v: Mapping[str, ArrayLike]) -> "TrainPlan":
         overlap_grad_reduce=a("overlap_grad_reduce"),
         recompute=a("recompute"),
         zero=a("zero"),
-        precision=jnp.pad(prec, pad),
-        weight_bytes_per_param=jnp.sum(prec * weights, axis=-1),
+        precision=xp.pad(prec, pad),
+        weight_bytes_per_param=xp.sum(prec * weights, axis=-1),
         grad_bytes_per_param=a("grad_bytes_per_param"),
-        optimizer_bytes_per_param=jnp.sum(opt * opt_bytes, axis=-1),
+        optimizer_bytes_per_param=xp.sum(opt * opt_bytes, axis=-1),
         first_stage_layers=a("first_stage_layers"),
         last_stage_layers=a("last_stage_layers"),
         lora_rank=a("lora_rank"),
         lora_matrices=targets @ matrices,
-        shard_replicas=_shard_replicas(v),
-        tp_comm_overlap=jnp.asarray(v.get("tp_comm_overlap", 0.0)) * jnp.ones_like(a("tp")),
-        fp8_param_gather=jnp.asarray(v.get("fp8_param_gather", 0.0)) * jnp.ones_like(a("tp")),
-        ep=jnp.asarray(v.get("ep", 1.0)) * jnp.ones_like(a("tp")),
-        expert_tp=_expert_tp(v),
-        ep_overlap=jnp.asarray(v.get("ep_overlap", 0.0)) * jnp.ones_like(a("tp")),
-        ep_dedup=jnp.asarray(v.get("ep_dedup", 0.0)) * jnp.ones_like(a("tp")),
+        shard_replicas=_shard_replicas(v, xp),
+        tp_comm_overlap=xp.asarray(v.get("tp_comm_overlap", 0.0)) * xp.ones_like(a("tp")),
+        fp8_param_gather=xp.asarray(v.get("fp8_param_gather", 0.0)) * xp.ones_like(a("tp")),
+        ep=xp.asarray(v.get("ep", 1.0)) * xp.ones_like(a("tp")),
+        expert_tp=_expert_tp(v, xp),
+        ep_overlap=xp.asarray(v.get("ep_overlap", 0.0)) * xp.ones_like(a("tp")),
+        ep_dedup=xp.asarray(v.get("ep_dedup", 0.0)) * xp.ones_like(a("tp")),
     )
+    if xp is not jnp:  # host values: each placed on the device once
+        fields = {k: host_float(x) for k, x in fields.items()}
+    return TrainPlan(**fields)
 
 
-def _expert_tp(v: Mapping[str, ArrayLike]) -> Array:
+def _expert_tp(v: Mapping[str, ArrayLike], xp: Any) -> ArrayLike:
     """Expert tensor parallelism: ``tp`` when ``expert_tp`` is absent or NaN."""
-    tp = jnp.asarray(v["tp"])
+    tp = xp.asarray(v["tp"])
     if v.get("expert_tp") is None:
         return tp
-    etp = jnp.asarray(v["expert_tp"]) * jnp.ones_like(tp)
-    return jnp.where(jnp.isnan(etp), tp, etp)
+    etp = xp.asarray(v["expert_tp"]) * xp.ones_like(tp)
+    return xp.where(xp.isnan(etp), tp, etp)
 
 
-def _shard_replicas(v: Mapping[str, ArrayLike]) -> Array:
+def _shard_replicas(v: Mapping[str, ArrayLike], xp: Any) -> ArrayLike:
     """Copies of the ZeRO state, ``dp / shard_group``: 1 (full sharding) when ``shard_group``
     is absent or NaN."""
-    dp = jnp.asarray(v["dp"])
+    dp = xp.asarray(v["dp"])
     if v.get("shard_group") is None:
-        return jnp.ones_like(dp)
-    sg = jnp.asarray(v["shard_group"])
-    return jnp.where(jnp.isnan(sg), 1.0, dp / jnp.where(jnp.isnan(sg), 1.0, sg))
+        return xp.ones_like(dp)
+    sg = xp.asarray(v["shard_group"])
+    return xp.where(xp.isnan(sg), 1.0, dp / xp.where(xp.isnan(sg), 1.0, sg))
 
 
 def _with_defaults(given: dict[str, Any]) -> dict[str, Any]:
@@ -423,7 +429,7 @@ def train_plan(
         k: choice_weights(k, v) if _FIELD[k].kind == "categorical" else strong_float(float(v))
         for k, v in values_.items()
     }
-    return encode_train(encoded)
+    return encode_train(encoded, np)
 
 
 __all__ = [
