@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from functools import wraps
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._core.errors import Problem, SpecError
+from .._inputs.checker import MAX_SI_VALUE
 
 #: Plain output: ``markup=False``, so no text a user wrote (a name with ``[/x]``, a path)
 #: is ever read as rich markup; emphasis is a ``style=`` on a whole line.
@@ -265,6 +267,47 @@ def check_outputs(
     problems = output_problems(paths, folders, plots)
     if problems:
         raise SpecError(problems)
+
+
+def positive_problems(
+    values: dict[str, float | None], unit: str, why: str, to_si: float = 1.0
+) -> list[Problem]:
+    """Each given number (``None``: not given) must be positive, finite and, in SI units
+    (``value * to_si``), at most the spec loader's
+    :data:`~diffcost._inputs.checker.MAX_SI_VALUE`; ``unit`` names its unit in the message
+    and ``why`` says what 0 or less would mean.  Every problem at once."""
+    problems = []
+    for key, value in values.items():
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            reason = f"must be a finite, positive number of {unit}, got {value!r}"
+        elif value <= 0:
+            reason = f"must be a positive number of {unit}, got {value!r}: {why}"
+        elif value * to_si > MAX_SI_VALUE:
+            reason = (
+                f"{value:g} {unit} is beyond any physical input (at most {MAX_SI_VALUE:.0e} in "
+                "SI units; larger values overflow float32, in which the model computes)"
+            )
+        else:
+            continue
+        problems.append(Problem("<arguments>", key, reason))
+    return problems
+
+
+def cv_problems(values: dict[str, float]) -> list[Problem]:
+    """Each coefficient of variation (of arrival gaps, of prompt lengths) must be a finite
+    number >= 0 (a standard deviation over a mean: 0 is a constant, a negative one has no
+    meaning).  Every problem at once."""
+    return [
+        Problem("<arguments>", key, f"must be a non-negative number, got {value!r}")
+        for key, value in values.items()
+        if not (math.isfinite(value) and value >= 0)
+    ]
+
+
+#: What a latency limit of 0 or less would mean (:func:`positive_problems`).
+NO_LIMIT = "no latency can meet a limit of 0 or less; leave the flag out for no limit"
 
 
 def check_finite(out: Any, job: str, system: Any, model: Any, inputs: str = "") -> None:

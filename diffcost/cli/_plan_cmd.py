@@ -32,9 +32,12 @@ from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STA
 from . import app
 from ._common import (
     EXIT_INFEASIBLE,
+    NO_LIMIT,
     JsonFlag,
     console,
+    cv_problems,
     friendly_errors,
+    positive_problems,
     print_json,
     stage,
     to_python,
@@ -524,8 +527,13 @@ def plan_serve(
     from .._search.serve import ServeSearchSpace
 
     objective = coerce(ServeObjective, objective, "objective").value
+    limits = {"ttft_slo_ms": ttft_slo_ms, "tpot_slo_ms": tpot_slo_ms}
+    bad = positive_problems(limits, "milliseconds", NO_LIMIT, 1e-3)
+    bad += cv_problems({"arrival_cv": arrival_cv, "input_cv": input_cv})
     if max_batch < 1:
-        raise SpecError([Problem("<arguments>", "max_batch", "must be a positive integer")])
+        bad.append(Problem("<arguments>", "max_batch", "must be a positive integer"))
+    if bad:
+        raise SpecError(bad)
     costs = _accuracy_costs(accuracy_cost)
     sys_, hw_name = _load_system(system, chip, chips)
     n = int(sys_.num_chips)
@@ -534,8 +542,8 @@ def plan_serve(
         output_len=output_len,
         chips=n,
         objective=objective,
-        ttft_slo_s=ttft_slo_ms / 1e3 if ttft_slo_ms else float("inf"),
-        tpot_slo_s=tpot_slo_ms / 1e3 if tpot_slo_ms else float("inf"),
+        ttft_slo_s=float("inf") if ttft_slo_ms is None else ttft_slo_ms / 1e3,
+        tpot_slo_s=float("inf") if tpot_slo_ms is None else tpot_slo_ms / 1e3,
         weight_formats=_csv(weight_formats, "weight_formats", FORMATS),
         kv_formats=_csv(kv_formats, "kv_formats", FORMATS),
         max_batch=max_batch,

@@ -16,6 +16,7 @@ from .._terms.energy import energy_basis
 from . import app
 from ._common import (
     EXIT_INFEASIBLE,
+    NO_LIMIT,
     CalibrationOpt,
     JsonFlag,
     Opt,
@@ -27,6 +28,7 @@ from ._common import (
     interval_text,
     kv_table,
     plan_line,
+    positive_problems,
     prediction_json,
     print_json,
     print_problems,
@@ -166,11 +168,8 @@ def _at_slo_summary(
     """The best batch under the latency limits (``None`` when neither limit is given)."""
     if ttft_slo_ms is None and tpot_slo_ms is None:
         return None
-    bad = [
-        Problem("<arguments>", key, f"must be a positive number of milliseconds, got {value!r}")
-        for key, value in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms))
-        if value is not None and not (math.isfinite(value) and value > 0)
-    ]
+    limits = {"ttft_slo_ms": ttft_slo_ms, "tpot_slo_ms": tpot_slo_ms}
+    bad = positive_problems(limits, "milliseconds", NO_LIMIT, 1e-3)
     if bad:
         raise SpecError(bad)
     inf = float("inf")
