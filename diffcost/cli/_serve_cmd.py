@@ -34,7 +34,7 @@ from ._common import (
     print_problems,
     spec_infos,
 )
-from ._load import load_flags, load_summary, print_load
+from ._load import check_load_flags, load_flags, load_problems, load_summary, print_load
 from ._options import (
     Flags,
     SystemChips,
@@ -254,6 +254,7 @@ def serve(
     json_out: JsonFlag = False,
 ) -> None:
     """Predict serving: TTFT, TPOT, throughput per chip, memory per chip, energy and cost."""
+    check_load_flags(load)  # before any work
     given = {**shape, "compute_format": compute_format, "kv_format": kv_format, **batching}
     flags = _plan_flags({**given, **extra})
     job = resolve_job("serve", scenario, {**refs, "chips": chips}, flags, calibration)
@@ -270,6 +271,7 @@ def serve(
     if slo is not None:
         slo.update(_slo_interval(cost, job.plan, slo.pop("limits_s"), iv))
     under = load_summary(job.system, job.model, job.plan, load)
+    problems += load_problems(under)
     if json_out:
         extra_keys: dict[str, Any] = {"slo": slo} if slo is not None else {}
         extra_keys |= {"load": under, "coverage": cov, "engine": engine}
