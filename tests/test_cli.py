@@ -406,3 +406,17 @@ def test_upper_case_model_name_is_the_built_in_one():
     result = runner.invoke(app, ["train", "--model", "LAMA-3-70B"])
     assert result.exit_code == 2
     assert "unknown model 'LAMA-3-70B'; did you mean llama-3-70b" in result.output
+
+
+def test_json_output_never_holds_nan_or_infinity(capsys):
+    """Standard JSON has no NaN or Infinity (issue 39: ``--qps 1e300`` printed NaN, a lone p99
+    limit ``Infinity``): ``print_json`` refuses to print one, naming where it is, so a test of
+    any ``--json`` output catches it as the bug it is instead of writing it."""
+    from diffcost.cli._common import NonFiniteOutput, print_json
+
+    with pytest.raises(NonFiniteOutput) as err:
+        print_json({"load": {"ttft_p99_s": float("nan"), "qps": 1.0}, "a": [1.0, float("inf")]})
+    assert "load.ttft_p99_s = nan, a[1] = inf" in str(err.value)
+    assert capsys.readouterr().out == ""  # nothing half-written
+    print_json({"load": {"ttft_p99_s": None}, "null_reasons": {"ttft_p99_s": "unbounded: ..."}})
+    assert json.loads(capsys.readouterr().out)["load"]["ttft_p99_s"] is None

@@ -165,9 +165,40 @@ def prediction_json(
     }
 
 
+class NonFiniteOutput(RuntimeError):
+    """A NaN or an infinity reached the JSON output: a bug (issue 39).  Every value without a
+    bound is written as ``null`` with its reason before printing; standard JSON has no NaN or
+    Infinity, and a script reading ``NaN`` as a number reads a wrong answer."""
+
+
+def non_finite_paths(obj: Any, path: str = "") -> list[str]:
+    """Where ``obj`` (nested dicts and lists) holds a NaN or an infinite float:
+    ``load.ttft_p99_s = nan``."""
+    if isinstance(obj, float):
+        return [] if math.isfinite(obj) else [f"{path or '<top>'} = {obj}"]
+    if isinstance(obj, dict):
+        return [p for k, v in obj.items() for p in non_finite_paths(v, f"{path}.{k}".strip("."))]
+    if isinstance(obj, (list, tuple)):
+        return [p for i, v in enumerate(obj) for p in non_finite_paths(v, f"{path}[{i}]")]
+    return []
+
+
 def print_json(obj: dict[str, Any]) -> None:
-    """One JSON object on stdout."""
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    """One JSON object on stdout, standard JSON only (``allow_nan=False``).
+
+    Raises:
+        NonFiniteOutput: a NaN or infinite value, named by its path (a bug: a value without a
+            bound must be ``null`` with its reason by then).
+    """
+    try:
+        text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False)
+    except ValueError as err:
+        bad = ", ".join(non_finite_paths(obj)) or str(err)
+        raise NonFiniteOutput(
+            f"not printed: the JSON output holds non-finite numbers ({bad}); this is a bug in "
+            "diffcost, not in the input"
+        ) from None
+    sys.stdout.write(text + "\n")
 
 
 def fmt_time(seconds: float) -> str:

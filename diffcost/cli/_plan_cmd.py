@@ -122,25 +122,41 @@ def result_json(result: SearchResult, launch: list[Launch], space: Any = None) -
     best plan and the runners-up, each with its full exact breakdown."""
     parts = [to_python(b) for b in result.breakdowns]
     parts += [None] * (len(result.alternatives) + 1 - len(parts))
+    why: dict[str, str] = {}
+    name = result.objective_name
+
+    def bounded(value: float | None, key: str) -> float | None:
+        """``value``, or ``None`` with its reason under ``null_reasons`` when infinite."""
+        if value is None or math.isfinite(value):
+            return value
+        why[key] = (
+            f"unbounded: {name} = {value} (no arrival rate meets the limits)"
+            if name == "chips_per_goodput_qps"
+            else f"unbounded: {name} = {value} overflows float"
+        )
+        return None
+
+    best = bounded(result.best_objective, "best_objective") if result.best is not None else None
     return {
         "settings": settings(space) if space is not None else None,
         "feasible": result.best is not None,
         "best_plan": result.best,
-        "objective": result.objective_name,
-        "best_objective": result.best_objective if result.best is not None else None,
+        "objective": name,
+        "best_objective": best,
         "best_breakdown": parts[0] if result.best is not None else None,
         "binding": result.binding,
         "alternatives": [
-            {"plan": p, "objective_value": v, "breakdown": b}
-            for (p, v), b in zip(result.alternatives, parts[1:], strict=False)
+            {"plan": p, "objective_value": bounded(v, f"alternatives[{i}]"), "breakdown": b}
+            for i, ((p, v), b) in enumerate(zip(result.alternatives, parts[1:], strict=False))
         ],
         "method": result.method,
         "evaluated": result.evaluated,
         "feasible_count": result.feasible_count,
         "search_wall_s": result.wall_s,
-        "relaxed_objective": result.relaxed_objective,
+        "relaxed_objective": bounded(result.relaxed_objective, "relaxed_objective"),
         "suggestions": result.suggestions,
         "launch": [line.to_json() for line in launch],
+        "null_reasons": why,
     }
 
 
