@@ -73,7 +73,7 @@ def test_cli_names_every_bad_budget_and_count_at_once():
     assert out.exit_code == 2, out.output
     for text in (
         "--area-mm2: must be a positive number of mm^2, got 0.0: no chip fits a budget of 0",
-        "--power-w: must be a finite, positive number of W, got inf",
+        "--power-w: must be a positive number of W, got inf: not a finite number",
         "--steps: must be at least 1, got 0",
         "--starts: must be at least 1, got 0",
     ):

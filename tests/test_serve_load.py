@@ -221,11 +221,14 @@ def test_cli_refuses_an_absurd_arrival_rate_at_the_flag(qps):
     from diffcost.cli import app
 
     args = ["serve", "--model", "llama-3-8b", "--chip", "h100-sxm", "--chips", "1", "--tp", "1"]
-    res = CliRunner().invoke(app, [*args, "--qps", qps, "--tpot-p99-ms", "0", "--json"])
+    more = ["--tpot-p99-ms", "0", "--ttft-slo-ms", "-1", "--batch", "0", "--json"]
+    res = CliRunner().invoke(app, [*args, "--qps", qps, *more])
     assert res.exit_code == 2, res.output
     problems = {p["key"]: p["reason"] for p in _strict_json(res.stdout)["problems"]}
     assert problems["--qps"].startswith(("must be a", f"{float(qps):g} requests/s is beyond"))
     assert problems["--tpot-p99-ms"].startswith("must be a positive number of milliseconds")
+    assert problems["--ttft-slo-ms"].startswith("must be a positive number of milliseconds")
+    assert problems["--batch"].startswith("must be a positive integer")  # all at once
 
 
 @pytest.mark.slow  # 29 s on 2 cores (three predictions and the stable-rate bisection compile)

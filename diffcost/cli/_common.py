@@ -312,7 +312,7 @@ def positive_problems(
         if value is None:
             continue
         if not math.isfinite(value):
-            reason = f"must be a finite, positive number of {unit}, got {value!r}"
+            reason = f"must be a positive number of {unit}, got {value!r}: not a finite number"
         elif value <= 0:
             reason = f"must be a positive number of {unit}, got {value!r}: {why}"
         elif value * to_si > MAX_SI_VALUE:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import equinox as eqx
 import jax.numpy as jnp
 
-from .._core.errors import SpecError
+from .._core.errors import Problem, SpecError
 from .._serve.load import LoadBreakdown, Workload, goodput_qps_jit, under_load, workload
 from ._common import NO_LIMIT, console, cv_problems, positive_problems
 from ._options import Opt
@@ -33,16 +33,15 @@ def _under_load(system, model, plan, load: Workload) -> LoadBreakdown:
     return under_load(system, model, plan, load)
 
 
-def check_load_flags(flags: dict[str, Any]) -> None:
-    """Every bad load flag at once: the rate and the limits positive and within float32 once
-    multiplied by the model's times, the coefficients of variation finite and >= 0."""
+def load_flag_problems(flags: dict[str, Any]) -> list[Problem]:
+    """Every bad load flag: the rate and the limits positive and within the loader's bound
+    (products with the model's times stay inside float32), the coefficients of variation
+    finite and >= 0."""
     why = "an arrival rate of 0 or less offers no load; leave --qps out to predict without one"
     bad = positive_problems({"qps": flags["qps"]}, "requests/s", why)
     limits = {key: flags[key] for key in ("ttft_p99_ms", "tpot_p99_ms")}
     bad += positive_problems(limits, "milliseconds", NO_LIMIT, 1e-3)
-    bad += cv_problems({key: flags[key] for key in ("arrival_cv", "input_cv")})
-    if bad:
-        raise SpecError(bad)
+    return bad + cv_problems({key: flags[key] for key in ("arrival_cv", "input_cv")})
 
 
 def goodput(system, model, plan, arrival_cv: float, input_cv: float, limits_s) -> float:
@@ -73,7 +72,9 @@ def load_summary(system, model, plan, flags: dict[str, Any]) -> dict[str, Any] |
     without a bound or a steady state (or a limit not given) is ``None`` and ``null_reasons``
     says why, by key (``unbounded: ...`` for a wait, a TTFT or a limit): the JSON holds no NaN
     or infinity."""
-    check_load_flags(flags)
+    bad = load_flag_problems(flags)
+    if bad:
+        raise SpecError(bad)
     if flags["qps"] is None:
         return None
     qps, cvs = flags["qps"], (flags["arrival_cv"], flags["input_cv"])

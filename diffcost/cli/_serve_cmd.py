@@ -34,7 +34,7 @@ from ._common import (
     print_problems,
     spec_infos,
 )
-from ._load import check_load_flags, load_flags, load_problems, load_summary, print_load
+from ._load import load_flag_problems, load_flags, load_problems, load_summary, print_load
 from ._options import (
     Flags,
     SystemChips,
@@ -165,13 +165,10 @@ def _plan_flags(given: Flags) -> Flags:
 def _at_slo_summary(
     cost: ServeCost, plan: ServePlan, ttft_slo_ms: float | None, tpot_slo_ms: float | None
 ) -> dict[str, Any] | None:
-    """The best batch under the latency limits (``None`` when neither limit is given)."""
+    """The best batch under the latency limits (``None`` when neither limit is given; each
+    given one positive, checked with the flags)."""
     if ttft_slo_ms is None and tpot_slo_ms is None:
         return None
-    limits = {"ttft_slo_ms": ttft_slo_ms, "tpot_slo_ms": tpot_slo_ms}
-    bad = positive_problems(limits, "milliseconds", NO_LIMIT, 1e-3)
-    if bad:
-        raise SpecError(bad)
     inf = float("inf")
     ttft = inf if ttft_slo_ms is None else ttft_slo_ms * 1e-3
     tpot = inf if tpot_slo_ms is None else tpot_slo_ms * 1e-3
@@ -254,10 +251,17 @@ def serve(
     json_out: JsonFlag = False,
 ) -> None:
     """Predict serving: TTFT, TPOT, throughput per chip, memory per chip, energy and cost."""
-    check_load_flags(load)  # before any work
     given = {**shape, "compute_format": compute_format, "kv_format": kv_format, **batching}
     flags = _plan_flags({**given, **extra})
-    job = resolve_job("serve", scenario, {**refs, "chips": chips}, flags, calibration)
+    # the load and latency-limit flags with the plan's, all at once, before any work
+    limits = {"ttft_slo_ms": ttft_slo_ms, "tpot_slo_ms": tpot_slo_ms}
+    early = load_flag_problems(load) + positive_problems(limits, "milliseconds", NO_LIMIT, 1e-3)
+    try:
+        job = resolve_job("serve", scenario, {**refs, "chips": chips}, flags, calibration)
+    except SpecError as err:
+        raise SpecError(early + err.problems) from None
+    if early:
+        raise SpecError(early)
     assert isinstance(job.plan, ServePlan)
     cost = ServeCost(job.system, job.model)
     out = _predict(cost, job.plan)
