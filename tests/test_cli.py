@@ -370,3 +370,53 @@ def test_train_json_flags_mfu_above_the_best_published(plan, flagged):
     assert check["above_best_published"] is flagged
     assert check["best_published_point"] == "korthikanti_1T_selective_sp"
     assert (out["mfu"] > check["best_published_mfu"]) is flagged
+
+
+def test_zero_degrees_with_a_chip_count_name_every_flag():
+    """``--tp 0 --chips 8`` was a ZeroDivisionError deriving dp (issue 39): every invalid degree
+    and count is named at once, before any default is derived from them."""
+    args = ["train", "--model", "llama-3-8b", "--chip", "h100-sxm", "--chips", "8", "--tp", "0"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "command line: --tp: must be a positive integer, got 0" in result.output
+    result = runner.invoke(app, [*args[:-4], "--chips", "0", "--pp", "-1", "--cp", "0"])
+    assert result.exit_code == 2, result.output
+    for flag, value in (("--chips", 0), ("--pp", -1), ("--cp", 0)):
+        assert f"command line: {flag}: must be a positive integer, got {value}" in result.output
+    serve = ["serve", "--model", "llama-3-8b", "--chip", "h100-sxm", "--chips", "0", "--tp", "0"]
+    result = runner.invoke(app, serve)
+    assert result.exit_code == 2, result.output
+    assert "--chips: must be a positive" in result.output and "--tp: must be a" in result.output
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_plan_serve_latency_limit_must_be_positive(value):
+    """``plan serve --ttft-slo-ms 0`` meant "no limit", exit 0 (issue 39): a limit no latency
+    can meet, or no number, is refused before the search, naming both flags."""
+    result = runner.invoke(app, ["plan", "serve", "--ttft-slo-ms", value, "--tpot-slo-ms", value])
+    assert result.exit_code == 2, result.output
+    for flag in ("--ttft-slo-ms", "--tpot-slo-ms"):
+        assert f"command line: {flag}: must be a " in result.output
+
+
+def test_upper_case_model_name_is_the_built_in_one():
+    """``--model LLAMA-3-70B`` had no "did you mean" (issue 39): it is the built-in model."""
+    result = runner.invoke(app, ["train", "--model", "LLAMA-3-70B", "--json"])
+    assert json.loads(result.stdout)["model"] == "llama-3-70b", result.output
+    result = runner.invoke(app, ["train", "--model", "LAMA-3-70B"])
+    assert result.exit_code == 2
+    assert "unknown model 'LAMA-3-70B'; did you mean llama-3-70b" in result.output
+
+
+def test_json_output_never_holds_nan_or_infinity(capsys):
+    """Standard JSON has no NaN or Infinity (issue 39: ``--qps 1e300`` printed NaN, a lone p99
+    limit ``Infinity``): ``print_json`` refuses to print one, naming where it is, so a test of
+    any ``--json`` output catches it as the bug it is instead of writing it."""
+    from diffcost.cli._common import NonFiniteOutput, print_json
+
+    with pytest.raises(NonFiniteOutput) as err:
+        print_json({"load": {"ttft_p99_s": float("nan"), "qps": 1.0}, "a": [1.0, float("inf")]})
+    assert "load.ttft_p99_s = nan, a[1] = inf" in str(err.value)
+    assert capsys.readouterr().out == ""  # nothing half-written
+    print_json({"load": {"ttft_p99_s": None}, "null_reasons": {"ttft_p99_s": "unbounded: ..."}})
+    assert json.loads(capsys.readouterr().out)["load"]["ttft_p99_s"] is None

@@ -63,6 +63,23 @@ def test_cli_refuses_fewer_than_one_start():
     assert "starts" in out.output and "at least 1" in out.output and "Traceback" not in out.output
 
 
+def test_cli_names_every_bad_budget_and_count_at_once():
+    """``--steps 0`` ran one step and a budget of infinity was accepted; each bad flag stopped
+    the others being named (issue 39)."""
+    from diffcost.cli import app
+
+    args = ["codesign", "--workload", "edge", "--area-mm2", "0", "--power-w", "inf"]
+    out = CliRunner().invoke(app, [*args, "--steps", "0", "--starts", "0"])
+    assert out.exit_code == 2, out.output
+    for text in (
+        "--area-mm2: must be a positive number of mm^2, got 0.0: no chip fits a budget of 0",
+        "--power-w: must be a positive number of W, got inf: not a finite number",
+        "--steps: must be at least 1, got 0",
+        "--starts: must be at least 1, got 0",
+    ):
+        assert text in out.output
+
+
 def test_cli_lists_every_start_and_marks_the_kept_one():
     from diffcost.cli._codesign_cmd import print_starts
     from diffcost.cli._common import console

@@ -137,6 +137,25 @@ def test_unknown_builtin_name_suggests_close_ones():
     assert "llama-2-70b" in problems[0]
 
 
+@pytest.mark.parametrize("kind", ["model", "chip", "system", "scenario", "engine"])
+def test_builtin_names_ignore_case_and_misspellings_get_a_suggestion(kind):
+    """``--model LLAMA-3-70B`` was unknown with no suggestion (issue 39): built-in names are
+    lower case, so a name equal to one ignoring case is that one (unambiguous); a misspelt one,
+    in any case, is suggested."""
+    from diffcost._inputs.loader import resolve
+
+    for name in dc.builtin_names(kind):
+        assert resolve(kind, name.upper()).stem == name
+        typo = (name[:2] + name[3:]).upper()  # one letter dropped, upper case
+        if typo.lower() in dc.builtin_names(kind):
+            continue
+        with pytest.raises(dc.SpecError) as err:
+            resolve(kind, typo)
+        reason = err.value.problems[0].reason
+        assert reason.startswith(f"unknown {kind} {typo!r}; did you mean "), reason
+        assert name in reason.split("?")[0]
+
+
 def test_missing_file():
     problems, _ = _messages(lambda: dc.load_model("does/not/exist.toml"))
     assert problems == ["does/not/exist.toml: model file not found"]

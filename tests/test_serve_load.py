@@ -201,3 +201,67 @@ def test_an_empty_iteration_is_finite_with_finite_gradients(case):
         f = lambda d, sm=sm: iteration_s(system, model, plan, d, jnp.zeros(()), sm)  # noqa: E731
         assert np.isfinite(float(f(jnp.zeros(())))) and float(f(jnp.zeros(()))) > 0
         assert np.isfinite(float(jax.grad(f)(jnp.zeros(()))))
+
+
+def _strict_json(text: str) -> dict:
+    """JSON as the standard reads it: NaN and Infinity are not numbers (issue 39)."""
+    import json
+
+    def refuse(name):
+        raise AssertionError(f"{name} in the JSON output")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("qps", ["1e300", "inf", "nan", "0", "-1"])
+def test_cli_refuses_an_absurd_arrival_rate_at_the_flag(qps):
+    """``--qps 1e300`` made every ``load`` output NaN with exit 0 and ``feasible: true``."""
+    from typer.testing import CliRunner
+
+    from diffcost.cli import app
+
+    args = ["serve", "--model", "llama-3-8b", "--chip", "h100-sxm", "--chips", "1", "--tp", "1"]
+    more = ["--tpot-p99-ms", "0", "--ttft-slo-ms", "-1", "--batch", "0", "--json"]
+    res = CliRunner().invoke(app, [*args, "--qps", qps, *more])
+    assert res.exit_code == 2, res.output
+    problems = {p["key"]: p["reason"] for p in _strict_json(res.stdout)["problems"]}
+    assert problems["--qps"].startswith(("must be a", f"{float(qps):g} requests/s is beyond"))
+    assert problems["--tpot-p99-ms"].startswith("must be a positive number of milliseconds")
+    assert problems["--ttft-slo-ms"].startswith("must be a positive number of milliseconds")
+    assert problems["--batch"].startswith("must be a positive integer")  # all at once
+
+
+@pytest.mark.slow  # 29 s on 2 cores (three predictions and the stable-rate bisection compile)
+def test_cli_saturated_queue_is_infeasible_and_says_the_rate_it_serves():
+    """Utilisation >= 1 was exit 0 and ``feasible: true`` with a p99 TTFT of 1e6 s; one p99
+    limit alone wrote ``Infinity``; a model that does not fit wrote NaN (issue 39).  Now the
+    prediction is infeasible, names the largest stable rate, and every value without a bound
+    or a steady state is null with its reason."""
+    from typer.testing import CliRunner
+
+    from diffcost.cli import app
+
+    args = ["serve", "--model", "llama-2-70b", "--chip", "h100-sxm", "--chips", "8", "--tp", "8"]
+    res = CliRunner().invoke(app, [*args, "--qps", "1", "--ttft-p99-ms", "2000", "--json"])
+    assert res.exit_code == 1, res.output
+    out = _strict_json(res.stdout)
+    load = out["load"]
+    assert not out["feasible"] and not load["stable"] and load["utilisation"] >= 1.0
+    assert 0.0 < load["max_stable_qps"] < 1.0
+    assert load["max_stable_qps"] == pytest.approx(1.0 / load["utilisation"], rel=0.05)
+    assert any(
+        f"{load['max_stable_qps']:.3g} requests/s the deployment" in p for p in out["problems"]
+    )
+    assert load["ttft_p99_s"] is None
+    assert load["null_reasons"]["ttft_p99_s"].startswith("unbounded: utilisation")
+    assert load["tpot_p99_limit_s"] is None
+    assert load["null_reasons"]["tpot_p99_limit_s"] == "unbounded: no --tpot-p99-ms limit given"
+    text = CliRunner().invoke(app, [*args, "--qps", "1"])
+    assert text.exit_code == 1 and "TTFT p50 unbounded" in text.output
+    assert "SATURATED: serves at most" in text.output
+    # a model that does not fit serves no request: nulls, never NaN
+    res = CliRunner().invoke(app, [*args[:-4], "--chips", "1", "--tp", "1", "--qps", "1", "--json"])
+    assert res.exit_code == 1, res.output
+    load = _strict_json(res.stdout)["load"]
+    assert load["utilisation"] is None and load["max_stable_qps"] == 0.0
+    assert "serves none" in load["null_reasons"]["utilisation"]

@@ -544,3 +544,73 @@ def test_plot_titles_name_model_system_and_workload_and_axes_have_units(train_re
     )
     assert _plots.label("step_time_s") == "step time (s)"
     assert _plots.label("memory_weights_bytes") == "memory weights (bytes)"
+
+
+def test_a_scale_of_zero_is_refused_and_a_nan_row_is_never_feasible():
+    """A bandwidth scale of 0 gave rows marked feasible with a NaN TPOT (issue 39): a scale
+    must be > 0; an absolute override that makes a rate zero is a row that is not feasible."""
+    base = dict(model="llama-3-8b", chip="h100-sxm", chips=1, batch=1)
+    key = "system.chip.memory_bandwidth_bytes_per_s"
+    scaled = Sweep("serve", base=base, grid={f"scale.{key}": [0.0, 1.0]})
+    with pytest.raises(SpecError) as err:
+        run_sweep(scaled, progress=False)
+    assert [str(p) for p in err.value.problems] == [
+        f"<sweep>: grid.scale.{key}: must be a positive number, got 0.0: a scale of 0 makes the "
+        "number zero (a zero bandwidth or FLOP/s is an infinite time, a zero size holds nothing); "
+        "scale by a number > 0"
+    ]
+    table = run_sweep(Sweep("serve", base=base, grid={key: [0.0, 3.35e12]}), progress=False).table
+    numbers = table.select_dtypes("number")
+    finite = np.isfinite(numbers.to_numpy(float)).all(axis=1)
+    assert not finite.all()  # the zero-bandwidth row is NaN or infinite ...
+    assert not table.feasible[~finite].any()  # ... and not an answer
+    assert table.feasible[finite].all()
+
+
+def test_a_sweep_file_names_every_problem_at_once(tmp_path):
+    """A file with problems in its header and its body named only the header's (issue 39);
+    a bad base value was also reported once per grid value, as ``grid/zip tp``."""
+    path = tmp_path / "multi.toml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            schema_version = 1
+            kind = "sweep"
+            name = "multi"
+            display_name = "several problems"
+            job = "serve"
+            colour = "red"
+            outputs = ["tpot_s", "bogus"]
+            [base]
+            model = "llama-3-8b"
+            chip = "h100-sxm"
+            chips = 0
+            tp = 0
+            [grid]
+            batch = [1, 64]
+            "scale.system.chip.memory_bandwidth_bytes_per_s" = [0.0, 1.0]
+            "scale.system.chip.peak_flop_per_s.bf16" = []
+            [source]
+            sweep = "test"
+            """
+        )
+    )
+    with pytest.raises(SpecError) as err:
+        load_sweep(path)
+    found = [(p.file, p.key, p.reason.split(" (")[0].split(":")[0]) for p in err.value.problems]
+    assert found == [
+        (str(path), "colour", "unknown key"),
+        (
+            str(path),
+            "grid.scale.system.chip.peak_flop_per_s.bf16",
+            "must be a non-empty list of values, got []",
+        ),
+        (str(path), "outputs.bogus", "unknown output"),
+        (str(path), "base.tp", "must be a positive integer, got 0"),
+        (str(path), "base.chips", "must be a positive integer, got 0"),
+        (
+            str(path),
+            "grid.scale.system.chip.memory_bandwidth_bytes_per_s",
+            "must be a positive number, got 0.0",
+        ),
+    ]

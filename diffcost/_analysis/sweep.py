@@ -207,8 +207,10 @@ def _outputs(job: str, cost, plan, r) -> dict[str, jax.Array]:
         under = under_load(cost.system, cost.model, plan, load)
         flat |= {f"load_{k}": v for k, v in under._asdict().items() if f"load_{k}" in LOAD_OUTPUTS}
     fits = out.headroom_bytes >= 0.0
+    # a point with a NaN or infinite output (an override that makes a rate zero) is no answer
+    finite = jnp.all(jnp.stack([jnp.isfinite(v) for v in flat.values()]))
     flat["fits"] = fits
-    flat["feasible"] = fits & layout & (out.divisibility_violation <= 1e-9)
+    flat["feasible"] = fits & layout & (out.divisibility_violation <= 1e-9) & finite
     return flat
 
 

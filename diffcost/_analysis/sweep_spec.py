@@ -16,7 +16,7 @@ import numpy as np
 from .._core.errors import Problem, SpecError
 from .._core.options import PlanField
 from .._inputs import schema as S
-from .._inputs.checker import Checker, read_toml
+from .._inputs.checker import MAX_SI_VALUE, Checker, read_toml
 from .._inputs.hardware import FORMATS
 from .._inputs.loader import load_model, load_system
 from .._serve.cost import ServeBreakdown
@@ -229,27 +229,44 @@ def _encode(job: str, key: str, value: Any, hardware: list, models: list) -> flo
     return float(value)
 
 
-def _check_plans(sweep: Sweep, plan_base: dict, columns: dict[str, list], problems: list) -> None:
-    """Every plan value is validated by the plan builder (base values around it)."""
+def _check_plans(
+    sweep: Sweep, plan_base: dict, columns: dict[str, list], owner: dict, problems: list
+) -> None:
+    """Every plan value is validated by the plan builder (base values around it); a problem
+    is named in the table that gives the value (``base.tp``, ``grid.batch``), once."""
     build = _BUILDERS[sweep.job]
     kw = (lambda d: plan_kwargs(d)) if sweep.job == "serve" else (lambda d: d)
+    seen_problems = set(problems)
 
-    def attempt(values: dict, where: str) -> None:
+    def attempt(values: dict, name: Any) -> None:
         try:
             build(**kw(values), source=sweep.source)
+            return
         except SpecError as err:
-            problems.extend(Problem(p.file, f"{where}{p.key}", p.reason) for p in err.problems)
+            found = [Problem(p.file, name(p.key), p.reason) for p in err.problems]
         except TypeError as err:
-            problems.append(Problem(sweep.source, where, str(err)))
+            found = [Problem(sweep.source, name(""), str(err))]
+        for p in found:
+            if p not in seen_problems:
+                seen_problems.add(p)
+                problems.append(p)
 
-    attempt(dict(plan_base), "base.")
+    in_base = lambda key: f"base.{key}"  # noqa: E731
+    attempt(dict(plan_base), in_base)
+    base_keys = {p.key for p in problems}
     seen: set = set()
     for key, values in columns.items():
+        in_axis = lambda k, key=key: (  # noqa: E731
+            f"{owner.get(key, 'grid')}.{k}" if k.split(".")[0] == key else in_base(k)
+        )
         for v in values:
             if (key, repr(v)) in seen:
                 continue
             seen.add((key, repr(v)))
-            attempt({**plan_base, key: v}, "grid/zip " if key not in plan_base else "")
+            before = len(problems)
+            attempt({**plan_base, key: v}, in_axis)
+            # the base's own problems were reported once, by the base
+            problems[before:] = [p for p in problems[before:] if p.key not in base_keys]
 
 
 def _check_keys(sweep: Sweep, problems: list[Problem]) -> dict[str, str]:
@@ -343,23 +360,44 @@ def _in_sweep(sweep: Sweep, problem: Problem) -> Problem:
     return problem
 
 
-def _check_numbers(sweep: Sweep, all_cols: dict, problems: list[Problem]) -> None:
-    """Chip counts are positive integers, overrides and load coefficients of variation
-    non-negative numbers, the arrival rate positive."""
+def _check_numbers(
+    sweep: Sweep, all_cols: dict, owner: dict[str, str], problems: list[Problem]
+) -> None:
+    """Chip counts are positive integers; a scale factor a positive number (0 makes the
+    hardware or model number zero: a zero bandwidth or FLOP/s is an infinite time, not a
+    chip); an absolute override a finite non-negative number; the load's coefficients of
+    variation finite non-negative numbers and the arrival rate positive; every number within
+    the spec loader's bound.  Each problem named ``table.key`` (``grid.chips``)."""
     w = sweep.source
+    named = lambda key: f"{owner.get(key, 'base')}.{key}"  # noqa: E731
     for key, values in [*((k, [v]) for k, v in sweep.base.items()), *all_cols.items()]:
-        for v in values if key in LOAD_KEYS and sweep.job == "serve" else ():
-            number = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
-            if not number or v < 0 or (key == "qps" and v == 0):
-                kind = "positive" if key == "qps" else "non-negative"
-                problems.append(Problem(w, key, f"must be a {kind} number, got {v!r}"))
-        for v in values if key == "chips" or _is_override(key) else ():
-            if key == "chips" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                problems.append(Problem(w, key, f"must be a positive integer, got {v!r}"))
-            elif key != "chips" and (
-                isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0
-            ):
-                problems.append(Problem(w, key, f"must be a non-negative number, got {v!r}"))
+        checks = key == "chips" or _is_override(key) or (key in LOAD_KEYS and sweep.job == "serve")
+        for v in values if checks else ():
+            reason = _number_problem(key, v)
+            if reason is not None:
+                problems.append(Problem(w, named(key), reason))
+
+
+def _number_problem(key: str, v: Any) -> str | None:
+    """Why ``v`` is not a value of sweep key ``key`` (:func:`_check_numbers`), or ``None``."""
+    if key == "chips":
+        ok = not isinstance(v, bool) and isinstance(v, int) and v >= 1
+        return None if ok else f"must be a positive integer, got {v!r}"
+    number = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    positive = key == "qps" or key.startswith("scale.")
+    if not number or v < 0 or (positive and v == 0):
+        kind = "positive" if positive else "non-negative"
+        why = ""
+        if key.startswith("scale.") and number and v == 0:
+            why = ": a scale of 0 makes the number zero (a zero bandwidth or FLOP/s is an "
+            why += "infinite time, a zero size holds nothing); scale by a number > 0"
+        return f"must be a {kind} number, got {v!r}{why}"
+    if v > MAX_SI_VALUE:
+        return (
+            f"{v:g} is beyond any physical input (at most {MAX_SI_VALUE:.0e} in SI units; "
+            "larger values overflow float32, in which the model computes)"
+        )
+    return None
 
 
 def _default(job: str, key: str) -> Any:
@@ -390,23 +428,39 @@ def _encode_axes(axis_cols: list[dict[str, list[Any]]], enc, dtype):
     return columns, tuple(axes), stride
 
 
-def prepare(sweep: Sweep) -> _Prepared:
-    """Check a sweep (every problem at once) and encode it for the device."""
-    w = sweep.source
+def _checked(sweep: Sweep) -> tuple[list[Problem], dict[str, str], list, tuple]:
+    """Every problem of a sweep of a known job (keys, overrides, plans, references, numbers),
+    the table owning each key, the overrides and the loaded references (:func:`_load_refs`)."""
+    w, fields = sweep.source, PLAN_FIELDS[sweep.job]
     problems: list[Problem] = []
-    if sweep.job not in JOBS:
-        raise SpecError([Problem(w, "job", f"must be one of {', '.join(JOBS)}, got {sweep.job!r}")])
-    fields = PLAN_FIELDS[sweep.job]
     owner = _check_keys(sweep, problems)
     overrides = [o for k in owner if _is_override(k) and (o := _override(k, problems, w))]
     axis_cols = _axis_columns(sweep)
     all_cols = {k: v for axis in axis_cols for k, v in axis.items()}
     plan_base = {k: v for k, v in sweep.base.items() if k in fields}
-    _check_plans(sweep, plan_base, {k: v for k, v in all_cols.items() if k in fields}, problems)
-    hardware, models, systems, loaded_models = _load_refs(sweep, owner, all_cols, problems)
-    _check_numbers(sweep, all_cols, problems)
+    plan_cols = {k: v for k, v in all_cols.items() if k in fields}
+    _check_plans(sweep, plan_base, plan_cols, owner, problems)
+    refs = _load_refs(sweep, owner, all_cols, problems)
+    _check_numbers(sweep, all_cols, owner, problems)
+    return problems, owner, overrides, refs
+
+
+def _unique(problems: list[Problem]) -> list[Problem]:
+    """Each problem once, in order."""
+    return list(dict.fromkeys(problems))
+
+
+def prepare(sweep: Sweep) -> _Prepared:
+    """Check a sweep (every problem at once) and encode it for the device."""
+    w = sweep.source
+    if sweep.job not in JOBS:
+        raise SpecError([Problem(w, "job", f"must be one of {', '.join(JOBS)}, got {sweep.job!r}")])
+    problems, owner, overrides, refs = _checked(sweep)
     if problems:
-        raise SpecError(problems)
+        raise SpecError(_unique(problems))
+    fields = PLAN_FIELDS[sweep.job]
+    axis_cols = _axis_columns(sweep)
+    hardware, models, systems, loaded_models = refs
 
     dtype = jnp.result_type(float)
     enc = lambda k, v: _encode(sweep.job, k, v, hardware, models)  # noqa: E731
@@ -462,9 +516,25 @@ def load_sweep(path: str | Path) -> SweepFile:
         for key, axis in axes.items() if isinstance(axes, dict) else ():
             if not isinstance(axis, list) or not axis:
                 ck.add(f"{table}.{key}", f"must be a non-empty list of values, got {axis!r}")
-    ck.raise_if_any()
+    tables = {t: data.get(t, {}) for t in ("base", "grid", "zip")}
+    if values.get("job") in JOBS and all(isinstance(t, dict) for t in tables.values()):
+        # the body's problems with the header's, all at once (an axis the header refused
+        # as empty is not reported twice)
+        listed = lambda t: {k: v for k, v in t.items() if isinstance(v, list) and v}  # noqa: E731
+        body = Sweep(
+            job=values["job"],
+            base=tables["base"],
+            grid=listed(tables["grid"]),
+            zip=listed(tables["zip"]),
+            outputs=tuple(values["outputs"]) if values.get("outputs") else None,
+            source=str(path),
+            calibration=_calibration_of(values.get("calibration"), path),
+        )
+        ck.problems += _checked(body)[0]
+    if ck.problems:
+        raise SpecError(_unique(ck.problems))
     name = values["name"]
-    sweep = Sweep(  # [base], [grid] and [zip] are the job's keys, checked by prepare()
+    sweep = Sweep(  # [base], [grid] and [zip] are the job's keys, checked above
         job=values["job"],
         base=data["base"],
         grid=data.get("grid", {}),
@@ -474,7 +544,6 @@ def load_sweep(path: str | Path) -> SweepFile:
         source=str(path),
         calibration=_calibration_of(values.get("calibration"), path),
     )
-    prepare(sweep)  # every remaining problem, now
     out = values.get("output", {})
     where = lambda k: Path(out[k]) if k in out else None  # relative to the working directory
     return SweepFile(

@@ -60,9 +60,12 @@ def resolve(kind: str, name_or_path: str | Path, where: str = "<arguments>") -> 
             raise SpecError([Problem(str(candidate), "", f"{kind} file not found")])
         return candidate
     names = builtin_names(kind)
-    if str(name_or_path) in names:
-        return specs_dir() / KIND_DIRS[kind] / f"{name_or_path}.toml"
-    close = difflib.get_close_matches(str(name_or_path), names, n=3)
+    name = builtin_name(str(name_or_path), names)
+    if name is not None:
+        return specs_dir() / KIND_DIRS[kind] / f"{name}.toml"
+    by_lower = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(str(name_or_path).lower(), list(by_lower), n=3)
+    close = [by_lower[c] for c in close]
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise SpecError(
         [
@@ -74,6 +77,16 @@ def resolve(kind: str, name_or_path: str | Path, where: str = "<arguments>") -> 
             )
         ]
     )
+
+
+def builtin_name(name: str, names: list[str]) -> str | None:
+    """The built-in name ``name`` stands for: itself, or the one name it equals ignoring case
+    (``LLAMA-3-70B`` is ``llama-3-70b``: built-in names are lower case, so a match ignoring
+    case is unambiguous unless two names differ only in case, and then none is chosen)."""
+    if name in names:
+        return name
+    same = [n for n in names if n.lower() == name.lower()]
+    return same[0] if len(same) == 1 else None
 
 
 def is_builtin(path: str | Path) -> bool:

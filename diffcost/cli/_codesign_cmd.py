@@ -9,7 +9,7 @@ from rich.table import Table
 from .._core.errors import Problem, SpecError
 from .._inputs.hardware import FORMATS
 from . import app
-from ._common import JsonFlag, console, friendly_errors, print_json, stage
+from ._common import JsonFlag, console, friendly_errors, positive_problems, print_json, stage
 
 UNITS = {
     "matrix_area_mm2": "mm^2",
@@ -174,23 +174,34 @@ def codesign(
     from .._codesign.optimize import codesign as run
     from .._codesign.technology import load_technology
 
+    problems = []
     if workload not in WORKLOAD_CHOICES:
         reason = f"expected one of {', '.join(WORKLOAD_CHOICES)}, got {workload!r}"
-        raise SpecError([Problem("<arguments>", "workload", reason)])
+        problems.append(Problem("<arguments>", "workload", reason))
     given = (area_mm2, power_w, cost_usd)
-    for key, value in zip(("area_mm2", "power_w", "cost_usd"), given, strict=True):
-        if value is not None and not value > 0:
-            raise SpecError([Problem("<arguments>", key, f"must be positive, got {value}")])
+    why = "no chip fits a budget of 0 or less; leave the flag out for the workload's default"
+    for key, value, unit, to_si in zip(
+        ("area_mm2", "power_w", "cost_usd"),
+        given,
+        ("mm^2", "W", "USD"),
+        (1e-6, 1.0, 1.0),
+        strict=True,
+    ):
+        problems += positive_problems({key: value}, unit, why, to_si)
+    if steps < 1:
+        problems.append(Problem("<arguments>", "steps", f"must be at least 1, got {steps}"))
+    if starts is not None and starts < 1:
+        problems.append(Problem("<arguments>", "starts", f"must be at least 1, got {starts}"))
+    if problems:
+        raise SpecError(problems)
     budgets = tuple(
         d if v is None else float(v) for v, d in zip(given, DEFAULT_BUDGETS[workload], strict=True)
     )
     from .._codesign.optimize import default_starts
 
-    if starts is not None and starts < 1:
-        raise SpecError([Problem("<arguments>", "starts", f"must be at least 1, got {starts}")])
     starts = default_starts(workload) if starts is None else starts
     runs = f"{steps} steps" + (f" from each of {starts} starts" if starts > 1 else "")
     with stage(f"co-designing for {workload} (compiling, then {runs})", not json_out):
-        result = run(workload, load_technology(node), budgets, max(steps, 1), starts, seed)  # type: ignore[arg-type]
+        result = run(workload, load_technology(node), budgets, steps, starts, seed)  # type: ignore[arg-type]
     out = result_json(result)
     print_json(out) if json_out else print_result(out)

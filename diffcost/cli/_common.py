@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from functools import wraps
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._core.errors import Problem, SpecError
+from .._inputs.checker import MAX_SI_VALUE
 
 #: Plain output: ``markup=False``, so no text a user wrote (a name with ``[/x]``, a path)
 #: is ever read as rich markup; emphasis is a ``style=`` on a whole line.
@@ -163,9 +165,40 @@ def prediction_json(
     }
 
 
+class NonFiniteOutput(RuntimeError):
+    """A NaN or an infinity reached the JSON output: a bug (issue 39).  Every value without a
+    bound is written as ``null`` with its reason before printing; standard JSON has no NaN or
+    Infinity, and a script reading ``NaN`` as a number reads a wrong answer."""
+
+
+def non_finite_paths(obj: Any, path: str = "") -> list[str]:
+    """Where ``obj`` (nested dicts and lists) holds a NaN or an infinite float:
+    ``load.ttft_p99_s = nan``."""
+    if isinstance(obj, float):
+        return [] if math.isfinite(obj) else [f"{path or '<top>'} = {obj}"]
+    if isinstance(obj, dict):
+        return [p for k, v in obj.items() for p in non_finite_paths(v, f"{path}.{k}".strip("."))]
+    if isinstance(obj, (list, tuple)):
+        return [p for i, v in enumerate(obj) for p in non_finite_paths(v, f"{path}[{i}]")]
+    return []
+
+
 def print_json(obj: dict[str, Any]) -> None:
-    """One JSON object on stdout."""
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    """One JSON object on stdout, standard JSON only (``allow_nan=False``).
+
+    Raises:
+        NonFiniteOutput: a NaN or infinite value, named by its path (a bug: a value without a
+            bound must be ``null`` with its reason by then).
+    """
+    try:
+        text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False)
+    except ValueError as err:
+        bad = ", ".join(non_finite_paths(obj)) or str(err)
+        raise NonFiniteOutput(
+            f"not printed: the JSON output holds non-finite numbers ({bad}); this is a bug in "
+            "diffcost, not in the input"
+        ) from None
+    sys.stdout.write(text + "\n")
 
 
 def fmt_time(seconds: float) -> str:
@@ -265,6 +298,47 @@ def check_outputs(
     problems = output_problems(paths, folders, plots)
     if problems:
         raise SpecError(problems)
+
+
+def positive_problems(
+    values: dict[str, float | None], unit: str, why: str, to_si: float = 1.0
+) -> list[Problem]:
+    """Each given number (``None``: not given) must be positive, finite and, in SI units
+    (``value * to_si``), at most the spec loader's
+    :data:`~diffcost._inputs.checker.MAX_SI_VALUE`; ``unit`` names its unit in the message
+    and ``why`` says what 0 or less would mean.  Every problem at once."""
+    problems = []
+    for key, value in values.items():
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            reason = f"must be a positive number of {unit}, got {value!r}: not a finite number"
+        elif value <= 0:
+            reason = f"must be a positive number of {unit}, got {value!r}: {why}"
+        elif value * to_si > MAX_SI_VALUE:
+            reason = (
+                f"{value:g} {unit} is beyond any physical input (at most {MAX_SI_VALUE:.0e} in "
+                "SI units; larger values overflow float32, in which the model computes)"
+            )
+        else:
+            continue
+        problems.append(Problem("<arguments>", key, reason))
+    return problems
+
+
+def cv_problems(values: dict[str, float]) -> list[Problem]:
+    """Each coefficient of variation (of arrival gaps, of prompt lengths) must be a finite
+    number >= 0 (a standard deviation over a mean: 0 is a constant, a negative one has no
+    meaning).  Every problem at once."""
+    return [
+        Problem("<arguments>", key, f"must be a non-negative number, got {value!r}")
+        for key, value in values.items()
+        if not (math.isfinite(value) and value >= 0)
+    ]
+
+
+#: What a latency limit of 0 or less would mean (:func:`positive_problems`).
+NO_LIMIT = "no latency can meet a limit of 0 or less; leave the flag out for no limit"
 
 
 def check_finite(out: Any, job: str, system: Any, model: Any, inputs: str = "") -> None:

@@ -32,9 +32,12 @@ from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STA
 from . import app
 from ._common import (
     EXIT_INFEASIBLE,
+    NO_LIMIT,
     JsonFlag,
     console,
+    cv_problems,
     friendly_errors,
+    positive_problems,
     print_json,
     stage,
     to_python,
@@ -119,25 +122,41 @@ def result_json(result: SearchResult, launch: list[Launch], space: Any = None) -
     best plan and the runners-up, each with its full exact breakdown."""
     parts = [to_python(b) for b in result.breakdowns]
     parts += [None] * (len(result.alternatives) + 1 - len(parts))
+    why: dict[str, str] = {}
+    name = result.objective_name
+
+    def bounded(value: float | None, key: str) -> float | None:
+        """``value``, or ``None`` with its reason under ``null_reasons`` when infinite."""
+        if value is None or math.isfinite(value):
+            return value
+        why[key] = (
+            f"unbounded: {name} = {value} (no arrival rate meets the limits)"
+            if name == "chips_per_goodput_qps"
+            else f"unbounded: {name} = {value} overflows float"
+        )
+        return None
+
+    best = bounded(result.best_objective, "best_objective") if result.best is not None else None
     return {
         "settings": settings(space) if space is not None else None,
         "feasible": result.best is not None,
         "best_plan": result.best,
-        "objective": result.objective_name,
-        "best_objective": result.best_objective if result.best is not None else None,
+        "objective": name,
+        "best_objective": best,
         "best_breakdown": parts[0] if result.best is not None else None,
         "binding": result.binding,
         "alternatives": [
-            {"plan": p, "objective_value": v, "breakdown": b}
-            for (p, v), b in zip(result.alternatives, parts[1:], strict=False)
+            {"plan": p, "objective_value": bounded(v, f"alternatives[{i}]"), "breakdown": b}
+            for i, ((p, v), b) in enumerate(zip(result.alternatives, parts[1:], strict=False))
         ],
         "method": result.method,
         "evaluated": result.evaluated,
         "feasible_count": result.feasible_count,
         "search_wall_s": result.wall_s,
-        "relaxed_objective": result.relaxed_objective,
+        "relaxed_objective": bounded(result.relaxed_objective, "relaxed_objective"),
         "suggestions": result.suggestions,
         "launch": [line.to_json() for line in launch],
+        "null_reasons": why,
     }
 
 
@@ -524,8 +543,13 @@ def plan_serve(
     from .._search.serve import ServeSearchSpace
 
     objective = coerce(ServeObjective, objective, "objective").value
+    limits = {"ttft_slo_ms": ttft_slo_ms, "tpot_slo_ms": tpot_slo_ms}
+    bad = positive_problems(limits, "milliseconds", NO_LIMIT, 1e-3)
+    bad += cv_problems({"arrival_cv": arrival_cv, "input_cv": input_cv})
     if max_batch < 1:
-        raise SpecError([Problem("<arguments>", "max_batch", "must be a positive integer")])
+        bad.append(Problem("<arguments>", "max_batch", "must be a positive integer"))
+    if bad:
+        raise SpecError(bad)
     costs = _accuracy_costs(accuracy_cost)
     sys_, hw_name = _load_system(system, chip, chips)
     n = int(sys_.num_chips)
@@ -534,8 +558,8 @@ def plan_serve(
         output_len=output_len,
         chips=n,
         objective=objective,
-        ttft_slo_s=ttft_slo_ms / 1e3 if ttft_slo_ms else float("inf"),
-        tpot_slo_s=tpot_slo_ms / 1e3 if tpot_slo_ms else float("inf"),
+        ttft_slo_s=float("inf") if ttft_slo_ms is None else ttft_slo_ms / 1e3,
+        tpot_slo_s=float("inf") if tpot_slo_ms is None else tpot_slo_ms / 1e3,
         weight_formats=_csv(weight_formats, "weight_formats", FORMATS),
         kv_formats=_csv(kv_formats, "kv_formats", FORMATS),
         max_batch=max_batch,

@@ -45,26 +45,39 @@ class Job(NamedTuple):
         return int(self.system.num_chips)
 
 
-def _train_defaults(values: dict[str, Any], chips: int, model_ref: str) -> None:
-    """``dp`` fills the system (``chips / (tp*pp*cp)``); ``seq_len`` is the model's context
-    length capped at 2048."""
-    if "dp" not in values:
+def _degrees_ok(values: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """Whether every degree among ``keys`` that is given is a positive integer (the others are
+    the plan builder's to refuse, all at once, before any default is derived from them)."""
+    return all(
+        isinstance(values.get(k, 1), int)
+        and not isinstance(values.get(k, 1), bool)
+        and values.get(k, 1) > 0
+        for k in keys
+    )
+
+
+def _train_defaults(values: dict[str, Any], chips: int | None, model_ref: str | None) -> None:
+    """``dp`` fills the system (``chips / (tp*pp*cp)``; left to the plan's default when the
+    chip count or a degree is invalid: those are reported instead); ``seq_len`` is the model's
+    context length capped at 2048 (``model_ref`` ``None``: the model is reported instead)."""
+    if "dp" not in values and chips is not None and _degrees_ok(values, ("tp", "pp", "cp")):
         others = values.get("tp", 1) * values.get("pp", 1) * values.get("cp", 1)
         values["dp"] = max(1, chips // others)
-    if "seq_len" not in values:
+    if "seq_len" not in values and model_ref is not None:
         values["seq_len"] = min(int(load_spec("model", model_ref).values["max_seq_len"]), 2048)
 
 
-def _serve_defaults(values: dict[str, Any], chips: int) -> None:
+def _serve_defaults(values: dict[str, Any], chips: int | None) -> None:
     """``replicas`` fills the system: chips / chips per replica (both pools when
-    disaggregated); 1 when the replica size is not a positive integer (the plan reports it)."""
+    disaggregated); 1 when the replica size is not a positive integer or the chip count is
+    invalid (the plan or the system reports it)."""
     if "replicas" not in values:
         inst = values.get("tp", 1) * values.get("pp", 1)
         per_replica = inst
         if values.get("disaggregated"):
             per_replica = values.get("prefill_chips", inst) + values.get("decode_chips", inst)
         ok = isinstance(per_replica, int) and per_replica > 0
-        values["replicas"] = max(1, chips // per_replica) if ok else 1
+        values["replicas"] = max(1, chips // per_replica) if ok and chips is not None else 1
 
 
 def resolve_job(
@@ -83,22 +96,40 @@ def resolve_job(
     refs, values, scenario = merge_inputs(
         kind, scenario, DEFAULT_SCENARIO[kind], refs_flags, flags, command
     )
-    system = load_system(
-        refs["system"], chip=refs["chip"], chips=refs["chips"], calibration=calibration
-    )
-    chips = int(system.num_chips)
+    problems: list[Problem] = []
+    system = model = None
+    try:
+        system = load_system(
+            refs["system"], chip=refs["chip"], chips=refs["chips"], calibration=calibration
+        )
+    except SpecError as err:  # reported with the plan's problems, all at once
+        problems += err.problems
+    try:
+        model = load_model(refs["model"])
+    except SpecError as err:
+        problems += err.problems
+    chips = None if system is None else int(system.num_chips)
     source = Path(scenario).name if scenario else "<flags>"
+    plan = None
     try:
         if kind == "train":
-            _train_defaults(values, chips, refs["model"])
+            _train_defaults(values, chips, None if model is None else refs["model"])
             plan = train_plan(**values, source=source)
         else:
             _serve_defaults(values, chips)
             plan = serve_plan(**values, source=source)
     except SpecError as err:
         given = {k for k, v in flags.items() if v is not None}
-        raise SpecError([_name_flag(p, given) for p in err.problems]) from None
-    return Job(system, load_model(refs["model"]), plan, values, refs, scenario, str(calibration))
+        problems += [_name_flag(p, given) for p in err.problems]
+    if problems:
+        raise SpecError(_unique(problems))
+    assert system is not None and model is not None and plan is not None
+    return Job(system, model, plan, values, refs, scenario, str(calibration))
+
+
+def _unique(problems: list[Problem]) -> list[Problem]:
+    """Each problem once, in order."""
+    return list(dict.fromkeys(problems))
 
 
 def _name_flag(problem: Problem, given: set[str]) -> Problem:

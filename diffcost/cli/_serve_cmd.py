@@ -15,6 +15,7 @@ from .._terms.energy import energy_basis
 from . import app
 from ._common import (
     EXIT_INFEASIBLE,
+    NO_LIMIT,
     CalibrationOpt,
     JsonFlag,
     Opt,
@@ -26,12 +27,13 @@ from ._common import (
     interval_text,
     kv_table,
     plan_line,
+    positive_problems,
     prediction_json,
     print_json,
     print_problems,
     spec_infos,
 )
-from ._load import load_flags, load_summary, print_load
+from ._load import load_flag_problems, load_flags, load_problems, load_summary, print_load
 from ._options import (
     Flags,
     SystemChips,
@@ -164,16 +166,10 @@ def _plan_flags(given: Flags) -> Flags:
 def _at_slo_summary(
     cost: ServeCost, plan: ServePlan, ttft_slo_ms: float | None, tpot_slo_ms: float | None
 ) -> dict[str, Any] | None:
-    """The best batch under the latency limits (``None`` when neither limit is given)."""
+    """The best batch under the latency limits (``None`` when neither limit is given; each
+    given one positive, checked with the flags)."""
     if ttft_slo_ms is None and tpot_slo_ms is None:
         return None
-    bad = [
-        Problem("<arguments>", key, f"must be a positive number of milliseconds, got {value!r}")
-        for key, value in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms))
-        if value is not None and not (math.isfinite(value) and value > 0)
-    ]
-    if bad:
-        raise SpecError(bad)
     inf = float("inf")
     ttft = inf if ttft_slo_ms is None else ttft_slo_ms * 1e-3
     tpot = inf if tpot_slo_ms is None else tpot_slo_ms * 1e-3
@@ -258,7 +254,15 @@ def serve(
     """Predict serving: TTFT, TPOT, throughput per chip, memory per chip, energy and cost."""
     given = {**shape, "compute_format": compute_format, "kv_format": kv_format, **batching}
     flags = _plan_flags({**given, **extra})
-    job = resolve_job("serve", scenario, {**refs, "chips": chips}, flags, calibration)
+    # the load and latency-limit flags with the plan's, all at once, before any work
+    limits = {"ttft_slo_ms": ttft_slo_ms, "tpot_slo_ms": tpot_slo_ms}
+    early = load_flag_problems(load) + positive_problems(limits, "milliseconds", NO_LIMIT, 1e-3)
+    try:
+        job = resolve_job("serve", scenario, {**refs, "chips": chips}, flags, calibration)
+    except SpecError as err:
+        raise SpecError(early + err.problems) from None
+    if early:
+        raise SpecError(early)
     assert isinstance(job.plan, ServePlan)
     cost = ServeCost(job.system, job.model)
     out, linearised = _predict(cost, job.plan)
@@ -274,6 +278,7 @@ def serve(
     if slo is not None:
         slo.update(_slo_interval(cost, job.plan, slo.pop("limits_s"), iv))
     under = load_summary(job.system, job.model, job.plan, load)
+    problems += load_problems(under)
     if json_out:
         extra_keys: dict[str, Any] = {"slo": slo} if slo is not None else {}
         extra_keys |= {"load": under, "coverage": cov, "engine": engine}

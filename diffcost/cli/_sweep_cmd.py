@@ -167,7 +167,14 @@ def sweep(
 ) -> None:
     _join(distributed, coordinator, num_processes, process_id)
     shard_of = parse_shard(shard) if shard is not None else None
-    specs = [load_sweep(f) for f in spec_files]
+    specs, problems = [], []
+    for f in spec_files:  # every file's problems at once
+        try:
+            specs.append(load_sweep(f))
+        except SpecError as err:
+            problems += err.problems
+    if problems:
+        raise SpecError(problems)
     flags = {"csv": csv, "parquet": parquet, "plots": plots}
     paths = output_paths(specs, flags, shard_of)
     for spec, where in zip(specs, paths, strict=True):
