@@ -7,12 +7,14 @@ The loader (:mod:`diffcost._inputs.checker`), the reference section of ``specs/S
 """
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._core.options import PlanField
 from .._core.units import accepted_suffixes
+from . import ranges as R
 from .hardware import ARCHITECTURES, FORMATS
+from .ranges import Plausible
 
 
 @dataclass(frozen=True)
@@ -23,7 +25,9 @@ class Field:
     :mod:`diffcost._core.units`), count (positive integer, or non-negative if not
     ``positive``), number, fraction (a number in [0, 1]), bool, str, list (of non-empty
     strings) or enum (one of ``choices``).  ``doc`` says what the key means (shown in
-    ``specs/SCHEMA.md``).
+    ``specs/SCHEMA.md``).  ``plausible``: the range of a number in SI units
+    (:mod:`diffcost._inputs.ranges`); a value outside it is refused (0 is accepted where
+    ``positive`` is false).
     """
 
     kind: str
@@ -32,19 +36,20 @@ class Field:
     choices: tuple[Any, ...] = ()
     positive: bool = True
     doc: str = ""
+    plausible: Plausible | None = None
 
 
-def Q(dim: str, required: bool = False, doc: str = "") -> Field:
+def Q(dim: str, required: bool = False, doc: str = "", plausible: Plausible | None = None) -> Field:
     """A quantity with a unit dimension."""
-    return Field("quantity", dim, required, doc=doc)
+    return Field("quantity", dim, required, doc=doc, plausible=plausible)
 
 
 def _req(table: dict[str, Field]) -> dict[str, Field]:
-    return {k: Field(f.kind, f.dim, True, f.choices, f.positive, f.doc) for k, f in table.items()}
+    return {k: replace(f, required=True) for k, f in table.items()}
 
 
 def _opt(table: dict[str, Field]) -> dict[str, Field]:
-    return {k: Field(f.kind, f.dim, False, f.choices, f.positive, f.doc) for k, f in table.items()}
+    return {k: replace(f, required=False) for k, f in table.items()}
 
 
 @dataclass(frozen=True)
@@ -113,33 +118,57 @@ TOP = {
 
 # --- chips and systems ------------------------------------------------------------------------
 INTERCONNECT = {
-    "scale_up_domain_chips": Field("count", doc="chips in one scale-up domain (NVLink node, ...)"),
-    "scale_up_bandwidth": Q("bytes_per_s", doc="per direction per chip, inside the domain"),
-    "scale_up_latency": Q("s", doc="per collective step (alpha), inside the domain"),
-    "scale_out_bandwidth": Q(
-        "bytes_per_s", doc="per direction per chip (NIC share), between domains"
+    "scale_up_domain_chips": Field(
+        "count", doc="chips in one scale-up domain (NVLink node, ...)", plausible=R.DOMAIN_CHIPS
     ),
-    "scale_out_latency": Q("s", doc="per collective step (alpha), between domains"),
+    "scale_up_bandwidth": Q(
+        "bytes_per_s", doc="per direction per chip, inside the domain", plausible=R.LINK_BANDWIDTH
+    ),
+    "scale_up_latency": Q(
+        "s", doc="per collective step (alpha), inside the domain", plausible=R.LATENCY
+    ),
+    "scale_out_bandwidth": Q(
+        "bytes_per_s",
+        doc="per direction per chip (NIC share), between domains",
+        plausible=R.LINK_BANDWIDTH,
+    ),
+    "scale_out_latency": Q(
+        "s", doc="per collective step (alpha), between domains", plausible=R.LATENCY
+    ),
 }
-PRICE = {"usd_per_hour": Field("number", required=True, doc="price per chip-hour, USD")}
+PRICE = {
+    "usd_per_hour": Field(
+        "number", required=True, doc="price per chip-hour, USD", plausible=R.PRICE
+    )
+}
 
 CHIP = {
-    "compute": {fmt: Q("flop_per_s", doc=f"dense {fmt} peak") for fmt in FORMATS},
+    "compute": {fmt: Q("flop_per_s", doc=f"dense {fmt} peak", plausible=R.PEAK) for fmt in FORMATS},
     "memory": {
-        "capacity": Q("bytes", True, "main memory the weights live in (HBM, GDDR or SRAM)"),
-        "bandwidth": Q("bytes_per_s", True, "main-memory bandwidth"),
+        "capacity": Q(
+            "bytes", True, "main memory the weights live in (HBM, GDDR or SRAM)", R.CAPACITY
+        ),
+        "bandwidth": Q("bytes_per_s", True, "main-memory bandwidth", R.MEMORY_BANDWIDTH),
         "on_chip_sram": Field("bool", required=True, doc="true: no HBM (Groq, Cerebras)"),
     },
     "interconnect": _req(INTERCONNECT),
-    "power": {"tdp": Q("w", True, "thermal design power")},
+    "power": {"tdp": Q("w", True, "thermal design power", R.CHIP_POWER)},
     "energy": {
-        "idle": Q("w", True, "power drawn while powered and idle (activity-based energy)"),
+        "idle": Q(
+            "w", True, "power drawn while powered and idle (activity-based energy)", R.CHIP_POWER
+        ),
         **{
-            fmt: Q("j_per_flop", doc=f"dynamic energy per {fmt} FLOP (missing: as the peaks)")
+            fmt: Q(
+                "j_per_flop",
+                doc=f"dynamic energy per {fmt} FLOP (missing: as the peaks)",
+                plausible=R.FLOP_ENERGY,
+            )
             for fmt in FORMATS
         },
-        "memory": Q("j_per_byte", True, "dynamic energy per byte read or written in [memory]"),
-        "link": Q("j_per_byte", True, "dynamic energy per byte sent over a link"),
+        "memory": Q(
+            "j_per_byte", True, "dynamic energy per byte read or written in [memory]", R.BYTE_ENERGY
+        ),
+        "link": Q("j_per_byte", True, "dynamic energy per byte sent over a link", R.BYTE_ENERGY),
     },
     "price": PRICE,
     "execution": {
@@ -151,12 +180,15 @@ CHIP = {
             "Cerebras); without this table: gpu",
         ),
         "array_dim": Field(
-            "count", doc="side of the matrix array, elements (systolic and dataflow: required)"
+            "count",
+            doc="side of the matrix array, elements (systolic and dataflow: required)",
+            plausible=R.ARRAY_DIM,
         ),
         "op_latency": Q(
             "s",
             doc="latency floor of one operation of the compiled program: array fill/drain and "
             "on-chip transport (systolic and dataflow: required; GPUs pay kernel_launch instead)",
+            plausible=R.LATENCY,
         ),
     },
 }
@@ -164,7 +196,12 @@ CHIP_REQUIRED_TABLES = ("compute", "memory", "interconnect", "power")
 
 SYSTEM_TOP = {
     "chip": Field("str", required=True, doc="built-in chip name or path"),
-    "chips": Field("count", required=True, doc="default chip count (the CLI's --chips)"),
+    "chips": Field(
+        "count",
+        required=True,
+        doc="default chip count (the CLI's --chips)",
+        plausible=R.SYSTEM_CHIPS,
+    ),
 }
 RELIABILITY = {
     "collective_jitter": Field(
@@ -174,17 +211,25 @@ RELIABILITY = {
         positive=False,
         doc="standard deviation of each rank's arrival at a synchronising collective "
         "(0: statically scheduled, or not measured: not counted)",
+        plausible=R.LATENCY,
     ),
     "failures_per_chip_hour": Field(
-        "number", required=True, positive=False, doc="unexpected job interruptions per chip-hour"
+        "number",
+        required=True,
+        positive=False,
+        doc="unexpected job interruptions per chip-hour",
+        plausible=R.FAILURE_RATE,
     ),
-    "checkpoint_bandwidth": Q("bytes_per_s", True, "storage write bandwidth per chip"),
+    "checkpoint_bandwidth": Q(
+        "bytes_per_s", True, "storage write bandwidth per chip", R.LINK_BANDWIDTH
+    ),
     "restart": Field(
         "quantity",
         "s",
         True,
         positive=False,
         doc="interruption to training again: detect, reschedule, reload",
+        plausible=R.RESTART,
     ),
 }
 SYSTEM = {
@@ -197,6 +242,7 @@ SYSTEM = {
             True,
             "power of one scale-up domain besides its chips (host CPUs, NICs, switches, fans), "
             "added to energy; without this table: 0 (chip energy only)",
+            R.NODE_POWER,
         )
     },
 }
@@ -392,15 +438,17 @@ CALIBRATION_FIELDS = {
     "matmul_peak_fraction": Field(
         "fraction", required=True, doc="fraction of the dense peak a large GEMM reaches"
     ),
-    "matmul_half_dim": Field("count", required=True, doc="GEMM dimension that halves it"),
+    "matmul_half_dim": Field(
+        "count", required=True, doc="GEMM dimension that halves it", plausible=R.HALF_DIM
+    ),
     "memory_bandwidth_fraction": Field(
         "fraction", required=True, doc="streaming kernels, fraction of memory bandwidth"
     ),
     "link_bandwidth_fraction": Field(
         "fraction", required=True, doc="collective bus bandwidth / link bandwidth"
     ),
-    "kernel_launch": Q("s", True, "fixed cost per kernel"),
-    "memory_reserved": Q("bytes", True, "runtime context and communication buffers"),
+    "kernel_launch": Q("s", True, "fixed cost per kernel", R.LATENCY),
+    "memory_reserved": Q("bytes", True, "runtime context and communication buffers", R.RESERVED),
     "memory_fragmentation_fraction": Field(
         "fraction", required=True, positive=False, doc="allocator fragmentation"
     ),
