@@ -155,7 +155,7 @@ def test_hugging_face_config_becomes_a_model_document(tmp_path):
         "num_hidden_layers": 2,
         "hidden_size": 64,
         "num_attention_heads": 4,
-        "num_key_value_heads": 3,
+        "num_key_value_heads": 2,
         "vocab_size": 100,
         "rms_norm_eps": 1e-5,
     }
@@ -170,10 +170,11 @@ def test_hugging_face_config_becomes_a_model_document(tmp_path):
     # keys the file leaves out take transformers' defaults, as the Hugging Face model would be
     # built (LlamaConfig: intermediate_size 11008, max_position_embeddings 2048)
     assert (doc["ffn_hidden"], doc["max_seq_len"], doc["bias"]) == (11008, 2048, False)
-    with pytest.raises(dc.SpecError) as err:  # then the model checks, as for a TOML model
+    path.write_text(json.dumps({**config, "num_key_value_heads": 3}))
+    with pytest.raises(dc.SpecError) as err:  # named by the config's own key
         dc.load_model(path)
     assert [str(p) for p in err.value.problems] == [
-        f"{path.resolve()}: kv_heads: heads (4) must be divisible by kv_heads (3)"
+        f"{path.resolve()}: num_key_value_heads: 3: num_attention_heads (4) is not a multiple of it"
     ]
     path.write_text(json.dumps([1]))
     with pytest.raises(dc.SpecError, match="must be a JSON object"):

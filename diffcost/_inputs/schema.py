@@ -370,8 +370,8 @@ def _model_shape(values: dict[str, Any], add: Callable[[str, str], None]) -> Non
 
 
 def _model_moe(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
-    """A MoE model (``experts`` > 0) names its top-k, at most ``experts`` of them, and at most
-    ``layers`` MoE blocks; a dense model has no MoE keys."""
+    """A MoE model (``experts`` > 0) names its top-k, at most ``experts`` of them, and at least
+    one and at most ``layers`` MoE blocks; a dense model has no MoE keys."""
     experts = values.get("experts", 0)
     moe_keys = ("experts_per_token", "expert_ffn_hidden", "shared_expert_ffn_hidden")
     if not experts:
@@ -384,6 +384,8 @@ def _model_moe(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
         add("experts_per_token", f"required for a mixture of {experts} experts")
     elif top_k > experts:
         add("experts_per_token", f"{top_k} is more than the {experts} experts")
+    if values.get("moe_layers") == 0:
+        add("moe_layers", f"0 leaves no MoE block for the {experts} experts")
     if values.get("moe_layers", 0) > values.get("layers", float("inf")):
         add("moe_layers", f"{values['moe_layers']} is more than the {values['layers']} layers")
 
