@@ -143,3 +143,15 @@ def test_census_sample_accepts_no_silent_typo():
 def test_full_census_accepts_no_silent_typo():
     """All 13,970 deletions and swaps and 752 suffix substitutions (~15 s)."""
     _assert_no_silent_typo(every=1)
+
+
+def test_a_peak_out_of_proportion_to_the_16_bit_peak_is_refused(tmp_path):
+    """``fp8_tflop_per_s`` -> ``fp8_pflop_per_s`` on an L4 reads 242 PFLOP/s: inside the range
+    of any chip's peak, but 2000x its own bf16 peak; each format is held within 1/100..16x of
+    the 16-bit peak."""
+    path = _typo(tmp_path, "l4", "chip", {"fp8_tflop_per_s": "fp8_pflop_per_s"})
+    with pytest.raises(dc.SpecError) as err:
+        dc.load_chip(path)
+    (problem,) = err.value.problems
+    assert problem.key == "compute.fp8_<unit>"
+    assert "2e+03x the bf16 peak" in problem.reason and "0.01..16 times" in problem.reason

@@ -184,3 +184,15 @@ HALF_DIM = Plausible(
     "a half-efficiency GEMM dimension",
     "GEMM dimension at half the peak fraction: 1 .. 1e5; calibrated 112 .. 123",
 )
+
+# --- relations -------------------------------------------------------------------------------
+PEAK_RATIO = Plausible(
+    1 / 100,
+    16,
+    "times the 16-bit peak",
+    "a format's peak over the same chip's 16-bit peak",
+    "narrower formats gain at most 2x per halving of the width (4x for 4-bit), Blackwell Ultra's "
+    "fp4 5.8x shows a vendor can add more (16x leaves margin); fp32 without tensor cores is "
+    "at least ~1/16 (A100); catalogue 1/16 (A100 fp32) .. 5.8 (B300 fp4).  A unit slip of one "
+    "format's key (_tflop_per_s for _pflop_per_s) is 1000x",
+)

@@ -255,6 +255,26 @@ def _chip_has_16bit_peak(values: dict[str, Any], add: Callable[[str, str], None]
         add("compute", "needs bf16_tflop_per_s or fp16_tflop_per_s")
 
 
+def _chip_peak_ratios(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    """Each format's peak lies within a plausible ratio of the chip's 16-bit peak
+    (:data:`diffcost._inputs.ranges.PEAK_RATIO`): a unit slip of one key is 1000x."""
+    compute = values.get("compute", {})
+    ref = next((fmt for fmt in ("bf16", "fp16") if f"{fmt}_flop_per_s" in compute), None)
+    if ref is None:
+        return
+    base = compute[f"{ref}_flop_per_s"]
+    rng = R.PEAK_RATIO
+    for fmt in FORMATS:
+        peak = compute.get(f"{fmt}_flop_per_s")
+        if peak is not None and not rng.lo <= peak / base <= rng.hi:
+            add(
+                f"compute.{fmt}_<unit>",
+                f"{peak:.4g} FLOP/s is {peak / base:.3g}x the {ref} peak ({base:.4g} FLOP/s), "
+                f"outside the plausible {rng.text()} ({rng.what}): is one of the two unit "
+                f"suffixes wrong? (accepted: {accepted_suffixes('flop_per_s')})",
+            )
+
+
 def _chip_energy(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
     """An `[energy]` table gives a 16-bit FLOP energy (the others fall back to it as the peaks
     do) and an idle power at most the TDP."""
@@ -621,7 +641,7 @@ KINDS: dict[str, Kind] = {
         tables=CHIP,
         required_tables=CHIP_REQUIRED_TABLES,
         source=SPEC_SOURCE,
-        rules=(_chip_has_16bit_peak, _chip_array_dim, _chip_energy),
+        rules=(_chip_has_16bit_peak, _chip_peak_ratios, _chip_array_dim, _chip_energy),
         doc="one accelerator: dense peaks, memory, interconnect, power, price, execution class",
     ),
     "system": Kind(
