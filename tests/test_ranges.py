@@ -1,7 +1,7 @@
 """Plausible ranges of spec values (diffcost/_inputs/ranges.py): a unit-suffix typo that scales
 a value by 1e3..1e12 is refused with the file, key, value, unit and range, every problem of a
-file at once; every number of a chip, system and calibration has a range, and the built-in
-specs lie inside them; the unit-typo census (benchmarks/unit_typo_census.py) accepts no
+file at once; every number of a chip, system, calibration, model and engine has a range, and
+the built-in specs lie inside them; the unit-typo census (benchmarks/unit_typo_census.py) accepts no
 silent typo."""
 
 from pathlib import Path
@@ -104,10 +104,10 @@ def _numbers(kind: S.Kind) -> list[tuple[str, S.Field]]:
     ]
 
 
-@pytest.mark.parametrize("kind", ["chip", "system", "calibration"])
-def test_every_number_of_the_hardware_kinds_has_a_plausible_range(kind):
-    """Every quantity, count and number of a chip, system or calibration file (fractions lie
-    in [0, 1] by their kind) has a range, with a rationale."""
+@pytest.mark.parametrize("kind", ["chip", "system", "calibration", "model", "engine"])
+def test_every_number_of_the_spec_kinds_has_a_plausible_range(kind):
+    """Every quantity, count and number of a chip, system, calibration, model or engine file
+    (fractions lie in [0, 1] by their kind) has a range, with a rationale."""
     missing = [key for key, f in _numbers(S.KINDS[kind]) if f.plausible is None]
     assert missing == []
     for _, f in _numbers(S.KINDS[kind]):
@@ -115,7 +115,7 @@ def test_every_number_of_the_hardware_kinds_has_a_plausible_range(kind):
         assert 0 < f.plausible.lo < f.plausible.hi and f.plausible.why and f.plausible.what
 
 
-@pytest.mark.parametrize("kind", ["chip", "system", "calibration"])
+@pytest.mark.parametrize("kind", ["chip", "system", "calibration", "model", "engine"])
 def test_every_builtin_spec_lies_inside_the_ranges(kind):
     for name in dc.builtin_names(kind):
         dc.load_spec(kind, name)
@@ -155,3 +155,14 @@ def test_a_peak_out_of_proportion_to_the_16_bit_peak_is_refused(tmp_path):
     (problem,) = err.value.problems
     assert problem.key == "compute.fp8_<unit>"
     assert "2e+03x the bf16 peak" in problem.reason and "0.01..16 times" in problem.reason
+
+
+def test_a_model_shape_beyond_any_transformer_is_refused(tmp_path):
+    """A hidden size of 4e7 (a pasted parameter count) is no model width."""
+    text = (dc.specs_dir() / "models" / "llama-3-8b.toml").read_text()
+    path = tmp_path / "llama-3-8b.toml"
+    path.write_text(text.replace("\nhidden = 4096\n", "\nhidden = 40960000\n"))
+    with pytest.raises(dc.SpecError) as err:
+        dc.load_model(path)
+    reasons = {p.key: p.reason for p in err.value.problems}
+    assert reasons["hidden"].startswith("40960000 is outside the plausible range of a matrix")

@@ -196,3 +196,67 @@ PEAK_RATIO = Plausible(
     "at least ~1/16 (A100); catalogue 1/16 (A100 fp32) .. 5.8 (B300 fp4).  A unit slip of one "
     "format's key (_tflop_per_s for _pflop_per_s) is 1000x",
 )
+
+# --- model shapes (counts: the lower bound is 1, or 0 where a key allows it) -------------------
+LAYERS = Plausible(
+    1,
+    1e4,
+    "blocks",
+    "a block count",
+    "transformer blocks: 1 .. 10,000 (DeepNet, arXiv:2203.00555, trained 1,000; catalogue 24 "
+    "(BERT-large) .. 128 (Megatron 1T))",
+)
+WIDTH = Plausible(
+    1,
+    1e6,
+    "elements",
+    "a matrix width",
+    "a model, head, MLP, expert or latent width: 1 .. 1e6 (catalogue widest 102,400: the "
+    "Megatron 1T MLP)",
+)
+HEADS = Plausible(
+    1,
+    1e5,
+    "heads",
+    "a head count",
+    "attention heads: 1 .. 1e5 (catalogue 4 .. 232: Falcon-180B)",
+)
+VOCAB = Plausible(
+    1,
+    1e8,
+    "tokens",
+    "a vocabulary size",
+    "tokens of a vocabulary: 1 .. 1e8 (byte-level 256; catalogue 30,522 .. 250,880: BLOOM; "
+    "Gemma 3 262,144)",
+)
+CONTEXT = Plausible(
+    1,
+    1e9,
+    "tokens",
+    "a context length",
+    "tokens of a context or a window: 1 .. 1e9 (the longest published, Llama 4 Scout, 1e7; "
+    "catalogue 512 .. 163,840)",
+)
+EXPERTS = Plausible(
+    1,
+    1e7,
+    "experts",
+    "an expert count",
+    "routed experts or top-k: 1 .. 1e7 (PEER, arXiv:2407.04202, routes over 1,048,576 "
+    "experts; catalogue 8 .. 256)",
+)
+PARAMS_B = Plausible(
+    1e-6,
+    1e5,
+    "billion parameters",
+    "a parameter count",
+    "published parameter counts: a thousand parameters to 100 trillion (catalogue 0.34 "
+    "(BERT-large) .. 1,008 (Megatron 1T))",
+)
+KV_BLOCK = Plausible(
+    1,
+    1e5,
+    "tokens",
+    "a paged-KV block",
+    "tokens per paged-KV block: 1 .. 1e5 (vLLM 16, TensorRT-LLM 64)",
+)

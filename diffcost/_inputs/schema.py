@@ -44,6 +44,11 @@ def Q(dim: str, required: bool = False, doc: str = "", plausible: Plausible | No
     return Field("quantity", dim, required, doc=doc, plausible=plausible)
 
 
+def C(doc: str, plausible: Plausible, *, required: bool = False, positive: bool = True) -> Field:
+    """A count with its plausible range (``positive``: 0 refused; else 0 means none)."""
+    return Field("count", required=required, positive=positive, doc=doc, plausible=plausible)
+
+
 def _req(table: dict[str, Field]) -> dict[str, Field]:
     return {k: replace(f, required=True) for k, f in table.items()}
 
@@ -310,14 +315,14 @@ MODEL_TOP = {
     "architecture": Field(
         "enum", required=True, choices=("decoder", "encoder"), doc="causal LM or BERT-style"
     ),
-    "layers": Field("count", required=True, doc="transformer blocks"),
-    "hidden": Field("count", required=True, doc="model width"),
-    "heads": Field("count", required=True, doc="query heads"),
-    "kv_heads": Field("count", required=True, doc="key/value heads; heads % kv_heads == 0"),
-    "head_dim": Field("count", doc="default hidden / heads"),
-    "ffn_hidden": Field("count", required=True, doc="MLP width"),
-    "vocab": Field("count", required=True, doc="vocabulary size"),
-    "max_seq_len": Field("count", required=True, doc="longest context"),
+    "layers": C("transformer blocks", R.LAYERS, required=True),
+    "hidden": C("model width", R.WIDTH, required=True),
+    "heads": C("query heads", R.HEADS, required=True),
+    "kv_heads": C("key/value heads; heads % kv_heads == 0", R.HEADS, required=True),
+    "head_dim": C("default hidden / heads", R.WIDTH),
+    "ffn_hidden": C("MLP width", R.WIDTH, required=True),
+    "vocab": C("vocabulary size", R.VOCAB, required=True),
+    "max_seq_len": C("longest context", R.CONTEXT, required=True),
     "mlp": Field(
         "enum",
         required=True,
@@ -332,35 +337,37 @@ MODEL_TOP = {
     "bias": Field("bool", required=True, doc="linear layers have biases"),
     "parallel_attention": Field("bool", doc="GPT-J/Falcon parallel attention + MLP block"),
     "dropout": Field("bool", required=True, doc="training uses dropout"),
-    "params_b": Field("number", doc="published parameter count, billions (checked)"),
+    "params_b": Field(
+        "number", doc="published parameter count, billions (checked)", plausible=R.PARAMS_B
+    ),
     "hf_id": Field(
         "str",
         doc="Hugging Face repository of the published checkpoint (the model argument of the "
         "vLLM / TensorRT-LLM launch lines; none: a placeholder path)",
     ),
-    "experts": Field("count", positive=False, doc="routed experts per MoE block (0: dense)"),
-    "experts_per_token": Field("count", doc="top-k: routed experts each token uses"),
-    "expert_ffn_hidden": Field("count", doc="MLP width of one routed expert (default ffn_hidden)"),
-    "shared_expert_ffn_hidden": Field(
-        "count", positive=False, doc="total MLP width of a MoE block's shared experts (default 0)"
+    "experts": C("routed experts per MoE block (0: dense)", R.EXPERTS, positive=False),
+    "experts_per_token": C("top-k: routed experts each token uses", R.EXPERTS),
+    "expert_ffn_hidden": C("MLP width of one routed expert (default ffn_hidden)", R.WIDTH),
+    "shared_expert_ffn_hidden": C(
+        "total MLP width of a MoE block's shared experts (default 0)", R.WIDTH, positive=False
     ),
-    "moe_layers": Field("count", positive=False, doc="blocks with a MoE MLP (default all)"),
-    "v_head_dim": Field("count", doc="value head size (default head_dim)"),
-    "kv_lora_rank": Field(
-        "count", positive=False, doc="MLA KV latent size (0: standard attention)"
-    ),
-    "q_lora_rank": Field("count", positive=False, doc="MLA query latent size (0: none)"),
-    "rope_head_dim": Field(
-        "count", positive=False, doc="MLA rotary key size shared by the heads (part of head_dim)"
+    "moe_layers": C("blocks with a MoE MLP (default all)", R.LAYERS, positive=False),
+    "v_head_dim": C("value head size (default head_dim)", R.WIDTH),
+    "kv_lora_rank": C("MLA KV latent size (0: standard attention)", R.WIDTH, positive=False),
+    "q_lora_rank": C("MLA query latent size (0: none)", R.WIDTH, positive=False),
+    "rope_head_dim": C(
+        "MLA rotary key size shared by the heads (part of head_dim)", R.WIDTH, positive=False
     ),
     "params_active_b": Field(
-        "number", doc="published active (per-token) parameter count, billions (checked)"
+        "number",
+        doc="published active (per-token) parameter count, billions (checked)",
+        plausible=R.PARAMS_B,
     ),
-    "sliding_window": Field(
-        "count", positive=False, doc="tokens a sliding-window layer attends (0: none)"
+    "sliding_window": C(
+        "tokens a sliding-window layer attends (0: none)", R.CONTEXT, positive=False
     ),
-    "sliding_layers": Field(
-        "count", positive=False, doc="blocks with sliding-window attention (default all)"
+    "sliding_layers": C(
+        "blocks with sliding-window attention (default all)", R.LAYERS, positive=False
     ),
 }
 #: Keys a model needs before its parameter count can be computed.
@@ -625,7 +632,11 @@ ENGINE_FIELDS: dict[str, Field] = {
         doc="decode steps replay a captured CUDA graph (one launch per step, not per kernel)",
     ),
     "attention_kernel": Field("str", required=True, doc="decode attention kernel family"),
-    "kv_block": Field("count", doc="default tokens per paged-KV block (absent: plan default)"),
+    "kv_block": Field(
+        "count",
+        doc="default tokens per paged-KV block (absent: plan default)",
+        plausible=R.KV_BLOCK,
+    ),
 }
 ENGINE_SOURCE_KEYS = ("gqa_decode_kernel", "fused_dequant", "cuda_graphs", "attention_kernel")
 
