@@ -155,7 +155,7 @@ def test_hugging_face_config_becomes_a_model_document(tmp_path):
         "num_hidden_layers": 2,
         "hidden_size": 64,
         "num_attention_heads": 4,
-        "num_key_value_heads": 3,
+        "num_key_value_heads": 2,
         "vocab_size": 100,
         "rms_norm_eps": 1e-5,
     }
@@ -170,10 +170,11 @@ def test_hugging_face_config_becomes_a_model_document(tmp_path):
     # keys the file leaves out take transformers' defaults, as the Hugging Face model would be
     # built (LlamaConfig: intermediate_size 11008, max_position_embeddings 2048)
     assert (doc["ffn_hidden"], doc["max_seq_len"], doc["bias"]) == (11008, 2048, False)
-    with pytest.raises(dc.SpecError) as err:  # then the model checks, as for a TOML model
+    path.write_text(json.dumps({**config, "num_key_value_heads": 3}))
+    with pytest.raises(dc.SpecError) as err:  # named by the config's own key
         dc.load_model(path)
     assert [str(p) for p in err.value.problems] == [
-        f"{path.resolve()}: kv_heads: heads (4) must be divisible by kv_heads (3)"
+        f"{path.resolve()}: num_key_value_heads: 3: num_attention_heads (4) is not a multiple of it"
     ]
     path.write_text(json.dumps([1]))
     with pytest.raises(dc.SpecError, match="must be a JSON object"):
@@ -209,9 +210,11 @@ def test_non_finite_values_are_refused(field, raw, reason):
 
 
 def test_values_beyond_float32_physics_are_refused():
-    """1e300 TFLOP/s is finite in the file but overflows float32 in the model."""
+    """1e300 TFLOP/s is finite in the file but overflows float32 in the model (a quantity
+    without a plausible range of its own: the general bound)."""
     ck = Checker("c.toml")
-    out = ck.table({"bf16_tflop_per_s": 1e300, "fp16_tflop_per_s": 1e9}, S.CHIP["compute"], "")
+    schema = {"bf16": S.Q("flop_per_s"), "fp16": S.Q("flop_per_s")}
+    out = ck.table({"bf16_tflop_per_s": 1e300, "fp16_tflop_per_s": 1e9}, schema, "")
     assert out == {"fp16_flop_per_s": 1e21}  # a zettaFLOP/s: the largest accepted
     (problem,) = _problems(ck)
     assert problem.startswith("bf16_tflop_per_s: 1e+300 is beyond any physical input")

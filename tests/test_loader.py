@@ -366,3 +366,16 @@ def test_moe_keys_are_checked_together(tmp_path):
     (tmp_path / "llama-3-8b.toml").write_text(dense)
     with pytest.raises(dc.SpecError, match="experts_per_token: given for a dense model"):
         dc.load_model(tmp_path / "llama-3-8b.toml")
+
+
+def test_experts_with_no_moe_block_are_refused(tmp_path):
+    """``moe_layers = 0`` with experts: the experts are declared but no block uses them (the
+    model would be costed as a dense one; issue 39)."""
+    text = (SPECS / "models" / "mixtral-8x7b.toml").read_text()
+    (tmp_path / "mixtral-8x7b.toml").write_text(
+        text.replace("dropout = false", "dropout = false\nmoe_layers = 0")
+    )
+    with pytest.raises(dc.SpecError) as err:
+        dc.load_model(tmp_path / "mixtral-8x7b.toml")
+    keys = [(p.key, p.reason) for p in err.value.problems]
+    assert ("moe_layers", "0 leaves no MoE block for the 8 experts") in keys

@@ -187,14 +187,9 @@ def test_energy_table_needs_its_source(tmp_path):
 
 
 def _energy_check():
-    import importlib.util
+    from benchmark_module import load_benchmark
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "energy_check.py"
-    spec = importlib.util.spec_from_file_location("energy_check", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("energy_check")
 
 
 def test_published_wall_power_is_predicted_from_the_measured_chip_constants():

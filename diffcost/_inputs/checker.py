@@ -192,6 +192,8 @@ class Checker:
                     f"{raw!r} is beyond any physical input (at most {MAX_SI_VALUE:.0e} in SI "
                     "units; the model computes in float32)",
                 )
+            elif value is not None and not self._plausible(prefix + key, key, raw, spec, factor):
+                continue
             elif value is not None:
                 out[si_key] = value * factor if spec.kind == "quantity" else value
         for base, spec in schema.items():
@@ -199,6 +201,26 @@ class Checker:
                 hint = f" (with a unit: {accepted_suffixes(spec.dim)})" if spec.dim else ""
                 self.add(prefix + base, f"missing required key{hint}")
         return out
+
+    def _plausible(self, full: str, key: str, raw: Any, spec: Field, factor: float) -> bool:
+        """Whether a value lies in its field's plausible range (:mod:`.ranges`), in SI units;
+        a problem naming the value, the unit its suffix implies and the range if not.  0 is
+        accepted where the field allows it ("not counted")."""
+        rng = spec.plausible
+        if rng is None or (raw == 0 and not spec.positive):
+            return True
+        si = raw * factor
+        if rng.lo <= si <= rng.hi:
+            return True
+        unit = split_unit(key) if spec.kind == "quantity" else None
+        read = f" (its suffix {key[len(unit[0]) :]} reads {si:.4g} {rng.unit})" if unit else ""
+        hint = f"; check the unit suffix (accepted: {accepted_suffixes(spec.dim)})" if unit else ""
+        self.add(
+            full,
+            f"{raw!r}{read} is outside the plausible range of {rng.what}, {rng.text()} "
+            f"(diffcost/_inputs/ranges.py){hint}",
+        )
+        return False
 
     def _key(
         self, full: str, key: str, schema: Mapping[str, Field], seen: dict[str, str]

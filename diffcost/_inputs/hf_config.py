@@ -3,11 +3,13 @@
 The file is parsed by ``transformers`` (``AutoConfig.for_model``, offline; its defaults fill the
 keys a config leaves out, exactly as the Hugging Face model would be built; nested configs such as
 Llama 4's ``text_config`` are unwrapped with ``get_text_config()``).  diffcost's own checks stay on
-top: the shape keys are checked as counts and the flags as booleans under their Hugging Face names
-before ``transformers`` sees them, and every key of the text config must be one this module knows
-for the family (:data:`FAMILIES`: read, refused when active, or irrelevant to cost).  What the cost
-model cannot represent is refused with the file, the key and the reason, all problems at once,
-never approximated.  The result has the form of a model TOML file and goes through the same checks
+top: the values are checked under their Hugging Face names before ``transformers`` sees them
+(:mod:`.hf_values`: counts, flags, activations, values against the layer count and each other),
+the layer keys of a MoE again once its defaults are filled in (no MoE block left), and every key
+of the text config must be one this module knows for the family (:data:`FAMILIES`: read, refused
+when active, or irrelevant to cost).  What the cost model cannot represent is refused with the
+file, the key and the reason, all problems at once, never approximated.  The result has the form
+of a model TOML file and goes through the same checks
 (:meth:`diffcost._inputs.checker.Checker.document`).
 
 Reference: ``transformers/models/<family>/configuration_<family>.py`` and
@@ -23,7 +25,7 @@ from typing import Any
 
 from .._core.errors import Problem, SpecError
 from .checker import Checker, read_json
-from .schema import Field
+from .hf_values import check_dense_prefix, check_values
 
 
 @dataclass(frozen=True)
@@ -240,67 +242,9 @@ FAMILIES: dict[str, Family] = {
         ("type_vocab_size", "gradient_checkpointing", "classifier_dropout"),
     ),
 }
-#: Shape keys checked as counts before transformers sees them (problems named by the HF key).
-COUNT_KEYS = (
-    "num_hidden_layers",
-    "n_layer",
-    "hidden_size",
-    "n_embd",
-    "num_attention_heads",
-    "n_head",
-    "num_key_value_heads",
-    "num_kv_heads",
-    "intermediate_size",
-    "n_inner",
-    "ffn_hidden_size",
-    "vocab_size",
-    "max_position_embeddings",
-    "n_positions",
-    "head_dim",
-    "num_local_experts",
-    "num_experts",
-    "n_routed_experts",
-    "num_experts_per_tok",
-    "moe_intermediate_size",
-)
-#: Hugging Face keys read as flags or fractions: a string "false" is not false, and a dropout
-#: must be a probability.
-HF_TYPED = {
-    "tie_word_embeddings": Field("bool"),
-    "bias": Field("bool"),
-    "attention_bias": Field("bool"),
-    "mlp_bias": Field("bool"),
-    "attention_dropout": Field("fraction", positive=False),
-    "attn_pdrop": Field("fraction", positive=False),
-}
 _ENCODERS = ("bert",)
 _LEARNED = ("gpt2", "bert")
 _LAYERNORM = ("gpt2", "bert", "falcon", "gpt_neox", "olmo")
-
-
-#: Shape keys a config must state (any one of the names): transformers would fill a default in,
-#: and a config without its layer count or vocabulary is a broken file, not a default model.
-REQUIRED_KEYS = (
-    ("num_hidden_layers", "n_layer", "num_layers"),
-    ("hidden_size", "n_embd", "d_model"),
-    ("num_attention_heads", "n_head"),
-    ("vocab_size",),
-)
-
-
-def _precheck(ck: Checker, raw: dict[str, Any]) -> None:
-    """The raw values diffcost reads: the shape is stated, counts are counts, flags are
-    booleans, dropouts are fractions, named by their Hugging Face key (transformers would fill
-    in, coerce or crash on them)."""
-    for names in REQUIRED_KEYS:
-        if all(raw.get(name) is None for name in names):
-            ck.add(" or ".join(names), "missing required key")
-    for key in COUNT_KEYS:
-        if raw.get(key) is not None:
-            ck.value(key, raw[key], Field("count"))
-    for key, spec in HF_TYPED.items():
-        if raw.get(key) is not None:
-            ck.value(key, raw[key], spec)
 
 
 def _transformers_config(path: Path, raw: dict[str, Any]) -> Any:
@@ -410,6 +354,41 @@ def _refuse_window_without_support(ck: Checker, t: Any, model_type: str) -> None
         ck.add(
             "sliding_window", f"{window!r}: sliding-window attention is not modelled for {reason}"
         )
+
+
+# --- values against the layer count and each other ------------------------------------------------
+def _check_moe_layers(ck: Checker, t: Any, model_type: str) -> None:
+    """A MoE config whose layer keys leave no MoE block (``first_k_dense_replace`` at least the
+    layer count, a ``decoder_sparse_step`` or ``moe_layer_freq`` past the last layer, every
+    layer in ``mlp_only_layers``) declares experts no layer uses: refused, not read as a dense
+    model.  ``mlp_only_layers`` holds layer indices below ``num_hidden_layers``."""
+    layers = t.num_hidden_layers
+    if model_type in ("qwen2_moe", "qwen3_moe"):
+        dense = list(getattr(t, "mlp_only_layers", None) or ())
+        bad = [
+            i for i in dense if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers
+        ]
+        if bad:
+            ck.add("mlp_only_layers", f"{bad}: not layer indices (0 .. {layers - 1})")
+        elif t.num_experts and not _moe_layer_count(t, layers):
+            step = getattr(t, "decoder_sparse_step", 1)
+            ck.add(
+                "decoder_sparse_step" if step > layers else "mlp_only_layers",
+                f"{step if step > layers else dense}: leaves no MoE block of the {layers} layers "
+                f"for the {t.num_experts} experts (num_experts)",
+            )
+    if model_type == "deepseek_v3" and t.n_routed_experts:
+        first = getattr(t, "first_k_dense_replace", 0) or 0
+        step = getattr(t, "moe_layer_freq", 1) or 1
+        filled = {"num_hidden_layers": layers, "first_k_dense_replace": first}
+        if first >= layers:
+            check_dense_prefix(ck, {**filled, "n_routed_experts": t.n_routed_experts})
+        elif not any(i % step == 0 for i in range(first, layers)):
+            ck.add(
+                "moe_layer_freq",
+                f"{step}: leaves no MoE block among layers {first} .. {layers - 1} "
+                f"(first_k_dense_replace {first}, num_hidden_layers {layers})",
+            )
 
 
 def _refusals(ck: Checker, t: Any, raw: dict[str, Any], model_type: str) -> None:
@@ -617,13 +596,14 @@ def hf_document(path: Path) -> dict[str, Any]:
     nested = isinstance(raw.get("text_config"), dict)
     text_raw: dict[str, Any] = raw["text_config"] if nested else raw
     ck = Checker(str(path))
-    _precheck(ck, text_raw)
+    check_values(ck, text_raw)
     ck.raise_if_any()
     config = _transformers_config(path, raw)
     t = config.get_text_config()
     model_type = str(getattr(t, "model_type", ""))
     _unknown_keys(ck, text_raw, _family(path, model_type), model_type)
     _refusals(ck, t, raw, model_type)
+    _check_moe_layers(ck, t, model_type)
     ck.raise_if_any()
     text_only = " (its text model only: the vision tower is not counted)" if nested else ""
     return {

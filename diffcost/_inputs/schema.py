@@ -7,12 +7,14 @@ The loader (:mod:`diffcost._inputs.checker`), the reference section of ``specs/S
 """
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._core.options import PlanField
 from .._core.units import accepted_suffixes
+from . import ranges as R
 from .hardware import ARCHITECTURES, FORMATS
+from .ranges import Plausible
 
 
 @dataclass(frozen=True)
@@ -23,7 +25,9 @@ class Field:
     :mod:`diffcost._core.units`), count (positive integer, or non-negative if not
     ``positive``), number, fraction (a number in [0, 1]), bool, str, list (of non-empty
     strings) or enum (one of ``choices``).  ``doc`` says what the key means (shown in
-    ``specs/SCHEMA.md``).
+    ``specs/SCHEMA.md``).  ``plausible``: the range of a number in SI units
+    (:mod:`diffcost._inputs.ranges`); a value outside it is refused (0 is accepted where
+    ``positive`` is false).
     """
 
     kind: str
@@ -32,19 +36,25 @@ class Field:
     choices: tuple[Any, ...] = ()
     positive: bool = True
     doc: str = ""
+    plausible: Plausible | None = None
 
 
-def Q(dim: str, required: bool = False, doc: str = "") -> Field:
+def Q(dim: str, required: bool = False, doc: str = "", plausible: Plausible | None = None) -> Field:
     """A quantity with a unit dimension."""
-    return Field("quantity", dim, required, doc=doc)
+    return Field("quantity", dim, required, doc=doc, plausible=plausible)
+
+
+def C(doc: str, plausible: Plausible, *, required: bool = False, positive: bool = True) -> Field:
+    """A count with its plausible range (``positive``: 0 refused; else 0 means none)."""
+    return Field("count", required=required, positive=positive, doc=doc, plausible=plausible)
 
 
 def _req(table: dict[str, Field]) -> dict[str, Field]:
-    return {k: Field(f.kind, f.dim, True, f.choices, f.positive, f.doc) for k, f in table.items()}
+    return {k: replace(f, required=True) for k, f in table.items()}
 
 
 def _opt(table: dict[str, Field]) -> dict[str, Field]:
-    return {k: Field(f.kind, f.dim, False, f.choices, f.positive, f.doc) for k, f in table.items()}
+    return {k: replace(f, required=False) for k, f in table.items()}
 
 
 @dataclass(frozen=True)
@@ -113,33 +123,57 @@ TOP = {
 
 # --- chips and systems ------------------------------------------------------------------------
 INTERCONNECT = {
-    "scale_up_domain_chips": Field("count", doc="chips in one scale-up domain (NVLink node, ...)"),
-    "scale_up_bandwidth": Q("bytes_per_s", doc="per direction per chip, inside the domain"),
-    "scale_up_latency": Q("s", doc="per collective step (alpha), inside the domain"),
-    "scale_out_bandwidth": Q(
-        "bytes_per_s", doc="per direction per chip (NIC share), between domains"
+    "scale_up_domain_chips": Field(
+        "count", doc="chips in one scale-up domain (NVLink node, ...)", plausible=R.DOMAIN_CHIPS
     ),
-    "scale_out_latency": Q("s", doc="per collective step (alpha), between domains"),
+    "scale_up_bandwidth": Q(
+        "bytes_per_s", doc="per direction per chip, inside the domain", plausible=R.LINK_BANDWIDTH
+    ),
+    "scale_up_latency": Q(
+        "s", doc="per collective step (alpha), inside the domain", plausible=R.LATENCY
+    ),
+    "scale_out_bandwidth": Q(
+        "bytes_per_s",
+        doc="per direction per chip (NIC share), between domains",
+        plausible=R.LINK_BANDWIDTH,
+    ),
+    "scale_out_latency": Q(
+        "s", doc="per collective step (alpha), between domains", plausible=R.LATENCY
+    ),
 }
-PRICE = {"usd_per_hour": Field("number", required=True, doc="price per chip-hour, USD")}
+PRICE = {
+    "usd_per_hour": Field(
+        "number", required=True, doc="price per chip-hour, USD", plausible=R.PRICE
+    )
+}
 
 CHIP = {
-    "compute": {fmt: Q("flop_per_s", doc=f"dense {fmt} peak") for fmt in FORMATS},
+    "compute": {fmt: Q("flop_per_s", doc=f"dense {fmt} peak", plausible=R.PEAK) for fmt in FORMATS},
     "memory": {
-        "capacity": Q("bytes", True, "main memory the weights live in (HBM, GDDR or SRAM)"),
-        "bandwidth": Q("bytes_per_s", True, "main-memory bandwidth"),
+        "capacity": Q(
+            "bytes", True, "main memory the weights live in (HBM, GDDR or SRAM)", R.CAPACITY
+        ),
+        "bandwidth": Q("bytes_per_s", True, "main-memory bandwidth", R.MEMORY_BANDWIDTH),
         "on_chip_sram": Field("bool", required=True, doc="true: no HBM (Groq, Cerebras)"),
     },
     "interconnect": _req(INTERCONNECT),
-    "power": {"tdp": Q("w", True, "thermal design power")},
+    "power": {"tdp": Q("w", True, "thermal design power", R.CHIP_POWER)},
     "energy": {
-        "idle": Q("w", True, "power drawn while powered and idle (activity-based energy)"),
+        "idle": Q(
+            "w", True, "power drawn while powered and idle (activity-based energy)", R.CHIP_POWER
+        ),
         **{
-            fmt: Q("j_per_flop", doc=f"dynamic energy per {fmt} FLOP (missing: as the peaks)")
+            fmt: Q(
+                "j_per_flop",
+                doc=f"dynamic energy per {fmt} FLOP (missing: as the peaks)",
+                plausible=R.FLOP_ENERGY,
+            )
             for fmt in FORMATS
         },
-        "memory": Q("j_per_byte", True, "dynamic energy per byte read or written in [memory]"),
-        "link": Q("j_per_byte", True, "dynamic energy per byte sent over a link"),
+        "memory": Q(
+            "j_per_byte", True, "dynamic energy per byte read or written in [memory]", R.BYTE_ENERGY
+        ),
+        "link": Q("j_per_byte", True, "dynamic energy per byte sent over a link", R.BYTE_ENERGY),
     },
     "price": PRICE,
     "execution": {
@@ -151,12 +185,15 @@ CHIP = {
             "Cerebras); without this table: gpu",
         ),
         "array_dim": Field(
-            "count", doc="side of the matrix array, elements (systolic and dataflow: required)"
+            "count",
+            doc="side of the matrix array, elements (systolic and dataflow: required)",
+            plausible=R.ARRAY_DIM,
         ),
         "op_latency": Q(
             "s",
             doc="latency floor of one operation of the compiled program: array fill/drain and "
             "on-chip transport (systolic and dataflow: required; GPUs pay kernel_launch instead)",
+            plausible=R.LATENCY,
         ),
     },
 }
@@ -164,7 +201,12 @@ CHIP_REQUIRED_TABLES = ("compute", "memory", "interconnect", "power")
 
 SYSTEM_TOP = {
     "chip": Field("str", required=True, doc="built-in chip name or path"),
-    "chips": Field("count", required=True, doc="default chip count (the CLI's --chips)"),
+    "chips": Field(
+        "count",
+        required=True,
+        doc="default chip count (the CLI's --chips)",
+        plausible=R.SYSTEM_CHIPS,
+    ),
 }
 RELIABILITY = {
     "collective_jitter": Field(
@@ -174,17 +216,25 @@ RELIABILITY = {
         positive=False,
         doc="standard deviation of each rank's arrival at a synchronising collective "
         "(0: statically scheduled, or not measured: not counted)",
+        plausible=R.LATENCY,
     ),
     "failures_per_chip_hour": Field(
-        "number", required=True, positive=False, doc="unexpected job interruptions per chip-hour"
+        "number",
+        required=True,
+        positive=False,
+        doc="unexpected job interruptions per chip-hour",
+        plausible=R.FAILURE_RATE,
     ),
-    "checkpoint_bandwidth": Q("bytes_per_s", True, "storage write bandwidth per chip"),
+    "checkpoint_bandwidth": Q(
+        "bytes_per_s", True, "storage write bandwidth per chip", R.LINK_BANDWIDTH
+    ),
     "restart": Field(
         "quantity",
         "s",
         True,
         positive=False,
         doc="interruption to training again: detect, reschedule, reload",
+        plausible=R.RESTART,
     ),
 }
 SYSTEM = {
@@ -197,6 +247,7 @@ SYSTEM = {
             True,
             "power of one scale-up domain besides its chips (host CPUs, NICs, switches, fans), "
             "added to energy; without this table: 0 (chip energy only)",
+            R.NODE_POWER,
         )
     },
 }
@@ -207,6 +258,26 @@ def _chip_has_16bit_peak(values: dict[str, Any], add: Callable[[str, str], None]
     compute = values.get("compute", {})
     if not any(f"{fmt}_flop_per_s" in compute for fmt in ("bf16", "fp16")):
         add("compute", "needs bf16_tflop_per_s or fp16_tflop_per_s")
+
+
+def _chip_peak_ratios(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    """Each format's peak lies within a plausible ratio of the chip's 16-bit peak
+    (:data:`diffcost._inputs.ranges.PEAK_RATIO`): a unit slip of one key is 1000x."""
+    compute = values.get("compute", {})
+    ref = next((fmt for fmt in ("bf16", "fp16") if f"{fmt}_flop_per_s" in compute), None)
+    if ref is None:
+        return
+    base = compute[f"{ref}_flop_per_s"]
+    rng = R.PEAK_RATIO
+    for fmt in FORMATS:
+        peak = compute.get(f"{fmt}_flop_per_s")
+        if peak is not None and not rng.lo <= peak / base <= rng.hi:
+            add(
+                f"compute.{fmt}_<unit>",
+                f"{peak:.4g} FLOP/s is {peak / base:.3g}x the {ref} peak ({base:.4g} FLOP/s), "
+                f"outside the plausible {rng.text()} ({rng.what}): is one of the two unit "
+                f"suffixes wrong? (accepted: {accepted_suffixes('flop_per_s')})",
+            )
 
 
 def _chip_energy(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
@@ -244,14 +315,14 @@ MODEL_TOP = {
     "architecture": Field(
         "enum", required=True, choices=("decoder", "encoder"), doc="causal LM or BERT-style"
     ),
-    "layers": Field("count", required=True, doc="transformer blocks"),
-    "hidden": Field("count", required=True, doc="model width"),
-    "heads": Field("count", required=True, doc="query heads"),
-    "kv_heads": Field("count", required=True, doc="key/value heads; heads % kv_heads == 0"),
-    "head_dim": Field("count", doc="default hidden / heads"),
-    "ffn_hidden": Field("count", required=True, doc="MLP width"),
-    "vocab": Field("count", required=True, doc="vocabulary size"),
-    "max_seq_len": Field("count", required=True, doc="longest context"),
+    "layers": C("transformer blocks", R.LAYERS, required=True),
+    "hidden": C("model width", R.WIDTH, required=True),
+    "heads": C("query heads", R.HEADS, required=True),
+    "kv_heads": C("key/value heads; heads % kv_heads == 0", R.HEADS, required=True),
+    "head_dim": C("default hidden / heads", R.WIDTH),
+    "ffn_hidden": C("MLP width", R.WIDTH, required=True),
+    "vocab": C("vocabulary size", R.VOCAB, required=True),
+    "max_seq_len": C("longest context", R.CONTEXT, required=True),
     "mlp": Field(
         "enum",
         required=True,
@@ -266,35 +337,37 @@ MODEL_TOP = {
     "bias": Field("bool", required=True, doc="linear layers have biases"),
     "parallel_attention": Field("bool", doc="GPT-J/Falcon parallel attention + MLP block"),
     "dropout": Field("bool", required=True, doc="training uses dropout"),
-    "params_b": Field("number", doc="published parameter count, billions (checked)"),
+    "params_b": Field(
+        "number", doc="published parameter count, billions (checked)", plausible=R.PARAMS_B
+    ),
     "hf_id": Field(
         "str",
         doc="Hugging Face repository of the published checkpoint (the model argument of the "
         "vLLM / TensorRT-LLM launch lines; none: a placeholder path)",
     ),
-    "experts": Field("count", positive=False, doc="routed experts per MoE block (0: dense)"),
-    "experts_per_token": Field("count", doc="top-k: routed experts each token uses"),
-    "expert_ffn_hidden": Field("count", doc="MLP width of one routed expert (default ffn_hidden)"),
-    "shared_expert_ffn_hidden": Field(
-        "count", positive=False, doc="total MLP width of a MoE block's shared experts (default 0)"
+    "experts": C("routed experts per MoE block (0: dense)", R.EXPERTS, positive=False),
+    "experts_per_token": C("top-k: routed experts each token uses", R.EXPERTS),
+    "expert_ffn_hidden": C("MLP width of one routed expert (default ffn_hidden)", R.WIDTH),
+    "shared_expert_ffn_hidden": C(
+        "total MLP width of a MoE block's shared experts (default 0)", R.WIDTH, positive=False
     ),
-    "moe_layers": Field("count", positive=False, doc="blocks with a MoE MLP (default all)"),
-    "v_head_dim": Field("count", doc="value head size (default head_dim)"),
-    "kv_lora_rank": Field(
-        "count", positive=False, doc="MLA KV latent size (0: standard attention)"
-    ),
-    "q_lora_rank": Field("count", positive=False, doc="MLA query latent size (0: none)"),
-    "rope_head_dim": Field(
-        "count", positive=False, doc="MLA rotary key size shared by the heads (part of head_dim)"
+    "moe_layers": C("blocks with a MoE MLP (default all)", R.LAYERS, positive=False),
+    "v_head_dim": C("value head size (default head_dim)", R.WIDTH),
+    "kv_lora_rank": C("MLA KV latent size (0: standard attention)", R.WIDTH, positive=False),
+    "q_lora_rank": C("MLA query latent size (0: none)", R.WIDTH, positive=False),
+    "rope_head_dim": C(
+        "MLA rotary key size shared by the heads (part of head_dim)", R.WIDTH, positive=False
     ),
     "params_active_b": Field(
-        "number", doc="published active (per-token) parameter count, billions (checked)"
+        "number",
+        doc="published active (per-token) parameter count, billions (checked)",
+        plausible=R.PARAMS_B,
     ),
-    "sliding_window": Field(
-        "count", positive=False, doc="tokens a sliding-window layer attends (0: none)"
+    "sliding_window": C(
+        "tokens a sliding-window layer attends (0: none)", R.CONTEXT, positive=False
     ),
-    "sliding_layers": Field(
-        "count", positive=False, doc="blocks with sliding-window attention (default all)"
+    "sliding_layers": C(
+        "blocks with sliding-window attention (default all)", R.LAYERS, positive=False
     ),
 }
 #: Keys a model needs before its parameter count can be computed.
@@ -324,8 +397,8 @@ def _model_shape(values: dict[str, Any], add: Callable[[str, str], None]) -> Non
 
 
 def _model_moe(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
-    """A MoE model (``experts`` > 0) names its top-k, at most ``experts`` of them, and at most
-    ``layers`` MoE blocks; a dense model has no MoE keys."""
+    """A MoE model (``experts`` > 0) names its top-k, at most ``experts`` of them, and at least
+    one and at most ``layers`` MoE blocks; a dense model has no MoE keys."""
     experts = values.get("experts", 0)
     moe_keys = ("experts_per_token", "expert_ffn_hidden", "shared_expert_ffn_hidden")
     if not experts:
@@ -338,6 +411,8 @@ def _model_moe(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
         add("experts_per_token", f"required for a mixture of {experts} experts")
     elif top_k > experts:
         add("experts_per_token", f"{top_k} is more than the {experts} experts")
+    if values.get("moe_layers") == 0:
+        add("moe_layers", f"0 leaves no MoE block for the {experts} experts")
     if values.get("moe_layers", 0) > values.get("layers", float("inf")):
         add("moe_layers", f"{values['moe_layers']} is more than the {values['layers']} layers")
 
@@ -392,15 +467,17 @@ CALIBRATION_FIELDS = {
     "matmul_peak_fraction": Field(
         "fraction", required=True, doc="fraction of the dense peak a large GEMM reaches"
     ),
-    "matmul_half_dim": Field("count", required=True, doc="GEMM dimension that halves it"),
+    "matmul_half_dim": Field(
+        "count", required=True, doc="GEMM dimension that halves it", plausible=R.HALF_DIM
+    ),
     "memory_bandwidth_fraction": Field(
         "fraction", required=True, doc="streaming kernels, fraction of memory bandwidth"
     ),
     "link_bandwidth_fraction": Field(
         "fraction", required=True, doc="collective bus bandwidth / link bandwidth"
     ),
-    "kernel_launch": Q("s", True, "fixed cost per kernel"),
-    "memory_reserved": Q("bytes", True, "runtime context and communication buffers"),
+    "kernel_launch": Q("s", True, "fixed cost per kernel", R.LATENCY),
+    "memory_reserved": Q("bytes", True, "runtime context and communication buffers", R.RESERVED),
     "memory_fragmentation_fraction": Field(
         "fraction", required=True, positive=False, doc="allocator fragmentation"
     ),
@@ -555,7 +632,11 @@ ENGINE_FIELDS: dict[str, Field] = {
         doc="decode steps replay a captured CUDA graph (one launch per step, not per kernel)",
     ),
     "attention_kernel": Field("str", required=True, doc="decode attention kernel family"),
-    "kv_block": Field("count", doc="default tokens per paged-KV block (absent: plan default)"),
+    "kv_block": Field(
+        "count",
+        doc="default tokens per paged-KV block (absent: plan default)",
+        plausible=R.KV_BLOCK,
+    ),
 }
 ENGINE_SOURCE_KEYS = ("gqa_decode_kernel", "fused_dequant", "cuda_graphs", "attention_kernel")
 
@@ -571,7 +652,7 @@ KINDS: dict[str, Kind] = {
         tables=CHIP,
         required_tables=CHIP_REQUIRED_TABLES,
         source=SPEC_SOURCE,
-        rules=(_chip_has_16bit_peak, _chip_array_dim, _chip_energy),
+        rules=(_chip_has_16bit_peak, _chip_peak_ratios, _chip_array_dim, _chip_energy),
         doc="one accelerator: dense peaks, memory, interconnect, power, price, execution class",
     ),
     "system": Kind(

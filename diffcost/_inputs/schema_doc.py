@@ -28,6 +28,12 @@ def plan_schemas() -> dict[str, dict[str, Any]]:
 
 def _value(f: Any) -> str:
     """What a key holds, in words (a field of :mod:`.schema` or one shaped like it)."""
+    plausible = getattr(f, "plausible", None)
+    text = _kind_value(f)
+    return f"{text}; plausible {plausible.text()}" if plausible is not None else text
+
+
+def _kind_value(f: Any) -> str:
     kind = getattr(f, "kind", "?")
     if kind == "quantity":
         return f"{f.dim}: " + ", ".join(f"`{s}`" for s in UNITS[f.dim])
@@ -118,7 +124,9 @@ def reference() -> str:
         "## Key reference",
         "",
         "Every key of every kind as the loader checks it.  A key written `base_<unit>` takes",
-        "one of the listed unit suffixes (see Units).  Any other key is an error.",
+        "one of the listed unit suffixes (see Units).  Any other key is an error.  A value",
+        "outside its plausible range (in SI units, whatever the suffix; 0 where allowed is",
+        "accepted) is an error: the ranges and their sources are in diffcost/_inputs/ranges.py.",
         "",
     ]
     for kind in KINDS.values():
