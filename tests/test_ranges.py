@@ -166,3 +166,30 @@ def test_a_model_shape_beyond_any_transformer_is_refused(tmp_path):
         dc.load_model(path)
     reasons = {p.key: p.reason for p in err.value.problems}
     assert reasons["hidden"].startswith("40960000 is outside the plausible range of a matrix")
+
+
+def test_every_measured_number_has_a_plausible_range():
+    """The measured values and offered loads of measurement files (the points the model is
+    validated against) are held to ranges as well; every built-in one lies inside."""
+    from diffcost._inputs.load_measurements import load_load_measurements
+    from diffcost._inputs.measurements import load_measurements
+
+    tables = [*S.MEASURED.values(), S.LOAD, S.LOAD_MEASURED]
+    missing = [
+        key
+        for table in tables
+        for key, f in table.items()
+        if f.kind in ("quantity", "count", "number") and f.plausible is None
+    ]
+    assert missing == []
+    assert load_measurements() and load_load_measurements()
+
+
+def test_a_measured_time_in_the_wrong_unit_is_refused():
+    """A time per token of 0.69 ms written as ``amortized_time_per_token_s = 690`` is refused."""
+    ck = Checker("m.toml")
+    ck.table(
+        {"amortized_time_per_token_s": 690, "as_published": "0.69 ms"}, S.MEASURED["serve"], ""
+    )
+    (problem,) = ck.problems
+    assert problem.key == "amortized_time_per_token_s" and "1e-7..100 s" in problem.reason

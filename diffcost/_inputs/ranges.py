@@ -260,3 +260,48 @@ KV_BLOCK = Plausible(
     "a paged-KV block",
     "tokens per paged-KV block: 1 .. 1e5 (vLLM 16, TensorRT-LLM 64)",
 )
+
+# --- measurements ------------------------------------------------------------------------------
+STEP_TIME = Plausible(
+    1e-4,
+    1e5,
+    "s",
+    "a training step time",
+    "one training step: 0.1 ms (a tiny model) .. a day; catalogue 1.1 .. 94 s (Korthikanti "
+    "et al. 2022)",
+)
+REQUEST_TIME = Plausible(
+    1e-5,
+    1e5,
+    "s",
+    "a time to first token",
+    "time to first token or its limit: 10 us .. a day (a saturated queue); catalogue 0.007 .. 2 s",
+)
+TOKEN_TIME = Plausible(
+    1e-7,
+    1e2,
+    "s",
+    "a time per output token",
+    "per output token: 0.1 us (a large batch amortised) .. 100 s; catalogue 6.9e-4 .. 0.23 s",
+)
+TOKEN_RATE = Plausible(
+    1e-3,
+    1e8,
+    "tokens/s per chip",
+    "a token rate per chip",
+    "tokens per second per chip: 1e-3 .. 1e8; catalogue 79 .. 26,150",
+)
+REQUEST_RATE = Plausible(
+    1e-6,
+    1e7,
+    "requests/s",
+    "a request rate",
+    "requests per second to a deployment: one a fortnight .. 1e7; catalogue 1 .. 361",
+)
+VARIATION = Plausible(
+    1e-6,
+    100,
+    "",
+    "a coefficient of variation",
+    "standard deviation over mean (0: constant, 1: Poisson arrivals); catalogue 0.77 .. 1.1",
+)

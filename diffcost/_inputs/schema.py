@@ -44,9 +44,17 @@ def Q(dim: str, required: bool = False, doc: str = "", plausible: Plausible | No
     return Field("quantity", dim, required, doc=doc, plausible=plausible)
 
 
-def C(doc: str, plausible: Plausible, *, required: bool = False, positive: bool = True) -> Field:
-    """A count with its plausible range (``positive``: 0 refused; else 0 means none)."""
-    return Field("count", required=required, positive=positive, doc=doc, plausible=plausible)
+def C(
+    doc: str,
+    plausible: Plausible,
+    *,
+    required: bool = False,
+    positive: bool = True,
+    kind: str = "count",
+) -> Field:
+    """A count (or a ``kind = "number"``) with its plausible range (``positive``: 0 refused;
+    else 0 means none)."""
+    return Field(kind, required=required, positive=positive, doc=doc, plausible=plausible)
 
 
 def _req(table: dict[str, Field]) -> dict[str, Field]:
@@ -123,23 +131,18 @@ TOP = {
 
 # --- chips and systems ------------------------------------------------------------------------
 INTERCONNECT = {
-    "scale_up_domain_chips": Field(
-        "count", doc="chips in one scale-up domain (NVLink node, ...)", plausible=R.DOMAIN_CHIPS
-    ),
+    "scale_up_domain_chips": C("chips in one scale-up domain (NVLink node, ...)", R.DOMAIN_CHIPS),
     "scale_up_bandwidth": Q(
-        "bytes_per_s", doc="per direction per chip, inside the domain", plausible=R.LINK_BANDWIDTH
+        "bytes_per_s", False, "per direction per chip, inside the domain", R.LINK_BANDWIDTH
     ),
-    "scale_up_latency": Q(
-        "s", doc="per collective step (alpha), inside the domain", plausible=R.LATENCY
-    ),
+    "scale_up_latency": Q("s", False, "per collective step (alpha), inside the domain", R.LATENCY),
     "scale_out_bandwidth": Q(
         "bytes_per_s",
-        doc="per direction per chip (NIC share), between domains",
-        plausible=R.LINK_BANDWIDTH,
+        False,
+        "per direction per chip (NIC share), between domains",
+        R.LINK_BANDWIDTH,
     ),
-    "scale_out_latency": Q(
-        "s", doc="per collective step (alpha), between domains", plausible=R.LATENCY
-    ),
+    "scale_out_latency": Q("s", False, "per collective step (alpha), between domains", R.LATENCY),
 }
 PRICE = {
     "usd_per_hour": Field(
@@ -575,16 +578,24 @@ POINT_PLAN_REQUIRED = {
 AS_PUBLISHED = Field("str", required=True, doc="the number as the source wrote it")
 MEASURED = {
     "train": {
-        "step_time": Q("s", doc="seconds per step"),
-        "tokens_per_s_per_chip": Field("number", doc="training tokens/s per chip"),
-        "achieved_per_chip": Q("flop_per_s", doc="achieved FLOP/s per chip (with a convention)"),
+        "step_time": Q("s", doc="seconds per step", plausible=R.STEP_TIME),
+        "tokens_per_s_per_chip": Field(
+            "number", doc="training tokens/s per chip", plausible=R.TOKEN_RATE
+        ),
+        "achieved_per_chip": Q(
+            "flop_per_s", doc="achieved FLOP/s per chip (with a convention)", plausible=R.PEAK
+        ),
         "flop_convention": Field("enum", choices=FLOP_CONVENTIONS, doc="how FLOPs are counted"),
         "as_published": AS_PUBLISHED,
     },
     "serve": {
-        "output_tokens_per_s_per_chip": Field("number", doc="output tokens/s per chip"),
-        "ttft": Q("s", doc="time to first token"),
-        "amortized_time_per_token": Q("s", doc="batch time per output token"),
+        "output_tokens_per_s_per_chip": Field(
+            "number", doc="output tokens/s per chip", plausible=R.TOKEN_RATE
+        ),
+        "ttft": Q("s", doc="time to first token", plausible=R.REQUEST_TIME),
+        "amortized_time_per_token": Q(
+            "s", doc="batch time per output token", plausible=R.TOKEN_TIME
+        ),
         "as_published": AS_PUBLISHED,
     },
 }
@@ -594,23 +605,40 @@ MEASURED = {
 #: percentiles (:mod:`diffcost._inputs.load_measurements`).
 LOAD_POINT = {k: f for k, f in POINT.items() if k != "kind"}
 LOAD = {
-    "qps": Field("number", required=True, doc="requests/s to the whole deployment (realised)"),
-    "arrival_cv": Field(
-        "number", positive=False, doc="coefficient of variation of the arrival gaps (1: Poisson)"
+    "qps": C(
+        "requests/s to the whole deployment (realised)",
+        R.REQUEST_RATE,
+        required=True,
+        kind="number",
     ),
-    "input_cv": Field("number", positive=False, doc="coefficient of variation of prompt lengths"),
+    "arrival_cv": C(
+        "coefficient of variation of the arrival gaps (1: Poisson)",
+        R.VARIATION,
+        positive=False,
+        kind="number",
+    ),
+    "input_cv": C(
+        "coefficient of variation of prompt lengths", R.VARIATION, positive=False, kind="number"
+    ),
     "ttft_p99_limit": Q(
-        "s", doc="p99 TTFT limit the rate was validated under (with tpot_p99_limit: goodput)"
+        "s",
+        False,
+        "p99 TTFT limit the rate was validated under (with tpot_p99_limit: goodput)",
+        R.REQUEST_TIME,
     ),
-    "tpot_p99_limit": Q("s", doc="p99 TPOT limit the rate was validated under"),
+    "tpot_p99_limit": Q("s", False, "p99 TPOT limit the rate was validated under", R.TOKEN_TIME),
+}
+#: The percentiles a load measurement reports (seconds), each with its meaning and range.
+_LOAD_TIMES = {
+    "ttft_mean": ("mean time to first token", R.REQUEST_TIME),
+    "ttft_p50": ("median time to first token", R.REQUEST_TIME),
+    "ttft_p99": ("99th percentile time to first token", R.REQUEST_TIME),
+    "tpot_mean": ("mean time per output token after the first, per request", R.TOKEN_TIME),
+    "tpot_p50": ("median of the per-request time per output token", R.TOKEN_TIME),
+    "tpot_p99": ("99th percentile of the per-request time per output token", R.TOKEN_TIME),
 }
 LOAD_MEASURED = {
-    "ttft_mean": Q("s", doc="mean time to first token"),
-    "ttft_p50": Q("s", doc="median time to first token"),
-    "ttft_p99": Q("s", doc="99th percentile time to first token"),
-    "tpot_mean": Q("s", doc="mean time per output token after the first, per request"),
-    "tpot_p50": Q("s", doc="median of the per-request time per output token"),
-    "tpot_p99": Q("s", doc="99th percentile of the per-request time per output token"),
+    **{key: Q("s", doc=doc, plausible=rng) for key, (doc, rng) in _LOAD_TIMES.items()},
     "as_published": AS_PUBLISHED,
 }
 
