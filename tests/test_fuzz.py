@@ -235,6 +235,13 @@ def test_oracle_rules_on_known_inputs():
     )
     assert oracle.spec_valid("chip", ("display_name",), "x", "H100", "ünï-cødé") is True
     assert oracle.spec_valid("chip", ("name",), "x", "h100-sxm", "") is False
+    # a model's [source] replaced by text, calibration keys every one required, a model key
+    # another one needs (experts, experts_per_token): cannot tell
+    assert oracle.spec_valid("model", ("source",), "source = 'table'", {}, "table") is False
+    fraction = ("efficiency", "memory_bandwidth_fraction")
+    assert oracle.spec_valid("calibration", fraction, "delete x", 0.86, None) is False
+    assert oracle.spec_valid("calibration", fraction, "x", 0.86, 0) is False  # in (0, 1]
+    assert oracle.spec_valid("model", ("experts",), "delete experts", 8, None) is None
     failures = ("system", ("reliability", "failures_per_chip_hour"))
     assert oracle.spec_valid(*failures, "x", 1e-5, 0) is True  # number >= 0
     assert oracle.spec_valid(*failures, "x", 1e-5, -1) is False

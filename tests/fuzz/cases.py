@@ -200,8 +200,9 @@ def flag_case(
     path: tuple[str, ...], pairs: list[tuple[str, str | None]], valid: bool | None = None
 ) -> Case:
     """One command line: the command's base arguments and ``(flag, value)`` pairs.  A refusal
-    must name one of the flags as typed (``--tp``).  ``valid``: the oracle's verdict, by
-    default that of each flag's value (:func:`fuzz.oracle.flag_valid`)."""
+    must name one of the flags as typed (``--tp``), or a path given (the file it names).
+    ``valid``: the oracle's verdict, by default that of each flag's value
+    (:func:`fuzz.oracle.flag_valid`)."""
     argv: list[str] = [*path, *FLAG_BASES[path]]
     limits = []
     for flag, value in pairs:
@@ -219,7 +220,7 @@ def flag_case(
         " ".join(argv),
         tuple(argv),
         (("afile", b"x"),),
-        tuple(f for f, _ in pairs),
+        (*(f for f, _ in pairs), *(v for _, v in pairs if v and "/" in v)),
         tuple(limits),
         valid=valid,
     )

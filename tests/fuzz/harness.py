@@ -32,8 +32,8 @@ fixed rules per flag.  ``Case.valid`` None means the generator cannot tell; such
 judged without the two oracle outcomes and counted apart (``valid?`` column).  A refusal is
 ``clear`` only when stderr names the input: the file (``names``) and, where a case gives
 ``keys`` (a unit-suffix typo: the key as typed or as meant), the key too; a flag case's
-``names`` are the flags as typed (``--tp``), never the value given nor the bare word (``tp``),
-which many messages contain by accident.
+``names`` are the flags as typed (``--tp``) and any path given (the message names the file),
+never another value given nor the bare word (``tp``), which many messages contain by accident.
 """
 
 import json

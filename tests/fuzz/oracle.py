@@ -10,18 +10,20 @@ Spec-file mutations (:func:`spec_valid`):
 
 - an unknown key (``add unknown key``, ``misspell``: a letter appended) is invalid in every kind
   the key reference covers ("any other key is an error"); in a sweep (free grid keys): None;
-- deleting a required key (or a required table) is invalid, an optional one valid, a key the
+- deleting a required key (or a required table) is invalid, an optional one of a chip or a
+  system valid (their cross-key rules are encoded: the only 16-bit peak, a systolic chip's
+  ``array_dim``), of another kind None (``experts`` needs ``experts_per_token``), a key the
   reference does not list None;
 - NaN, +-inf, 1e300, 2**62, a string, a boolean, an array or a table in place of a number is
   invalid; -1 is invalid unless the key is signed (``log``, ``bias``...: None); 0 is invalid
-  for ``integer > 0``, ``number > 0``, a peak, a bandwidth or a capacity, valid where the
-  reference says ``>= 0`` or ``0:`` is meaningful, else None; 1e-300 is invalid for a peak, a
-  bandwidth, a capacity or an integer, else None;
+  for ``integer > 0``, ``number > 0``, ``in (0, 1]``, a peak, a bandwidth or a capacity, valid
+  where the reference says ``>= 0``, ``in [0, 1]`` or ``0:`` is meaningful, else None;
+  1e-300 is invalid for a peak, a bandwidth, a capacity or an integer, else None;
 - a number, boolean or array in place of text is invalid; an empty string is invalid for a
   reference, a choice (``one of``), a ``name`` or a ``[source]`` entry; any other string in place
   of a ``name`` (= file stem), a reference or a choice is invalid; in ``display_name`` or a
   ``[source]`` entry any non-empty text is valid; a chip's or system's ``[source]`` has one key
-  per table (misspelt or deleted: invalid); other kinds name their sources freely (None);
+  per table (that key misspelt or deleted: invalid); other ``[source]`` keys None;
 - a boolean replaced by ``"false"``, 1 or 0.5 is invalid; a table by 1 or ``"table"`` invalid;
 - whole-file damage: empty, truncated JSON, binary, Latin-1 and NUL bytes invalid; CRLF valid;
   a BOM and a truncated TOML file None.
@@ -59,7 +61,7 @@ from diffcost._core.units import UNITS
 
 ROOT = Path(__file__).resolve().parents[2]
 _TITLE = re.compile(r"^### ([\w-]+): `")
-_TABLE = re.compile(r"^\*\*(?:top level|\[(\w+)\])(?: \((required)\))?\*\*")
+_TABLE = re.compile(r"^\*\*(?:top level|\[([^\]]+)\])(?: \(([^)]*)\))?\*\*")
 _ROW = re.compile(r"^\| `([\w<>]+)` \| (.*?) \| (yes|no) \| (.*) \|$")
 
 #: The documented domain of a key: (value text, required, meaning).
@@ -78,7 +80,7 @@ def key_reference() -> dict[str, dict[str, Any]]:
             ref[kind] = {"": {"required": True, "keys": {}}}
         elif kind and (m := _TABLE.match(line)):
             table = m.group(1) or ""
-            ref[kind].setdefault(table, {"required": bool(m.group(2)), "keys": {}})
+            ref[kind].setdefault(table, {"required": m.group(2) == "required", "keys": {}})
         elif kind and table is not None and (m := _ROW.match(line)):
             ref[kind][table]["keys"][m.group(1)] = (m.group(2), m.group(3) == "yes", m.group(4))
     return ref
@@ -136,7 +138,11 @@ def number_valid(key: str, dom: Domain | None, new: Any) -> bool | None:
     if new < 0:
         return None if _SIGNED_KEY.search(key) else False
     if new == 0:
-        if "> 0" in value_doc or _is_size(key, value_doc) or "integer" in value_doc:
+        if "in [0" in value_doc:
+            return True
+        if "> 0" in value_doc or "in (0" in value_doc or _is_size(key, value_doc):
+            return False
+        if "integer" in value_doc:
             return False
         if ">= 0" in value_doc or "(0:" in meaning:
             return True
@@ -176,19 +182,26 @@ def spec_valid(
     ``doc``: the unmutated document)."""
     covered = kind in key_reference()
     key = str(path[-1]) if path else ""
-    if path and path[0] == "source" and kind not in _SOURCED:
-        return None if label.startswith(("misspell ", "delete ")) else _text_valid(new)
+    if len(path) == 2 and path[0] == "source":
+        if label.startswith(("misspell ", "delete ")):
+            named = kind in _SOURCED and doc is not None and isinstance(doc.get(key), dict)
+            return False if named else None
+        return _text_valid(new)
     if label == "add unknown key" or label.startswith("misspell "):
         return False if covered else None
     dom = domain(kind, path)
     if label.startswith("delete ") and doc is not None and _required_by_rule(kind, path, doc):
         return False
-    if label.startswith("delete ") and path[0] == "source" and kind in _SOURCED:
+    if label.startswith("delete ") and path == ("source",) and kind in _SOURCED:
         return False
     if label.startswith("delete "):
         if len(path) == 1 and kind in key_reference() and key in key_reference()[kind]:
             return not key_reference()[kind][key]["required"] if isinstance(old, dict) else None
-        return None if dom is None else not dom[1]
+        if dom is None:
+            return None
+        # an optional key of a model, scenario... may be required by another (experts and
+        # experts_per_token): only a chip's and a system's cross-key rules are known here
+        return False if dom[1] else True if kind in _SOURCED else None
     if isinstance(old, bool):
         return False
     if isinstance(old, (int, float)):
