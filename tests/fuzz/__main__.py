@@ -1,5 +1,8 @@
 """``python -m tests.fuzz [--every K] [--combinations N]``: run the fuzz suite, print the
-outcome counts per input group and the first defects; exit 1 if there is any defect."""
+outcome counts per input group (with the oracle's valid / invalid / cannot-tell counts) and per
+oracle verdict, and the first defects; exit 1 if there is any defect.  Defects include
+``accepted_invalid`` (an invalid input answered) and ``refused_valid`` (a valid input refused).
+"""
 
 import argparse
 import resource
@@ -43,10 +46,11 @@ def main() -> int:
             runner.run(case)
 
         combinations()
+    print(" ".join(["python -m tests.fuzz", *sys.argv[1:]]))
     print(runner.tally.table())
     print(f"\n{time.perf_counter() - start:.0f} s")
     for outcome, case, detail in runner.tally.examples:
-        print(f"\n{outcome}: {case.label}\n  {detail}")
+        print(f"\n{outcome} (valid={case.valid}): {case.label}\n  {detail}")
     return 1 if any(runner.tally.total()[k] for k in BAD) else 0
 
 

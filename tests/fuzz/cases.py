@@ -9,11 +9,13 @@ hypothesis strategy for several flags at once.
 import json
 import tomllib
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
 
+from . import oracle
 from .harness import Case
 from .mutate import all_mutations, json_bytes, toml_bytes
 
@@ -84,7 +86,11 @@ def spec_cases() -> Iterator[Case]:
             doc = tomllib.loads(raw.decode())
             extra = _companions(kind, src)
             commands = _commands(kind, src.name, doc)
-            for label, content in all_mutations(doc, raw, toml_bytes):
+            for (label, path, old, new), content in all_mutations(doc, raw, toml_bytes):
+                if path:
+                    valid = oracle.spec_valid(kind, path, label, old, new, doc)
+                else:
+                    valid = oracle.BYTE_VALID[label]
                 for argv in commands:
                     yield Case(
                         f"spec:{kind}",
@@ -92,6 +98,7 @@ def spec_cases() -> Iterator[Case]:
                         argv,
                         ((src.name, content), *extra),
                         (src.name,),
+                        valid=valid,
                     )
 
 
@@ -107,7 +114,11 @@ def hf_cases() -> Iterator[Case]:
             (*_TRAIN, "--model", path, "--chip", "h100-sxm", "--chips", "8"),
             (*_SERVE, "--model", path, "--chip", "h100-sxm", "--chips", "1"),
         ]
-        for label, content in all_mutations(doc, raw, json_bytes):
+        for (label, path, old, new), content in all_mutations(doc, raw, json_bytes):
+            if path:
+                valid = oracle.hf_valid(path, label, old, new)
+            else:  # a truncated JSON document does not parse
+                valid = False if label.startswith("truncated") else oracle.BYTE_VALID[label]
             for argv in commands:
                 yield Case(
                     "hf-config",
@@ -115,6 +126,7 @@ def hf_cases() -> Iterator[Case]:
                     argv,
                     (("m/config.json", content),),
                     ("config.json",),
+                    valid=valid,
                 )
 
 
@@ -154,6 +166,7 @@ _SKIP = {"--json", "--help", "--progress", "--loso", "--exhaustive", "--search-c
 _LIMITS = {"--ttft-slo-ms": "ttft_s", "--tpot-slo-ms": "tpot_s"}
 
 
+@cache
 def command_options(path: tuple[str, ...]) -> list[tuple[str, Any, bool]]:
     """``(flag, python type, is_flag)`` of every option of a command, read from the CLI."""
     import typer
@@ -183,8 +196,13 @@ def _values(path: tuple[str, ...], kind: Any, flag: str) -> tuple[str, ...]:
     return values
 
 
-def flag_case(path: tuple[str, ...], pairs: list[tuple[str, str | None]]) -> Case:
-    """One command line: the command's base arguments and ``(flag, value)`` pairs."""
+def flag_case(
+    path: tuple[str, ...], pairs: list[tuple[str, str | None]], valid: bool | None = None
+) -> Case:
+    """One command line: the command's base arguments and ``(flag, value)`` pairs.  A refusal
+    must name one of the flags as typed (``--tp``), or a path given (the file it names).
+    ``valid``: the oracle's verdict, by default that of each flag's value
+    (:func:`fuzz.oracle.flag_valid`)."""
     argv: list[str] = [*path, *FLAG_BASES[path]]
     limits = []
     for flag, value in pairs:
@@ -194,16 +212,17 @@ def flag_case(path: tuple[str, ...], pairs: list[tuple[str, str | None]]) -> Cas
                 limits.append((_LIMITS[flag], float(value) * 1e-3))
             except ValueError:
                 pass
-    label = " ".join(argv)
-    flags = tuple(f for f, _ in pairs)
-    given = tuple(v for _, v in pairs if v)
+    if valid is None:
+        kinds = {f: k for f, k, _ in command_options(path)}
+        valid = oracle.line_valid([oracle.flag_valid(f, kinds[f], v) for f, v in pairs])
     return Case(
         "flags:" + " ".join(path),
-        label,
+        " ".join(argv),
         tuple(argv),
         (("afile", b"x"),),
-        (*flags, *(f.lstrip("-").replace("-", "_") for f in flags), *given),
+        (*(f for f, _ in pairs), *(v for _, v in pairs if v and "/" in v)),
         tuple(limits),
+        valid=valid,
     )
 
 
@@ -232,8 +251,108 @@ def flag_combinations(draw: st.DrawFn) -> Case:
     return flag_case(path, pairs)
 
 
+#: Degree flags tried against ``--chips 8`` (train) and ``--chips 8`` (serve), with values
+#: that divide it, do not, or are no degree at all.
+_DEGREE_LINES: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("train",): ("train", "--json", "--model", "llama-3-8b", "--chip", "h100-sxm"),
+    ("serve",): ("serve", "--json", "--model", "llama-3-8b", "--chip", "h100-sxm"),
+}
+_DEGREE_FLAGS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("train",): ("--tp", "--pp", "--dp", "--cp"),
+    ("serve",): ("--tp", "--pp", "--replicas"),
+}
+_DEGREE_VALUES = ("0", "-1", "1", "2", "8", "3", "16")
+_CHIPS_VALUES = ("8", "0", "-2")
+
+
+def degree_cases() -> Iterator[Case]:
+    """Flag combinations single flags cannot reach: a degree against the chip count
+    (``train --tp 0 --chips 8``), and two degrees whose product is or is not the chips."""
+    for path, base in _DEGREE_LINES.items():
+        flags = _DEGREE_FLAGS[path]
+        for chips in _CHIPS_VALUES:
+            for flag in flags:
+                for d in _DEGREE_VALUES:
+                    argv = (*base, "--chips", chips, flag, d)
+                    valid = oracle.degree_valid(d, int(chips))
+                    names = ("--chips", flag) if int(chips) <= 0 else (flag,)
+                    yield Case("flags:degrees", " ".join(argv), argv, (), names, valid=valid)
+        for a, b in zip(flags, flags[1:], strict=False):
+            for da, db in (("2", "4"), ("4", "4"), ("0", "8"), ("8", "-1"), ("2", "2")):
+                argv = (*base, "--chips", "8", a, da, b, db)
+                va, vb = oracle.degree_valid(da, 8), oracle.degree_valid(db, 8)
+                product = int(da) * int(db)
+                valid = oracle.line_valid([va, vb]) if product != 16 else (va and vb and None)
+                yield Case("flags:degrees", " ".join(argv), argv, (), (a, b), valid=valid)
+
+
+#: Spec folders whose unit-suffixed keys get one-character typos, with the command that reads
+#: a file of that kind.
+_TYPO_COMMANDS = {
+    "chips": (*_TRAIN, "--chips", "8", *_SMALL, "--chip"),
+    "systems": (*_TRAIN, *_SMALL, "--system"),
+}
+
+
+def key_typos(key: str) -> Iterator[str]:
+    """Every one-character deletion and adjacent swap of ``key``, each new key once."""
+    seen = {key}
+    typos = [key[:i] + key[i + 1 :] for i in range(len(key))]
+    typos += [key[:i] + key[i + 1] + key[i] + key[i + 2 :] for i in range(len(key) - 1)]
+    for new in typos:
+        if new not in seen:
+            seen.add(new)
+            yield new
+
+
+def _rename_line(raw: str, table: str, key: str, new: str) -> str:
+    """``raw`` with the line ``key = ...`` of ``[table]`` (``""``: top level) renamed."""
+    lines, current = raw.split("\n"), ""
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("[") and not stripped.startswith("[["):
+            current = stripped.strip("[]").strip()
+        elif current == table and stripped.split("=", 1)[0].strip() == key:
+            lines[i] = line.replace(key, new, 1)
+            return "\n".join(lines)
+    raise KeyError(f"{table}.{key}")
+
+
+def unit_typo_cases() -> Iterator[Case]:
+    """Every one-character deletion and adjacent swap of the unit suffix (and the rest) of
+    every unit-suffixed key of every built-in chip and system (the unit-typo census of issue
+    39: ``bf16_tflop_per_s`` -> ``bf16_flop_per_s`` reads a peak 1e12 times too small)."""
+    for folder, command in _TYPO_COMMANDS.items():
+        for src in sorted((SPECS / folder).glob("*.toml")):
+            raw = src.read_text()
+            doc = tomllib.loads(raw)
+            tables = [("", doc)] + [(k, v) for k, v in doc.items() if isinstance(v, dict)]
+            for table, content in tables:
+                if table == "source":
+                    continue
+                for key, value in content.items():
+                    if isinstance(value, dict) or oracle.split_unit(key) is None:
+                        continue
+                    for new in key_typos(key):
+                        text = _rename_line(raw, table, key, new)
+                        valid = oracle.unit_typo_valid(key, new, value, set(content))
+                        where = f"{table}." if table else ""
+                        yield Case(
+                            f"unit-typo:{folder}",
+                            f"{folder}/{src.name}: {where}{key} -> {new}",
+                            (*command, F % src.name),
+                            ((src.name, text.encode()),),
+                            (src.name,),
+                            valid=valid,
+                            keys=(new, key) if valid is False else (),
+                        )
+
+
 def all_cases() -> Iterator[Case]:
-    """Every deterministic case: spec files, Hugging Face configs, single flags."""
+    """Every deterministic case: spec files, Hugging Face configs, single flags, degree
+    combinations, unit-suffix typos."""
     yield from spec_cases()
     yield from hf_cases()
     yield from flag_cases()
+    yield from degree_cases()
+    yield from unit_typo_cases()

@@ -12,10 +12,28 @@ Every case ends in exactly one outcome:
 - ``false_feasible``: exit 0 and ``feasible`` while an independent check of the printed numbers
   says otherwise (memory over capacity, degrees that do not multiply to the chips, MFU above 1,
   a latency above the limit asked for);
-- ``hang``: no answer within :data:`CASE_TIMEOUT_S`.
+- ``hang``: no answer within :data:`CASE_TIMEOUT_S`;
+- ``accepted_invalid``: the oracle says the input is invalid (:attr:`Case.valid` False) and it
+  was answered, exit 0 or 1 (an invalid input must be refused: exit 2 naming the flag or the
+  file and key); this outcome takes precedence over what the answer's numbers show;
+- ``refused_valid``: the oracle says the input is valid (:attr:`Case.valid` True) and it was
+  refused with exit 2.
 
 The first three are the good outcomes.  The independent checks read only the printed JSON, not
-the model's own feasibility code.
+the model's own feasibility code, and they read every nested object: a NaN, an infinity or a
+negative amount anywhere (``best_breakdown``, ``alternatives[i].breakdown``, ``load``) is a
+``nan_answer``; an MFU above 1 in any breakdown, the ``best_breakdown`` of a feasible plan over
+its memory or the limits asked for, and a feasible answer whose ``load`` block is saturated
+(utilisation >= 1 or ``stable`` false) are ``false_feasible``.
+
+The oracle (:mod:`fuzz.oracle`, whose docstring lists every rule) is independent of the
+loader's code: it reads the documented key reference (``specs/SCHEMA.md``) and unit table and
+fixed rules per flag.  ``Case.valid`` None means the generator cannot tell; such cases are
+judged without the two oracle outcomes and counted apart (``valid?`` column).  A refusal is
+``clear`` only when stderr names the input: the file (``names``) and, where a case gives
+``keys`` (a unit-suffix typo: the key as typed or as meant), the key too; a flag case's
+``names`` are the flags as typed (``--tp``) and any path given (the message names the file),
+never another value given nor the bare word (``tp``), which many messages contain by accident.
 """
 
 import json
@@ -25,14 +43,25 @@ import re
 import signal
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from typer.testing import CliRunner
 
 GOOD = ("answer", "infeasible", "clear")
-BAD = ("traceback", "unclear", "nan_answer", "false_feasible", "hang")
+BAD = (
+    "traceback",
+    "unclear",
+    "nan_answer",
+    "false_feasible",
+    "hang",
+    "accepted_invalid",
+    "refused_valid",
+)
+#: Columns of the oracle's verdicts: the case's input is valid, invalid, or the generator
+#: cannot tell.
+VALIDITY = {True: "valid", False: "invalid", None: "valid?"}
 #: A case that runs longer than this is a defect (``hang``): no input should make a single
 #: prediction, validation or sweep of a built-in size take minutes.
 CASE_TIMEOUT_S = 120
@@ -58,7 +87,9 @@ class Case:
     """One input a user could give: files to write and the command line that reads them.
 
     ``argv`` may contain ``{dir}``, the folder the files are written to.  ``names``: the
-    strings of which an error message must contain at least one (the file or the flag).
+    strings of which an error message must contain at least one (the file or the flag);
+    ``keys``: if given, the message must also contain one of these (the mutated key).
+    ``valid``: the oracle's verdict on the input (None: cannot tell).
     """
 
     group: str
@@ -67,6 +98,8 @@ class Case:
     files: tuple[tuple[str, bytes], ...] = ()
     names: tuple[str, ...] = ()
     limits: tuple[tuple[str, float], ...] = ()
+    valid: bool | None = None
+    keys: tuple[str, ...] = ()
 
 
 @dataclass
@@ -75,9 +108,14 @@ class Tally:
 
     counts: dict[str, Counter] = field(default_factory=dict)
     examples: list[tuple[str, Case, str]] = field(default_factory=list)
+    #: Outcome counts per oracle verdict (valid / invalid / valid?).
+    by_validity: dict[str, Counter] = field(default_factory=dict)
 
     def add(self, case: Case, outcome: str, detail: str) -> None:
-        self.counts.setdefault(case.group, Counter())[outcome] += 1
+        counts = self.counts.setdefault(case.group, Counter())
+        counts[outcome] += 1
+        counts[VALIDITY[case.valid]] += 1
+        self.by_validity.setdefault(VALIDITY[case.valid], Counter())[outcome] += 1
         if outcome in BAD and len(self.examples) < 400:
             self.examples.append((outcome, case, detail))
 
@@ -88,12 +126,29 @@ class Tally:
         return out
 
     def table(self) -> str:
-        """Counts per group: tried / answer / infeasible / clear / bad outcomes."""
-        cols = ("tried", *GOOD, *BAD)
-        rows = [f"{'group':<22}" + "".join(f"{c:>15}" for c in cols)]
+        """Counts per group: tried, the oracle's valid / invalid / cannot tell, then each
+        outcome (good, then bad)."""
+        cols = ("tried", *VALIDITY.values(), *GOOD, *BAD)
+        short = {"accepted_invalid": "acc_invalid", "refused_valid": "ref_valid"}
+        width = 12
+        rows = [
+            f"{'group':<20}" + "".join(f"{short.get(c, c)[: width - 1]:>{width}}" for c in cols)
+        ]
         for group, c in [*sorted(self.counts.items()), ("TOTAL", self.total())]:
+            tried = sum(c[k] for k in (*GOOD, *BAD))
             rows.append(
-                f"{group:<22}{sum(c.values()):>15}" + "".join(f"{c[k]:>15}" for k in cols[1:])
+                f"{group[:19]:<20}{tried:>{width}}" + "".join(f"{c[k]:>{width}}" for k in cols[1:])
+            )
+        rows += [
+            "",
+            f"{'oracle':<20}"
+            + "".join(f"{short.get(c, c)[: width - 1]:>{width}}" for c in ("tried", *GOOD, *BAD)),
+        ]
+        for verdict in VALIDITY.values():
+            c = self.by_validity.get(verdict, Counter())
+            rows.append(
+                f"{verdict:<20}{sum(c.values()):>{width}}"
+                + "".join(f"{c[k]:>{width}}" for k in (*GOOD, *BAD))
             )
         return "\n".join(rows)
 
@@ -112,24 +167,60 @@ def _plan_chips(plan: dict[str, Any], keys: tuple[str, ...]) -> float:
     return math.prod(float(plan.get(k, 1)) for k in keys)
 
 
+def _objects(obj: Any, key: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every JSON object of an output with its path (the output itself first)."""
+    if isinstance(obj, dict):
+        out = [(key, obj)]
+        for k, v in obj.items():
+            out += _objects(v, f"{key}.{k}" if key else k)
+        return out
+    if isinstance(obj, list):
+        return [kv for i, v in enumerate(obj) for kv in _objects(v, f"{key}[{i}]")]
+    return []
+
+
 def _false_feasible(out: dict[str, Any], case: Case) -> str | None:
-    """An independent reading of a feasible answer's own numbers."""
+    """An independent reading of a feasible answer's own numbers, nested ones included."""
+    for where, obj in _objects(out):
+        mfu = obj.get("mfu")
+        if isinstance(mfu, (int, float)) and not isinstance(mfu, bool) and mfu > 1.0:
+            return f"{where or 'output'}: MFU {mfu:.3g} > 1"
     if not out.get("feasible"):
         return None
-    mem = out.get("memory_bytes", {})
-    if "total_bytes" in mem and mem["total_bytes"] > out["capacity_bytes"] * (1 + 1e-6):
-        return f"feasible but memory {mem['total_bytes']:.4g} B > capacity"
+    load = out.get("load")
+    if isinstance(load, dict):
+        util = load.get("utilisation")
+        if load.get("stable") is False or (isinstance(util, (int, float)) and util >= 1.0):
+            return f"feasible but load.utilisation = {util} (saturated queue)"
+    best = out.get("best_breakdown")
+    if isinstance(best, dict):
+        nested = {**best, "feasible": True, "plan": out.get("best_plan", {})}
+        nested.setdefault("system_chips", out.get("chips"))
+        problem = _false_feasible_one(nested, case)
+        if problem:
+            return f"best_breakdown: {problem}"
+    return _false_feasible_one(out, case)
+
+
+def _false_feasible_one(out: dict[str, Any], case: Case) -> str | None:
+    """The checks of one feasible answer (a prediction, or a plan's best breakdown)."""
+    capacity = out.get("capacity_bytes")
+    mem = out.get("memory_bytes") or out.get("memory") or {}
+    total = mem.get("total_bytes") if isinstance(mem, dict) else None
+    if isinstance(total, (int, float)) and isinstance(capacity, (int, float)):
+        if total > capacity * (1 + 1e-6):
+            return f"feasible but memory {total:.4g} B > capacity"
     plan = out.get("plan", {})
     if "mfu" in out:
-        if out["mfu"] > 1.0:
-            return f"feasible at MFU {out['mfu']:.3g} > 1"
-        if _plan_chips(plan, ("tp", "pp", "dp", "cp")) != out["chips"]:
+        chips = out.get("chips")
+        if isinstance(chips, (int, float)) and _plan_chips(plan, ("tp", "pp", "dp", "cp")) != chips:
             return "feasible but tp*pp*dp*cp != chips"
-    elif "system_chips" in out and not plan.get("disaggregated"):
+    elif isinstance(out.get("system_chips"), (int, float)) and not plan.get("disaggregated"):
         if _plan_chips(plan, ("tp", "pp", "replicas")) > out["system_chips"]:
             return "feasible but tp*pp*replicas > chips"
     for key, limit in case.limits:
-        if key in out and out[key] > limit * (1 + 1e-6):
+        value = out.get(key)
+        if isinstance(value, (int, float)) and value > limit * (1 + 1e-6):
             return f"feasible but {key} = {out[key]:.4g} > limit {limit:.4g}"
     return None
 
@@ -172,7 +263,29 @@ def _judge_refusal(stdout: str, stderr: str) -> tuple[str, str]:
 
 
 def judge(exit_code: int, exception: BaseException | None, stdout: str, stderr: str, case: Case):
-    """``(outcome, detail)`` of one finished run."""
+    """``(outcome, detail)`` of one finished run, with the oracle's verdict applied."""
+    outcome, detail = _judge_run(exit_code, exception, stdout, stderr, case)
+    if outcome in ("traceback", "hang"):
+        return outcome, detail
+    if case.valid is False and exit_code in (0, 1):
+        return "accepted_invalid", f"exit {exit_code} ({outcome}{': ' + detail if detail else ''})"
+    if case.valid is True and exit_code == 2:
+        first = (stderr.strip().splitlines() or [""])[0]
+        return "refused_valid", f"exit 2: {first[:300]}"
+    return outcome, detail
+
+
+def _named(stderr: str, case: Case) -> bool:
+    """The message names the input: one of ``names`` and, if given, one of ``keys``."""
+    if case.names and not any(n in stderr for n in case.names):
+        return False
+    return not case.keys or any(k in stderr for k in case.keys)
+
+
+def _judge_run(
+    exit_code: int, exception: BaseException | None, stdout: str, stderr: str, case: Case
+):
+    """``(outcome, detail)`` of one finished run, before the oracle."""
     if isinstance(exception, _Hang):
         return "hang", str(exception)
     if exception is not None and not isinstance(exception, SystemExit):
@@ -184,8 +297,7 @@ def judge(exit_code: int, exception: BaseException | None, stdout: str, stderr: 
     if exit_code == 2:
         first = stderr.lstrip().splitlines()[:1]
         plain = bool(first) and (first[0].startswith("error:") or first[0].startswith("Usage:"))
-        named = not case.names or any(n in stderr for n in case.names)
-        if plain and named and "╭" not in stderr:
+        if plain and _named(stderr, case) and "╭" not in stderr:
             return "clear", ""
         return "unclear", f"exit 2: {stderr[-300:]!r}"
     return "traceback", f"exit {exit_code}: {(stdout + stderr)[-300:]!r}"
@@ -209,7 +321,7 @@ class Runner:
                 path.write_bytes(content)
             argv = [a.replace("{dir}", tmp) for a in case.argv]
             names = tuple(n.replace("{dir}", tmp) for n in case.names)
-            case_here = Case(case.group, case.label, tuple(argv), (), names, case.limits)
+            case_here = replace(case, argv=tuple(argv), files=(), names=names)
             previous = signal.signal(signal.SIGALRM, _alarm)
             signal.alarm(CASE_TIMEOUT_S)
             here = os.getcwd()

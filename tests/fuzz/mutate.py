@@ -98,17 +98,22 @@ def _name(path: Path_) -> str:
     return ".".join(str(p) for p in path)
 
 
-def document_mutations(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+#: What one mutation did: ``(label, path, old value, new value)``; the oracle reads it
+#: (:mod:`fuzz.oracle`).  Whole-file damage has an empty path.
+What = tuple[str, Path_, Any, Any]
+
+
+def document_mutations(doc: dict[str, Any]) -> Iterator[tuple[What, dict[str, Any]]]:
     """Every key deleted, misspelled and given each replacement value; an unknown key added."""
-    yield "add unknown key", {**doc, "unknown_key": 1}
+    yield ("add unknown key", ("unknown_key",), None, 1), {**doc, "unknown_key": 1}
     for path, value in leaves(doc):
         if not isinstance(path[-1], str):
             continue
         name = _name(path)
-        yield f"delete {name}", _delete(doc, path)
-        yield f"misspell {name}", _rename(doc, path)
+        yield (f"delete {name}", path, value, None), _delete(doc, path)
+        yield (f"misspell {name}", path, value, f"{path[-1]}x"), _rename(doc, path)
         for new in replacements(value):
-            yield f"{name} = {new!r:.40}", _set(doc, path, new)
+            yield (f"{name} = {new!r:.40}", path, value, new), _set(doc, path, new)
 
 
 def byte_mutations(raw: bytes) -> Iterator[tuple[str, bytes]]:
@@ -136,8 +141,9 @@ def json_bytes(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc).encode()
 
 
-def all_mutations(doc: dict[str, Any], raw: bytes, write: Writer) -> Iterator[tuple[str, bytes]]:
+def all_mutations(doc: dict[str, Any], raw: bytes, write: Writer) -> Iterator[tuple[What, bytes]]:
     """Document mutations written back with ``write``, then byte mutations of ``raw``."""
-    for label, new in document_mutations(doc):
-        yield label, write(new)
-    yield from byte_mutations(raw)
+    for what, new in document_mutations(doc):
+        yield what, write(new)
+    for label, content in byte_mutations(raw):
+        yield (label, (), None, None), content
