@@ -170,6 +170,13 @@ def choice_problem(kind: type[enum.Enum], value: object, key: str, source: str) 
 Kind = Literal["degree", "count", "bool", "categorical", "number"]
 
 
+#: Largest degree or count of a plan: 2**31 - 1.  No plan field counts more than a billion
+#: (chips in a cluster ~1e5-1e6, a context ~1e7 tokens, a global batch ~1e5 sequences); a
+#: larger one is a typo or a fuzzed value, and past 2**53 it is not even a float exactly.
+MAX_COUNT = 2**31 - 1
+MAX_COUNT_WHY = "no cluster, batch or context counts more"
+
+
 @dataclass(frozen=True)
 class PlanField:
     """One field of a plan.
@@ -217,7 +224,9 @@ class PlanField:
     def _reason(self, value: object, listing: str) -> str | None:
         if self.kind in ("degree", "count"):
             if not isinstance(value, bool) and isinstance(value, int) and value >= self.minimum:
-                return None
+                if value <= MAX_COUNT:
+                    return None
+                return f"must be at most {MAX_COUNT:,} ({MAX_COUNT_WHY}), got {value!r}"
             what = "positive" if self.minimum >= 1 else "non-negative"
             return f"must be a {what} integer, got {value!r}"
         if self.kind == "bool":
