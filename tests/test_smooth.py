@@ -49,6 +49,8 @@ def test_continuous_max_exact_outside_its_blend_and_converges():
 @pytest.mark.parametrize(
     "fn",
     [
+        lambda x: sm_.ceil_div(x, 1.3, RELAXED),
+        lambda x: sm_.excess(x - 1.0, RELAXED, scale=20.0),
         lambda x: sm_.smax(x, 1.5, RELAXED),
         lambda x: sm_.smin(x, 1.5, RELAXED, integer=True),
         lambda x: sm_.relu(x - 1.0, RELAXED, scale=2.0),
@@ -109,3 +111,48 @@ def test_relaxed_blend_gradient_finite_far_outside_the_band_in_float32():
     b = jnp.zeros((), jnp.float32)
     g = jax.grad(lambda x: sm_.smax(x, b, sm_.Smoothing(relaxed=True, rel_width=1e-30)))(a)
     assert bool(jnp.isfinite(g))
+
+
+@pytest.mark.parametrize("b", [1.0, 2.0, 3.0, 16.0, 32.0])
+def test_ceil_div_exact_at_every_integer_count(b):
+    """``ceil(n / b)`` at every integer n (n / b itself mostly not an integer): exact relaxed."""
+    n = jnp.arange(0.0, 130.0)
+    hard = np.ceil(np.arange(0.0, 130.0) / b)
+    np.testing.assert_array_equal(sm_.ceil_div(n, b, RELAXED), hard)
+    np.testing.assert_array_equal(sm_.ceil_div(n, b, EXACT), hard)
+    # the ramp lies between the attainable values: monotone and C1 inside (k b, k b + 1)
+    x = jnp.linspace(0.0, 100.0, 20001)
+    v = np.asarray(sm_.ceil_div(x, b, RELAXED))
+    assert np.all(np.diff(v) >= 0) and np.all(v >= np.floor(np.asarray(x) / b))
+
+
+def test_paged_kv_relaxed_ceil_is_exact():
+    """Issue 39: 16 tokens in blocks of 32 relaxed to 0.5 blocks (KV cache -47%)."""
+    assert float(sm_.ceil_div(16.0, 32.0, RELAXED)) == 1.0
+    assert float(sm_.ceil_div(33.0, 32.0, RELAXED)) == 2.0
+
+
+def test_excess_is_one_sided_and_exact_outside_its_ramp():
+    z = jnp.linspace(-3.0, 3.0, 601)
+    v = np.asarray(sm_.excess(z, RELAXED, scale=10.0))  # width 0.5
+    zn = np.asarray(z)
+    assert np.all(v >= 0) and np.all(v <= np.maximum(zn, 0) + 1e-15)
+    np.testing.assert_array_equal(v[zn <= 0], 0.0)
+    np.testing.assert_array_equal(v[zn >= 0.5], zn[zn >= 0.5])
+    np.testing.assert_array_equal(sm_.excess(z, EXACT, scale=10.0), np.maximum(zn, 0))
+
+
+@pytest.mark.parametrize("fn", [sm_.smin, sm_.smax])
+def test_blends_have_no_cancellation_far_outside_the_band_in_float32(fn):
+    """Issue 39: ``0.5 (1 + 3.3e7 - |1 - 3.3e7|)`` is 0 in float32; the relaxed min of 1 and
+    3.3e7 (the continuous batch of a 4-token prompt, 63,968 output tokens) was 0 and TPOT NaN."""
+    one, big = jnp.float32(1.0), jnp.float32(32_768_000.0)
+    hard = np.minimum if fn is sm_.smin else np.maximum
+    for integer in (False, True):
+        assert float(fn(one, big, RELAXED, integer=integer)) == float(hard(1.0, 32_768_000.0))
+    assert float(sm_.relu(one - big, RELAXED, scale=big)) == 0.0
+
+
+def test_divisibility_violation_is_exactly_zero_at_large_integers_in_float32():
+    x = jnp.asarray([2.0**20, 3.0 * 2**18, 1e6 + 1.0], dtype=jnp.float32)
+    np.testing.assert_array_equal(sm_.divisibility_violation(x, RELAXED), 0.0)

@@ -32,7 +32,7 @@ from .._inputs.hardware import FORMATS
 from .._inputs.loader import load_chip, load_model, load_spec
 from .._inputs.measurements import Measurement, load_measurements
 from .._serve.engine import DEFAULT_ENGINE
-from .._terms.comm import local_members
+from .._terms.comm import spans_domains
 from .calibrate import FAMILIES
 from .validate import chip_name
 
@@ -263,12 +263,14 @@ def zero3_multinode_weight(plan: Any, system: Any, sm: Smoothing = EXACT) -> jax
     shard group of ``n = shard_ranks`` ranks, ``tp`` apart (Megatron's rank order puts TP
     innermost), spans and ``l`` its members per domain
     (:func:`diffcost._terms.comm.local_members`, the grouping of the ZeRO-3 collectives in
-    :func:`diffcost._train.cost.zero3_s`).  Exact 0/1 at integer plans, smooth relaxed: the one
-    predicate of the regime, for the UNMODELLED flag here and for its discrepancy
+    :func:`diffcost._train.cost.zero3_s`; the step is taken on the chip counts, ``n tp >
+    domain``, by :func:`diffcost._terms.comm.spans_domains`).  Exact 0/1 at integer plans,
+    smooth relaxed: the one predicate of the regime, for the UNMODELLED flag here and for its
+    discrepancy
     (:mod:`diffcost._analysis.uncertainty`)."""
     shard = plan.shard_ranks()
-    domains = shard / local_members(shard, plan.tp, system, sm)
-    return plan.zero[..., 3] * (1.0 - is_one(domains, sm))
+    spans = spans_domains(shard, plan.tp, system, sm) * (1.0 - is_one(shard, sm))
+    return plan.zero[..., 3] * spans
 
 
 def unmodelled_regimes(kind: str, plan: Any, system: Any) -> list[dict[str, str]]:

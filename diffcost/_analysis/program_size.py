@@ -21,11 +21,11 @@ SLACK = 0.10
 #: Equations per reference program: ceilings measured on jax 0.10.2 (see the module docstring).
 BUDGETS: dict[str, int] = {
     "train_exact_value": 3560,
-    "train_relaxed_value": 5650,
-    "train_relaxed_grad": 15150,
+    "train_relaxed_value": 5690,
+    "train_relaxed_grad": 15630,
     "serve_exact_value": 2260,
-    "serve_relaxed_value": 3440,
-    "serve_relaxed_grad": 8620,
+    "serve_relaxed_value": 3500,
+    "serve_relaxed_grad": 9160,
 }
 
 #: Issue 38's targets for the same programs (exact values <= 1,500; relaxed gradient <= 5,000).

@@ -23,7 +23,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._core.smooth import Smoothing, ceil, is_one, smax
+from .._core.smooth import Smoothing, ceil_div, is_one, smax
 from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._terms.reserve import runtime_reserve_bytes
@@ -69,8 +69,11 @@ def serve_params_per_chip(model: Model, tp: ArrayLike, pp: ArrayLike, sm: Smooth
 
 
 def kv_heads_per_chip(model: Model, tp: ArrayLike, sm: Smoothing) -> Array:
-    """KV heads one tensor-parallel rank holds: ``max(kv_heads / tp, 1)`` (replicated beyond)."""
-    return smax(model.kv_heads / tp, 1.0, sm, integer=True)
+    """KV heads one tensor-parallel rank holds: ``max(kv_heads / tp, 1)`` (replicated beyond).
+
+    Taken as ``max(kv_heads, tp) / tp``: the arguments are integers at integer plans, where the
+    integer blend is exact (``max(kv_heads / tp, 1)`` blends ratios such as 1/2)."""
+    return smax(model.kv_heads, tp, sm, integer=True) / tp
 
 
 def kv_bytes_per_token(
@@ -88,7 +91,7 @@ def kv_bytes_per_token(
 
 def paged_tokens(tokens: ArrayLike, block: ArrayLike, sm: Smoothing) -> Array:
     """Token slots a sequence of ``tokens`` occupies in blocks of ``block``: ``ceil(n/b) * b``."""
-    return ceil(tokens / block, sm) * block
+    return ceil_div(tokens, block, sm) * block
 
 
 def cached_slots(model: Model, context: ArrayLike, block: ArrayLike, sm: Smoothing) -> Array:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._core.smooth import Smoothing, ceil, smin
+from .._core.smooth import Smoothing, ceil_div, smin
 from .._inputs.model import Model
 from .._terms.comm import point_to_point_s
 from .kv import kv_bytes_per_token
@@ -60,7 +60,7 @@ def regime(plan: ServePlan, sm: Smoothing) -> Regime:
         batch_eff=b_eff,
         prompt_rate=rate,
         micro_static=smin(p, b, sm, integer=True),
-        micro_cont=smin(p, b_eff, sm, integer=True),
+        micro_cont=smin(p, b_eff, sm),  # b_eff is a rate, not an integer: continuous blend
         decode_only_share=1.0 - smin(jnp.ones(()), rate / piece, sm),
     )
 
@@ -123,11 +123,11 @@ def continuous_mode(plan: ServePlan, r: Regime, pt: PassTime, sm: Smoothing) -> 
     """Continuous batching with chunked prefill in steady state (Orca, Sarathi-Serve).
 
     TPOT is the iteration over ``tau``; TTFT ``ceil(input / piece)`` iterations with a full
-    chunk (written over ``piece = min(chunk, input)`` so that the relaxed ceil is exact at
-    integer plans where the chunk covers or divides the prompt); throughput ``B_eff tau / step``.
+    chunk (written over ``piece = min(chunk, input)``; :func:`~diffcost._core.smooth.ceil_div`
+    is exact at every integer plan); throughput ``B_eff tau / step``.
     """
     step = pt.round_s[_ITER] + draft_s(plan, pt, _ITER_DRAFT)
-    iterations = ceil(plan.input_len / r.piece, sm)
+    iterations = ceil_div(plan.input_len, r.piece, sm)
     ttft = iterations * (pt.round_s[_ITER_TTFT] + draft_s(plan, pt, _ITER_DRAFT))
     return ModeTimes(ttft, step / r.tokens_per_step, r.batch_eff * r.tokens_per_step / step)
 

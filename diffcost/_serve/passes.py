@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from .._core.smooth import Smoothing, is_one, mix, smax
+from .._core.smooth import Smoothing, excess, is_one, mix, smax
 from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System
 from .._inputs.model import Model
 from .._terms.attention import (
@@ -329,7 +329,12 @@ def pass_time(c: Consts, w: Work) -> PassTime:
     traversal = (
         model.layers * layers_s + t_logits_gemm + t_logits_mem + (p - 1.0) * p2p + p * graph_launch
     )
-    round_s = smax(traversal, m * stage, sm)
+    if sm.relaxed:  # the wait beyond the m busy stages, relaxed from one side: never negative,
+        # and exact whenever the stages dominate (m = p: the traversal is shorter by p2p and
+        # (p - 1) logits); the symmetric blend of smax dipped below m * stage there
+        round_s = m * stage + excess(traversal - m * stage, sm, scale=traversal + m * stage)
+    else:
+        round_s = smax(traversal, m * stage, sm)
     # roofline floors of the bottleneck chip over the round
     matrices = model.layer_matrix_params() / t
     # a mixture of experts reads the experts the pass's tokens activate, computes with top-k

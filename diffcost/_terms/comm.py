@@ -23,9 +23,25 @@ from .._inputs.hardware import System
 
 
 def local_members(group: ArrayLike, stride: ArrayLike, system: System, sm: Smoothing) -> Array:
-    """Members of a group inside one scale-up domain: ``clip(domain / stride, 1, group)``."""
-    per_domain = system.scale_up_domain_chips / jnp.asarray(stride)
-    return smin(smax(per_domain, 1.0, sm, integer=True), group, sm, integer=True)
+    """Members of a group inside one scale-up domain: ``clip(domain / stride, 1, group)``.
+
+    Taken as ``clip(domain, stride, group * stride) / stride``: the clip's arguments are chip
+    counts, integers at every integer plan, where the integer blends are exact (the clip of the
+    ratio is not: ``max(8 / 16, 1)`` blends a difference of 1/2).
+    """
+    s, g = jnp.asarray(stride), jnp.asarray(group)
+    if not sm.relaxed:  # the same function, rounded as before
+        return jnp.minimum(jnp.maximum(system.scale_up_domain_chips / s, 1.0), g)
+    chips = smin(smax(system.scale_up_domain_chips, s, sm, integer=True), g * s, sm, integer=True)
+    return chips / s
+
+
+def spans_domains(group: ArrayLike, stride: ArrayLike, system: System, sm: Smoothing) -> Array:
+    """1 when a group of ``group`` ranks ``stride`` apart leaves one scale-up domain, else 0:
+    ``group * stride > domain`` (``group / local_members > 1``), a step on the chip counts,
+    integers at integer plans (exact there); requires ``group >= 2``."""
+    g, s = jnp.asarray(group), jnp.asarray(stride)
+    return 1.0 - is_one(g * s - system.scale_up_domain_chips + 1.0, sm)
 
 
 def all_reduce_s(
@@ -125,7 +141,7 @@ def all_to_all_s(
     up = b * (local - 1.0) / g / (system.scale_up_bandwidth_bytes_per_s * frac)
     remote = b * (g - local) / g if scale_out_bytes is None else jnp.asarray(scale_out_bytes)
     out = remote / (system.scale_out_bandwidth_bytes_per_s * frac)
-    crosses = 1.0 - is_one(g / local, sm)
+    crosses = spans_domains(g, stride, system, sm)
     latency = system.scale_up_latency_s + crosses * system.scale_out_latency_s
     return (smax(up, out, sm) + latency) * (1.0 - is_one(g, sm))
 
@@ -147,11 +163,11 @@ def point_to_point_s(
 ) -> Array:
     """Send ``bytes_sent`` to the rank ``stride`` away: over scale-out once ``stride >= domain``.
 
-    ``B / beta + alpha`` of the level the neighbour sits on (exact for power-of-two sizes; the
-    relaxed step is taken on ``log2(stride / domain)``).
+    ``B / beta + alpha`` of the level the neighbour sits on (the relaxed step is taken on the
+    chip counts ``stride - domain``, integers at integer plans, so it is exact there).
     """
     frac = system.efficiency.link_bandwidth_fraction
-    crosses = step(jnp.log2(jnp.asarray(stride) / system.scale_up_domain_chips), sm)
+    crosses = step(jnp.asarray(stride) - system.scale_up_domain_chips, sm)
     b = jnp.asarray(bytes_sent)
     up = b / (system.scale_up_bandwidth_bytes_per_s * frac) + system.scale_up_latency_s
     out = b / (system.scale_out_bandwidth_bytes_per_s * frac) + system.scale_out_latency_s

@@ -282,11 +282,20 @@ def micro_batches_in_flight(plan: TrainPlan, sm: Smoothing, stage: int = 0) -> A
     forwards before its first backward (Narayanan et al. SC'21 §2.2.1), times Korthikanti's
     interleaving factor when ``v > 1`` (applied to the second stage too, an approximation);
     never more than the ``m`` micro-batches of the step.
+
+    Relaxed, the minimum is taken of both sides times ``p v``: ``(p - stage) (p v + [v > 1]
+    (p - 1))`` and ``m p v`` are integers at integer plans, where the integer blend is exact (the
+    in-flight count itself is not an integer: 2.5 for ``p = v = 2``).
     """
     p, v = plan.pp, plan.virtual_stages
     interleaved = 1.0 - is_one(v, sm)
-    factor = 1.0 + interleaved * (p - 1.0) / (p * v)
-    return smin((p - stage) * factor, plan.num_micro_batches(), sm, integer=True)
+    m = plan.num_micro_batches()
+    if not sm.relaxed:
+        factor = 1.0 + interleaved * (p - 1.0) / (p * v)
+        return smin((p - stage) * factor, m, sm, integer=True)
+    pv = p * v
+    warm = (p - stage) * (pv + interleaved * (p - 1.0))
+    return smin(warm, m * pv, sm, integer=True) / pv
 
 
 @once
