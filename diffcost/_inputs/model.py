@@ -112,9 +112,10 @@ class Model(eqx.Module):
     @once
     def window_tokens(self, context: ArrayLike, sm: Smoothing) -> Array:
         """Earlier tokens a sliding-window layer attends (and keeps cached) with ``context`` of
-        them: ``min(c, W) = c - relu(c - W)`` (tokens)."""
+        them: ``min(c, W) = c - relu(c - W)`` (tokens); the relaxed ``relu`` blends over one
+        token (token counts: exact whenever ``c - W`` is a whole number of tokens)."""
         c = jnp.asarray(context)
-        return c - relu(c - self.sliding_window, sm, scale=c + self.sliding_window)
+        return c - relu(c - self.sliding_window, sm)
 
     @once
     def attended_tokens(self, context: ArrayLike, sm: Smoothing) -> Array:
