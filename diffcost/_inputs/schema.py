@@ -442,6 +442,12 @@ def _model_latent(values: dict[str, Any], add: Callable[[str, str], None]) -> No
         add("kv_heads", "must equal heads under multi-head latent attention (one K, V per head)")
     if values.get("rope_head_dim", 0) >= values.get("head_dim", float("inf")):
         add("rope_head_dim", f"must be less than head_dim ({values.get('head_dim')})")
+    if values.get("rope_head_dim") == 0:
+        add(
+            "rope_head_dim",
+            "must be positive under multi-head latent attention: its rotary key is the part "
+            "of head_dim the latent cannot carry (DeepSeek-V2, arXiv:2405.04434, section 2.1.3)",
+        )
 
 
 def _model_params(values: dict[str, Any], add: Callable[[str, str], None]) -> None:

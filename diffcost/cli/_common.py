@@ -375,3 +375,26 @@ def check_finite(out: Any, job: str, system: Any, model: Any, inputs: str = "") 
             + (f" (inputs: {inputs})" if inputs else "")
         )
         raise SpecError([Problem("<prediction>", "prediction", reason)])
+
+
+def naming_flag(flag: str, err: SpecError, given: list[str]) -> SpecError:
+    """``err`` with each problem about a value given to ``flag`` itself (a file not found, an
+    unknown built-in name: its ``file`` is one of the ``given`` values or it quotes one) named
+    as that flag, so the message says which option was wrong; problems inside a file that
+    was found keep naming that file."""
+
+    def about_flag(p: Problem) -> bool:
+        return p.file in given or any(f"'{g}'" in p.reason for g in given)
+
+    return SpecError(
+        [
+            Problem(
+                "command line",
+                flag,
+                p.reason if p.file.startswith("<") else f"{p.file}: {p.reason}",
+            )
+            if about_flag(p)
+            else p
+            for p in err.problems
+        ]
+    )

@@ -14,8 +14,9 @@ from .._analysis.distributed import is_writer, join
 from .._analysis.sweep import Sweep, SweepFile, SweepResult, load_sweep, run_sweep
 from .._analysis.sweep_shard import parse_shard, shard_range, stamp, sweep_digest, write_table
 from .._core.errors import Problem, SpecError
+from .._inputs.loader import load_spec
 from . import app
-from ._common import console, friendly_errors, output_problems, print_json
+from ._common import console, friendly_errors, naming_flag, output_problems, print_json
 from ._sweep_paths import output_paths
 
 #: ``--intervals/--no-intervals``: the p10/p90 columns of the headline outputs.
@@ -179,6 +180,11 @@ def sweep(
     paths = output_paths(specs, flags, shard_of)
     for spec, where in zip(specs, paths, strict=True):
         _check_paths(spec, where, {k for k, v in flags.items() if v is None})
+    if calibration:
+        try:
+            load_spec("calibration", calibration)
+        except SpecError as err:
+            raise naming_flag("--calibration", err, [calibration]) from None
     summaries = []
     for spec, where in zip(specs, paths, strict=True):
         sw = replace(spec.sweep, calibration=calibration) if calibration else spec.sweep

@@ -18,6 +18,7 @@ from ._common import (
     check_outputs,
     console,
     friendly_errors,
+    naming_flag,
     print_json,
     stage,
 )
@@ -27,7 +28,10 @@ def _points(measurements: list[str] | None, sources: list[str] | None):
     if measurements and not all(measurements):
         reason = "needs a measurement file path, got ''"
         raise SpecError([Problem("<flags>", "--measurements", reason)])
-    points = load_measurements(measurements or None)
+    try:
+        points = load_measurements(measurements or None)
+    except SpecError as err:
+        raise naming_flag("--measurements", err, list(measurements or [])) from None
     if sources:
         known = sorted({m.source for m in points})
         unknown = [s for s in sources if s not in known]
