@@ -40,6 +40,7 @@ import jax.numpy as jnp
 from jax.scipy.special import gammainc, ndtr
 from jaxtyping import Array, ArrayLike, Float
 
+from .._core.exported import ExportedProgram
 from .._core.smooth import EXACT, Smoothing, ceil, relu, smax, smin
 from .._inputs.hardware import System
 from .._inputs.model import Model
@@ -450,6 +451,7 @@ __all__ = [
 ]
 
 
-#: :func:`goodput_qps` under one ``eqx.filter_jit`` (one compilation per model structure), for
+#: :func:`goodput_qps` compiled once per model structure (an :class:`ExportedProgram`: kept on
+#: disk by the command line, ``eqx.filter_jit`` elsewhere), for
 #: callers that ask one plan at a time: ``diffcost serve --qps`` and ``validate --load``.
-goodput_qps_jit = eqx.filter_jit(goodput_qps)
+goodput_qps_jit = ExportedProgram(goodput_qps, "serve-goodput-qps")

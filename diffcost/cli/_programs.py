@@ -8,7 +8,7 @@ from typing import Any
 from .._analysis.uncertainty import predict_linearised
 from .._core.exported import ExportedProgram
 from .._inputs.hardware import strong_float
-from .._serve.load import goodput_qps, under_load
+from .._serve.load import goodput_qps_jit, under_load
 
 
 def _at_slo(cost: Any, plan: Any, ttft_s: Any, tpot_s: Any) -> Any:
@@ -30,4 +30,4 @@ def AT_SLO(cost: Any, plan: Any, ttft_s: float, tpot_s: float) -> Any:  # noqa: 
 
 
 UNDER_LOAD = ExportedProgram(under_load, "serve-under-load")
-GOODPUT_QPS = ExportedProgram(goodput_qps, "serve-goodput-qps")
+GOODPUT_QPS = goodput_qps_jit
