@@ -41,7 +41,7 @@ from jax.scipy.special import gammainc, ndtr
 from jaxtyping import Array, ArrayLike, Float
 
 from .._core.exported import ExportedProgram
-from .._core.smooth import EXACT, Smoothing, ceil, relu, smax, smin
+from .._core.smooth import EXACT, Smoothing, ceil_div, relu, smax, smin
 from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._terms.memory_levels import placed_system
@@ -163,7 +163,8 @@ class Steady(NamedTuple):
     that carry prompt tokens (the prefill server's utilisation); ``service_s`` the time a
     prompt holds that server; ``f`` the share of iterations that carry prompt tokens;
     ``t_decode_s``, ``t_first_s``, ``t_full_s`` the iterations without prompt tokens, with a
-    lone prompt's first piece ``min(L_in, budget)``, and with a full budget of them."""
+    lone prompt's first piece ``min(L_in, budget)``, and with a full budget of them;
+    ``pieces`` the iterations a lone prompt takes, ``ceil(chunks)`` (:func:`_pieces`)."""
 
     t_s: Array
     n: Array
@@ -175,15 +176,24 @@ class Steady(NamedTuple):
     t_decode_s: Array
     t_first_s: Array
     t_full_s: Array
+    pieces: Array
 
 
-def _alone_s(x: Array, t_d: Array, t_1: Array, t_f: Array, sm: Smoothing) -> Array:
+def _alone_s(x: Array, pieces: Array, t_d: Array, t_1: Array, t_f: Array, sm: Smoothing) -> Array:
     """Seconds a prompt of ``x`` budgets holds the iterations when no other prompt is waiting:
-    its first piece ``t_1``, then ``ceil(x) - 1`` more iterations, each ``t(N, 0)`` plus its
-    prompt tokens at the full iteration's marginal rate ``(t(N, B) - t(N, 0)) / B`` (the last
-    one partial)."""
-    more = relu(ceil(x, sm) - 1.0, sm, scale=1.0)
+    its first piece ``t_1``, then ``pieces - 1`` more iterations (``pieces = ceil(x)``, from
+    :func:`_pieces`), each ``t(N, 0)`` plus its prompt tokens at the full iteration's marginal
+    rate ``(t(N, B) - t(N, 0)) / B`` (the last one partial)."""
+    more = relu(pieces - 1.0, sm, scale=1.0)
     return t_1 + more * t_d + relu(x - 1.0, sm, scale=1.0) * (t_f - t_d)
+
+
+def _pieces(plan: ServePlan, budget: Array, sm: Smoothing) -> Array:
+    """Iterations a lone prompt of ``L_in`` tokens takes at ``budget`` prompt tokens each:
+    ``ceil(L_in / budget)`` (dimensionless), through :func:`~diffcost._core.smooth.ceil_div`, whose
+    relaxed staircase equals the exact count except within one prompt token of a step (the
+    relaxation ``ceil(x) ~ x`` was off by up to one iteration everywhere)."""
+    return ceil_div(plan.input_len, budget, sm)
 
 
 def sequence_cap(
@@ -209,15 +219,16 @@ def _steady_parts(system, model, plan, rate: Array, t: Array, cap: Array, sm: Sm
     t_d = iteration_s(system, model, plan, n, jnp.zeros(()), sm)
     t_1 = iteration_s(system, model, plan, n, smin(plan.input_len, budget, sm), sm)
     t_f = iteration_s(system, model, plan, n, budget, sm)
-    extra = relu(ceil(x, sm) - 1.0, sm, scale=1.0)  # further iterations of a lone prompt
-    alone, bulk = _alone_s(x, t_d, t_1, t_f, sm), x * t_f
+    pieces = _pieces(plan, budget, sm)
+    extra = relu(pieces - 1.0, sm, scale=1.0)  # further iterations of a lone prompt
+    alone, bulk = _alone_s(x, pieces, t_d, t_1, t_f, sm), x * t_f
     rho = rate * alone / (1.0 + rate * (alone - bulk))
     busy = smin(rho, 1.0, sm)
     chunk_rate = rate * (busy * x + (1.0 - busy) * (1.0 + extra))  # chunk iterations / s
     chunk_rate = chunk_rate / smax(rho, 1.0, sm)  # saturated: prompt iterations fill the time
     t_s = 1.0 / (chunk_rate + (1.0 - busy) / t_d)
     service = alone - busy * (alone - bulk)
-    return Steady(t_s, n, cap, x, rho, service, chunk_rate * t_s, t_d, t_1, t_f)
+    return Steady(t_s, n, cap, x, rho, service, chunk_rate * t_s, t_d, t_1, t_f, pieces)
 
 
 def steady_state(
@@ -349,7 +360,7 @@ def _ttft_parts(plan: ServePlan, st: Steady, load: Workload, rate: Array, sm: Sm
     too (exponential).  ``O`` has the mean :func:`_alone_s` and the spread of the prompt
     lengths at the marginal cost of a prompt token, ``(t(N, B) - t(N, 0)) / B``."""
     busy = smin(st.busy, 1.0, sm)
-    alone = _alone_s(st.chunks, st.t_decode_s, st.t_first_s, st.t_full_s, sm)
+    alone = _alone_s(st.chunks, st.pieces, st.t_decode_s, st.t_first_s, st.t_full_s, sm)
     per_prompt = relu(st.t_full_s - st.t_decode_s, sm, scale=st.t_full_s) * st.chunks
     var_own = (load.input_cv * per_prompt) ** 2
     mean_w, var_w = _wait(st, load, sm)
