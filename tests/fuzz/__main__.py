@@ -1,4 +1,4 @@
-"""``python -m tests.fuzz [--every K] [--combinations N]``: run the fuzz suite, print the
+"""``python -m tests.fuzz [--every K [--offset R]] [--combinations N]``: run the fuzz suite, print the
 outcome counts per input group (with the oracle's valid / invalid / cannot-tell counts) and per
 oracle verdict, and the first defects; exit 1 if there is any defect.  Defects include
 ``accepted_invalid`` (an invalid input answered) and ``refused_valid`` (a valid input refused).
@@ -19,13 +19,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--every", type=int, default=1, help="run every K-th case (1: all)")
     parser.add_argument("--start", type=int, default=0, help="skip the cases before this one")
+    parser.add_argument(
+        "--offset", type=int, default=0, help="with --every K: the cases i with i % K == offset"
+    )
     parser.add_argument("--group", default="", help="only the groups starting with this")
     parser.add_argument("--combinations", type=int, default=1000, help="hypothesis examples")
     args = parser.parse_args()
     runner = Runner()
     start = time.perf_counter()
     for i, case in enumerate(all_cases()):
-        if i >= args.start and i % args.every == 0 and case.group.startswith(args.group):
+        picked = i % args.every == args.offset % args.every
+        if i >= args.start and picked and case.group.startswith(args.group):
             runner.run(case)
         if i % 2000 == 0:
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6

@@ -34,8 +34,9 @@ dimension) and reads the same SI value (the value is 0: valid); a binary for a d
 (factor within 10%, ``_gib`` -> ``_gb``) is None (a plausible other chip); a key that collides
 with one already in the table is a duplicate key (invalid TOML).
 
-Hugging Face configs (:func:`hf_valid`): an unknown key is valid (configs carry many keys the
-reader ignores); a non-number, NaN, inf, 1e300, 2**62, 1e-300, 0 or -1 in an architecture count
+Hugging Face configs (:func:`hf_valid`): an unknown key is invalid (the reader cannot tell
+whether it changes the architecture, and an input diffcost cannot represent is refused, never
+approximated); a non-number, NaN, inf, 1e300, 2**62, 1e-300, 0 or -1 in an architecture count
 (:data:`HF_COUNTS`) is invalid; deletions, misspellings and other keys None.
 
 Flags (:func:`flag_valid`): a non-integer (``1.5``, ``x``, ``""``, ``nan``) for an integer flag
@@ -268,7 +269,7 @@ HF_COUNTS = frozenset(
 def hf_valid(path: tuple[str | int, ...], label: str, old: Any, new: Any) -> bool | None:
     """The validity of a Hugging Face config mutation."""
     if label == "add unknown key":
-        return True
+        return False  # may change the architecture: refused rather than misread
     key = path[-1] if path else ""
     if len(path) != 1 or key not in HF_COUNTS or label.startswith(("delete ", "misspell ")):
         return None
