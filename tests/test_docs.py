@@ -3,6 +3,8 @@ for a Markdown target with a #fragment, to one of its headings), every docs page
 the README, and each README section opens with its command."""
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,25 @@ def test_readme_sections_open_with_a_command():
             continue
         first = body.strip().split("\n", 1)[0]
         assert first.startswith("```"), f"README section {title!r} opens with {first!r}"
+
+
+@pytest.mark.skipif(
+    not (ROOT / ".git").exists() or shutil.which("git") is None, reason="not a git checkout"
+)
+def test_linked_files_are_not_git_ignored():
+    """A linked file that .gitignore hides (a figure: *.png) exists here but not in a clone."""
+    targets = sorted(
+        {
+            (page.parent / t.partition("#")[0]).resolve().relative_to(ROOT).as_posix()
+            for page in PAGES
+            for t in _relative_links(page)
+            if t.partition("#")[0]
+        }
+    )
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *targets],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert not ignored, f"linked but git-ignored: {ignored}"
