@@ -1,19 +1,28 @@
-"""The README's Python code runs as written."""
+"""The README's and the docs pages' Python code runs as written; the quick start is two commands."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
 
 
-@pytest.mark.slow  # ~15 s: runs every README Python block (default run budget)
-def test_readme_python_blocks_run():
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    assert blocks
+@pytest.mark.slow  # ~15 s: runs every Python block of the README and docs/ (default run budget)
+@pytest.mark.parametrize("page", [README, *DOCS], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_python_blocks_run(page: Path):
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
     for block in blocks:
-        exec(compile(block, str(README), "exec"), {})
+        exec(compile(block, str(page), "exec"), {})
+
+
+def test_python_blocks_exist():
+    """The README and the docs pages keep their Python examples (each run by the slow test)."""
+    pages = [p for p in [README, *DOCS] if "```python\n" in p.read_text()]
+    names = {p.relative_to(ROOT).as_posix() for p in pages}
+    assert {"README.md", "docs/library.md", "docs/uncertainty.md"} <= names
 
 
 def test_readme_quick_start_is_two_commands():
