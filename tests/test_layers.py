@@ -194,8 +194,10 @@ def describe(component: list[str], edges: list[Import]) -> str:
 
 def test_the_package_is_read():
     edges = collect()
-    assert len({e.source for e in edges}) > 100  # every module of diffcost/ was parsed
+    # 84 of the 104 files import another diffcost module (empty ``__init__.py`` files do not)
+    assert len({e.source for e in edges}) > 75
     assert {layer(e.source) for e in edges} >= set(LEVELS)
+    assert ("diffcost._serve.kv", "diffcost._inputs.reserve") in {e[:2] for e in edges}
 
 
 def test_layers_point_down():
@@ -221,6 +223,7 @@ _MODULES = {
     "diffcost._terms.reserve",
     "diffcost._train",
     "diffcost._train.problems",
+    "diffcost._train.rules",
     "diffcost._serve",
     "diffcost._serve.cost",
 }
@@ -251,11 +254,11 @@ def test_importing_the_facade_from_a_layer_is_flagged():
 
 
 def test_downward_and_same_layer_imports_pass():
-    text = "from .._core import smooth\nfrom . import problems\nimport diffcost._inputs.loader\n"
+    text = "from .._core import smooth\nfrom . import rules\nimport diffcost._inputs.loader\n"
     edges = _edges("diffcost._train.problems", text)
     assert {e.target for e in edges} == {
         "diffcost._core.smooth",
-        "diffcost._train",
+        "diffcost._train.rules",
         "diffcost._inputs.loader",
     }
     assert violations(edges) == []
