@@ -8,7 +8,7 @@ from rich.table import Table
 
 from .._core.errors import Problem, SpecError
 from .._inputs.hardware import FORMATS
-from . import app
+from ._app import app
 from ._common import JsonFlag, console, friendly_errors, positive_problems, print_json, stage
 
 UNITS = {

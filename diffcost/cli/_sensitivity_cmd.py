@@ -23,7 +23,7 @@ from .._serve.plan import ServePlan
 from .._train.cost import TrainCost
 from .._train.plan import TrainPlan
 from .._train.problems import train_problems
-from . import app
+from ._app import app
 from ._common import (
     EXIT_INFEASIBLE,
     CalibrationOpt,

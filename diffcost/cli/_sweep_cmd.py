@@ -15,7 +15,7 @@ from .._analysis.sweep import Sweep, SweepFile, SweepResult, load_sweep, run_swe
 from .._analysis.sweep_shard import parse_shard, shard_range, stamp, sweep_digest, write_table
 from .._core.errors import Problem, SpecError
 from .._inputs.loader import load_spec
-from . import app
+from ._app import app
 from ._common import console, friendly_errors, naming_flag, output_problems, print_json
 from ._sweep_paths import output_paths
 

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from .._core.errors import Problem, SpecError
 from .._inputs.measurements import METRIC_LABELS, load_measurements
-from . import app
+from ._app import app
 from ._common import (
     CalibrationOpt,
     JsonFlag,
