@@ -1,7 +1,7 @@
 """What every kind of input file may contain: the one schema source.
 
 The loader (:mod:`diffcost._inputs.checker`), the reference section of ``specs/SCHEMA.md``
-(generated from this module by :mod:`diffcost._inputs.schema_doc`) and the CLI all read the
+(generated from this module by :mod:`diffcost._analysis.schema_doc`) and the CLI all read the
 :data:`KINDS` below.  A :class:`Kind` lists a file's top-level keys, its tables, how its
 ``[source]`` table is checked and the rules that relate several values.
 """

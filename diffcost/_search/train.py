@@ -35,8 +35,11 @@ from .._core.options import (
 from .._core.smooth import RELAXED
 from .._inputs.hardware import System
 from .._inputs.model import Model
+from .._inputs.posterior import required_risk
+from .._terms.risk import log_sigma, upper_quantile
 from .._train.cost import TrainBreakdown, TrainCost
 from .._train.plan import TRAIN_FIELDS, LoraTarget, TrainPlan, encode_train
+from .._train.regimes import zero3_multinode_weight
 from .._train.rules import fp8_units
 from .core import (
     Axis,
@@ -87,7 +90,7 @@ class TrainSearchSpace:
     flash_attention: bool = True
     objective: TrainObjective | str = TrainObjective.TIME
     # The chip and calibration whose posterior the p90 objective reads (its constants' basis
-    # and discrepancy regime, :func:`diffcost._analysis.uncertainty.risk_for`).
+    # and discrepancy regime, :func:`diffcost._inputs.posterior.risk_for`).
     chip: str = ""
     calibration: str = "default"
     # Discrete-only, fixed for the whole search (never relaxed or enumerated): the pipeline
@@ -314,7 +317,6 @@ def _per_plan(cost: TrainCost, objective: str, risk: Any):
     objective) the step time's upper quantile ``y exp(Z80 sigma)``
     (:mod:`diffcost._analysis.uncertainty`: the constants' posterior and the discrepancy of the
     plan's regime, ZeRO-3 across nodes or not)."""
-    from .._analysis.uncertainty import log_sigma, upper_quantile, zero3_multinode_weight
 
     def one(plan):
         system = eqx.tree_at(lambda s: s.num_chips, cost.system, plan.num_chips())
@@ -365,12 +367,10 @@ def _scan(cost: TrainCost, start: jax.Array, risk: Any, key: _ScanKey):
 
 
 def risk_of(space: TrainSearchSpace, objective: str | None = None) -> Any:
-    """The :class:`~diffcost._analysis.uncertainty.Risk` a p90 search ranks by (None for the
+    """The :class:`~diffcost._inputs.posterior.Risk` a p90 search ranks by (None for the
     other objectives); a SpecError without a chip name or a stored posterior."""
     if (objective or space.objective) != TrainObjective.P90:
         return None
-    from .._analysis.uncertainty import required_risk
-
     return required_risk(space.chip, space.calibration, "train_throughput")
 
 

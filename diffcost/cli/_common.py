@@ -16,8 +16,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .._analysis.plans import load_scenario
 from .._core.errors import Problem, SpecError
 from .._inputs.checker import MAX_SI_VALUE
+from .._serve.plan import plan_kwargs
 
 #: Plain output: ``markup=False``, so no text a user wrote (a name with ``[/x]``, a path)
 #: is ever read as rich markup; emphasis is a ``style=`` on a whole line.
@@ -104,10 +106,6 @@ def merge_inputs(
     ``refs_flags`` holds the ``model``, ``system``, ``chip`` and ``chips`` flags; ``flags`` the
     plan flags (``None``: not given).
     """
-    from .._core.errors import Problem, SpecError
-    from .._inputs.scenario import load_scenario
-    from .._serve.plan import plan_kwargs
-
     base: dict[str, Any] = {}
     refs: dict[str, Any] = {"model": None, "system": None, "chip": None, "chips": None}
     if scenario is None and refs_flags["model"] is None:

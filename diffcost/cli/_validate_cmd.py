@@ -8,8 +8,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from .._analysis.plans import load_load_measurements, load_measurements
 from .._core.errors import Problem, SpecError
-from .._inputs.measurements import METRIC_LABELS, load_measurements
+from .._inputs.measurements import METRIC_LABELS
 from ._app import app
 from ._common import (
     CalibrationOpt,
@@ -246,7 +247,6 @@ def validate(
 def _validate_load(calibration: str, files: list[str] | None, json_out: bool) -> None:
     """``diffcost validate --load``: :mod:`diffcost._analysis.validate_load`."""
     from .._analysis.validate_load import error_table, validate_load
-    from .._inputs.load_measurements import load_load_measurements
 
     result = validate_load(load_load_measurements(files or None), calibration)
     if json_out:
