@@ -86,7 +86,7 @@ from .._inputs.posterior import (
 from .._terms.risk import Z80, scaled_efficiency
 from .._train.regimes import zero3_multinode_weight
 from . import calibrate as C
-from .validate import Prepared
+from .validate import Prepared, prepare
 
 #: The metric kinds of the measurements (:data:`diffcost._inputs.measurements.METRICS`).
 KINDS = ("train_throughput", "serve_throughput", "ttft", "token_latency")
@@ -611,8 +611,6 @@ def main(argv: list[str] | None = None) -> None:
     as ``diffcost calibrate`` does, print the posterior and the leave-one-source-out coverage,
     and write the posterior at PATH (default: beside the calibration)."""
     import argparse
-
-    from .validate import prepare
 
     ap = argparse.ArgumentParser(prog="python -m diffcost._analysis.uncertainty")
     ap.add_argument("--calibration", default="default")

@@ -13,6 +13,7 @@ from typing import Any
 from .._core.options import PlanField
 from .._core.units import accepted_suffixes
 from . import ranges as R
+from .build import model_module
 from .hardware import ARCHITECTURES, FORMATS
 from .ranges import Plausible
 
@@ -455,7 +456,6 @@ def _model_params(values: dict[str, Any], add: Callable[[str, str], None]) -> No
     within 3% (:data:`PARAMS_TOLERANCE`)."""
     if not all(k in values for k in MODEL_SHAPE_KEYS):
         return
-    from .build import model_module
 
     model = model_module(values)
     for key, count in (("params_b", model.num_params), ("params_active_b", model.active_params)):

@@ -225,6 +225,7 @@ def _report(kind: str, job: Job, report: Flags, json_out: bool) -> None:
     know = _knowledge(kind, job, linearised)
     tornado: Path | None = report["tornado"]
     if tornado is not None:
+        # imported here: the plots import matplotlib and pandas (~1 s), only --tornado needs them
         from .._analysis.plots import save
         from .._analysis.plots import tornado as tornado_chart
 

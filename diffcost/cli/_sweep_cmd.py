@@ -62,6 +62,7 @@ def write_plots(result: SweepResult, job: str, varying: list[str], folder: Path)
     """The plots a sweep supports: MFU heatmap (train, TP and PP swept), Pareto front (serve),
     memory bars of the best plans, and the headline metric with its p10-p90 band
     (:func:`band_axes`) when the sweep has interval columns."""
+    # imported here: the plots import matplotlib and pandas (~1 s), only --plots needs them
     from .._analysis import plots as _plots
 
     folder.mkdir(parents=True, exist_ok=True)
