@@ -22,6 +22,7 @@ except metadata.PackageNotFoundError:  # run from a source tree that was never i
 
 if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _LAZY
     from ._analysis.calibrate import calibrate
+    from ._analysis.plans import load_measurements, load_scenario
     from ._analysis.sensitivity import (
         Sensitivity,
         sensitivity,
@@ -62,9 +63,9 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
         load_system,
         specs_dir,
     )
-    from ._inputs.measurements import Measurement, load_measurements
+    from ._inputs.measurements import Measurement
     from ._inputs.model import Model
-    from ._inputs.scenario import Scenario, load_scenario
+    from ._inputs.scenario import Scenario
     from ._search.core import SearchResult
     from ._search.serve import ServeSearchSpace, search_serve
     from ._search.train import TrainSearchSpace, search_train
@@ -81,6 +82,10 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
 #: module (PEP 562 ``__getattr__``) and keeps the value in the package's namespace.
 _LAZY: dict[str, tuple[str, ...]] = {
     "._analysis.calibrate": ("calibrate",),
+    "._analysis.plans": (
+        "load_measurements",
+        "load_scenario",
+    ),
     "._analysis.sensitivity": (
         "Sensitivity",
         "sensitivity",
@@ -141,15 +146,9 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "load_system",
         "specs_dir",
     ),
-    "._inputs.measurements": (
-        "Measurement",
-        "load_measurements",
-    ),
+    "._inputs.measurements": ("Measurement",),
     "._inputs.model": ("Model",),
-    "._inputs.scenario": (
-        "Scenario",
-        "load_scenario",
-    ),
+    "._inputs.scenario": ("Scenario",),
     "._search.core": ("SearchResult",),
     "._search.serve": (
         "ServeSearchSpace",

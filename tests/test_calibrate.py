@@ -10,9 +10,9 @@ import pytest
 
 import diffcost as dc
 from diffcost._analysis import calibrate as C
+from diffcost._analysis.plans import load_measurements
 from diffcost._analysis.validate import prepare
 from diffcost._inputs.loader import efficiency_for, load_spec
-from diffcost._inputs.measurements import load_measurements
 from diffcost.cli import app
 
 SUBSET = (

@@ -120,7 +120,8 @@ def test_start_vector_is_inside_the_box_and_nearest_chip_of_h100_is_h100():
 
 @pytest.mark.slow  # ~50 s: compiles the edge serving model and its gradient
 def test_edge_codesign_improves_and_exact_reevaluation_matches():
-    from diffcost._codesign.optimize import codesign, summarise
+    from diffcost._codesign.multistart import codesign
+    from diffcost._codesign.optimize import summarise
     from diffcost._codesign.technology import load_technology
 
     tech = load_technology("n4")

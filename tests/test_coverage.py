@@ -6,7 +6,7 @@ import pytest
 
 import diffcost as dc
 from diffcost._analysis import coverage as C
-from diffcost._inputs.measurements import load_measurements
+from diffcost._analysis.plans import load_measurements
 
 
 @pytest.mark.parametrize(

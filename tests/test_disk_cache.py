@@ -1,8 +1,8 @@
 """Results cached on disk between runs: reused while their input files are unchanged."""
 
 from diffcost._analysis.coverage import builtin_index, index
+from diffcost._analysis.plans import load_measurements
 from diffcost._core.disk_cache import cached_json
-from diffcost._inputs.measurements import load_measurements
 
 
 def test_cached_result_is_reused_until_an_input_changes(tmp_path, monkeypatch):

@@ -10,9 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
+from diffcost._analysis.plans import load_measurements
 from diffcost._core.errors import SpecError
 from diffcost._core.smooth import RELAXED
-from diffcost._inputs.measurements import load_measurements, measurements_dir
+from diffcost._inputs.measurements import measurements_dir
 from diffcost._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
 from diffcost._terms.kernels import KERNELS_PER_LAYER_FORWARD
 from diffcost.cli import app

@@ -6,8 +6,8 @@ import pytest
 
 import diffcost as dc
 from diffcost import SpecError
+from diffcost._analysis.plans import load_measurements
 from diffcost._inputs.loader import load_spec
-from diffcost._inputs.measurements import load_measurements
 
 SOURCE = """
 [source]

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
+from diffcost._analysis.plans import PLAN_SCHEMAS
 from diffcost._analysis.sweep_spec import PLAN_FIELDS
 from diffcost._core.errors import SpecError
 from diffcost._core.options import (
@@ -25,7 +26,6 @@ from diffcost._core.options import (
     values,
 )
 from diffcost._inputs.hardware import FORMATS
-from diffcost._inputs.scenario import PLAN_SCHEMAS
 from diffcost._search.train import TrainSearchSpace, objective_of
 from diffcost._serve.plan import SERVE_PLAN
 from diffcost._train.plan import TRAIN_FIELDS, TRAIN_PLAN, TRAINING_PRECISIONS

@@ -171,8 +171,7 @@ def test_a_model_shape_beyond_any_transformer_is_refused(tmp_path):
 def test_every_measured_number_has_a_plausible_range():
     """The measured values and offered loads of measurement files (the points the model is
     validated against) are held to ranges as well; every built-in one lies inside."""
-    from diffcost._inputs.load_measurements import load_load_measurements
-    from diffcost._inputs.measurements import load_measurements
+    from diffcost._analysis.plans import load_load_measurements, load_measurements
 
     tables = [*S.MEASURED.values(), S.LOAD, S.LOAD_MEASURED]
     missing = [

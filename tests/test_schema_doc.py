@@ -8,9 +8,9 @@ from collections.abc import Mapping
 import pytest
 
 import diffcost as dc
+from diffcost._analysis import schema_doc
 from diffcost._core.units import split_unit
 from diffcost._inputs import schema as S
-from diffcost._inputs import schema_doc
 
 DOC = dc.specs_dir() / "SCHEMA.md"
 
@@ -36,7 +36,7 @@ def _reference() -> dict[str, dict[str, dict[str, list[str]]]]:
 def test_key_reference_is_up_to_date():
     text = DOC.read_text()
     assert schema_doc.BEGIN in text and schema_doc.END in text
-    assert schema_doc.render(text) == text, "run: python -m diffcost._inputs.schema_doc"
+    assert schema_doc.render(text) == text, "run: python -m diffcost._analysis.schema_doc"
 
 
 def _schema_tables(kind: S.Kind) -> dict[str, dict[str, S.Field]]:
@@ -71,7 +71,7 @@ def test_every_schema_key_is_documented_with_its_unit_and_requiredness(name):
 
 
 def test_plan_keys_are_documented_for_both_jobs():
-    from diffcost._inputs.scenario import PLAN_SCHEMAS
+    from diffcost._analysis.plans import PLAN_SCHEMAS
 
     ref = _reference()
     for job, fields in PLAN_SCHEMAS.items():
@@ -108,7 +108,7 @@ def _examples() -> list[tuple[str, list[tuple[str, str]]]]:
 
 def _allowed(kind: str, table: str) -> Mapping[str, S.Field] | None:
     """The schema of a table of an example (None: any key, as in a free [source])."""
-    from diffcost._inputs.scenario import PLAN_SCHEMAS
+    from diffcost._analysis.plans import PLAN_SCHEMAS
 
     plans = {k: f for p in PLAN_SCHEMAS.values() for k, f in p.items()}
     if kind in ("train", "serve"):
@@ -149,7 +149,7 @@ def test_every_example_key_exists_in_the_schema():
 
 
 def test_serve_plan_keys_named_in_words_exist():
-    from diffcost._inputs.scenario import PLAN_SCHEMAS
+    from diffcost._analysis.plans import PLAN_SCHEMAS
 
     text = DOC.read_text().split("A serve scenario's `[plan]`", 1)[1].split("\n\n", 1)[0]
     named = set(re.findall(r"`([a-z_<>]+)`", text)) - {"static", "continuous"}

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._search.discrete import Axis, Candidates, moves, refine, scaled_moves, unique
+from diffcost._core.discrete import Axis, Candidates, moves, refine, scaled_moves, unique
 from diffcost._search.train import (
     TrainSearchSpace,
     enumerate_space,

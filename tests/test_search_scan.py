@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import diffcost as dc
+from diffcost._core.discrete import Axis, Candidates, Choice, device_columns
 from diffcost._search.core import _result, enumerate_all, scan_space
-from diffcost._search.discrete import Axis, Candidates, Choice, device_columns
 from diffcost._search.train import TrainProblem, TrainSearchSpace
 
 

@@ -1,5 +1,6 @@
 """Memory-bound kernels, launches, the TP all-reduce and the runtime reserve
-(diffcost._terms.kernels, .comm, .reserve): one definition each for training and serving."""
+(diffcost._terms.kernels, .comm, diffcost._inputs.reserve): one definition each for
+training and serving."""
 
 import equinox as eqx
 import jax
@@ -8,6 +9,7 @@ import pytest
 
 import diffcost as dc
 from diffcost._core.smooth import EXACT, RELAXED
+from diffcost._inputs.reserve import runtime_reserve_bytes
 from diffcost._terms.comm import all_reduce_s, tp_all_reduce_s
 from diffcost._terms.kernels import (
     KERNELS_PER_LAYER_FORWARD,
@@ -15,7 +17,6 @@ from diffcost._terms.kernels import (
     launch_s,
     quantize_bytes,
 )
-from diffcost._terms.reserve import runtime_reserve_bytes
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._search.discrete import Candidates
+from diffcost._core.discrete import Candidates
 from diffcost._search.train import (
     TrainProblem,
     TrainSearchSpace,

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 import diffcost as dc
 from diffcost._analysis import calibrate as C
 from diffcost._analysis import uncertainty as U
+from diffcost._analysis.plans import load_measurements
 from diffcost._analysis.validate import prepare
-from diffcost._inputs.measurements import load_measurements
 from diffcost.cli import app
 
 runner = CliRunner()

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 import diffcost as dc
 import diffcost.cli._validate_cmd  # noqa: F401  (registers validate and calibrate)
+from diffcost._analysis.plans import load_measurements
 from diffcost._analysis.validate import prepare, scenario_toml, summarise, train_space, validate
-from diffcost._inputs.measurements import load_measurements
 from diffcost.cli import app
 
 runner = CliRunner()

@@ -22,18 +22,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
 from .._core.disk_cache import cached_json
-from .._core.smooth import EXACT, Smoothing, is_one
+from .._inputs.calibration import FAMILIES
 from .._inputs.checker import specs_dir
 from .._inputs.hardware import FORMATS
 from .._inputs.loader import load_chip, load_model, load_spec
-from .._inputs.measurements import Measurement, load_measurements
+from .._inputs.measurements import Measurement
 from .._serve.engine import DEFAULT_ENGINE
-from .._terms.comm import spans_domains
-from .calibrate import FAMILIES
+from .._train.regimes import zero3_multinode_weight
+from .plans import load_measurements
 from .validate import chip_name
 
 _BF16 = FORMATS.index("bf16")
@@ -255,22 +254,6 @@ UNMODELLED_REGIMES = {
         "mechanism is not modelled (see `diffcost validate`)",
     ),
 }
-
-
-def zero3_multinode_weight(plan: Any, system: Any, sm: Smoothing = EXACT) -> jax.Array:
-    """Weight of a training plan in the ZeRO-3-over-nodes regime (dimensionless, 0..1):
-    ``zero[3] * (1 - is_one(r))`` with ``r = n / l`` the scale-up domains (nodes) one ZeRO
-    shard group of ``n = shard_ranks`` ranks, ``tp`` apart (Megatron's rank order puts TP
-    innermost), spans and ``l`` its members per domain
-    (:func:`diffcost._terms.comm.local_members`, the grouping of the ZeRO-3 collectives in
-    :func:`diffcost._train.cost.zero3_s`; the step is taken on the chip counts, ``n tp >
-    domain``, by :func:`diffcost._terms.comm.spans_domains`).  Exact 0/1 at integer plans,
-    smooth relaxed: the one predicate of the regime, for the UNMODELLED flag here and for its
-    discrepancy
-    (:mod:`diffcost._analysis.uncertainty`)."""
-    shard = plan.shard_ranks()
-    spans = spans_domains(shard, plan.tp, system, sm) * (1.0 - is_one(shard, sm))
-    return plan.zero[..., 3] * spans
 
 
 def unmodelled_regimes(kind: str, plan: Any, system: Any) -> list[dict[str, str]]:

@@ -14,6 +14,15 @@ targets of issue 38 (:data:`TARGETS`) are where they are headed.
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import jax
+
+from .._core.smooth import RELAXED
+from .._inputs.loader import load_model, load_system
+from .._serve.cost import ServeCost
+from .._serve.plan import serve_plan
+from .._train.cost import TrainCost
+from .._train.plan import train_plan
+
 #: Relative excess over a budget a test tolerates (a small change of a term may add a few
 #: equations; a change that adds more says so by lowering or raising the budget).
 SLACK = 0.10
@@ -63,15 +72,6 @@ def reference_programs() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]
     value (every output of the breakdown; plain functions, so ``jax.jit`` takes them) and the
     relaxed gradient of the headline time
     (step time; TPOT) with respect to the plan."""
-    import jax
-
-    from .._core.smooth import RELAXED
-    from .._inputs.loader import load_model, load_system
-    from .._serve.cost import ServeCost
-    from .._serve.plan import serve_plan
-    from .._train.cost import TrainCost
-    from .._train.plan import train_plan
-
     model = load_model("llama-2-70b")
     train_sys, serve_sys = load_system("dgx-h100", chips=64), load_system("dgx-h100", chips=8)
     tplan = train_plan(tp=8, pp=2, dp=4, micro_batch=1)

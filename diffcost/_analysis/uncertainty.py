@@ -61,8 +61,6 @@ import datetime as _dt
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -71,80 +69,32 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._inputs.loader import load_model, load_spec, resolve
+from .._inputs.loader import load_model
+from .._inputs.posterior import (
+    LAYOUT_REGIMES,
+    MIN_POINTS,
+    MOE_REGIME,
+    REGIME_FAMILIES,
+    Posterior,
+    basis_of,
+    clear_cache,
+    engine_regime,
+    load_posterior,
+    posterior_path,
+    regime_family,
+)
+from .._terms.risk import Z80, scaled_efficiency
+from .._train.regimes import zero3_multinode_weight
 from . import calibrate as C
-from .coverage import zero3_multinode_weight
-from .validate import Prepared
+from .validate import Prepared, prepare
 
-#: Standard normal quantile of 0.9: the nominal 80% interval is ``exp(+-Z80 sigma)``.
-Z80 = 1.2815515655446004
 #: The metric kinds of the measurements (:data:`diffcost._inputs.measurements.METRICS`).
 KINDS = ("train_throughput", "serve_throughput", "ttft", "token_latency")
 _JOB = {"train_throughput": "train", "serve_throughput": "serve", "ttft": "serve"}
 _JOB["token_latency"] = "serve"
-#: Chip families of the discrepancy regimes: the calibration's families, then every other chip.
-REGIME_FAMILIES = (*C.FAMILY_NAMES, "other")
-#: Fewer held-out points than this: a regime takes at least its kind's pooled variance.
-MIN_POINTS = 3
-#: Parallel-layout discrepancy regimes of training (module docstring), stored as extra keys of
-#: the ``train_throughput`` discrepancy.
-LAYOUT_REGIMES = ("zero3_multinode",)
-#: Prefix of an engine regime's key (module docstring), stored under each serving kind.
-ENGINE_REGIME = "engine "
 #: Prefix of the regime of any other point with a named unmodelled effect (by its source): its
 #: error is that effect's, not its chip family's; no prediction is mapped to it.
 UNMODELLED_REGIME = "unmodelled "
-#: Regime of every published point of a mixture-of-experts model and of every prediction for
-#: one: the MoE layer's kernel efficiency is not modelled beyond its GEMM rooflines (issue 12),
-#: so MoE errors are their own, not their chip family's.
-MOE_REGIME = "mixture of experts"
-
-
-def engine_regime(engine: str) -> str:
-    """The discrepancy regime key of a serving engine profile's name."""
-    return ENGINE_REGIME + engine
-
-
-@dataclass(frozen=True)
-class Posterior:
-    """Uncertainty of a calibration: covariance of the log constants per basis (``global``,
-    each family, ``prior``: a chip whose constants are a per-chip prior) in the order of
-    :data:`diffcost._analysis.calibrate.NAMES`, and the discrepancy variance of log outputs per
-    kind and regime family (``default``: for a regime with no held-out data)."""
-
-    log_cov: dict[str, np.ndarray]
-    discrepancy: dict[str, dict[str, float]]
-    default: float
-    counts: dict[str, dict[str, int]]
-    s2: float
-    source: str = ""
-
-    def cov_for(self, basis: str) -> np.ndarray:
-        return self.log_cov.get(basis, self.log_cov["prior"])
-
-    def variance(self, kind: str, family: str) -> float:
-        return self.discrepancy.get(kind, {}).get(family, self.default)
-
-    def layout_variance(self, regime: str) -> float:
-        """Discrepancy variance of a training layout regime (:data:`LAYOUT_REGIMES`); the
-        default where the stored posterior predates it."""
-        return self.variance("train_throughput", regime)
-
-    def moe_variance(self, kind: str) -> float:
-        """Discrepancy variance of a mixture-of-experts prediction of ``kind``: its regime's,
-        at least the worst family's (``default``) where it has fewer than :data:`MIN_POINTS`
-        or none."""
-        own = self.discrepancy.get(kind, {}).get(MOE_REGIME)
-        if own is None or self.counts.get(kind, {}).get(MOE_REGIME, 0) < MIN_POINTS:
-            return max(own or 0.0, self.default)
-        return own
-
-    def engine_variance(self, kind: str, engine: str | None) -> float | None:
-        """Discrepancy variance of serving ``kind`` on an engine with its own regime (None:
-        the engine has none, the chip family's applies)."""
-        if engine is None:
-            return None
-        return self.discrepancy.get(kind, {}).get(engine_regime(engine))
 
 
 # --- Laplace approximation ---------------------------------------------------------------------
@@ -204,9 +154,6 @@ def log_constant_cov(theta, cov_u: np.ndarray) -> dict[str, np.ndarray]:
 
 
 # --- model discrepancy -------------------------------------------------------------------------
-def regime_family(chip: str) -> str:
-    """The discrepancy regime family of a chip (``"other"`` outside the fitted families)."""
-    return REGIME_FAMILIES[C.family_of(chip)]
 
 
 def point_regimes(prep: Prepared, chosen: Any) -> list[str | None]:
@@ -402,10 +349,6 @@ def pooled_coverage(per_source: list[dict[str, Any]], kind: str) -> float:
 
 
 # --- storage -----------------------------------------------------------------------------------
-def posterior_path(calibration: str | Path) -> Path:
-    """Where a calibration's posterior lives: ``<calibration stem>.posterior.json`` beside it."""
-    path = resolve("calibration", calibration)
-    return path.with_name(path.stem + ".posterior.json")
 
 
 def posterior_json(post: Posterior, fit: C.Fit, prep: Prepared, command: str) -> dict[str, Any]:
@@ -440,29 +383,6 @@ def posterior_json(post: Posterior, fit: C.Fit, prep: Prepared, command: str) ->
     }
 
 
-@cache
-def _load(path: str) -> Posterior | None:
-    p = Path(path)
-    if not p.is_file():
-        return None
-    d = json.loads(p.read_text())
-    if list(d["constants"]) != list(C.NAMES):
-        return None  # written for another set of fitted constants: not this model's
-    return Posterior(
-        {k: np.asarray(v, dtype=float) for k, v in d["log_covariance"].items()},
-        d["discrepancy_log_variance"],
-        float(d["default_log_variance"]),
-        d["held_out_points"],
-        float(d["s2"]),
-        d["source"],
-    )
-
-
-def load_posterior(calibration: str | Path = "default") -> Posterior | None:
-    """The stored posterior of a calibration (None when it has none)."""
-    return _load(str(posterior_path(calibration).resolve()))
-
-
 def write_posterior(fit: C.Fit, prep: Prepared, path: str | Path, command: str) -> Path:
     """Compute fold 0's posterior of a fit and write it as JSON at ``path``."""
     target = Path(path)
@@ -480,7 +400,7 @@ def write_posterior(fit: C.Fit, prep: Prepared, path: str | Path, command: str) 
         for k, v in d.items()
     ]
     target.write_text("{\n" + ",\n".join(lines) + "\n}\n")
-    _load.cache_clear()
+    clear_cache()
     return target
 
 
@@ -530,17 +450,6 @@ MEASURE_NEXT = {
 }
 
 
-def scaled_efficiency(cost: Any, log_scale: jax.Array) -> Any:
-    """A cost model whose calibrated constants are multiplied by ``exp(log_scale)``."""
-    eff = cost.system.efficiency
-    new = tuple(
-        getattr(eff, n) * jnp.exp(log_scale[k]).astype(jnp.result_type(getattr(eff, n)))
-        for k, n in enumerate(C.NAMES)
-    )
-    eff = eqx.tree_at(lambda e: tuple(getattr(e, n) for n in C.NAMES), eff, new)
-    return eqx.tree_at(lambda c: c.system.efficiency, cost, eff)
-
-
 def _linearise(cost: Any, plan: Any, names: tuple[str, ...]) -> tuple[Any, jax.Array, jax.Array]:
     """``cost(plan)``, its outputs ``names`` and ``d log output / d log constant``
     ``(len(names), n)`` by forward mode from one trace of the model (one JVP per constant,
@@ -573,17 +482,6 @@ def predict_linearised(cost: Any, plan: Any, kind: str) -> tuple[Any, tuple[jax.
     names = tuple(n for n, _ in (TRAIN_OUTPUTS if kind == "train" else SERVE_OUTPUTS))
     out, value, jac = _linearise(cost, plan, names)
     return out, (value, jac)
-
-
-def basis_of(chip: str, calibration: str | Path) -> str:
-    """Which covariance of a posterior applies to a chip: its family's, ``prior`` (a chip with
-    its own prior in the calibration file) or ``global``."""
-    spec = load_spec("calibration", calibration)
-    if chip in spec.info.source:
-        return "prior"
-    if chip in spec.values.get("overrides", {}) and C.family_of(chip) < len(C.FAMILIES):
-        return C.FAMILY_NAMES[C.family_of(chip)]
-    return "global"
 
 
 def intervals(
@@ -714,8 +612,6 @@ def main(argv: list[str] | None = None) -> None:
     and write the posterior at PATH (default: beside the calibration)."""
     import argparse
 
-    from .validate import prepare
-
     ap = argparse.ArgumentParser(prog="python -m diffcost._analysis.uncertainty")
     ap.add_argument("--calibration", default="default")
     ap.add_argument("--write", nargs="?", const="", default=None, metavar="PATH")
@@ -735,62 +631,3 @@ if __name__ == "__main__":
 
 
 # --- risk of a plan, for a search --------------------------------------------------------------
-class Risk(eqx.Module):
-    """What the upper quantile of one output needs, as arrays (traceable in a search): the
-    log-constant covariance of the chip's basis ``(n, n)``, the family's discrepancy variance
-    and the ``zero3_multinode`` layout regime's (training step time; 0 weight for serving)."""
-
-    cov: jax.Array
-    family_var: jax.Array
-    layout_var: jax.Array
-
-
-def risk_for(chip: str, calibration: str | Path, metric: str) -> Risk | None:
-    """The :class:`Risk` of outputs of ``metric`` kind on ``chip`` (None: no posterior)."""
-    post = load_posterior(calibration)
-    if post is None:
-        return None
-    fam = regime_family(chip)
-    layout = post.layout_variance(LAYOUT_REGIMES[0]) if metric == "train_throughput" else 0.0
-    return Risk(
-        jnp.asarray(post.cov_for(basis_of(chip, calibration))),
-        jnp.asarray(post.variance(metric, fam)),
-        jnp.asarray(layout),
-    )
-
-
-def required_risk(chip: str | None, calibration: Any, kind: str) -> Any:
-    """:func:`risk_for` of a p90 search, or a :class:`SpecError` naming the search space's
-    ``objective`` when there is no chip name or no stored posterior to rank by."""
-    from .._core.errors import Problem, SpecError
-
-    risk = risk_for(chip, calibration, kind) if chip else None
-    if risk is None:
-        reason = (
-            "p90 needs the chip name (chip=...) and a calibration with a stored "
-            "posterior (python -m diffcost._analysis.uncertainty --write)"
-        )
-        raise SpecError([Problem("<search space>", "objective", reason)])
-    return risk
-
-
-def log_sigma(cost: Any, plan: Any, name: str, risk: Risk, layout_weight: Any) -> jax.Array:
-    """Log standard deviation of output ``name`` of ``cost(plan)`` (module docstring):
-    ``sqrt(g Sigma g + (1 - w) d_family^2 + w d_layout^2)``, ``g = d log y / d log v`` by
-    reverse mode (one scalar output), ``w`` the plan's layout weight."""
-
-    def f(d):
-        return jnp.log(getattr(scaled_efficiency(cost, d)(plan), name))
-
-    zero = jnp.zeros(len(C.NAMES), dtype=cost.system.efficiency.matmul_peak_fraction.dtype)
-    g = jax.grad(f)(zero)
-    g = jnp.where(jnp.isfinite(g), g, 0.0)  # an infeasible plan's inf output: no gradient
-    cov = risk.cov.astype(g.dtype)
-    disc = (1.0 - layout_weight) * risk.family_var + layout_weight * risk.layout_var
-    return jnp.sqrt(g @ cov @ g + disc)
-
-
-def upper_quantile(y: Any, sigma: Any) -> jax.Array:
-    """The p90 of a log-normal output of median ``y`` and log sigma ``sigma``:
-    ``y exp(Z80 sigma)`` (units of ``y``)."""
-    return jnp.asarray(y) * jnp.exp(Z80 * jnp.asarray(sigma))

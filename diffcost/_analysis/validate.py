@@ -30,17 +30,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.discrete import Candidates
 from .._core.errors import Problem, SpecError
 from .._inputs.hardware import Efficiency, System
 from .._inputs.loader import load_model, load_spec, load_system, specs_dir
-from .._inputs.measurements import CHOSEN_BY_RULE, METRICS, Measurement, load_measurements
+from .._inputs.measurements import CHOSEN_BY_RULE, METRICS, Measurement
 from .._inputs.model import Model
-from .._search.core import Candidates
-from .._search.train import TrainSearchSpace, axes_for, plan_row, to_plans, valid
 from .._serve.cost import ServeCost
 from .._serve.plan import ServePlan, plan_kwargs, serve_plan
 from .._train.cost import TrainCost
 from .._train.plan import RECOMPUTE, ZERO_STAGES, TrainPlan
+from .._train.space import TrainSearchSpace, axes_for, plan_row, to_plans, valid
+from .plans import load_measurements
 
 MAX_MICRO_BATCH = 16
 MAX_VIRTUAL_STAGES = 8

@@ -14,10 +14,11 @@ from typing import Any
 import equinox as eqx
 import jax.numpy as jnp
 
-from .._inputs.load_measurements import LOAD_METRICS, LoadMeasurement, load_load_measurements
+from .._inputs.load_measurements import LOAD_METRICS, LoadMeasurement
 from .._inputs.loader import load_model, load_system
 from .._serve.load import LoadBreakdown, goodput_qps_jit, under_load, workload
 from .._serve.plan import plan_kwargs, serve_plan
+from .plans import load_load_measurements
 from .validate import _stats
 
 #: Measured key -> the :class:`~diffcost._serve.load.LoadBreakdown` field that predicts it.

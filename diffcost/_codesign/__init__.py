@@ -11,7 +11,8 @@ from .design import (
     design_power_w,
     design_system,
 )
-from .optimize import CodesignResult, codesign
+from .multistart import codesign
+from .optimize import CodesignResult
 from .technology import Technology, load_technology, reference_technology
 
 __all__ = [

@@ -37,7 +37,6 @@ import numpy as np
 
 from .._core.dedupe import deduplicated
 from .._core.quick_compile import quick_jit
-from .._core.smooth import RELAXED
 from .design import (
     ChipDesign,
     buildable,
@@ -46,30 +45,28 @@ from .design import (
     design_cost_usd,
     design_power_w,
 )
+from .parts import make_parts_step
+from .problem import (
+    BUDGETS,
+    LEAVES,
+    LOG_BOX,
+    Problem,
+    augmented_lagrangian,
+    evaluate,
+    from_design,
+    log_budgets,
+    projected_adam,
+    to_design,
+    workload_power_w,
+)
 from .technology import Technology, reference_technology
 from .workloads import (
-    Workload,
     builtin_workload,
     exact_at,
     exact_objective,
-    relaxed_objective,
     relaxed_value,
 )
 
-#: Design leaves (the order of the log vector) and their box ``(low, high)`` in the leaves'
-#: units (mm^2, MB, stacks, channels, GB/s, GHz); "none" is the low end for the optional parts.
-LOG_BOX: dict[str, tuple[float, float]] = {
-    "matrix_area_mm2": (1.0, 3000.0),
-    "int_area_mm2": (0.01, 3000.0),
-    "sram_mb": (1.0, 2000.0),
-    "hbm_stacks": (0.01, 12.0),
-    "lpddr_channels": (0.01, 32.0),
-    "scale_up_gb_per_s": (1.0, 3000.0),
-    "scale_out_gb_per_s": (1.0, 1000.0),
-    "clock_ghz": (0.3, 3.0),
-}
-LEAVES = tuple(LOG_BOX)
-BUDGETS = ("area_mm2", "power_w", "cost_usd")
 REFERENCE_CHIPS = ("h100-sxm", "h200", "b200", "mi300x", "groq-lpu", "jetson-agx-orin")
 #: Default budgets per workload: an H100-class package for the data centre, a Jetson-class
 #: module at the edge (area mm^2, power W, cost USD).
@@ -80,101 +77,6 @@ DEFAULT_BUDGETS: dict[str, tuple[float, float, float]] = {
     "mix": (814.0, 700.0, 5000.0),
     "edge": (200.0, 30.0, 1500.0),
 }
-_BOX = np.log(np.asarray([LOG_BOX[k] for k in LEAVES]))
-
-
-def to_design(z: jax.Array) -> ChipDesign:
-    """The design of a log vector (order :data:`LEAVES`), its stacks and channels bought by
-    the smooth staircase (RELAXED ``counting``: :func:`.design.bought_counts`)."""
-    return ChipDesign(**{k: jnp.exp(z[i]) for i, k in enumerate(LEAVES)}, counting=RELAXED)
-
-
-def from_design(design: ChipDesign) -> np.ndarray:
-    """The log vector of a design, projected into :data:`LOG_BOX`."""
-    z = np.log(np.asarray([float(getattr(design, k)) for k in LEAVES]))
-    return np.clip(z, _BOX[:, 0], _BOX[:, 1])
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A co-design problem: workloads with weights, technology, budgets; the flat vector
-    ``x = [log design (8), plan parameters of each workload]``."""
-
-    workloads: tuple[Workload, ...]
-    weights: tuple[float, ...]
-    tech: Technology = field(repr=False)
-    budgets: tuple[float, float, float]
-
-    def sizes(self) -> list[int]:
-        return [len(LEAVES)] + [len(w.theta0) for w in self.workloads]
-
-    def split(self, x: jax.Array) -> tuple[jax.Array, list[jax.Array]]:
-        cuts = np.cumsum(self.sizes())
-        parts = [x[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
-        return parts[0], parts[1:]
-
-    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """Box of ``x``: the design's log box; plan parameters within their log2 bounds
-        (softmax logits in [-3, 3])."""
-        lo, hi = [_BOX[:, 0]], [_BOX[:, 1]]
-        for w in self.workloads:
-            m = len(w.theta0) - len(w.lo)
-            lo.append(np.concatenate([w.lo, -3.0 * np.ones(m)]))
-            hi.append(np.concatenate([w.hi, 3.0 * np.ones(m)]))
-        return np.concatenate(lo), np.concatenate(hi)
-
-
-def evaluate(problem: Problem, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """``(f, plan penalty, g)`` at ``x``: weighted log objective, weighted plan penalty, and
-    the log constraint values ``log(c / budget)`` for area, power and cost."""
-    z, thetas = problem.split(x)
-    design, tech = to_design(z), problem.tech
-    f, pen, powers = jnp.asarray(0.0), jnp.asarray(0.0), []
-    for w, weight, th in zip(problem.workloads, problem.weights, thetas, strict=True):
-        log_obj, p, power_w = relaxed_objective(w, design, tech, th)
-        f, pen = f + weight * log_obj, pen + weight * p
-        powers.append(power_w)
-    return f, pen, log_budgets(problem, design, workload_power_w(jnp.stack(powers)))
-
-
-def workload_power_w(powers_w: jax.Array) -> jax.Array:
-    """The power a design must deliver for workloads of mean chip powers ``powers_w`` (W): the
-    largest, smoothed by a log-sum-exp of temperature 1% (within 1% x ln(count) above the
-    maximum: 1.1% for three workloads; exact for one).  Smooth so that the multiplier's
-    gradient flows to every workload near the maximum."""
-    t = 0.01
-    logs = jnp.log(powers_w)
-    return jnp.exp(t * jax.nn.logsumexp(logs / t))
-
-
-def log_budgets(problem: Problem, design: ChipDesign, power_w: jax.Array) -> jax.Array:
-    """The log constraint values ``log(c / budget)`` (dimensionless) of :func:`evaluate`: die
-    area (mm^2), the workloads' power ``power_w`` (W, :func:`workload_power_w`) and
-    manufacturing cost (USD, RELAXED die count)."""
-    tech = problem.tech
-    used = jnp.stack(
-        [design_area_mm2(design, tech), power_w, design_cost_usd(design, tech, RELAXED)]
-    )
-    return jnp.log(used / jnp.asarray(problem.budgets))
-
-
-def augmented_lagrangian(f, g, lam, rho) -> jax.Array:
-    """PHR augmented Lagrangian of ``f`` with inequalities ``g <= 0`` (Nocedal & Wright
-    eq. 17.65), dimensionless."""
-    return f + jnp.sum(jnp.square(jax.nn.relu(lam + rho * g)) - jnp.square(lam)) / (2.0 * rho)
-
-
-def projected_adam(opt, grad, state, x, bounds, update):
-    """One adam step of ``x`` projected onto the box ``bounds = (lo, hi)`` (non-finite gradient
-    entries taken as 0), or ``(x, state)`` unchanged where ``update`` is False (the scoring
-    evaluation at the end of an outer iteration)."""
-    import optax  # imported here: only co-design needs it
-
-    grad = jnp.where(jnp.isfinite(grad), grad, 0.0)
-    updates, new_state = opt.update(grad, state, x)
-    new_x = jnp.clip(jnp.asarray(optax.apply_updates(x, updates)), *bounds)
-    keep = lambda old, new: jnp.where(update, new, old)  # noqa: E731
-    return jax.tree.map(keep, (x, state), (new_x, new_state))
 
 
 def make_step(
@@ -222,7 +124,8 @@ def make_step(
 
 @dataclass
 class CodesignResult:
-    """What :func:`codesign` found (see the module docstring for the multipliers' meaning)."""
+    """What :func:`.multistart.codesign` found (see the module docstring for the multipliers'
+    meaning)."""
 
     problem: Problem = field(repr=False)
     x: np.ndarray = field(repr=False)
@@ -363,8 +266,6 @@ def default_step(problem: Any, fn, bounds, learning_rate: float, inner: int, rho
     step with each workload's model compiled concurrently (:func:`.parts.make_parts_step`: the
     cold ``diffcost codesign --workload mix`` 87 -> 53 s on 2 cores)."""
     if isinstance(problem, Problem) and len(problem.workloads) > 1:
-        from .parts import make_parts_step  # imports this module
-
         return make_parts_step(problem, learning_rate, inner, rho)
     return make_step(fn, bounds, learning_rate, inner, rho)
 
@@ -378,51 +279,6 @@ def nearest_chips(design: ChipDesign, names: tuple[str, ...] = REFERENCE_CHIPS):
         ref = from_design(chip_as_design(name, reference_technology(name)))
         out.append((name, float(np.sqrt(np.mean(np.square(z - ref))))))
     return sorted(out, key=lambda t: t[1])
-
-
-def codesign(
-    workload: str = "train",
-    tech: Technology | None = None,
-    budgets: tuple[float, float, float] | None = None,
-    steps: int = 300,
-    starts: int | None = None,
-    seed: int = 0,
-    **options: Any,
-) -> CodesignResult:
-    """Gradient co-design of a chip for a built-in workload (``train``, ``serve``,
-    ``latency``, ``edge`` or ``mix``) under area (mm^2), power (W) and cost (USD) budgets;
-    ``starts`` runs from that many starting points (default :func:`default_starts`; seeded by
-    ``seed``) and keeps the one whose buildable chip the EXACT model ranks best
-    (:mod:`.multistart`); ``options`` go to :func:`solve`."""
-    from .multistart import run_starts  # imports this module
-    from .technology import load_technology
-
-    problem = make_problem(workload, tech or load_technology("n4"), budgets)
-    count = default_starts(workload) if starts is None else max(int(starts), 1)
-    runs = run_starts(problem, steps, count, seed, **options)
-    best = min(runs, key=lambda r: r.rank)
-    result = summarise(problem, best.x, best.lam, best.trace, best.g, best.built)
-    result.starts = [_start_summary(problem, r) | {"kept": r is best} for r in runs]
-    return result
-
-
-def default_starts(workload: str) -> int:
-    """Starting points of :func:`codesign` by default: 8, each costing ~0.1-0.5 s after the
-    first (a compiled adam run and an exact verification; measured on 2 cores, the best of 8
-    was better on the exact model than the first start alone by 0% (edge, latency: every start
-    ends within 0.4%), 1.9% (serve: the starts spread over 8.87-11.8) and 4.8% (train));
-    4 for the mix, whose starts cost ~1.5 s each, so that ``diffcost codesign --workload mix``
-    stays under a minute cold (64 s with 8)."""
-    return 4 if workload == "mix" else 8
-
-
-def _start_summary(problem: Problem, start: Any) -> dict[str, Any]:
-    """One start's exact verdict for :attr:`CodesignResult.starts`: within budgets and feasible,
-    the weighted sum of log EXACT objectives (:func:`exact_rank`), each workload's objective."""
-    not_ok, _, score = start.rank
-    exact = start.built[1]
-    objectives = {w.name: float(exact[w.name]["objective"]) for w in problem.workloads}
-    return {"ok": not not_ok, "log_score": float(score), "objective_exact": objectives}
 
 
 def _budgets_of(
@@ -632,8 +488,6 @@ __all__ = [
     "Problem",
     "augmented_lagrangian",
     "budget_excess",
-    "codesign",
-    "default_starts",
     "evaluate",
     "exact_rank",
     "log_budgets",

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 
 from .._core.dedupe import deduplicated
 from .._core.quick_compile import compile_quickly
-from .optimize import Problem, augmented_lagrangian, log_budgets, projected_adam, to_design
+from .problem import Problem, augmented_lagrangian, log_budgets, projected_adam, to_design
 from .workloads import Workload, relaxed_objective
 
 

@@ -28,3 +28,18 @@ class SpecError(ValueError):
 
 class Infeasible(ValueError):
     """A request that cannot be satisfied (the model does not fit, degrees do not divide, ...)."""
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.1f} GB"
+
+
+def memory_problem(total_bytes: float, capacity_bytes: float, what: str = "per chip") -> str | None:
+    """'needs X, has Y: over by Z (P%)' or None when it fits."""
+    if total_bytes <= capacity_bytes:
+        return None
+    over = total_bytes - capacity_bytes
+    return (
+        f"does not fit in memory: needs {_gb(total_bytes)} {what}, capacity "
+        f"{_gb(capacity_bytes)}: over by {_gb(over)} ({over / capacity_bytes:.0%})"
+    )

@@ -11,6 +11,7 @@ import jax
 import numpy as np
 
 from .hardware import System
+from .loader import builtin_names, load_model, load_system
 from .model import Model
 
 #: How far outside the built-in range (a factor either way) a number must lie to be named.
@@ -36,8 +37,6 @@ def named_numbers(tree: object, prefix: str) -> Iterator[tuple[str, float]]:
 def catalogue_ranges() -> dict[str, tuple[float, float]]:
     """Smallest and largest positive value of each number over the built-in chips (each in its
     default system) and models."""
-    from .loader import builtin_names, load_model, load_system
-
     values: dict[str, list[float]] = {}
     trees = [("system", load_system(chip=name)) for name in builtin_names("chip")]
     trees += [("model", load_model(name)) for name in builtin_names("model")]

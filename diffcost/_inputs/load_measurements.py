@@ -12,12 +12,14 @@ sample.  Every problem of every file is reported at once (:class:`SpecError`).
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from . import schema as S
 from .checker import Checker
 from .measurements import _check_plan, _plan, _references, measurements_dir, read_points
+from .plan_tables import PlanTables
 
 #: Measured keys (SI) in the order they are reported.
 LOAD_METRICS = (
@@ -72,21 +74,25 @@ def load_measurements_dir() -> Path:
     return measurements_dir() / "load"
 
 
-def load_load_measurements(paths: Sequence[str | Path] | None = None) -> list[LoadMeasurement]:
-    """Every point of the given files (default: every built-in one), in file order.
+def read_load_measurements(
+    plans: PlanTables, paths: Sequence[str | Path] | None = None
+) -> list[LoadMeasurement]:
+    """Every point of the given files (default: every built-in one), in file order, each
+    ``[point.plan]`` checked with the serving table of ``plans``
+    (:func:`diffcost._analysis.plans.load_load_measurements` passes it).
 
     Raises:
         SpecError: every problem of every file at once (file, key, reason).
     """
     files = sorted(load_measurements_dir().glob("*.toml")) if paths is None else list(paths)
-    return read_points([Path(f) for f in files], "load-measurements", _point)
+    return read_points([Path(f) for f in files], "load-measurements", partial(_point, plans))
 
 
 _TABLES = ("plan", "load", "measured")
 
 
 def _point(
-    ck: Checker, path: Path, source: str, i: int, raw: Any, info: dict[str, str]
+    plans: PlanTables, ck: Checker, path: Path, source: str, i: int, raw: Any, info: dict[str, str]
 ) -> LoadMeasurement | None:
     """One ``[[point]]``: checked, its references resolved."""
     if not isinstance(raw, dict):
@@ -97,7 +103,7 @@ def _point(
     pre = f"point[{pid}]." if isinstance(pid, str) and pid else f"point[{i}]."
     v = ck.table({k: x for k, x in raw.items() if k not in _TABLES}, S.LOAD_POINT, pre)
     model_path = _references(ck, path, pre, v)
-    plan = _plan(ck, pre, "serve", raw)
+    plan = _plan(ck, pre, plans, "serve", raw)
     load = _load(ck, pre, raw)
     measured = ck.table(raw.get("measured", {}), S.LOAD_MEASURED, pre + "measured.")
     values = {k: float(x) for k, x in measured.items() if k in LOAD_METRICS}
@@ -105,7 +111,7 @@ def _point(
         ck.add(pre + "measured", f"needs at least one of {', '.join(LOAD_METRICS)} (with a unit)")
     if len(ck.problems) > before or model_path is None:
         return None
-    _check_plan(ck, pre, "serve", plan, v["chips"])
+    _check_plan(ck, pre, plans, "serve", plan, v["chips"])
     if len(ck.problems) > before:
         return None
     return LoadMeasurement(
@@ -143,4 +149,4 @@ def _load(ck: Checker, pre: str, raw: dict[str, Any]) -> dict[str, float]:
     return {"arrival_cv": 1.0, "input_cv": 0.0} | {k: float(x) for k, x in load.items()}
 
 
-__all__ = ["LOAD_METRICS", "LoadMeasurement", "load_load_measurements", "load_measurements_dir"]
+__all__ = ["LOAD_METRICS", "LoadMeasurement", "load_measurements_dir", "read_load_measurements"]

@@ -21,6 +21,7 @@ from .checker import Checker, builtin_names, read_toml, specs_dir
 from .hardware import Chip, Efficiency, Reliability, System, strong_float
 from .hf_config import hf_document
 from .model import Model
+from .reserve import runtime_reserve_bytes
 from .schema import KIND_DIRS, KINDS, PARAMS_TOLERANCE
 
 
@@ -192,10 +193,8 @@ def load_system(
 
 def _check_reserve(system: System, chip_spec: "Spec", calibration: str | Path) -> None:
     """A chip whose whole memory goes to the runtime reserve (CUDA context, allocator
-    fragmentation: :func:`diffcost._terms.reserve.runtime_reserve_bytes`) cannot hold any job;
+    fragmentation: :func:`diffcost._inputs.reserve.runtime_reserve_bytes`) cannot hold any job;
     refused here, naming both inputs, rather than costed with negative usable memory."""
-    from .._terms.reserve import runtime_reserve_bytes
-
     capacity = float(system.chip.memory_capacity_bytes)
     reserve = float(runtime_reserve_bytes(system))
     if reserve >= capacity:

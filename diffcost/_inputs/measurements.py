@@ -22,15 +22,15 @@ See ``specs/SCHEMA.md`` ("Measurements") for the format.
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .._core.errors import Problem, SpecError
-from .._serve.plan import SERVE_PLAN, plan_kwargs, serve_plan
-from .._train.plan import TRAIN_PLAN, train_plan
 from . import schema as S
 from .checker import Checker, read_toml, specs_dir
 from .loader import load_model, load_spec, resolve
+from .plan_tables import PlanTables
 
 METRICS: tuple[str, ...] = ("train_throughput", "serve_throughput", "ttft", "token_latency")
 METRIC_LABELS = {
@@ -106,8 +106,12 @@ def measurements_dir() -> Path:
     return specs_dir() / "measurements"
 
 
-def load_measurements(paths: Sequence[str | Path] | None = None) -> list[Measurement]:
-    """Every point of the given measurement files (default: all built-in ones), in file order.
+def read_measurements(
+    plans: PlanTables, paths: Sequence[str | Path] | None = None
+) -> list[Measurement]:
+    """Every point of the given measurement files (default: all built-in ones), in file order,
+    each ``[point.plan]`` checked with the table of its kind in ``plans``
+    (:func:`diffcost._analysis.plans.load_measurements` passes both jobs').
 
     Raises:
         SpecError: every problem of every file at once (file, key, reason).
@@ -115,7 +119,7 @@ def load_measurements(paths: Sequence[str | Path] | None = None) -> list[Measure
     files = sorted(measurements_dir().glob("*.toml")) if paths is None else [Path(p) for p in paths]
     if not files:
         raise SpecError([Problem(str(measurements_dir()), "", "no measurement files")])
-    return read_points(files, "measurements", _point)
+    return read_points(files, "measurements", partial(_point, plans))
 
 
 def read_points(files: Sequence[Path], kind: str, parse: Callable[..., Any]) -> list[Any]:
@@ -170,7 +174,13 @@ def _read_file(path: Path, kind: str, parse: Callable[..., Any]) -> list[Any]:
 
 
 def _point(
-    ck: Checker, path: Path, source: str, i: int, raw: Any, source_info: dict[str, str]
+    plans: PlanTables,
+    ck: Checker,
+    path: Path,
+    source: str,
+    i: int,
+    raw: Any,
+    source_info: dict[str, str],
 ) -> Measurement | None:
     """One ``[[point]]``: checked, its references resolved, its value made canonical."""
     if not isinstance(raw, dict):
@@ -184,11 +194,11 @@ def _point(
     kind = v.get("kind")
     if kind is None:
         return None
-    plan = _plan(ck, pre, kind, raw)
+    plan = _plan(ck, pre, plans, kind, raw)
     measured, key = _measured(ck, pre, kind, raw)
     if len(ck.problems) > before or model_path is None:
         return None
-    _check_plan(ck, pre, kind, plan, v["chips"])
+    _check_plan(ck, pre, plans, kind, plan, v["chips"])
     if len(ck.problems) > before or key is None:
         return None
     return Measurement(
@@ -229,9 +239,11 @@ def _references(ck: Checker, path: Path, pre: str, v: dict[str, Any]) -> str | N
     return model_path
 
 
-def _plan(ck: Checker, pre: str, kind: str, raw: dict[str, Any]) -> dict[str, Any]:
+def _plan(
+    ck: Checker, pre: str, plans: PlanTables, kind: str, raw: dict[str, Any]
+) -> dict[str, Any]:
     """The published plan: every key known, the keys every source must publish present."""
-    plan_schema = TRAIN_PLAN if kind == "train" else SERVE_PLAN
+    plan_schema = plans["train" if kind == "train" else "serve"].fields
     plan = ck.table(raw.get("plan", {}), plan_schema, pre + "plan.")
     if "plan" not in raw:
         ck.add(pre + "plan", "missing [point.plan] table")
@@ -288,18 +300,12 @@ def _resolve_ref(ck: Checker, path: Path, kind: str, ref: str, pre: str) -> str 
         return None
 
 
-def _check_plan(ck: Checker, pre: str, kind: str, plan: dict[str, Any], chips: int) -> None:
+def _check_plan(
+    ck: Checker, pre: str, plans: PlanTables, kind: str, plan: dict[str, Any], chips: int
+) -> None:
     """The published plan must build and use exactly the published chips."""
     try:
-        if kind == "train":
-            train_plan(**plan, source=pre + "plan")
-            used = plan["tp"] * plan["pp"] * plan["dp"] * plan["cp"]
-            what = "tp*pp*dp*cp"
-        else:
-            kwargs: dict[str, Any] = plan_kwargs(plan)
-            serve_plan(**kwargs, source=pre + "plan")
-            used = plan["tp"] * plan["pp"] * plan.get("replicas", 1)
-            what = "tp*pp*replicas"
+        used, what = plans["train" if kind == "train" else "serve"].check(plan, pre + "plan")
     except SpecError as err:
         ck.problems += [Problem(ck.path, f"{p.file}.{p.key}", p.reason) for p in err.problems]
         return
@@ -338,4 +344,4 @@ def _canonical(
     return x  # output_tokens_per_s_per_chip, ttft_s
 
 
-__all__ = ["METRICS", "METRIC_LABELS", "Measurement", "load_measurements", "measurements_dir"]
+__all__ = ["METRICS", "METRIC_LABELS", "Measurement", "measurements_dir", "read_measurements"]

@@ -5,14 +5,10 @@ from pathlib import Path
 from typing import Any
 
 from .._core.errors import Problem, SpecError
-from .._serve.plan import SERVE_PLAN
-from .._train.plan import TRAIN_PLAN
 from . import schema as S
 from .checker import Checker, read_toml
 from .loader import resolve
-
-#: Plan schema per scenario kind; the serving model registers "serve".
-PLAN_SCHEMAS: dict[str, dict[str, S.Field]] = {"train": TRAIN_PLAN, "serve": SERVE_PLAN}
+from .plan_tables import PlanTables
 
 
 @dataclass(frozen=True)
@@ -31,12 +27,15 @@ class Scenario:
     source: dict[str, str] = field(default_factory=dict)
 
 
-def load_scenario(name_or_path: str | Path) -> Scenario:
-    """Load and check a scenario (built-in name or path); all problems are reported at once."""
+def read_scenario(name_or_path: str | Path, plans: PlanTables) -> Scenario:
+    """Load and check a scenario (built-in name or path), its ``[plan]`` against the table of
+    its kind in ``plans`` (:func:`diffcost._analysis.plans.load_scenario` passes both jobs');
+    all problems are reported at once."""
     path = resolve("scenario", name_or_path)
     data = read_toml(path)
     ck = Checker(str(path))
-    plan_schema = PLAN_SCHEMAS.get(data["kind"]) if isinstance(data.get("kind"), str) else None
+    table = plans.get(data["kind"]) if isinstance(data.get("kind"), str) else None
+    plan_schema = None if table is None else table.fields
     top, source = ck.document(
         data, S.KINDS["scenario"], stem=path.stem, tables={"plan": plan_schema}
     )

@@ -1,7 +1,7 @@
 """What every kind of input file may contain: the one schema source.
 
 The loader (:mod:`diffcost._inputs.checker`), the reference section of ``specs/SCHEMA.md``
-(generated from this module by :mod:`diffcost._inputs.schema_doc`) and the CLI all read the
+(generated from this module by :mod:`diffcost._analysis.schema_doc`) and the CLI all read the
 :data:`KINDS` below.  A :class:`Kind` lists a file's top-level keys, its tables, how its
 ``[source]`` table is checked and the rules that relate several values.
 """
@@ -13,6 +13,7 @@ from typing import Any
 from .._core.options import PlanField
 from .._core.units import accepted_suffixes
 from . import ranges as R
+from .build import model_module
 from .hardware import ARCHITECTURES, FORMATS
 from .ranges import Plausible
 
@@ -455,7 +456,6 @@ def _model_params(values: dict[str, Any], add: Callable[[str, str], None]) -> No
     within 3% (:data:`PARAMS_TOLERANCE`)."""
     if not all(k in values for k in MODEL_SHAPE_KEYS):
         return
-    from .build import model_module
 
     model = model_module(values)
     for key, count in (("params_b", model.num_params), ("params_active_b", model.active_params)):

@@ -18,6 +18,12 @@ line when the job no longer fits, and otherwise prints the memory and step time 
 from dataclasses import replace
 from typing import Any
 
+import equinox as eqx
+
+from .._core.exported import EXACT
+from .._inputs.hardware import strong_float
+from .._train.cost import TrainCost
+from .._train.plan import TRAIN_FIELDS, train_plan
 from .command import Launch, tokens
 from .megatron import env_for, megatron_refusals, torchrun
 
@@ -121,12 +127,6 @@ def with_memory_check(line: Launch, plan: dict[str, Any], system: Any, model: An
     with a note of the memory and step time predicted for that run."""
     if line.refused:
         return line
-    import equinox as eqx
-
-    from .._core.exported import EXACT
-    from .._inputs.hardware import strong_float
-    from .._train.cost import TrainCost
-    from .._train.plan import TRAIN_FIELDS, train_plan
 
     names = {f.name for f in TRAIN_FIELDS}
     fields = {k: v for k, v in bridge_allocated(plan).items() if k in names}

@@ -7,8 +7,8 @@
 2. Rounding: each relaxed optimum is rounded to its integer neighbourhood (the two nearest allowed
    values of every degree, the two heaviest choices of every category); the neighbourhood is
    evaluated with the *exact* model in one batched call and the best feasible plan is kept.
-3. Refinement: exact local search from the best rounded plans (:mod:`.discrete`, which also
-   holds the candidate table, :class:`Candidates`).
+3. Refinement: exact local search from the best rounded plans (:mod:`diffcost._core.discrete`,
+   which also holds the candidate table, :class:`Candidates`).
 4. Enumeration: the whole discrete space, evaluated exactly in chunks; the oracle for tests, the
    ``--exhaustive`` option and the default for spaces of at most :func:`auto_limit`
    plans (there enumeration is faster than compiling the relaxed search, and exact).
@@ -26,8 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.dedupe import deduplicated
-from .._core.errors import Problem, SpecError
-from .discrete import (  # noqa: F401  (re-exported: the search's public vocabulary)
+from .._core.discrete import (  # noqa: F401  (re-exported: the search's public vocabulary)
     Axis,
     Candidates,
     Choice,
@@ -41,6 +40,7 @@ from .discrete import (  # noqa: F401  (re-exported: the search's public vocabul
     scaled_moves,
     unique,
 )
+from .._core.errors import Problem, SpecError
 
 
 @dataclass

@@ -31,9 +31,11 @@ from .._core.options import (
 from .._core.smooth import RELAXED
 from .._inputs.hardware import FORMATS, System, one_hot_format
 from .._inputs.model import Model
+from .._inputs.posterior import required_risk
 from .._serve.cost import ServeBreakdown, ServeCost, default_batch_grid
 from .._serve.load import goodput_qps
 from .._serve.plan import SERVE_FIELDS, ServePlan, default_compute_format, encode_serve, serve_plan
+from .._terms.risk import log_sigma, upper_quantile
 from .core import (
     Axis,
     Candidates,
@@ -95,7 +97,7 @@ class ServeSearchSpace:
     # spread over the tp ranks (True) or each split by width (False).
     expert_parallel: tuple[bool, ...] = (False,)
     # The chip and calibration whose posterior the p90 objective reads (its constants' basis
-    # and discrepancy regime, :func:`diffcost._analysis.uncertainty.risk_for`).
+    # and discrepancy regime, :func:`diffcost._inputs.posterior.risk_for`).
     chip: str = ""
     calibration: str = "default"
     # The offered load of the goodput objective: coefficients of variation of the arrival
@@ -318,12 +320,10 @@ class ServeProblem(SearchProblem):
 
 
 def serve_risk(space: ServeSearchSpace) -> Any:
-    """The :class:`~diffcost._analysis.uncertainty.Risk` of TPOT a p90 search ranks by (None
+    """The :class:`~diffcost._inputs.posterior.Risk` of TPOT a p90 search ranks by (None
     for the other objectives); a SpecError without a chip name or a stored posterior."""
     if space.objective != ServeObjective.P90:
         return None
-    from .._analysis.uncertainty import required_risk
-
     return required_risk(space.chip, space.calibration, "token_latency")
 
 
@@ -358,7 +358,6 @@ def _evaluate(cost: ServeCost, plans: ServePlan, limits, objective: str, risk=No
     upper quantile ``y exp(Z80 sigma)`` (:mod:`diffcost._analysis.uncertainty`).  The goodput
     objective reads ``limits`` as p99 limits under the load ``load`` (coefficients of
     variation), not as limits of one steady batch."""
-    from .._analysis.uncertainty import log_sigma, upper_quantile
 
     def one(plan):
         out = cost(plan)

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from .._core.errors import memory_problem
 from .._core.shared import evaluation, once
 from .._core.smooth import (
     EXACT,
@@ -50,7 +51,6 @@ from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._terms.energy import activity_energy_j
 from .._terms.memory_levels import placed_system
-from .._train.problems import memory_problem
 from .kv import (
     ServeMemory,
     activation_bytes_per_token,

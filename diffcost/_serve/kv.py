@@ -26,7 +26,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._core.smooth import Smoothing, ceil_div, is_one, smax
 from .._inputs.hardware import System
 from .._inputs.model import Model
-from .._terms.reserve import runtime_reserve_bytes
+from .._inputs.reserve import runtime_reserve_bytes
 
 
 class ServeMemory(eqx.Module):
@@ -141,7 +141,7 @@ def serve_memory(
     ``draft_fraction`` of the target's size (0: none) adds that fraction of the weights and of
     the KV cache (a scaled-down copy of the target).  ``pass_tokens`` and ``logit_rows`` are the
     tokens and fp32 logit rows of the largest forward pass on the chip (per micro-batch).  The
-    runtime reserve is :func:`~diffcost._terms.reserve.runtime_reserve_bytes` (as in training).
+    runtime reserve is :func:`~diffcost._inputs.reserve.runtime_reserve_bytes` (as in training).
     """
     draft = 1.0 + jnp.asarray(draft_fraction)
     sequences, pass_tokens = jnp.asarray(sequences), jnp.asarray(pass_tokens)

@@ -39,7 +39,7 @@ from .._core.shared import once
 from .._core.smooth import Smoothing, clip01, is_one, smax, smin, step
 from .._inputs.hardware import BYTES_PER_ELEMENT, System, format_index
 from .._inputs.model import Model
-from .._terms.reserve import runtime_reserve_bytes
+from .._inputs.reserve import runtime_reserve_bytes
 from .plan import TrainPlan
 
 _FP8_BYTES = BYTES_PER_ELEMENT["fp8"]
@@ -326,7 +326,7 @@ def stage_memory(
     model: Model, plan: TrainPlan, system: System, sm: Smoothing, stage: int = 0
 ) -> TrainMemory:
     """Per-chip memory of pipeline stage ``stage`` (bytes), ZeRO stages mixed by ``plan.zero``;
-    the runtime reserve is :func:`~diffcost._terms.reserve.runtime_reserve_bytes` (the same as
+    the runtime reserve is :func:`~diffcost._inputs.reserve.runtime_reserve_bytes` (the same as
     serving's).
 
     ZeRO shards over the data-parallel group including context-parallel ranks (``dp * cp``),

@@ -1,24 +1,10 @@
 """Why an exact plan is infeasible, in words and numbers (for the CLI and the search)."""
 
+from .._core.errors import memory_problem
 from .._inputs.model import Model
 from .cost import TrainBreakdown
 from .plan import TrainPlan
 from .rules import pipeline_split_problems
-
-
-def _gb(x: float) -> str:
-    return f"{x / 1e9:.1f} GB"
-
-
-def memory_problem(total_bytes: float, capacity_bytes: float, what: str = "per chip") -> str | None:
-    """'needs X, has Y: over by Z (P%)' or None when it fits."""
-    if total_bytes <= capacity_bytes:
-        return None
-    over = total_bytes - capacity_bytes
-    return (
-        f"does not fit in memory: needs {_gb(total_bytes)} {what}, capacity "
-        f"{_gb(capacity_bytes)}: over by {_gb(over)} ({over / capacity_bytes:.0%})"
-    )
 
 
 def framework_problems(model: Model, plan: TrainPlan) -> list[str]:

@@ -1,20 +1,12 @@
 """The ``diffcost`` command line: ``diffcost train``, ``diffcost specs``, ..."""
 
-import typer
+import os
+from pathlib import Path
 
-app = typer.Typer(
-    name="diffcost",
-    help="Predict (and differentiate) what training and serving large models costs on real "
-    "hardware.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # plain-text usage errors and help: no markup engine may eat bracketed text and no box
-    # drawing in messages a script or a log reads
-    rich_markup_mode=None,
-)
+import jax
 
-from . import (  # noqa: E402,F401  (register subcommands)
+from .._core import exported
+from . import (  # noqa: F401  (importing a command module adds its commands to app)
     _codesign_cmd,
     _plan_cmd,
     _sensitivity_cmd,
@@ -25,16 +17,12 @@ from . import (  # noqa: E402,F401  (register subcommands)
     _train_cmd,
     _validate_cmd,
 )
+from ._app import app
 
 
 def main() -> None:
     """Console-script entry point.  Compiled XLA programs are cached on disk between runs
     (``DIFFCOST_CACHE_DIR``, default ``~/.cache/diffcost/jax``; set it empty to disable)."""
-    import os
-    from pathlib import Path
-
-    import jax
-
     cache = os.environ.get("DIFFCOST_CACHE_DIR", str(Path.home() / ".cache" / "diffcost" / "jax"))
     if cache:
         jax.config.update("jax_compilation_cache_dir", cache)
@@ -42,7 +30,5 @@ def main() -> None:
         # operations, each compiled once per process otherwise (warm `diffcost train`
         # 4.5 -> 4.0 s measured on 2 cores)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    from .._core import exported
-
     exported.enable(cache or None)  # traced programs kept beside the compiled ones
     app()

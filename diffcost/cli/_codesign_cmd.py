@@ -6,9 +6,14 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from .._codesign.design import design_chip, memory_figures
+from .._codesign.multistart import codesign as run
+from .._codesign.multistart import default_starts
+from .._codesign.optimize import DEFAULT_BUDGETS, budget_excess
+from .._codesign.technology import load_technology
 from .._core.errors import Problem, SpecError
 from .._inputs.hardware import FORMATS
-from . import app
+from ._app import app
 from ._common import JsonFlag, console, friendly_errors, positive_problems, print_json, stage
 
 UNITS = {
@@ -26,8 +31,6 @@ WORKLOAD_CHOICES = ("train", "serve", "latency", "edge", "mix")
 
 def chip_numbers(result: Any) -> dict[str, Any]:
     """The designed chip's datasheet: peaks by format (TFLOP/s), memory (GB, TB/s), links."""
-    from .._codesign.design import design_chip, memory_figures
-
     chip = design_chip(result.design, result.problem.tech)
     full_bw = memory_figures(result.design, result.problem.tech)[1]
     peaks = np.asarray(chip.peak_flop_per_s) / 1e12
@@ -45,8 +48,6 @@ def chip_numbers(result: Any) -> dict[str, Any]:
 
 def result_json(result: Any) -> dict[str, Any]:
     """The JSON object of ``diffcost codesign --json``."""
-    from .._codesign.optimize import budget_excess
-
     return {
         "design": {k: float(getattr(result.design, k)) for k in UNITS},
         "chip": chip_numbers(result),
@@ -170,10 +171,6 @@ def codesign(
     json_out: JsonFlag = False,
 ) -> None:
     """Design a chip by gradient for a built-in workload, its parallel plan optimised jointly."""
-    from .._codesign.optimize import DEFAULT_BUDGETS
-    from .._codesign.optimize import codesign as run
-    from .._codesign.technology import load_technology
-
     problems = []
     if workload not in WORKLOAD_CHOICES:
         reason = f"expected one of {', '.join(WORKLOAD_CHOICES)}, got {workload!r}"
@@ -197,7 +194,6 @@ def codesign(
     budgets = tuple(
         d if v is None else float(v) for v, d in zip(given, DEFAULT_BUDGETS[workload], strict=True)
     )
-    from .._codesign.optimize import default_starts
 
     starts = default_starts(workload) if starts is None else starts
     runs = f"{steps} steps" + (f" from each of {starts} starts" if starts > 1 else "")

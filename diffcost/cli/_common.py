@@ -16,8 +16,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .._analysis.plans import load_scenario
 from .._core.errors import Problem, SpecError
+from .._inputs.catalogue import OUTSIDE_FACTOR, outside_catalogue
 from .._inputs.checker import MAX_SI_VALUE
+from .._inputs.loader import load_spec
+from .._serve.plan import plan_kwargs
 
 #: Plain output: ``markup=False``, so no text a user wrote (a name with ``[/x]``, a path)
 #: is ever read as rich markup; emphasis is a ``style=`` on a whole line.
@@ -104,10 +108,6 @@ def merge_inputs(
     ``refs_flags`` holds the ``model``, ``system``, ``chip`` and ``chips`` flags; ``flags`` the
     plan flags (``None``: not given).
     """
-    from .._core.errors import Problem, SpecError
-    from .._inputs.scenario import load_scenario
-    from .._serve.plan import plan_kwargs
-
     base: dict[str, Any] = {}
     refs: dict[str, Any] = {"model": None, "system": None, "chip": None, "chips": None}
     if scenario is None and refs_flags["model"] is None:
@@ -131,8 +131,6 @@ def merge_inputs(
 
 def spec_infos(refs: dict[str, Any]) -> tuple[Any, Any]:
     """Identity of the model and of the system (or chip) a command ran on."""
-    from .._inputs.loader import load_spec
-
     model_info = load_spec("model", refs["model"]).info
     kind = "system" if refs["system"] else "chip"
     return model_info, load_spec(kind, refs["system"] or refs["chip"]).info
@@ -350,8 +348,6 @@ def check_finite(out: Any, job: str, system: Any, model: Any, inputs: str = "") 
     inputs that lie far outside the built-in catalogue
     (:func:`diffcost._inputs.catalogue.outside_catalogue`); ``inputs`` names the files read.
     """
-    from .._inputs.catalogue import OUTSIDE_FACTOR, outside_catalogue
-
     flat = to_python(out)
     bad = {
         f"{prefix}{key}": value

@@ -29,7 +29,7 @@ from .._search.core import SearchResult, settings
 from .._search.train import TrainSearchSpace, search_train
 from .._train.cost import TrainCost
 from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STAGES, train_plan
-from . import app
+from ._app import app
 from ._common import (
     EXIT_INFEASIBLE,
     NO_LIMIT,

@@ -23,7 +23,7 @@ from .._serve.plan import ServePlan
 from .._train.cost import TrainCost
 from .._train.plan import TrainPlan
 from .._train.problems import train_problems
-from . import app
+from ._app import app
 from ._common import (
     EXIT_INFEASIBLE,
     CalibrationOpt,
@@ -225,6 +225,7 @@ def _report(kind: str, job: Job, report: Flags, json_out: bool) -> None:
     know = _knowledge(kind, job, linearised)
     tornado: Path | None = report["tornado"]
     if tornado is not None:
+        # imported here: the plots import matplotlib and pandas (~1 s), only --tornado needs them
         from .._analysis.plots import save
         from .._analysis.plots import tornado as tornado_chart
 

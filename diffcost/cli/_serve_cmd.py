@@ -12,7 +12,7 @@ from .._serve.cost import ServeBreakdown, ServeCost, serve_problems
 from .._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
 from .._serve.plan import ServePlan
 from .._terms.energy import energy_basis
-from . import app
+from ._app import app
 from ._common import (
     EXIT_INFEASIBLE,
     NO_LIMIT,

@@ -2,9 +2,9 @@
 
 from rich.table import Table
 
+from .._analysis.plans import load_scenario
 from .._inputs.loader import builtin_names, load_spec
-from .._inputs.scenario import load_scenario
-from . import app
+from ._app import app
 from ._common import JsonFlag, console, friendly_errors, print_json
 
 

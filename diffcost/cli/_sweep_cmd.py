@@ -15,7 +15,7 @@ from .._analysis.sweep import Sweep, SweepFile, SweepResult, load_sweep, run_swe
 from .._analysis.sweep_shard import parse_shard, shard_range, stamp, sweep_digest, write_table
 from .._core.errors import Problem, SpecError
 from .._inputs.loader import load_spec
-from . import app
+from ._app import app
 from ._common import console, friendly_errors, naming_flag, output_problems, print_json
 from ._sweep_paths import output_paths
 
@@ -62,6 +62,7 @@ def write_plots(result: SweepResult, job: str, varying: list[str], folder: Path)
     """The plots a sweep supports: MFU heatmap (train, TP and PP swept), Pareto front (serve),
     memory bars of the best plans, and the headline metric with its p10-p90 band
     (:func:`band_axes`) when the sweep has interval columns."""
+    # imported here: the plots import matplotlib and pandas (~1 s), only --plots needs them
     from .._analysis import plots as _plots
 
     folder.mkdir(parents=True, exist_ok=True)

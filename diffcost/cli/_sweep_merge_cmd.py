@@ -7,7 +7,7 @@ import typer
 
 from .._analysis.sweep import OUTPUTS, SweepResult
 from .._analysis.sweep_shard import merge_tables, read_table, write_table
-from . import app
+from ._app import app
 from ._common import check_outputs, console, friendly_errors, print_json
 from ._sweep_cmd import _print_best, _shown_columns, best_rows, write_plots
 

@@ -10,7 +10,7 @@ from .._terms.energy import energy_basis
 from .._train.cost import TrainBreakdown, TrainCost
 from .._train.plan import TrainPlan
 from .._train.problems import train_problems
-from . import app
+from ._app import app
 from ._common import (
     EXIT_INFEASIBLE,
     CalibrationOpt,

@@ -8,9 +8,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from .._analysis import uncertainty
+from .._analysis.calibrate import calibrate as fit_constants
+from .._analysis.calibrate import calibration_toml, report, write_calibration
+from .._analysis.plans import load_load_measurements, load_measurements
+from .._analysis.validate import prepare, scenario_toml
+from .._analysis.validate import validate as run
+from .._analysis.validate_load import error_table, validate_load
 from .._core.errors import Problem, SpecError
-from .._inputs.measurements import METRIC_LABELS, load_measurements
-from . import app
+from .._inputs.loader import is_builtin, specs_dir
+from .._inputs.measurements import METRIC_LABELS
+from ._app import app
 from ._common import (
     CalibrationOpt,
     JsonFlag,
@@ -194,9 +202,6 @@ def validate(
     json_out: JsonFlag = False,
 ) -> None:
     """Predict every published measurement and report the errors (median, 90th percentile)."""
-    from .._analysis.validate import scenario_toml
-    from .._analysis.validate import validate as run
-
     if load:
         _validate_load(calibration, measurements, json_out)
         return
@@ -245,9 +250,6 @@ def validate(
 
 def _validate_load(calibration: str, files: list[str] | None, json_out: bool) -> None:
     """``diffcost validate --load``: :mod:`diffcost._analysis.validate_load`."""
-    from .._analysis.validate_load import error_table, validate_load
-    from .._inputs.load_measurements import load_load_measurements
-
     result = validate_load(load_load_measurements(files or None), calibration)
     if json_out:
         print_json({"calibration": calibration, **result})
@@ -257,8 +259,6 @@ def _validate_load(calibration: str, files: list[str] | None, json_out: bool) ->
 
 
 def _print_point(result, m) -> None:
-    from .._analysis.validate import scenario_toml
-
     if not result.rows:
         console.print(f"{m.id} is not predicted: {m.excluded}", highlight=False)
         return
@@ -314,10 +314,6 @@ def calibrate(
 ) -> None:
     """Fit the efficiency constants to the measurements (optax, through the model's gradients);
     report errors with the priors, after the fit (in sample) and leave-one-source-out."""
-    from .._analysis.calibrate import calibrate as fit_constants
-    from .._analysis.calibrate import report
-    from .._analysis.validate import prepare
-
     if steps < 1 or rounds < 1:
         raise SpecError([Problem("<flags>", "--steps/--rounds", "must be positive")])
     if write is not None:
@@ -339,8 +335,6 @@ def calibrate(
 
 def _check_write_target(write: str) -> None:
     """``--write`` needs a path outside the (read-only) built-in specs."""
-    from .._inputs.loader import is_builtin, specs_dir
-
     if not write or write.startswith("-"):
         reason = f"needs a PATH to write the calibration file to, got {write!r}"
         raise SpecError([Problem("<flags>", "--write", reason)])
@@ -358,9 +352,6 @@ def _write_fit(fit, prep, summary, calibration: str, write: str, flags: dict[str
     when the leave-one-source-out folds ran (the model discrepancy is estimated from them), its
     posterior (:mod:`diffcost._analysis.uncertainty`) beside it as ``<stem>.posterior.json``;
     without them the calibration has no posterior and predictions carry no interval."""
-    from .._analysis import uncertainty
-    from .._analysis.calibrate import calibration_toml, write_calibration
-
     command = f"diffcost calibrate --steps {flags['steps']} --rounds {flags['rounds']}"
     command += "" if flags["loso"] else " --no-loso"
     command += "".join(f" --measurements {shlex.quote(m)}" for m in flags["measurements"] or [])

@@ -1,6 +1,7 @@
-"""The key reference of ``specs/SCHEMA.md``, generated from the schema source (:mod:`.schema`).
+"""The key reference of ``specs/SCHEMA.md``, generated from the schema source
+(:mod:`diffcost._inputs.schema`, and the jobs' ``[plan]`` tables: :mod:`.plans`).
 
-Regenerate after changing a schema: ``python -m diffcost._inputs.schema_doc`` rewrites the part
+Regenerate after changing a schema: ``python -m diffcost._analysis.schema_doc`` rewrites the part
 of ``specs/SCHEMA.md`` between :data:`BEGIN` and :data:`END`; a test checks it is up to date.
 """
 
@@ -10,24 +11,25 @@ from pathlib import Path
 from typing import Any
 
 from .._core.units import UNITS
-from .schema import KINDS, POINT_PLAN_REQUIRED, TOP, Field, Kind
+from .._inputs.checker import specs_dir
+from .._inputs.schema import KINDS, MEASURED, POINT_PLAN_REQUIRED, TOP, Field, Kind
+from .plans import PLAN_SCHEMAS
 
 BEGIN = (
     "<!-- BEGIN KEY REFERENCE: generated from diffcost/_inputs/schema.py by "
-    "`python -m diffcost._inputs.schema_doc`; do not edit by hand -->"
+    "`python -m diffcost._analysis.schema_doc`; do not edit by hand -->"
 )
 END = "<!-- END KEY REFERENCE -->"
 
 
-def plan_schemas() -> dict[str, dict[str, Any]]:
+def plan_schemas() -> dict[str, Mapping[str, Any]]:
     """The ``[plan]`` keys of a training and a serving scenario."""
-    from .scenario import PLAN_SCHEMAS
-
-    return PLAN_SCHEMAS
+    return dict(PLAN_SCHEMAS)
 
 
 def _value(f: Any) -> str:
-    """What a key holds, in words (a field of :mod:`.schema` or one shaped like it)."""
+    """What a key holds, in words (a field of :mod:`diffcost._inputs.schema` or one shaped
+    like it)."""
     plausible = getattr(f, "plausible", None)
     text = _kind_value(f)
     return f"{text}; plausible {plausible.text()}" if plausible is not None else text
@@ -106,8 +108,6 @@ def _kind(kind: Kind) -> list[str]:
 
 
 def _point_tables() -> list[str]:
-    from .schema import MEASURED
-
     lines = []
     for job, plan in plan_schemas().items():
         required = POINT_PLAN_REQUIRED[job]
@@ -144,8 +144,6 @@ def render(text: str) -> str:
 
 def main(argv: list[str]) -> int:
     """Rewrite the key reference of ``specs/SCHEMA.md`` (or of the file given)."""
-    from .checker import specs_dir
-
     path = Path(argv[0]) if argv else specs_dir() / "SCHEMA.md"
     path.write_text(render(path.read_text()))
     print(f"wrote {path}")

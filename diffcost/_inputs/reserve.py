@@ -8,7 +8,7 @@ and no allocator fragmentation.
 
 from jaxtyping import Array
 
-from .._inputs.hardware import System
+from .hardware import System
 
 
 def runtime_reserve_bytes(system: System) -> Array:

@@ -1,0 +1,273 @@
+"""The discrete space of training plans: what may vary (:class:`TrainSearchSpace`), the axes
+and choices of its candidate grid, Megatron-LM's validity rules on a grid's rows, and the rows
+decoded to exact :class:`~diffcost._train.plan.TrainPlan` pytrees.  The search
+(:mod:`diffcost._search.train`) and the validation rule (:mod:`diffcost._analysis.validate`)
+both enumerate it.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._core.discrete import Axis, Candidates, Choice
+from .._core.options import (
+    Optimizer,
+    Recompute,
+    TrainObjective,
+    TrainPrecision,
+    ZeroStage,
+    coerce,
+    coerce_all,
+    plain_value,
+)
+from .._inputs.model import Model
+from .plan import TRAIN_FIELDS, LoraTarget, TrainPlan, encode_train
+
+#: Gradient bytes per parameter by training precision (``fp32, tf32, bf16, fp16, fp8``): the
+#: 16-bit formats reduce 16-bit gradients (Megatron-LM ``--grad-reduce-in-bf16``, which the
+#: launch line emits, :mod:`diffcost._launch.megatron`); fp32/tf32 keep fp32 gradients.
+GRAD_BYTES = np.asarray([4.0, 4.0, 2.0, 2.0, 2.0])
+_FIELD = {f.name: f for f in TRAIN_FIELDS}
+
+
+@dataclass(frozen=True)
+class TrainSearchSpace:
+    """What may vary.  ``chips`` lists the chip counts to consider (default: the system's).
+
+    Options are typed (:mod:`diffcost._core.options`): each may be given as a member or its
+    plain value, and a value that is not one of the choices raises
+    :class:`~diffcost._core.errors.SpecError` naming the key and the choices.
+    """
+
+    global_batch: int
+    seq_len: int
+    chips: tuple[int, ...]
+    recompute: tuple[Recompute | str, ...] = tuple(Recompute)
+    zero: tuple[ZeroStage | int, ...] = tuple(ZeroStage)
+    precision: tuple[TrainPrecision | str, ...] = (TrainPrecision.BF16,)
+    sequence_parallel: tuple[bool, ...] = (False, True)
+    max_cp: int = 1
+    max_micro_batch: int = 16
+    max_virtual_stages: int = 8
+    optimizer: Optimizer | str = Optimizer.ADAM
+    flash_attention: bool = True
+    objective: TrainObjective | str = TrainObjective.TIME
+    # The chip and calibration whose posterior the p90 objective reads (its constants' basis
+    # and discrepancy regime, :func:`diffcost._inputs.posterior.risk_for`).
+    chip: str = ""
+    calibration: str = "default"
+    # Discrete-only, fixed for the whole search (never relaxed or enumerated): the pipeline
+    # split's first/last stage layers (0 = even) and LoRA (rank 0 = full training), given by
+    # the user as in :func:`diffcost.train_plan`.
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+    lora_rank: int = 0
+    lora_targets: LoraTarget | str = LoraTarget.QKV
+
+    def __post_init__(self) -> None:
+        typed = {
+            "recompute": coerce_all(Recompute, self.recompute, "recompute"),
+            "zero": coerce_all(ZeroStage, self.zero, "zero"),
+            "precision": coerce_all(TrainPrecision, self.precision, "precision"),
+            "optimizer": coerce(Optimizer, self.optimizer, "optimizer"),
+            "objective": coerce(TrainObjective, self.objective, "objective"),
+            "lora_targets": coerce(LoraTarget, self.lora_targets, "lora_targets"),
+        }
+        for key, value in typed.items():
+            object.__setattr__(self, key, value)
+
+
+def _divisors(n: int, limit: int) -> tuple[float, ...]:
+    return tuple(float(d) for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Choice]]:
+    """The discrete space: allowed values of every degree and categorical.  Context
+    parallelism ``cp > 1`` needs the sequence divisible by ``2 cp`` (Megatron-LM splits it into
+    ``2 cp`` chunks for load balance: ``validate_args``, :mod:`diffcost._train.rules`)."""
+    heads, ffn, layers = int(model.heads), int(model.ffn_hidden), int(model.layers)
+    n_max = max(space.chips)
+    cps = tuple(
+        float(2**k)
+        for k in range(0, int(math.log2(max(space.max_cp, 1))) + 1)
+        if (k == 0 or space.seq_len % 2 ** (k + 1) == 0) and 2**k <= n_max
+    )
+    axes = [
+        Axis("tp", _divisors(math.gcd(heads, ffn), n_max)),
+        Axis(
+            "pp",
+            tuple(float(p) for p in range(1, min(layers, n_max) + 1))
+            if _uneven(space)
+            else _divisors(layers, n_max),
+        ),
+        Axis("cp", cps),
+        Axis("micro_batch", _divisors(space.global_batch, space.max_micro_batch)),
+        # each model chunk holds at least one layer: more chunks than layers cannot exist
+        Axis(
+            "virtual_stages",
+            tuple(float(v) for v in range(1, min(space.max_virtual_stages, layers) + 1)),
+        ),
+        Axis("chips", tuple(float(c) for c in sorted(space.chips))),
+        # expert parallelism: a divisor of the routed experts (1 for a dense model)
+        Axis("ep", _divisors(int(model.experts), n_max) if int(model.experts) else (1.0,)),
+    ]
+    choices = [
+        Choice("recompute", tuple(space.recompute)),
+        Choice("zero", tuple(space.zero)),
+        Choice("precision", tuple(space.precision)),
+        Choice("sequence_parallel", tuple(space.sequence_parallel)),
+    ]
+    return axes, choices
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The model integers the validity rules read (static inside ``jit``)."""
+
+    layers: int
+    kv_heads: int
+    expert_ffn_hidden: int
+
+    @staticmethod
+    def of(model: Model) -> "_Shape":
+        return _Shape(int(model.layers), int(model.kv_heads), int(model.expert_ffn_hidden))
+
+
+def valid(
+    c: Candidates | dict[str, Any], model: Model | _Shape, space: TrainSearchSpace, xp: Any = np
+) -> Any:
+    """Joint validity, the rules of :func:`diffcost.train_problems`: integer dp, divisibility,
+    KV heads a multiple or divisor of tp, interleaving only with pp > 1 and a micro-batch count
+    that pp divides (Megatron-LM, :mod:`diffcost._train.rules`), SP only with tp > 1, ``ep``
+    dividing dp and each expert's width divisible by tp (Megatron-Core).  ``xp``: numpy, or
+    ``jax.numpy`` inside the on-device enumeration (``c`` then the traced columns)."""
+    shape = model if isinstance(model, _Shape) else _Shape.of(model)
+    col = c.columns if isinstance(c, Candidates) else c
+    dp = col["chips"] / (col["tp"] * col["pp"] * col["cp"])
+    layers, kv = shape.layers, shape.kv_heads
+    ok = (dp >= 1) & (xp.abs(dp - xp.round(dp)) < 1e-6)
+    dpi = xp.maximum(xp.round(dp), 1)
+    ok &= space.global_batch % (dpi * col["micro_batch"]) == 0
+    ok &= _split_ok(layers, col["pp"], col["virtual_stages"], space, xp)
+    ok &= (col["pp"] > 1) | (col["virtual_stages"] == 1)
+    micro_batches = xp.floor(space.global_batch / (dpi * col["micro_batch"]))
+    ok &= (col["virtual_stages"] == 1) | (micro_batches % col["pp"] == 0)
+    ok &= (kv % col["tp"] == 0) | (col["tp"] % kv == 0)
+    ok &= (col["tp"] > 1) | (col["sequence_parallel"] == 0)
+    ok &= (dpi % col["ep"] == 0) & (shape.expert_ffn_hidden % col["tp"] == 0)
+    return ok
+
+
+def _split_ok(layers: int, pp: Any, v: Any, space: TrainSearchSpace, xp: Any = np) -> Any:
+    """Megatron-LM's pipeline split (:func:`diffcost._train.rules.pipeline_split_violation`):
+    ``L % (p v) == 0`` when even; uneven: ``p > 1``, the rest ``L - f - l`` divides over the
+    remaining stages (or is 0 with none left), every stage's layers divisible by ``v``."""
+    if not _uneven(space):
+        return layers % (pp * v) == 0
+    f, last = space.first_stage_layers, space.last_stage_layers
+    stages = pp - (f > 0) - (last > 0)
+    rest = layers - f - last
+    middle = xp.where(stages > 0, rest / xp.maximum(stages, 1), 0.0)
+    ok = (pp > 1) & (rest >= 0) & xp.where(stages > 0, rest % xp.maximum(stages, 1) == 0, rest == 0)
+    first_n = f if f > 0 else middle
+    last_n = last if last > 0 else middle
+    for n in (first_n, middle, last_n):
+        ok &= xp.mod(n, v) == 0
+    return ok
+
+
+def _one_hots(name: str, chosen: Any, n: int) -> np.ndarray:
+    """One-hot rows over a categorical field's choices (``chosen``: one value or one per row)."""
+    options = _FIELD[name].options()
+    picks = np.broadcast_to(np.asarray(chosen, dtype=object), (n,))
+    return np.eye(len(options))[[options.index(_FIELD[name].plain(v)) for v in picks]]
+
+
+def _fixed(space: TrainSearchSpace) -> dict[str, np.ndarray]:
+    """The fields a search keeps fixed (discrete-only): the pipeline split and LoRA, as the
+    space gives them.  An uneven split is a user's choice of a layout the even split cannot
+    express (126 layers on 16 stages), and LoRA changes what is trained, not how."""
+    return {
+        "first_stage_layers": np.asarray(float(space.first_stage_layers)),
+        "last_stage_layers": np.asarray(float(space.last_stage_layers)),
+        "lora_rank": np.asarray(float(space.lora_rank)),
+        "lora_targets": _one_hots("lora_targets", space.lora_targets, 1)[0],
+    }
+
+
+def _uneven(space: TrainSearchSpace) -> bool:
+    return space.first_stage_layers > 0 or space.last_stage_layers > 0
+
+
+def _grad_bytes(precision: Any) -> Any:
+    """Gradient bytes of precision weights (numpy or JAX rows): :data:`GRAD_BYTES` in their
+    dtype."""
+    return precision @ np.asarray(GRAD_BYTES, dtype=precision.dtype)
+
+
+def _plan_fields(col: Any, space: TrainSearchSpace, onehot: Any, full: Any) -> dict[str, Any]:
+    """A plan's fields from candidate columns (shared by the host table and the on-device
+    enumeration): ``onehot(name)`` gives a choice's one-hot rows, ``full(value)`` a constant
+    column."""
+    return {
+        "tp": col["tp"],
+        "pp": col["pp"],
+        "cp": col["cp"],
+        "dp": col["chips"] / (col["tp"] * col["pp"] * col["cp"]),
+        "ep": col["ep"],
+        "micro_batch": col["micro_batch"],
+        "global_batch": full(space.global_batch),
+        "seq_len": full(space.seq_len),
+        "virtual_stages": col["virtual_stages"],
+        "sequence_parallel": col["sequence_parallel"] * 1.0,
+        "flash_attention": full(float(space.flash_attention)),
+        "overlap_grad_reduce": full(1.0),
+        "recompute": onehot("recompute"),
+        "zero": onehot("zero"),
+        "precision": onehot("precision"),
+        "grad_bytes_per_param": _grad_bytes(onehot("precision")),
+        "optimizer": onehot("optimizer"),
+        **{k: full(v) for k, v in _fixed(space).items()},
+    }
+
+
+def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
+    """Stack candidate rows into one exact :class:`TrainPlan` pytree (leading axis = rows)."""
+    col = c.columns
+    n = len(c)
+    dtype = dtype or jnp.result_type(float)
+    f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64), dtype=dtype)  # noqa: E731
+    chosen = {k: col[k] for k in ("recompute", "precision")}
+    chosen |= {"zero": col["zero"].astype(int), "optimizer": space.optimizer}
+    onehot = lambda name: _one_hots(name, chosen[name], n)  # noqa: E731
+    full = lambda v: np.broadcast_to(v, (n, *np.shape(v)))  # noqa: E731
+    return encode_train({k: f(v) for k, v in _plan_fields(col, space, onehot, full).items()})
+
+
+def _device_plans(cols: dict, index: dict, space: TrainSearchSpace, n: int) -> TrainPlan:
+    """:func:`to_plans` inside ``jit``, from :func:`device_columns` (choices by option index)."""
+
+    def onehot(name: str) -> jax.Array:
+        if name == "optimizer":
+            return full(_one_hots(name, space.optimizer, 1)[0])
+        options = getattr(space, name)
+        table = _one_hots(name, [int(o) if name == "zero" else o for o in options], len(options))
+        return jnp.asarray(table, jnp.result_type(float))[index[name]]
+
+    full = lambda v: jnp.broadcast_to(jnp.asarray(v, jnp.result_type(float)), (n, *np.shape(v)))  # noqa: E731
+    return encode_train(_plan_fields(cols, space, onehot, full))
+
+
+def plan_row(row: dict, space: TrainSearchSpace) -> dict:
+    """A candidate row as plain plan values (ints where integer)."""
+    out = {k: plain_value(_FIELD, k, v) for k, v in row.items()}
+    out["dp"] = out["chips"] // (out["tp"] * out["pp"] * out["cp"])
+    out["global_batch"], out["seq_len"] = space.global_batch, space.seq_len
+    return out
+
+
+__all__ = ["GRAD_BYTES", "TrainSearchSpace", "axes_for", "plan_row", "to_plans", "valid"]
