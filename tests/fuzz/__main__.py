@@ -1,7 +1,8 @@
-"""``python -m tests.fuzz [--every K [--offset R]] [--combinations N]``: run the fuzz suite,
-print the outcome counts per input group (with the oracle's valid / invalid / cannot-tell
-counts) and per oracle verdict, and the first defects; exit 1 if there is any defect.  Defects include
-``accepted_invalid`` (an invalid input answered) and ``refused_valid`` (a valid input refused).
+"""``python -m tests.fuzz [--every K [--offset R]] [--combinations N]``: run the fuzz
+suite, print the outcome counts per input group (with the oracle's valid / invalid /
+cannot-tell counts) and per oracle verdict, and the first defects; exit 1 if there is any
+defect.  Defects include ``accepted_invalid`` (an invalid input answered) and
+``refused_valid`` (a valid input refused).
 """
 
 import argparse
