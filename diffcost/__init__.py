@@ -17,8 +17,8 @@ configure_xla()  # before any JAX computation (it imports no JAX): see diffcost/
 
 try:
     __version__ = metadata.version("diffcost")
-except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0.1.0"
+except metadata.PackageNotFoundError:  # a source tree that was never installed: no version
+    __version__ = "0+unknown"  # a PEP 440 local version below every release
 
 if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _LAZY
     from ._analysis.calibrate import calibrate

@@ -1,5 +1,7 @@
 """The ``diffcost`` command line: ``diffcost train``, ``diffcost specs``, ..."""
 
+from typing import Annotated
+
 import typer
 
 app = typer.Typer(
@@ -13,6 +15,32 @@ app = typer.Typer(
     # drawing in messages a script or a log reads
     rich_markup_mode=None,
 )
+
+
+def _print_version(value: bool) -> bool:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"diffcost {__version__}")
+        raise typer.Exit()
+    return value  # click passes the callback's result on as the option's value
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the installed version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Predict (and differentiate) what training and serving large models costs on real
+    hardware."""
+
 
 from . import (  # noqa: E402,F401  (register subcommands)
     _codesign_cmd,
