@@ -37,3 +37,14 @@ def test_public_api_is_pinned():
     assert set(diffcost.__all__) == PUBLIC
     for name in diffcost.__all__:
         assert hasattr(diffcost, name), name
+
+
+def test_the_package_says_it_is_typed():
+    """PEP 561: the empty ``py.typed`` marker beside ``__init__.py`` tells type checkers to read
+    the package's annotations; hatch packs every file of ``diffcost/`` into the wheel (checked
+    with ``pip wheel``: ``diffcost/py.typed`` is in it)."""
+    from pathlib import Path
+
+    marker = Path(diffcost.__file__).parent / "py.typed"
+    assert marker.is_file()
+    assert marker.read_bytes() == b""
