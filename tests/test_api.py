@@ -48,3 +48,20 @@ def test_the_package_says_it_is_typed():
     marker = Path(diffcost.__file__).parent / "py.typed"
     assert marker.is_file()
     assert marker.read_bytes() == b""
+
+
+def test_only_public_jax():
+    """JAX's private modules change without notice: the package and its tests use the public API
+    only (``jax``, ``jax.extend``, ``jax.config``...)."""
+    from pathlib import Path
+
+    root = Path(diffcost.__file__).parent.parent
+    private = "jax." + "_src"  # not spelled out: this file would match itself
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for folder in ("diffcost", "tests", "benchmarks")
+        for path in sorted((root / folder).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if private in line
+    ]
+    assert not found, found
