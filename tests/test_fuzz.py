@@ -53,7 +53,7 @@ def _combinations(runner: Runner, examples: int) -> None:
         deadline=None,
         database=None,
         derandomize=True,
-        suppress_health_check=list(HealthCheck),
+        suppress_health_check=list(HealthCheck.__members__.values()),
     )
     @given(flag_combinations())
     def check(case: Case) -> None:

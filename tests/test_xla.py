@@ -36,9 +36,9 @@ def test_backends_started_asks_jax_and_changes_nothing():
     import jax.numpy as jnp
 
     float(jnp.ones(()))
-    before = jax.config.jax_cpu_get_local_topology_timeout_minutes
+    before = getattr(jax.config, xla._PROBE_OPTION)
     assert xla.backends_started() is True
-    assert jax.config.jax_cpu_get_local_topology_timeout_minutes == before
+    assert getattr(jax.config, xla._PROBE_OPTION) == before
 
 
 def test_the_users_own_value_wins(monkeypatch):

@@ -39,7 +39,7 @@ def main() -> int:
             max_examples=args.combinations,
             deadline=None,
             database=None,
-            suppress_health_check=list(HealthCheck),
+            suppress_health_check=list(HealthCheck.__members__.values()),
         )
         @given(flag_combinations())
         def combinations(case):
