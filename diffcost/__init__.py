@@ -9,16 +9,13 @@ The three uses are one-liners on a cost model ``cost = TrainCost(system, model)`
 
 import importlib
 import typing
-from importlib import metadata
 
+from ._core.version import VERSION
 from ._core.xla import configure_xla
 
 configure_xla()  # before any JAX computation (it imports no JAX): see diffcost/_core/xla.py
 
-try:
-    __version__ = metadata.version("diffcost")
-except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0.1.0"
+__version__ = VERSION
 
 if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _LAZY
     from ._analysis.calibrate import calibrate

@@ -10,7 +10,7 @@ jax.config.update("jax_platforms", "cpu")
 
 import diffcost as dc  # noqa: E402
 from diffcost._core.quick_compile import QUICK_COMPILE  # noqa: E402
-from diffcost._core.xla import add_flags  # noqa: E402
+from diffcost._core.xla import add_flags, backends_started  # noqa: E402
 
 
 def _slow_pass(config: pytest.Config) -> bool:
@@ -41,9 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
     ``XLA_FLAGS`` is left as given."""
     global TEST_FLAGS_IN_TIME
     if not _slow_pass(config):
-        from jax._src import xla_bridge
-
-        TEST_FLAGS_IN_TIME = not xla_bridge.backends_are_initialized()
+        TEST_FLAGS_IN_TIME = not backends_started()
         add_flags(TEST_XLA_FLAGS)
 
 

@@ -37,3 +37,31 @@ def test_public_api_is_pinned():
     assert set(diffcost.__all__) == PUBLIC
     for name in diffcost.__all__:
         assert hasattr(diffcost, name), name
+
+
+def test_the_package_says_it_is_typed():
+    """PEP 561: the empty ``py.typed`` marker beside ``__init__.py`` tells type checkers to read
+    the package's annotations; hatch packs every file of ``diffcost/`` into the wheel (checked
+    with ``pip wheel``: ``diffcost/py.typed`` is in it)."""
+    from pathlib import Path
+
+    marker = Path(diffcost.__file__).parent / "py.typed"
+    assert marker.is_file()
+    assert marker.read_bytes() == b""
+
+
+def test_only_public_jax():
+    """JAX's private modules change without notice: the package and its tests use the public API
+    only (``jax``, ``jax.extend``, ``jax.config``...)."""
+    from pathlib import Path
+
+    root = Path(diffcost.__file__).parent.parent
+    private = "jax." + "_src"  # not spelled out: this file would match itself
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for folder in ("diffcost", "tests", "benchmarks")
+        for path in sorted((root / folder).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if private in line
+    ]
+    assert not found, found

@@ -16,6 +16,15 @@ def _run(*args):
     return runner.invoke(app, list(args))
 
 
+def test_version_prints_the_installed_version():
+    from importlib import metadata
+
+    result = _run("--version")
+    assert result.exit_code == 0, result.output
+    assert result.output == f"diffcost {metadata.version('diffcost')}\n"
+    assert dc.__version__ == metadata.version("diffcost")
+
+
 def test_train_default_scenario_prints_a_table():
     result = _run("train")
     assert result.exit_code == 0, result.output

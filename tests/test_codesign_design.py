@@ -238,6 +238,44 @@ def test_bad_technology_file_names_file_key_and_reason(tmp_path):
         reference_chip("h999")
 
 
+def test_technology_file_problems_come_all_at_once_from_the_spec_checker(tmp_path):
+    """The technology file goes through the one spec checker: every problem of the whole file
+    (not only of the tables asked for), each naming file, key and reason, in one error."""
+    text = technology_path().read_text()
+    text = text.replace("wafer_usd = 16988", "wafer_usd = -1", 1)  # node.n4
+    text = text.replace("[node.n7]\nmatrix_mm2", "[node.n7]\nmatrix_mm3", 1)  # a typo
+    text = text.replace('node = "n5"', 'node = "n6"', 1)  # mi300x
+    text = text.replace("pj_per_byte = 44", 'pj_per_byte = "44"', 1)  # links
+    path = tmp_path / "technology.toml"
+    path.write_text(text)
+    with pytest.raises(dc.SpecError) as err:
+        load_technology("n3", path=path)
+    where = {(p.file, p.key) for p in err.value.problems}
+    assert {key for file, key in where if file == str(path)} >= {
+        "node.n4.wafer_usd",
+        "node.n7.matrix_mm3_per_tflop_per_s_per_ghz",
+        "node.n7.matrix_mm2_per_tflop_per_s_per_ghz",
+        "chip.mi300x.node",
+        "links.pj_per_byte",
+    }
+    message = str(err.value)
+    assert "node.n7.matrix_mm3_per_tflop_per_s_per_ghz: unknown key; did you mean" in message
+    assert "chip.mi300x.node: no [node.n6] table" in message
+    assert "links.pj_per_byte: must be a number, got '44'" in message
+
+
+def test_technology_schema_and_unit_factors_name_the_same_keys():
+    from diffcost._codesign import technology as T
+    from diffcost._inputs import schema as S
+
+    assert set(S.TECHNOLOGY_NODE) == set(T.NODE_KEYS)
+    assert set(S.TECHNOLOGY_HBM) == set(T.HBM_KEYS)
+    assert set(S.TECHNOLOGY_LPDDR) == set(T.LPDDR_KEYS)
+    assert set(S.TECHNOLOGY_FORMATS) == set(T.FORMAT_KEYS)
+    assert set(S.TECHNOLOGY_LINKS) == set(T.LINK_KEYS)
+    assert set(S.TECHNOLOGY_PACKAGE) == set(T.PACKAGE_KEYS)
+
+
 def test_design_is_a_positive_float_pytree(h100_design):
     leaves = jtu.tree_leaves(h100_design)
     assert len(leaves) == 8 and all(float(x) > 0 for x in leaves)

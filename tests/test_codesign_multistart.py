@@ -43,7 +43,9 @@ def _exact(train: float, serve: float, edge: float, feasible: bool = True) -> di
 
 
 def test_exact_rank_puts_within_budget_and_feasible_first_then_the_lower_objective(problem):
-    within = dict(zip(("area_mm2", "power_w", "cost_usd"), problem.budgets, strict=True))
+    within: dict[str, float] = dict(
+        zip(("area_mm2", "power_w", "cost_usd"), problem.budgets, strict=True)
+    )
     over = within | {"power_w": 1.1 * within["power_w"]}
     good = exact_rank(problem, _exact(8.0, 9.0, 0.003), within)
     better = exact_rank(problem, _exact(8.0, 9.0, 0.002), within)

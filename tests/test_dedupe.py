@@ -1,6 +1,7 @@
 """Common-subexpression elimination before differentiation (diffcost._core.dedupe)."""
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 import pytest

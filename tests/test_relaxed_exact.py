@@ -14,6 +14,7 @@ cost model and relaxation); the slow run takes every chip x model pair in both p
 """
 
 import random
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -60,7 +61,7 @@ def _serve_kwargs(rng: random.Random) -> tuple[dict, int]:
         rng.choice([1, 1, 2, 3, 4]),
         rng.choice([1, 2]),
     )
-    kw = dict(
+    kw: dict[str, Any] = dict(
         tp=tp,
         pp=pp,
         replicas=replicas,

@@ -166,3 +166,13 @@ def test_two_processes_joined_by_jax_distributed_write_the_single_process_table(
         assert p.returncode == 0, stderr[-3000:]
     assert "4 device(s)" in outputs[0][0] and "best feasible" not in outputs[1][0]
     pd.testing.assert_frame_equal(pd.read_csv(out), full, check_exact=False, rtol=1e-12)
+
+
+def test_joining_after_a_computation_is_an_input_error_naming_the_flag():
+    import jax.numpy as jnp
+
+    from diffcost._analysis import distributed
+
+    float(jnp.ones(()))  # the backend is running now
+    with pytest.raises(SpecError, match="distributed: JAX already started its devices"):
+        distributed.join("127.0.0.1:1", 2, 0)

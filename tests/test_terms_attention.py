@@ -19,6 +19,11 @@ from diffcost._terms.attention import (
 from diffcost._terms.gemm import GemmFormat, matmul_efficiency, matmul_time_s
 
 
+def _num(x) -> float:
+    """A GemmOp field (ArrayLike: possibly a Python number) as a float."""
+    return float(jnp.asarray(x))
+
+
 @pytest.fixture(scope="module")
 def h100():
     return dc.load_system("dgx-h100")
@@ -48,7 +53,7 @@ def test_gemm_attention_closed_form(h100):
     """skip * (QK^T + AV), each a batched 16-bit GEMM per head."""
     peak = h100.chip.peak_flop_per_s[dc.FORMATS.index("bf16")]
     ops = attention_gemms(2048.0, 4096.0, 128.0, 16.0, GemmFormat(peak, 2.0))
-    assert [(float(o.m), float(o.n), float(o.k), float(o.count)) for o in ops] == [
+    assert [(_num(o.m), _num(o.n), _num(o.k), _num(o.repeats)) for o in ops] == [
         (2048, 4096, 128, 16),
         (2048, 128, 4096, 16),
     ]

@@ -15,6 +15,11 @@ from diffcost._terms.layer import LAYER_GEMMS, layer_gemm_s, layer_gemms, logits
 from diffcost._train.cost import gemm_format, layer_forward, stage_times, tokens_per_chip
 
 
+def _num(x) -> float:
+    """A GemmOp field (ArrayLike: possibly a Python number) as a float."""
+    return float(jnp.asarray(x))
+
+
 @pytest.fixture(scope="module")
 def h100():
     return dc.load_system("dgx-h100", chips=8)
@@ -29,7 +34,7 @@ def test_shapes_closed_form(llama70):
     """Llama-2-70B, TP 8: h 8192, 64 heads of 128, 8 KV heads, SwiGLU f 28672."""
     fmt = GemmFormat(1e15, 2.0)
     ops = layer_gemms(16.0, llama70, 8.0, fmt)
-    shapes = [(float(op.m), float(op.n), float(op.k)) for op in ops]
+    shapes = [(_num(op.m), _num(op.n), _num(op.k)) for op in ops]
     assert shapes == [
         (16, (64 + 2 * 8) * 128 / 8, 8192),  # QKV
         (16, 8192, 64 * 128 / 8),  # attention out
@@ -38,14 +43,14 @@ def test_shapes_closed_form(llama70):
     ]
     assert len(LAYER_GEMMS) == len(ops)
     logits = logits_gemm(4.0, llama70, 8.0, fmt)
-    assert (float(logits.n), float(logits.k)) == (32000 / 8, 8192)
+    assert (_num(logits.n), _num(logits.k)) == (32000 / 8, 8192)
 
 
 def test_weights_of_the_shapes_are_the_models_matrices(llama70):
     """sum n k over the four GEMMs = layer_matrix_params / t: the FLOP the model counts."""
     for tp in [1.0, 2.0, 8.0]:
         ops = layer_gemms(1.0, llama70, tp, GemmFormat(1e15, 2.0))
-        weights = sum(float(op.n) * float(op.k) for op in ops)
+        weights = sum(_num(op.n) * _num(op.k) for op in ops)
         assert weights == pytest.approx(float(llama70.layer_matrix_params()) / tp, rel=1e-12)
         flop = sum(float(op.flop()) for op in ops)
         assert flop == pytest.approx(2 * weights, rel=1e-12)
@@ -117,7 +122,7 @@ def test_roofline_bytes_include_separate_dequantization(h100, llama70):
     weight_gemms = layer_gemms(16.0, llama70, 8.0, c.gemm_format())
     for name, op in zip(LAYER_GEMMS, weight_gemms, strict=True):
         extra = separate.loc[f"decode {name}", "bytes"] - fused.loc[f"decode {name}", "bytes"]
-        assert extra == pytest.approx(2.0 * 2.0 * float(op.k) * float(op.n), rel=1e-12)
+        assert extra == pytest.approx(2.0 * 2.0 * _num(op.k) * _num(op.n), rel=1e-12)
         assert separate.loc[f"decode {name}", "flop"] == fused.loc[f"decode {name}", "flop"]
     # the separate kernel's time is the bytes shown over the achievable bandwidth (memory-bound)
     bw = float(h100.chip.memory_bandwidth_bytes_per_s * h100.efficiency.memory_bandwidth_fraction)

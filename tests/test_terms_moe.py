@@ -72,8 +72,8 @@ def test_batch_one_decode_reads_two_experts_and_large_batches_read_all(mixtral):
     one = expert_gemms(1.0, mixtral, 1.0, FMT)[3]
     many = expert_gemms(1000.0, mixtral, 1.0, FMT)[3]
     per_expert = 2 * 4096 * 14336 * 2.0  # gate + up, bf16
-    assert float(jnp.asarray(one.count)) * per_expert == pytest.approx(2 * per_expert, rel=1e-5)
-    assert float(jnp.asarray(many.count)) == pytest.approx(8.0, rel=1e-9)
+    assert float(jnp.asarray(one.repeats)) * per_expert == pytest.approx(2 * per_expert, rel=1e-5)
+    assert float(jnp.asarray(many.repeats)) == pytest.approx(8.0, rel=1e-9)
 
 
 def test_averaged_iteration_reads_the_experts_of_its_two_kinds(mixtral):

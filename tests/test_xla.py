@@ -31,10 +31,18 @@ def test_a_backend_already_started_leaves_the_environment_alone():
     assert env == {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
 
 
-def test_the_users_own_value_wins(monkeypatch):
-    from jax._src import xla_bridge
+def test_backends_started_asks_jax_and_changes_nothing():
+    import jax
+    import jax.numpy as jnp
 
-    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)
+    float(jnp.ones(()))
+    before = getattr(jax.config, xla._PROBE_OPTION)
+    assert xla.backends_started() is True
+    assert getattr(jax.config, xla._PROBE_OPTION) == before
+
+
+def test_the_users_own_value_wins(monkeypatch):
+    monkeypatch.setattr(xla, "backends_started", lambda: False)
     env = {"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"}
     assert configure_xla(env) is True
     assert env["XLA_FLAGS"] == "--xla_cpu_use_fusion_emitters=true"
@@ -51,9 +59,7 @@ def test_a_jaxlib_without_the_classic_emitters_gets_no_flag(monkeypatch):
     assert flags_supported("0.10.2") and flags_supported("0.4.30")
     assert not flags_supported("0.11.2") and not flags_supported("1.0.0")
     assert not flags_supported("not-a-version")
-    from jax._src import xla_bridge
-
-    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)
+    monkeypatch.setattr(xla, "backends_started", lambda: False)
     monkeypatch.setattr(xla.metadata, "version", lambda _: "0.11.2")
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     assert configure_xla(env) is False

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from .._core.errors import Problem, SpecError
+from .._core.xla import backends_started
 
 
 def join(
@@ -25,10 +26,8 @@ def join(
     gloo (``jax_cpu_collectives_implementation``, set unless already chosen).  Must run before
     any JAX computation: a backend already started is an input error naming ``--distributed``.
     """
-    from jax._src import xla_bridge
-
-    if xla_bridge.backends_are_initialized():
-        reason = "JAX already started its devices in this process: join before any computation"
+    reason = "JAX already started its devices in this process: join before any computation"
+    if backends_started():
         raise SpecError([Problem("<flags>", "distributed", reason)])
     if getattr(jax.config, "jax_cpu_collectives_implementation", None) is None:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -36,6 +35,8 @@ def join(
         jax.distributed.initialize(coordinator, num_processes, process_id)
     except ValueError as err:  # nothing given and no cluster detected
         raise SpecError([Problem("<flags>", "distributed", str(err))]) from None
+    except RuntimeError:  # JAX's own check that no backend started (a JAX the probe misses)
+        raise SpecError([Problem("<flags>", "distributed", reason)]) from None
 
 
 def agree_min(value: float) -> float:

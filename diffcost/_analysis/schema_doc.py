@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._core.units import UNITS
+from .._inputs import schema as S
 from .._inputs.checker import specs_dir
 from .._inputs.schema import KINDS, MEASURED, POINT_PLAN_REQUIRED, TOP, Field, Kind
 from .plans import PLAN_SCHEMAS
@@ -117,6 +118,24 @@ def _point_tables() -> list[str]:
     return lines
 
 
+def _technology() -> list[str]:
+    lines = [
+        "### technology: `specs/codesign/technology.toml`",
+        "",
+        "The co-design figures of process nodes, memories, links and packaging (one file; its "
+        "unit suffixes are its own, converted by diffcost/_codesign/technology.py).  Every value "
+        "has a source string at the same place under `[source]` (`[source.node.n4]`, "
+        "`[source.formats]`, ...; a catalogue chip: one string in `[source.chip]`).",
+        "",
+    ]
+    lines += _rows("top level", S.TECHNOLOGY_TOP)
+    for name, fields in S.TECHNOLOGY_NAMED.items():
+        lines += _rows(f"[{name}.<name>]", fields)
+    for name, fields in S.TECHNOLOGY_SINGLE.items():
+        lines += _rows(f"[{name}] (required)", fields)
+    return lines
+
+
 def reference() -> str:
     """The generated key reference (markdown, between :data:`BEGIN` and :data:`END`)."""
     lines = [
@@ -131,6 +150,7 @@ def reference() -> str:
     ]
     for kind in KINDS.values():
         lines += _kind(kind)
+    lines += _technology()
     return "\n".join([*lines, END])
 
 

@@ -117,7 +117,7 @@ def make_parts_step(problem: Problem, learning_rate: float, inner: int, rho: flo
         if not compiled:
             compiled.extend(compile_parts(problem, x))
         rate = jnp.asarray(penalty, jnp.result_type(float))
-        rows = []
+        rows, g_w = [], None
         for i in range(inner + 1):  # the last evaluation only scores the final point
             z, thetas = problem.split(x)
             outs = [
@@ -126,6 +126,7 @@ def make_parts_step(problem: Problem, learning_rate: float, inner: int, rho: flo
             ]
             x, state, row, g_w = combine(x, state, lam, rate, outs, jnp.asarray(i < inner))
             rows.append(row)
+        assert g_w is not None  # the loop ran at least once (inner >= 0)
         trace = jax.tree.map(lambda *r: jnp.stack(r), *rows)
         mult = jax.nn.relu(state.power_multipliers + rate * g_w)
         lam = jax.nn.relu(lam + rate * trace[2][-1]).at[1].set(jnp.sum(mult))

@@ -1,12 +1,12 @@
 """Figures of one process node with its memory, links and packaging: the parametric chip's inputs.
 
-Read from ``specs/codesign/technology.toml``, where every value has a source string; the loader
-checks every key (present, a positive finite number, sourced) and reports all problems at once,
-each naming file, key and reason.  Values are converted to SI here (areas stay in mm^2, the
-unit of the design's names).
+Read from ``specs/codesign/technology.toml``, where every value has a source string; the one spec
+checker (:class:`~diffcost._inputs.checker.Checker`, with the ``TECHNOLOGY_*`` tables of
+:mod:`diffcost._inputs.schema`) checks every key of the file (known, present, a positive finite
+number, sourced) and reports all problems at once, each naming file, key and reason.  Values
+are converted to SI here (areas stay in mm^2, the unit of the design's names).
 """
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,11 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._core.errors import Problem, SpecError
-from .._inputs.checker import read_toml, specs_dir
+from .._inputs import schema as S
+from .._inputs.checker import Checker, read_toml, specs_dir
 
-#: Keys of a node table and the factor from the file's unit to the module's.
+#: Keys of a node table and the factor from the file's unit to the module's (the keys are those of
+#: ``schema.TECHNOLOGY_NODE``, and so on for each table: tests/test_codesign_design.py).
 NODE_KEYS: dict[str, float] = {
     # mm^2 per (TFLOP/s per GHz) = mm^2 per 1000 FLOP per cycle -> mm^2 per (FLOP/cycle)
     "matrix_mm2_per_tflop_per_s_per_ghz": 1e-3,
@@ -139,64 +140,96 @@ def technology_path() -> Path:
     return specs_dir() / "codesign" / "technology.toml"
 
 
-def _table(doc: dict[str, Any], dotted: str) -> Any:
-    """The nested table at ``a.b.c``, or None."""
-    table: Any = doc
-    for part in dotted.split("."):
-        table = table.get(part) if isinstance(table, dict) else None
-    return table
+def check_technology(path: Path, wanted: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    """Every table of a technology file, checked by the one spec checker
+    (:class:`~diffcost._inputs.checker.Checker`) against the tables of
+    :mod:`diffcost._inputs.schema` (``TECHNOLOGY_*``): known keys only, each a positive finite
+    number (a chip's figures: >= 0), each with its source string; a chip's ``node``, ``hbm`` and
+    ``lpddr`` name existing tables; and every ``(table, name)`` of ``wanted`` exists.
 
+    Returns the values in the file's units: ``{"node": {"n4": {...}, ...}, ..., "formats":
+    {...}, ...}``.
 
-def _check_table(
-    doc: dict[str, Any], dotted: str, keys: dict[str, float], file: str
-) -> tuple[dict[str, float], list[Problem]]:
-    """Values of one table in the module's units, and every problem with it."""
-    table, source = _table(doc, dotted), _table(doc, "source." + dotted)
-    if not isinstance(table, dict):
-        return {}, [Problem(file, f"[{dotted}]", "table missing")]
-    problems = [
-        Problem(file, f"{dotted}.{k}", f"unknown key (known: {', '.join(keys)})")
-        for k in table
-        if k not in keys
-    ]
-    out: dict[str, float] = {}
-    for key, factor in keys.items():
-        value = table.get(key)
-        where = f"{dotted}.{key}"
-        if value is None:
-            problems.append(Problem(file, where, "missing"))
-        elif isinstance(value, bool) or not isinstance(value, int | float):
-            problems.append(Problem(file, where, f"must be a number, got {value!r}"))
-        elif not (math.isfinite(value) and value > 0):
-            problems.append(Problem(file, where, f"must be positive and finite, got {value!r}"))
-        elif not (isinstance(source, dict) and isinstance(source.get(key), str)):
-            problems.append(Problem(file, f"source.{where}", "missing source string"))
-        else:
-            out[key] = float(value) * factor
-    return out, problems
+    Raises:
+        SpecError: every problem of the file at once, each naming file, key and reason.
+    """
+    doc, ck = read_toml(path), Checker(str(path))
+    top = ck.table({k: v for k, v in doc.items() if not isinstance(v, dict)}, S.TECHNOLOGY_TOP, "")
+    if top.get("schema_version", 1) != 1:
+        ck.add("schema_version", f"unsupported version {top['schema_version']} (expected 1)")
+    tables = {**S.TECHNOLOGY_NAMED, **S.TECHNOLOGY_SINGLE}
+    for name, sub in doc.items():
+        if isinstance(sub, dict) and name not in tables and name != "source":
+            ck.add(name, f"unknown table (allowed: {', '.join([*tables, 'source'])})")
+    source = doc.get("source")
+    if not isinstance(source, dict):
+        ck.add("source", "missing [source] table: every value needs a source string")
+        source = {}
+    for name in source:
+        if name not in tables:
+            ck.add(f"source.{name}", f"unknown table (allowed: {', '.join(tables)})")
+    values: dict[str, Any] = {}
+    for name, schema in S.TECHNOLOGY_NAMED.items():
+        if name not in doc:
+            if name != "chip":  # only reference_chip needs the catalogue chips
+                ck.add(name, "missing required table")
+            values[name] = {}
+            continue
+        values[name] = members = ck.named_tables(doc[name], schema, name)
+        src = source.get(name)
+        if name == "chip":
+            ck.key_sources(src, members, "source.chip")
+            continue
+        for member in members:
+            sub = src.get(member) if isinstance(src, dict) else None
+            ck.key_sources(sub, schema, f"source.{name}.{member}")
+        for member in src if isinstance(src, dict) else ():
+            if member not in members:
+                ck.add(f"source.{name}.{member}", f"no [{name}.{member}] table to source")
+    for name, schema in S.TECHNOLOGY_SINGLE.items():
+        if name not in doc:
+            ck.add(name, "missing required table")
+            values[name] = {}
+            continue
+        values[name] = ck.table(doc[name], schema, name + ".")
+        ck.key_sources(source.get(name), schema, f"source.{name}")
+    for chip, table in values["chip"].items():
+        for key in ("node", "hbm", "lpddr"):
+            if key in table and table[key] not in values[key]:
+                known = ", ".join(values[key])
+                ck.add(f"chip.{chip}.{key}", f"no [{key}.{table[key]}] table (known: {known})")
+    for table, name in wanted:
+        if name not in values[table]:
+            known = ", ".join(sorted(values[table]))
+            if table == "chip":
+                ck.add(f"chip.{name}", f"no such chip (known: {known})")
+            else:
+                ck.add(f"[{table}.{name}]", f"table missing (known: {known})")
+    ck.raise_if_any()
+    return values
 
 
 def read_technology_values(
     node: str, hbm: str, lpddr: str, path: Path | None = None
 ) -> dict[str, dict[str, float]]:
-    """Checked values of the chosen tables, by table name (node, hbm, lpddr, ...)."""
+    """Checked values of the chosen tables in the module's units, by table name (node, hbm,
+    lpddr, formats, links, package)."""
     path = technology_path() if path is None else Path(path)
-    doc, file = read_toml(path), str(path)
-    parts = {
-        "node": (f"node.{node}", NODE_KEYS),
-        "hbm": (f"hbm.{hbm}", HBM_KEYS),
-        "lpddr": (f"lpddr.{lpddr}", LPDDR_KEYS),
-        "formats": ("formats", FORMAT_KEYS),
-        "links": ("links", LINK_KEYS),
-        "package": ("package", PACKAGE_KEYS),
+    chosen = {"node": node, "hbm": hbm, "lpddr": lpddr}
+    values = check_technology(path, tuple(chosen.items()))
+    factors = {
+        "node": NODE_KEYS,
+        "hbm": HBM_KEYS,
+        "lpddr": LPDDR_KEYS,
+        "formats": FORMAT_KEYS,
+        "links": LINK_KEYS,
+        "package": PACKAGE_KEYS,
     }
-    values, problems = {}, []
-    for name, (dotted, keys) in parts.items():
-        values[name], found = _check_table(doc, dotted, keys, file)
-        problems += found
-    if problems:
-        raise SpecError(problems)
-    return values
+    out = {}
+    for name, keys in factors.items():
+        table = values[name][chosen[name]] if name in chosen else values[name]
+        out[name] = {key: float(table[key]) * factor for key, factor in keys.items()}
+    return out
 
 
 def _flop_j(node: dict[str, float], fmt: dict[str, float]) -> Array:
@@ -259,47 +292,15 @@ def _name(key: str) -> str:
     return _MEMORY_NAMES[key]
 
 
-#: Keys of a ``[chip.<name>]`` table: which tables a catalogue chip uses (strings), the design
-#: figures the catalogue chip file lacks, and the published numbers to compare against.
-REFERENCE_TEXT_KEYS = ("node", "hbm", "lpddr")
-REFERENCE_NUMBER_KEYS = (
-    "clock_ghz",
-    "sram_mb",
-    "hbm_stacks",
-    "lpddr_channels",
-    "die_area_mm2",
-    "tdp_w",
-    "cost_usd",
-)
-
-
 def reference_chip(name: str, path: Path | None = None) -> dict[str, Any]:
-    """The ``[chip.<name>]`` table (non-negative numbers; 0 = not published), checked.
+    """The ``[chip.<name>]`` table (non-negative numbers; 0 = not published), checked with the
+    whole file (:func:`check_technology`).
 
     Raises:
         SpecError: unknown chip (listing the known ones), or a missing / bad key.
     """
     path = technology_path() if path is None else Path(path)
-    doc, file = read_toml(path), str(path)
-    chips = doc.get("chip", {})
-    if name not in chips:
-        known = ", ".join(sorted(chips))
-        raise SpecError([Problem(file, f"chip.{name}", f"no such chip (known: {known})")])
-    table, problems = chips[name], []
-    for key in REFERENCE_TEXT_KEYS:
-        if not isinstance(table.get(key), str):
-            problems.append(Problem(file, f"chip.{name}.{key}", "missing (a table name)"))
-    for key in REFERENCE_NUMBER_KEYS:
-        value = table.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            problems.append(
-                Problem(file, f"chip.{name}.{key}", f"must be a number >= 0, got {value!r}")
-            )
-    if not isinstance(_table(doc, f"source.chip.{name}"), str):
-        problems.append(Problem(file, f"source.chip.{name}", "missing source string"))
-    if problems:
-        raise SpecError(problems)
-    return dict(table)
+    return dict(check_technology(path, (("chip", name),))["chip"][name])
 
 
 def reference_technology(name: str, path: Path | None = None) -> Technology:

@@ -54,15 +54,36 @@ def configure_xla(environ: dict[str, str] | None = None) -> bool:
     if "jax" not in sys.modules:  # no backend can have started, and importing JAX costs ~1 s
         add_flags(CPU_FLAGS, env)
         return True
-    try:
-        from jax._src import xla_bridge
-
-        if xla_bridge.backends_are_initialized():
-            return all(f.split("=")[0] in env.get("XLA_FLAGS", "") for f in CPU_FLAGS)
-    except ImportError:  # a JAX without this private helper: set the flag regardless
-        pass
+    if backends_started():
+        return all(f.split("=")[0] in env.get("XLA_FLAGS", "") for f in CPU_FLAGS)
     add_flags(CPU_FLAGS, env)
     return True
+
+
+#: A JAX option whose validator refuses a change once a backend started (JAX's public
+#: ``jax.config.update`` raises ``RuntimeError``); changing it is harmless otherwise (a timeout).
+_PROBE_OPTION = "jax_cpu_get_local_topology_timeout_minutes"
+
+
+def backends_started() -> bool:
+    """Whether JAX's backends (XLA clients) have started in this process, so that XLA has read
+    ``XLA_FLAGS`` and ``jax.distributed.initialize`` can no longer run.
+
+    JAX has no public query for it (only a function of its private ``xla_bridge`` module), so
+    this asks ``jax.config.update`` to change :data:`_PROBE_OPTION`, which JAX refuses with a
+    ``RuntimeError`` once a backend started, and puts the value back.  A JAX without that option
+    counts as not started (the caller then goes ahead, as JAX itself would say if too late)."""
+    import jax
+
+    try:
+        value = getattr(jax.config, _PROBE_OPTION)
+        jax.config.update(_PROBE_OPTION, value + 1)
+    except RuntimeError:
+        return True
+    except (AttributeError, KeyError, TypeError):  # an older JAX without the option
+        return False
+    jax.config.update(_PROBE_OPTION, value)
+    return False
 
 
 def add_flags(flags: tuple[str, ...], environ: MutableMapping[str, str] | None = None) -> None:
@@ -77,4 +98,11 @@ def add_flags(flags: tuple[str, ...], environ: MutableMapping[str, str] | None =
         env["XLA_FLAGS"] = " ".join([given, *extra]).strip()
 
 
-__all__ = ["CPU_FLAGS", "LAST_JAXLIB", "add_flags", "configure_xla", "flags_supported"]
+__all__ = [
+    "CPU_FLAGS",
+    "LAST_JAXLIB",
+    "add_flags",
+    "backends_started",
+    "configure_xla",
+    "flags_supported",
+]

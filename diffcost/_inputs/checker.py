@@ -12,7 +12,7 @@ import difflib
 import json
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -347,3 +347,34 @@ class Checker:
                 if name not in source:
                     self.add(f"source.{name}", "missing: " + rule.per_table.format(name))
         return {k: v for k, v in source.items() if isinstance(v, str)}
+
+    # --- files of their own structure ----------------------------------------------------------
+    def named_tables(
+        self, data: Any, schema: Mapping[str, Field], prefix: str
+    ) -> dict[str, dict[str, Any]]:
+        """A table of named tables (``[node.n4]``, ``[node.n3]``, ...), each checked against
+        ``schema`` by :meth:`table`; any names."""
+        if not isinstance(data, dict):
+            self.add(prefix, "must be a table of named tables")
+            return {}
+        return {name: self.table(sub, schema, f"{prefix}.{name}.") for name, sub in data.items()}
+
+    def key_sources(self, raw: Any, keys: Iterable[str], where: str) -> None:
+        """Sources given key by key (``[source.node.n4]`` beside ``[node.n4]``): a non-empty
+        string for every one of ``keys``, and no other key."""
+        if raw is None:
+            self.add(where, "missing source table: every value needs a source string")
+            return
+        if not isinstance(raw, dict):
+            self.add(where, "must be a table of source strings")
+            return
+        keys = list(keys)
+        for key in keys:
+            text = raw.get(key)
+            if text is None:
+                self.add(f"{where}.{key}", "missing source string")
+            elif not isinstance(text, str) or not text.strip():
+                self.add(f"{where}.{key}", "must be a non-empty string")
+        for key in raw:
+            if key not in keys:
+                self.add(f"{where}.{key}", f"unknown key (allowed: {', '.join(keys)})")

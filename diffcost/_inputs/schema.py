@@ -792,3 +792,95 @@ KINDS: dict[str, Kind] = {
     ),
 }
 KIND_DIRS = {name: kind.directory for name, kind in KINDS.items()}
+
+
+# --- the co-design technology file (specs/codesign/technology.toml) ---------------------------
+# Not a KINDS entry: one file of its own structure (tables of named tables, sources key by key),
+# checked by diffcost._codesign.technology with the Checker on these tables.  Its unit suffixes
+# are the file's own (mm2, pJ, USD per area or byte...); technology.py converts them.
+def _n(doc: str, positive: bool = True) -> Field:
+    return Field("number", required=True, positive=positive, doc=doc)
+
+
+TECHNOLOGY_NODE = {
+    "matrix_mm2_per_tflop_per_s_per_ghz": _n("matrix-logic area per dense bf16 TFLOP/s per GHz"),
+    "int_mm2_per_tflop_per_s_per_ghz": _n("int8-array area per int8 TOP/s per GHz"),
+    "sram_mm2_per_mb": _n("on-chip SRAM area per MB (1e6 bytes)"),
+    "sram_gb_per_s_per_mb_per_ghz": _n("SRAM bandwidth per MB of SRAM per GHz"),
+    "fp32_pj_per_flop": _n("fp32 energy per FLOP at the nominal clock"),
+    "bf16_pj_per_flop": _n("bf16 energy per FLOP at the nominal clock"),
+    "fp8_pj_per_flop": _n("fp8 energy per FLOP at the nominal clock"),
+    "int8_pj_per_flop": _n("int8 energy per op at the nominal clock"),
+    "sram_pj_per_byte": _n("SRAM read/write energy per byte"),
+    "leakage_w_per_mm2": _n("idle (static) power of logic and SRAM per mm2"),
+    "floor_w_per_mm2": _n("dynamic power of a running chip with no work per mm2"),
+    "memory_path_pj_per_byte": _n("on-die path energy of an external-memory byte"),
+    "nominal_clock_ghz": _n("clock at which the energies hold"),
+    "threshold_voltage_fraction": _n("a in V/V_nom = a + (1 - a) f/f_nom"),
+    "wafer_usd": _n("price of one wafer"),
+    "defect_density_per_cm2": _n("defects per cm2"),
+}
+TECHNOLOGY_HBM = {
+    "capacity_gb": _n("capacity of one stack, 1e9 bytes"),
+    "bandwidth_gb_per_s": _n("bandwidth of one stack, 1e9 bytes/s"),
+    "pj_per_byte": _n("device energy per byte"),
+    "idle_w": _n("idle power of one stack"),
+    "phy_mm2": _n("PHY area on the die"),
+    "footprint_mm2": _n("interposer footprint of one stack"),
+    "usd_per_gb": _n("price per 1e9 bytes"),
+}
+TECHNOLOGY_LPDDR = {k: f for k, f in TECHNOLOGY_HBM.items() if k != "footprint_mm2"}
+TECHNOLOGY_FORMATS = {
+    "fp32_per_bf16": _n("fp32 rate over the dense bf16 rate"),
+    "tf32_per_bf16": _n("tf32 rate over the dense bf16 rate"),
+    "fp8_per_bf16": _n("fp8 rate over the dense bf16 rate"),
+    "int8_per_bf16": _n("int8 rate over the dense bf16 rate"),
+    "int4_per_int8": _n("int4 rate over the int8 rate"),
+}
+TECHNOLOGY_LINKS = {
+    "serdes_mm2_per_gb_per_s": _n("link area per 1e9 bytes/s per direction"),
+    "pj_per_byte": _n("link energy per byte sent"),
+}
+TECHNOLOGY_PACKAGE = {
+    "reticle_mm2": _n("lithography field"),
+    "wafer_diameter_mm": _n("wafer diameter"),
+    "interposer_usd_per_mm2": _n("2.5D packaging cost per mm2 of die and HBM footprint"),
+    "test_assembly_usd": _n("test and assembly cost per package"),
+}
+#: ``[chip.<name>]``: the tables a catalogue chip is built from (names of ``[node.*]``,
+#: ``[hbm.*]``, ``[lpddr.*]``) and its published figures (0 = not published).
+TECHNOLOGY_CHIP = {
+    "node": Field("str", required=True, doc="a [node.*] table"),
+    "hbm": Field("str", required=True, doc="an [hbm.*] table"),
+    "lpddr": Field("str", required=True, doc="an [lpddr.*] table"),
+    **{
+        k: _n(doc, positive=False)
+        for k, doc in (
+            ("clock_ghz", "clock"),
+            ("sram_mb", "on-chip SRAM, 1e6 bytes"),
+            ("hbm_stacks", "HBM stacks"),
+            ("lpddr_channels", "x16 LPDDR channels"),
+            ("die_area_mm2", "die area"),
+            ("tdp_w", "thermal design power"),
+            ("cost_usd", "manufacturing cost"),
+        )
+    },
+}
+TECHNOLOGY_TOP = {
+    "schema_version": TOP["schema_version"],
+    "kind": Field("enum", required=True, choices=("technology",), doc="kind of file"),
+}
+#: Tables of named tables (``[node.n4]``), with the keys of each; their values are sourced key
+#: by key in ``[source.<table>.<name>]`` (chips: one string each in ``[source.chip]``).
+TECHNOLOGY_NAMED: dict[str, dict[str, Field]] = {
+    "node": TECHNOLOGY_NODE,
+    "hbm": TECHNOLOGY_HBM,
+    "lpddr": TECHNOLOGY_LPDDR,
+    "chip": TECHNOLOGY_CHIP,
+}
+#: Single tables, sourced key by key in ``[source.<table>]``.
+TECHNOLOGY_SINGLE: dict[str, dict[str, Field]] = {
+    "formats": TECHNOLOGY_FORMATS,
+    "links": TECHNOLOGY_LINKS,
+    "package": TECHNOLOGY_PACKAGE,
+}

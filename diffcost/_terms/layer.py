@@ -33,25 +33,26 @@ LAYER_GEMMS = ("QKV", "attention out", "MLP in", "MLP out")
 
 
 class GemmOp(NamedTuple):
-    """``count`` independent ``m x k x n`` GEMMs in the formats ``fmt`` (a pytree of arrays)."""
+    """``repeats`` independent ``m x k x n`` GEMMs in the formats ``fmt`` (a pytree of arrays;
+    not ``count``, which would shadow ``tuple.count``)."""
 
     m: ArrayLike
     n: ArrayLike
     k: ArrayLike
     fmt: GemmFormat
-    count: ArrayLike = 1.0
+    repeats: ArrayLike = 1.0
 
     def flop(self) -> Array:
-        """FLOP: ``2 m n k count`` (:func:`~diffcost._terms.gemm.gemm_flop`)."""
-        return gemm_flop(self.m, self.n, self.k, self.count)
+        """FLOP: ``2 m n k repeats`` (:func:`~diffcost._terms.gemm.gemm_flop`)."""
+        return gemm_flop(self.m, self.n, self.k, self.repeats)
 
     def bytes(self) -> Array:
         """Bytes moved (:func:`~diffcost._terms.gemm.gemm_bytes`)."""
-        return gemm_bytes(self.m, self.n, self.k, self.fmt, self.count)
+        return gemm_bytes(self.m, self.n, self.k, self.fmt, self.repeats)
 
     def time_s(self, system: System, sm: Smoothing) -> Array:
         """Roofline seconds (:func:`~diffcost._terms.gemm.gemm_time_s`)."""
-        return gemm_time_s(self.m, self.n, self.k, self.fmt, system, sm, self.count)
+        return gemm_time_s(self.m, self.n, self.k, self.fmt, system, sm, self.repeats)
 
 
 def layer_gemms(

@@ -47,7 +47,7 @@ def _commands(kind: str, rel: str, doc: dict[str, Any]) -> list[tuple[str, ...]]
     if kind == "calibration":
         return [(*_TRAIN, "--calibration", path), (*_SERVE, "--calibration", path)]
     if kind == "scenario":
-        job = doc.get("kind") if doc.get("kind") in ("train", "serve") else "train"
+        job = str(doc["kind"]) if doc.get("kind") in ("train", "serve") else "train"
         return [(job, "--json", "--scenario", path)]
     if kind == "measurements":
         return [("validate", "--json", "--measurements", path)]
