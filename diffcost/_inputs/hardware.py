@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._core.extension import AbstractExtension
+
 
 def host_float(value: ArrayLike | Sequence[float]) -> Array:
     """A host value (number, list, numpy array) as a strongly typed array of JAX's default
@@ -274,3 +276,10 @@ class System(eqx.Module):
         return self.node_overhead_w * jnp.asarray(chips) / self.scale_up_domain_chips
 
     reliability: Reliability = eqx.field(default_factory=Reliability)
+    #: Algorithm of the all-reduces and all-gathers (:mod:`diffcost._terms.collectives`;
+    #: :func:`~diffcost._terms.collectives.with_collective` sets it); ``None``: the default,
+    #: the hierarchical ring.  Static: it chooses the formula, not a number.
+    collective: AbstractExtension | None = eqx.field(static=True, default=None)
+    #: The scale-up switches reduce in the network (NVLink SHARP on third-generation NVSwitch
+    #: and later): only then is the NVLS collective selectable.
+    in_network_reduction: bool = eqx.field(static=True, default=False)
