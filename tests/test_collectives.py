@@ -8,6 +8,7 @@ import dataclasses
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -33,8 +34,8 @@ B = 1e8
 
 @pytest.fixture(scope="module")
 def h100():
-    """64 H100 in 8-chip NVLink domains, declared capable of NVLink SHARP."""
-    return dataclasses.replace(dc.load_system("dgx-h100", chips=64), in_network_reduction=True)
+    """64 H100 in 8-chip NVLink domains (NVSwitch gen 3: declares NVLink SHARP)."""
+    return dc.load_system("dgx-h100", chips=64)
 
 
 def _links(s):
@@ -120,7 +121,11 @@ def test_nvls_moves_each_byte_once_each_way(h100):
 
 
 def test_nvls_only_where_the_system_declares_it():
-    plain = dc.load_system("dgx-h100")
+    """`[interconnect] in_network_reduction = true` in the NVSwitch gen 3+ system files; the
+    DGX A100's second-generation NVSwitch has no in-network reduction."""
+    assert dc.load_system("dgx-h100").in_network_reduction
+    assert dc.load_system("gb200-nvl72").in_network_reduction
+    plain = dc.load_system("dgx-a100")
     assert not plain.in_network_reduction
     with pytest.raises(SpecError, match="collective: nvls needs a system whose scale-up"):
         with_collective(plain, "nvls")
@@ -190,3 +195,15 @@ def test_registry_refuses_abstract_unnamed_and_duplicate_classes():
         registry(Unnamed)
     with pytest.raises(TypeError, match="both named 'x'"):
         registry(One, Two)
+
+
+def test_nvls_in_a_stacked_batch_is_the_ring_where_not_declared(h100):
+    """Under vmap the flag is traced: the NVLS cost blends with it, so a system of the batch
+    that does not declare in-network reduction is priced by the hierarchical ring."""
+    nvls = with_collective(h100, "nvls")
+    off = dataclasses.replace(nvls, in_network_reduction=jnp.zeros(()))
+    batch = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), nvls, off)
+    got = jax.vmap(lambda s: all_reduce_s(B, 8.0, 1.0, s, EXACT))(batch)
+    assert float(got[0]) == pytest.approx(float(all_reduce_s(B, 8.0, 1.0, nvls, EXACT)), rel=1e-12)
+    assert float(got[1]) == pytest.approx(float(all_reduce_s(B, 8.0, 1.0, h100, EXACT)), rel=1e-12)
+    assert float(got[0]) < float(got[1])

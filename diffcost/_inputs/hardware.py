@@ -280,6 +280,7 @@ class System(eqx.Module):
     #: :func:`~diffcost._terms.collectives.with_collective` sets it); ``None``: the default,
     #: the hierarchical ring.  Static: it chooses the formula, not a number.
     collective: AbstractExtension | None = eqx.field(static=True, default=None)
-    #: The scale-up switches reduce in the network (NVLink SHARP on third-generation NVSwitch
-    #: and later): only then is the NVLS collective selectable.
-    in_network_reduction: bool = eqx.field(static=True, default=False)
+    #: 1.0 when the scale-up switches reduce in the network (NVLink SHARP on third-generation
+    #: NVSwitch and later), else 0.0: only then is the NVLS collective selectable.  A flag like
+    #: ``Chip.on_chip_sram`` (a leaf, not a static field, so that systems stack).
+    in_network_reduction: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))

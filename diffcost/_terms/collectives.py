@@ -34,7 +34,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import NamedTuple, final
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from .._core.errors import Problem, SpecError
@@ -256,23 +258,30 @@ class NVLS(AbstractCollective):
     switch traversals inside the domain, ``fixed_s = 2 [l > 1] alpha_up + 2 (r-1) alpha_out``.
 
     An all-gather gains nothing from reduction (every rank still receives ``(g-1)/g`` of the
-    buffer): it is the hierarchical ring's.  Only on a system that declares
-    ``in_network_reduction``.
+    buffer): it is the hierarchical ring's.  Selectable only on a system that declares
+    ``in_network_reduction`` (:meth:`unavailable`).
     """
 
     name = "nvls"
 
     def unavailable(self, system: System) -> str | None:
-        if system.in_network_reduction:
+        try:
+            declared = bool(np.all(np.asarray(system.in_network_reduction) == 1.0))
+        except jax.errors.TracerArrayConversionError:
+            return None  # a traced flag is honoured by the cost itself (all_reduce_cost)
+        if declared:
             return None
         return (
             "nvls needs a system whose scale-up switches reduce in the network "
-            "(in_network_reduction: NVLink SHARP, third-generation NVSwitch or later)"
+            "([interconnect] in_network_reduction = true: NVLink SHARP, third-generation "
+            "NVSwitch or later)"
         )
 
     def all_reduce_cost(
         self, group: ArrayLike, stride: ArrayLike, system: System, sm: Smoothing
     ) -> CollectiveCost:
+        """As in the class docstring where ``in_network_reduction`` is 1; where it is 0 (a
+        system of a stacked batch that does not declare it) the hierarchical ring's cost."""
         g = jnp.asarray(group)
         up, out = _bandwidths(system)
         local = local_members(g, stride, system, sm)
@@ -284,7 +293,12 @@ class NVLS(AbstractCollective):
             + 2.0 * (domains - 1.0) * system.scale_out_latency_s
         )
         active = 1.0 - is_one(g, sm)
-        return CollectiveCost(per_byte * active, fixed * active)
+        c = system.in_network_reduction
+        ring = DEFAULT_COLLECTIVE.all_reduce_cost(group, stride, system, sm)
+        return CollectiveCost(
+            c * per_byte * active + (1.0 - c) * ring.per_byte_s,
+            c * fixed * active + (1.0 - c) * ring.fixed_s,
+        )
 
     def all_gather_s(
         self,
