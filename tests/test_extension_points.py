@@ -3,14 +3,14 @@ in each registry passes them, so a new implementation is tested by adding it to 
 
 An extension point contributes :func:`probes`: for an implementation, scalar costs of a few
 representative inputs, each as ``value(spec, sm)`` of a differentiable spec and ``scaled(spec,
-theta)``, the spec with its bandwidths (the resource the cost is inversely monotone in)
-multiplied by ``theta``.  The tests, per probe:
+theta)``, the spec with the resource the cost is inversely monotone in (link bandwidths for a
+collective, peak FLOP/s for an execution class) multiplied by ``theta``.  The tests, per probe:
 
 1. finite and positive, exact and relaxed;
 2. gradients: finite with respect to every spec leaf, and the derivative along ``theta``
    matches central finite differences (float64);
 3. transforms: ``jit(f) == f``, ``vmap(f)`` over ``theta`` equals the loop;
-4. physics: more bandwidth is never slower;
+4. physics: more of the resource is never slower;
 5. exact limit: relaxed equals exact at the probe's integer inputs;
 
 and per registry: every implementation is final (subclassing it raises), the registry lists
@@ -18,6 +18,7 @@ every concrete implementation of its interface, and names are unique.
 """
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -30,8 +31,11 @@ import pytest
 import diffcost as dc
 from diffcost._core.extension import AbstractExtension, is_abstract
 from diffcost._core.smooth import EXACT, RELAXED, Smoothing
+from diffcost._inputs.checker import builtin_names
+from diffcost._inputs.hardware import ARCHITECTURES
 from diffcost._terms.collectives import COLLECTIVES, AbstractCollective, with_collective
 from diffcost._terms.comm import all_gather_s, all_reduce_s
+from diffcost._terms.execution import EXECUTION_CLASSES, AbstractExecutionClass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,9 +82,48 @@ def collective_probes(cls: type[AbstractCollective]) -> Iterator[Probe]:
             )
 
 
+# --- execution classes (a chip family's efficiency law) ---------------------------------------
+def _faster_chip(system: dc.System, theta: jax.Array) -> dc.System:
+    return eqx.tree_at(
+        lambda s: s.chip.peak_flop_per_s, system, system.chip.peak_flop_per_s * theta
+    )
+
+
+@functools.cache
+def _system_of_class(index: int) -> dc.System:
+    """The first built-in system whose chip is of the execution class ``index``."""
+    for name in builtin_names("system"):
+        system = dc.load_system(name)
+        if float(system.chip.architecture[index]) == 1.0:
+            return system
+    raise AssertionError(f"no built-in system of class {ARCHITECTURES[index]}")
+
+
+#: (m, n, k): a decode GEMV, a square GEMM, a skinny one, dimensions off every tile size.
+_SHAPES = (
+    (1.0, 8192.0, 8192.0),
+    (4096.0, 8192.0, 8192.0),
+    (7.0, 1280.0, 8192.0),
+    (512.0, 300.0, 129.0),
+)
+
+
+def execution_probes(cls: type[AbstractExecutionClass]) -> Iterator[Probe]:
+    system = _system_of_class(ARCHITECTURES.index(cls.name))
+    law = cls()
+    for m, n, k in _SHAPES:
+
+        def compute_s(sys, sm, m=m, n=n, k=k):
+            eff = law.matmul_efficiency(jnp.asarray(m), n, k, sys.chip, sys.efficiency, sm)
+            return 2.0 * m * n * k / (sys.chip.peak_flop_per_s[2] * eff)  # bf16 peak
+
+        yield Probe(f"gemm-{m:g}x{n:g}x{k:g}", system, compute_s, _faster_chip)
+
+
 # --- the registries --------------------------------------------------------------------------
 POINTS: dict[str, tuple[type[AbstractExtension], Mapping[str, Any], Callable]] = {
     "collective": (AbstractCollective, COLLECTIVES, collective_probes),
+    "execution": (AbstractExecutionClass, EXECUTION_CLASSES, execution_probes),
 }
 
 CASES = [
@@ -157,3 +200,8 @@ def test_registry_lists_every_implementation(point):
     interface, reg, _ = POINTS[point]
     defined = {c for c in _concrete_subclasses(interface) if c.__module__.startswith("diffcost")}
     assert defined == set(reg.values())
+
+
+def test_execution_classes_follow_the_architecture_order():
+    """``Chip.architecture`` weights the laws by position."""
+    assert tuple(EXECUTION_CLASSES) == ARCHITECTURES
