@@ -32,10 +32,15 @@ import diffcost as dc
 from diffcost._core.extension import AbstractExtension, is_abstract
 from diffcost._core.smooth import EXACT, RELAXED, Smoothing
 from diffcost._inputs.checker import builtin_names
-from diffcost._inputs.hardware import ARCHITECTURES
+from diffcost._inputs.hardware import ARCHITECTURES, NearMemory
 from diffcost._terms.collectives import COLLECTIVES, AbstractCollective, with_collective
 from diffcost._terms.comm import all_gather_s, all_reduce_s
 from diffcost._terms.execution import EXECUTION_CLASSES, AbstractExecutionClass
+from diffcost._terms.memory_levels import (
+    PLACEMENTS,
+    AbstractPlacement,
+    placed_bandwidth_bytes_per_s,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,10 +125,38 @@ def execution_probes(cls: type[AbstractExecutionClass]) -> Iterator[Probe]:
         yield Probe(f"gemm-{m:g}x{n:g}x{k:g}", system, compute_s, _faster_chip)
 
 
+# --- memory placement laws ------------------------------------------------------------------
+def _faster_memory(system: dc.System, theta: jax.Array) -> dc.System:
+    chip = system.chip
+    return eqx.tree_at(
+        lambda s: (s.chip.memory_bandwidth_bytes_per_s, s.chip.near_memory.bandwidth_bytes_per_s),
+        system,
+        (chip.memory_bandwidth_bytes_per_s * theta, chip.near_memory.bandwidth_bytes_per_s * theta),
+    )
+
+
+def placement_probes(cls: type[AbstractPlacement]) -> Iterator[Probe]:
+    """An H100 given a 50 MB, 20 TB/s near level (no catalogue chip has one); working sets
+    inside it, past it and far past it."""
+    h100 = dc.load_system("dgx-h100")
+    near = NearMemory(
+        capacity_bytes=jnp.asarray(5e7), bandwidth_bytes_per_s=jnp.asarray(2e13), placement=cls()
+    )
+    system = eqx.tree_at(lambda s: s.chip.near_memory, h100, near)
+    for w in (1e7, 1e9, 1e11):
+        yield Probe(
+            f"stream-{w:g}B",
+            system,
+            lambda sys, sm, w=w: w / placed_bandwidth_bytes_per_s(sys.chip, w, sm),
+            _faster_memory,
+        )
+
+
 # --- the registries --------------------------------------------------------------------------
 POINTS: dict[str, tuple[type[AbstractExtension], Mapping[str, Any], Callable]] = {
     "collective": (AbstractCollective, COLLECTIVES, collective_probes),
     "execution": (AbstractExecutionClass, EXECUTION_CLASSES, execution_probes),
+    "placement": (AbstractPlacement, PLACEMENTS, placement_probes),
 }
 
 CASES = [

@@ -168,6 +168,9 @@ class NearMemory(eqx.Module):
     capacity_bytes: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
     bandwidth_bytes_per_s: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
     j_per_byte: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
+    #: How a working set is spread over the two levels (:mod:`diffcost._terms.memory_levels`,
+    #: an ``AbstractPlacement``); ``None``: bandwidth-proportional placement.  Static.
+    placement: AbstractExtension | None = eqx.field(static=True, default=None)
 
 
 class Chip(eqx.Module):
