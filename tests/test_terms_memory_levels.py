@@ -1,6 +1,7 @@
 """Two memory levels (diffcost._terms.memory_levels): the placement law against a brute-force
 placement, exactness for one-level chips, finite gradients, and its effect on serving."""
 
+import dataclasses
 import functools
 
 import equinox as eqx
@@ -13,6 +14,8 @@ import diffcost as dc
 from diffcost._core.smooth import EXACT, RELAXED
 from diffcost._inputs.hardware import NearMemory
 from diffcost._terms.memory_levels import (
+    BandwidthProportional,
+    NearFirst,
     near_share,
     placed_bandwidth_bytes_per_s,
     placed_chip,
@@ -115,3 +118,23 @@ def test_serving_gains_from_sram_only_when_the_model_fits():
     (read0, tpot0), (read_fit, tpot_fit), (read_small, _) = map(decode, (0.0, 2e10, 1e9))
     assert read_fit < read0 / 25.0 and tpot_fit < tpot0
     assert read_small / read0 == pytest.approx(1.0 - 1e9 / 16.4e9, abs=0.02)
+
+
+def _placed_with(law, w, sm=EXACT):
+    chip = _with_near(dc.load_chip("h100-sxm"), 5e8, 5e14)
+    chip = eqx.tree_at(
+        lambda c: c.near_memory, chip, dataclasses.replace(chip.near_memory, placement=law)
+    )
+    return float(placed_bandwidth_bytes_per_s(chip, w, sm))
+
+
+@pytest.mark.parametrize("w", [1e8, 4e8, 1e9, 5e9, 2e10])
+def test_near_first_is_never_faster_than_bandwidth_aware(w):
+    """Filling the SRAM first (Agarwal et al. ASPLOS 2015, LOCAL) streams at ``W / max(f W /
+    B_n, (1 - f) W / B_f)`` with ``f = min(S / W, 1)``; the default is the best placement."""
+    s, b_near, b_far = 5e8, 5e14, float(dc.load_chip("h100-sxm").memory_bandwidth_bytes_per_s)
+    f = min(s / w, 1.0)
+    want = 1.0 / max(f / b_near, (1.0 - f) / b_far)
+    assert _placed_with(NearFirst(), w) == pytest.approx(want, rel=1e-6)
+    assert _placed_with(NearFirst(), w) <= _placed_with(None, w) * (1 + 1e-6)
+    assert _placed_with(BandwidthProportional(), w) == _placed_with(None, w)

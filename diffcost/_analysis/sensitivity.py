@@ -92,6 +92,7 @@ PRIMARY = {"train": "step_time_s", "serve": "tpot_s"}
 
 _FLAGS = {
     "on_chip_sram",
+    "in_network_reduction",
     "array_dim",
     "learned_positions",
     "tied_embeddings",

@@ -65,6 +65,20 @@ def evaluation() -> Iterator[None]:
         _SCOPE.reset(token)
 
 
+@contextlib.contextmanager
+def in_evaluation() -> Iterator[None]:
+    """The open :func:`evaluation` where it belongs to the current trace, else a fresh one for
+    the duration of the block: a term whose parts share a quantity (two laws of
+    :func:`diffcost._terms.execution.matmul_efficiency` padding the same weight) computes it
+    once even when called inside a nested trace (a ``vmap`` in the evaluation) or alone."""
+    scope = _SCOPE.get()
+    if scope is not None and get_opaque_trace_state(convention=_CONVENTION) == scope.trace:
+        yield
+        return
+    with evaluation():
+        yield
+
+
 def _key(value: Any) -> tuple:
     """An argument's memo key: its value for plain immutable values, else its identity."""
     if type(value) in _VALUE_TYPES:
@@ -91,4 +105,4 @@ def once(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapped
 
 
-__all__ = ["evaluation", "once"]
+__all__ = ["evaluation", "in_evaluation", "once"]

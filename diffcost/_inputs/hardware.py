@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._core.extension import AbstractExtension
+
 
 def host_float(value: ArrayLike | Sequence[float]) -> Array:
     """A host value (number, list, numpy array) as a strongly typed array of JAX's default
@@ -166,6 +168,9 @@ class NearMemory(eqx.Module):
     capacity_bytes: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
     bandwidth_bytes_per_s: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
     j_per_byte: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
+    #: How a working set is spread over the two levels (:mod:`diffcost._terms.memory_levels`,
+    #: an ``AbstractPlacement``); ``None``: bandwidth-proportional placement.  Static.
+    placement: AbstractExtension | None = eqx.field(static=True, default=None)
 
 
 class Chip(eqx.Module):
@@ -274,3 +279,11 @@ class System(eqx.Module):
         return self.node_overhead_w * jnp.asarray(chips) / self.scale_up_domain_chips
 
     reliability: Reliability = eqx.field(default_factory=Reliability)
+    #: Algorithm of the all-reduces and all-gathers (:mod:`diffcost._terms.collectives`;
+    #: :func:`~diffcost._terms.collectives.with_collective` sets it); ``None``: the default,
+    #: the hierarchical ring.  Static: it chooses the formula, not a number.
+    collective: AbstractExtension | None = eqx.field(static=True, default=None)
+    #: 1.0 when the scale-up switches reduce in the network (NVLink SHARP on third-generation
+    #: NVSwitch and later), else 0.0: only then is the NVLS collective selectable.  A flag like
+    #: ``Chip.on_chip_sram`` (a leaf, not a static field, so that systems stack).
+    in_network_reduction: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))

@@ -165,6 +165,7 @@ def load_system(
         count = sys_spec.values["chips"] if chips is None else chips
         overhead = sys_spec.values.get("power", {}).get("node_overhead_w", 0.0)
         reliability = reliability_module(sys_spec.values.get("reliability"))
+        reduces = bool(links.get("in_network_reduction", False))
     else:
         assert chip is not None  # exactly one of system and chip
         chip_spec = load_spec("chip", chip)
@@ -173,6 +174,7 @@ def load_system(
         count = links["scale_up_domain_chips"] if chips is None else chips
         overhead = 0.0
         reliability = Reliability()
+        reduces = False
     f = lambda x: strong_float(float(x))
     out = System(
         chip=chip_module(chip_spec.values),
@@ -186,6 +188,7 @@ def load_system(
         efficiency=efficiency_for(chip_spec.info.name, calibration),
         node_overhead_w=f(overhead),
         reliability=reliability,
+        in_network_reduction=f(1.0 if reduces else 0.0),
     )
     _check_reserve(out, chip_spec, calibration)
     return out

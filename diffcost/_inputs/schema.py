@@ -242,7 +242,14 @@ RELIABILITY = {
     ),
 }
 SYSTEM = {
-    "interconnect": INTERCONNECT,
+    "interconnect": {
+        **INTERCONNECT,
+        "in_network_reduction": Field(
+            "bool",
+            doc="the scale-up switches reduce in the network (NVLink SHARP: third-generation "
+            "NVSwitch and later); only then can the NVLS collective be selected; without it: false",
+        ),
+    },
     "price": PRICE,
     "reliability": RELIABILITY,
     "power": {

@@ -50,6 +50,7 @@ from .._core.smooth import (
 from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._terms.energy import activity_energy_j
+from .._terms.execution import wasted_rows
 from .._terms.memory_levels import placed_system
 from .kv import (
     ServeMemory,
@@ -223,9 +224,8 @@ def critical_batch(c: Consts, plan: ServePlan, r: Regime) -> Array:
     chip, eff = c.system.chip, c.system.efficiency
     bw_eff = chip.memory_bandwidth_bytes_per_s * eff.memory_bandwidth_fraction
     ridge = c.weight_bytes * c.peak_flop_per_s * eff.matmul_peak_fraction / (2.0 * bw_eff)
-    arch = chip.architecture
-    wasted_rows = arch[0] * eff.matmul_half_dim + arch[1] * chip.array_dim
-    critical_tokens = relu(ridge - eff.matmul_peak_fraction * wasted_rows, c.sm, scale=ridge)
+    wasted = wasted_rows(chip, eff)
+    critical_tokens = relu(ridge - eff.matmul_peak_fraction * wasted, c.sm, scale=ridge)
     return critical_tokens * plan.pp / r.query_tokens
 
 

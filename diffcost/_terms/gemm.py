@@ -41,7 +41,9 @@ bound by the weight read).  The product ``f * u`` charged the sustained-load los
 rows too, and turned batch-1 decode compute-bound on chips with a low ``f`` (MI300X at 0.45).
 
 The class weights are one-hot for every built-in chip, so a GPU's efficiency is exactly the
-GPU expression (the other classes are multiplied by 0).
+GPU expression (the other classes are multiplied by 0).  Each class's law is a final class of
+the extension point :class:`~diffcost._terms.execution.AbstractExecutionClass`
+(:mod:`diffcost._terms.execution`, which holds the efficiency functions re-exported here).
 
 The number formats of a GEMM are a :class:`GemmFormat`: the peak FLOP/s of its compute format
 and the bytes per element it moves, either one size for every operand (training: all operands in
@@ -54,8 +56,17 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
-from .._core.smooth import EXACT, Smoothing, ceil, clip01, smax
-from .._inputs.hardware import Chip, Efficiency, System
+from .._core.smooth import Smoothing, smax
+from .._inputs.hardware import System
+from .execution import ALIGN_TOL as ALIGN_TOL
+from .execution import array_pad as array_pad
+from .execution import array_tiles as array_tiles
+from .execution import dataflow_fill as dataflow_fill
+from .execution import gpu_fill as gpu_fill
+from .execution import gpu_matmul_efficiency as gpu_matmul_efficiency
+from .execution import matmul_efficiency
+from .execution import sustained_efficiency as sustained_efficiency
+from .execution import systolic_fill as systolic_fill
 
 
 class GemmFormat(NamedTuple):
@@ -72,115 +83,6 @@ class GemmFormat(NamedTuple):
     peak_flop_per_s: ArrayLike
     act_bytes: ArrayLike
     weight_bytes: ArrayLike | None = None
-
-
-def sustained_efficiency(fill: ArrayLike, peak_fraction: ArrayLike) -> Array:
-    """Fraction of peak FLOP/s of a GEMM whose rows fill ``fill`` of the matrix issue slots.
-
-    ``1 / (1 / f + 1 / u - 1)`` with ``u = fill`` and ``f = peak_fraction`` (dimensionless): the
-    useful slots at the sustained rate ``f``, the idle ones at the full rate (module docstring;
-    Choi et al., IPDPS 2013).  Equals ``f`` at ``u = 1``, ``u`` at ``f = 1``, tends to ``u`` as
-    ``u -> 0``, increasing in both; smooth, so the relaxed and exact models share it.
-    """
-    u, f = jnp.asarray(fill), jnp.asarray(peak_fraction)
-    return f * u / (u + f * (1.0 - u))  # the same, with finite gradients at u = 0
-
-
-def gpu_fill(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficiency) -> Array:
-    """Fill of an ``m x k x n`` GEMM on a GPU: ``m/(m + d) * n/(n + d) * k/(k + d)``.
-
-    ``d = eff.matmul_half_dim``: tile and wave quantization, smoothed (module docstring).
-    """
-    d = eff.matmul_half_dim
-    m, n, k = (jnp.asarray(x) for x in (m, n, k))
-    return (m / (m + d)) * (n / (n + d)) * (k / (k + d))
-
-
-def gpu_matmul_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficiency) -> Array:
-    """Fraction of peak FLOP/s of an ``m x k x n`` GEMM on a GPU (dimensionless, in (0, 1)).
-
-    ``n/(n + d) * k/(k + d) * e(m/(m + d))`` with ``e`` = :func:`sustained_efficiency` at
-    ``f = eff.matmul_peak_fraction`` and ``d = eff.matmul_half_dim`` (module docstring):
-    ``f * n/(n + d) * k/(k + d) * m / (m + f d)``.
-    """
-    d, f = eff.matmul_half_dim, eff.matmul_peak_fraction
-    m, n, k = (jnp.asarray(x) for x in (m, n, k))
-    return (n / (n + d)) * (k / (k + d)) * sustained_efficiency(m / (m + d), f)
-
-
-#: Relative tolerance below which a dimension counts as a multiple of the array side.  Model
-#: dimensions are integers computed as float32 ratios (``heads head_dim / tp``); a rounding
-#: error or the 1e-6 perturbation of a finite difference must not add a whole tile at an exact
-#: multiple.  Exact at every integer dimension up to ``1 / (tol R)`` tiles (1,500 at R = 320).
-ALIGN_TOL = 2e-6
-
-
-def array_tiles(dim: ArrayLike, array_dim: ArrayLike, sm: Smoothing) -> Array:
-    """Tiles of side ``R = array_dim`` a dimension of ``dim`` elements needs: ``ceil(dim / R)``.
-
-    Exact: ``ceil(dim / R * (1 - tol))`` (:data:`ALIGN_TOL`), flat at multiples of ``R``.
-    Relaxed: ``ceil(dim / R) - 1 + clip01(dim - R (ceil(dim / R) - 1))``, the smooth step
-    confined to ``(j R, j R + 1)``, so it equals the exact count at every integer ``dim`` (not
-    only at multiples of ``R``), is C1 in ``dim`` and has finite gradients.
-    """
-    dim, r = jnp.asarray(dim), jnp.asarray(array_dim)
-    if not sm.relaxed:
-        return ceil(dim / r * (1.0 - ALIGN_TOL), EXACT)
-    below = ceil(dim / r, EXACT) - 1.0
-    return below + clip01(dim - r * below, sm)
-
-
-def array_pad(n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
-    """Fraction of an ``R x R`` array a ``k x n`` weight fills: ``k/(R ceil(k/R)) n/(R ceil(n/R))``.
-
-    ``k`` and ``n`` padded to the array side ``R = chip.array_dim`` (systolic: Jouppi et al.
-    ISCA 2017 §2; dataflow: the Groq MXM is 320 wide, Abts et al. ISCA 2020).
-    """
-    r = chip.array_dim
-    n, k = jnp.asarray(n), jnp.asarray(k)
-    return (k / (r * array_tiles(k, r, sm))) * (n / (r * array_tiles(n, r, sm)))
-
-
-def systolic_fill(m: ArrayLike, n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
-    """Fraction of an ``R x R`` weight-stationary array's cycles that do useful work.
-
-    ``k / (R ceil(k / R)) * n / (R ceil(n / R)) * m / (m + R)``: ``k`` and ``n`` padded to the
-    array (:func:`array_pad`), ``m`` streamed with ``R`` cycles of fill and drain per tile pass
-    (Kung 1982; Jouppi et al. ISCA 2017 §2).  One row (batch-1 decode) uses ``1 / (1 + R)`` of
-    the array's cycles.
-    """
-    m = jnp.asarray(m)
-    return array_pad(n, k, chip, sm) * m / (m + chip.array_dim)
-
-
-def dataflow_fill(n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
-    """Fraction of a dataflow chip's matrix array a ``k x n`` weight fills (dimensionless).
-
-    :func:`array_pad` with ``R`` the array width (Groq MXM 320 x 320, Abts et al. ISCA 2020):
-    no per-pass fill, the compiler pipelines the streams.
-    """
-    return array_pad(n, k, chip, sm)
-
-
-def matmul_efficiency(
-    m: ArrayLike, n: ArrayLike, k: ArrayLike, system: System, sm: Smoothing
-) -> Array:
-    """Achieved fraction of peak FLOP/s of an ``m x k x n`` GEMM (dimensionless, in (0, 1)).
-
-    ``w_gpu eff_gpu + pad (w_sys e(m / (m + R)) + w_df f)`` over the chip's class weights
-    ``(w_gpu, w_sys, w_df)``: :func:`gpu_matmul_efficiency`, :func:`array_pad` and ``e`` =
-    :func:`sustained_efficiency` at ``f = eff.matmul_peak_fraction`` (module docstring): the
-    systolic row fill (:func:`systolic_fill`) at the full clock, the padding at the sustained
-    rate; a dataflow chip (:func:`dataflow_fill`) has no row penalty.
-    """
-    chip, eff = system.chip, system.efficiency
-    w_gpu, w_sys, w_df = chip.architecture[0], chip.architecture[1], chip.architecture[2]
-    f = eff.matmul_peak_fraction
-    m = jnp.asarray(m)
-    gpu = gpu_matmul_efficiency(m, n, k, eff)
-    rows = sustained_efficiency(m / (m + chip.array_dim), f)
-    array = array_pad(n, k, chip, sm) * (w_sys * rows + w_df * f)
-    return w_gpu * gpu + array
 
 
 def gemm_flop(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike = 1.0) -> Array:
