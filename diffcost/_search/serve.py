@@ -25,7 +25,6 @@ from .._core.options import (
     ServeObjective,
     coerce,
     coerce_all,
-    plain_value,
     values,
 )
 from .._core.smooth import RELAXED
@@ -47,6 +46,7 @@ from .core import (
     optimise,
     require_price,
     search,
+    unstack,
 )
 
 SERVE_OBJECTIVES: tuple[str, ...] = values(ServeObjective)
@@ -253,12 +253,16 @@ class ServeProblem(SearchProblem):
         )
         return np.asarray(th), np.asarray(loss)
 
-    def plan_row(self, c: Candidates, i: int) -> dict[str, Any]:
-        """Row ``i`` as plain plan values: integers for degrees and counts, formats by name."""
-        out = {k: plain_value(_FIELD, k, c.value(k, i)) for k in c.columns}
-        out["replicas"] = self.space.chips // (out["tp"] * out["pp"])
-        out["compute_format"] = compute_format_for(out["weight_format"])
-        return out
+    def plans(self, c: Candidates) -> list[ServePlan]:
+        return unstack(self.to_plans(c))
+
+    def row(self, plan: ServePlan) -> dict[str, Any]:
+        """An exact plan's plain values: the searched fields, then the replicas and the GEMM
+        format they determine (integers for degrees and counts, formats by name), each read
+        as its declaration says (:meth:`~diffcost._core.options.PlanField.read`)."""
+        names = [a.name for a in self.axes] + [c.name for c in self.choices]
+        names += ["replicas", "compute_format"]
+        return {k: _FIELD[k].read(getattr(plan, k)) for k in names}
 
     def binding(self, outputs: Any, i: int) -> str:
         out: ServeBreakdown = outputs

@@ -8,13 +8,15 @@ declaration order, ``None``: not given).
 """
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from .._core.options import PlanField
+from .._train.plan import TRAIN_FIELDS
 from ._common import Opt
 
 #: The values of one option group, by parameter name (``None``: not given).
@@ -28,24 +30,59 @@ Chips = Annotated[int | None, Opt("Number of chips.")]
 SystemChips = Annotated[int | None, Opt("Number of chips in the system.")]
 
 # --- training plan ------------------------------------------------------------------------
-Tp = Annotated[int | None, Opt("Tensor-parallel degree.")]
-Pp = Annotated[int | None, Opt("Pipeline-parallel degree.")]
-Dp = Annotated[int | None, Opt("Data-parallel degree (default: chips / (tp*pp*cp)).")]
-Cp = Annotated[int | None, Opt("Context-parallel degree.")]
-Ep = Annotated[
-    int | None,
-    Opt("Expert-parallel degree: routed experts over ep ranks of a stage (Megatron EP)."),
-]
-ExpertTp = Annotated[int | None, Opt("Ranks each expert's width is split over (default tp).")]
-MicroBatch = Annotated[int | None, Opt("Sequences per micro-batch.")]
-GlobalBatch = Annotated[int | None, Opt("Sequences per optimizer step.")]
-SeqLen = Annotated[int | None, Opt("Tokens per sequence.")]
-VirtualStages = Annotated[int | None, Opt("Interleaved pipeline chunks per rank.")]
-Recompute = Annotated[str | None, Opt("none | selective | full.")]
+# Derived from the plan's field declarations (:data:`diffcost._train.plan.TRAIN_FIELDS`): each
+# field's flag, type and help text are written once, there.
 Optimizer = Annotated[
     str | None,
     Opt("adam | adam_no_master | sgd | sgd_no_master | adam_param_remainders | adam_bf16."),
 ]
+
+
+def field_option(field: PlanField) -> inspect.Parameter:
+    """The command-line option of a plan field: keyword ``field.name``, type ``T | None``
+    (``None``: not given, the scenario's or the plan's default applies), its declared flag
+    spelling and help text (:meth:`~diffcost._core.options.PlanField.cli_flag`,
+    :meth:`~diffcost._core.options.PlanField.cli_help`), no default shown."""
+    flag = field.cli_flag()
+    assert flag is not None, f"{field.name} has no command-line option"
+    decls = [flag] if field.flag or field.kind == "bool" else []
+    option = typer.Option(*decls, help=field.cli_help(), show_default=False)
+    kind = field.cli_type()
+    annotation = Annotated[kind | None, option]  # pyright: ignore[reportInvalidTypeForm]
+    return inspect.Parameter(
+        field.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+    )
+
+
+def option_group(
+    fields: Sequence[PlanField], names: Sequence[str] | None = None, doc: str = ""
+) -> Callable[..., None]:
+    """An option group (see :func:`with_options`) of plan fields: every field with a
+    command-line option, in declaration order, or the fields ``names`` in that order."""
+    table = {f.name: f for f in fields}
+    chosen = [table[n] for n in names] if names is not None else list(fields)
+    params = [field_option(f) for f in chosen if f.cli_flag() is not None]
+
+    def group(**_: Any) -> None:
+        pass
+
+    group.__signature__ = inspect.Signature(params)  # pyright: ignore[reportFunctionMemberAccess]
+    group.__doc__ = doc
+    return group
+
+
+#: Option group: every training plan field that has a command-line option (``diffcost train``).
+train_plan_flags = option_group(TRAIN_FIELDS, doc="Option group: the training plan.")
+
+#: Option group: the training plan's degrees, batch and recomputation (``diffcost sensitivity``).
+train_parallel_flags = option_group(
+    TRAIN_FIELDS,
+    names=(
+        *("tp", "pp", "dp", "cp", "ep", "expert_tp", "micro_batch", "global_batch", "seq_len"),
+        *("virtual_stages", "recompute"),
+    ),
+    doc="Option group: the training plan's degrees, batch and recomputation.",
+)
 
 # --- serving plan -------------------------------------------------------------------------
 InstanceTp = Annotated[int | None, Opt("Tensor-parallel degree of one instance.")]
@@ -73,22 +110,6 @@ Tornado = Annotated[
 def spec_refs(model: Model = None, system: System = None, chip: Chip = None) -> None:
     """Option group: which model, and which system or chip (``--chips`` is declared apart: its
     help differs between jobs)."""
-
-
-def train_parallel_flags(
-    tp: Tp = None,
-    pp: Pp = None,
-    dp: Dp = None,
-    cp: Cp = None,
-    ep: Ep = None,
-    expert_tp: ExpertTp = None,
-    micro_batch: MicroBatch = None,
-    global_batch: GlobalBatch = None,
-    seq_len: SeqLen = None,
-    virtual_stages: VirtualStages = None,
-    recompute: Recompute = None,
-) -> None:
-    """Option group: the training plan's degrees, batch and recomputation."""
 
 
 def serve_shape_flags(
