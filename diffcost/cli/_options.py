@@ -9,13 +9,14 @@ declaration order, ``None``: not given).
 
 import inspect
 from collections.abc import Callable, Sequence
-from functools import wraps
+from functools import cache, wraps
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from .._core.options import PlanField
+from .._serve.plan import SERVE_FIELDS
 from .._train.plan import TRAIN_FIELDS
 from ._common import Opt
 
@@ -29,15 +30,11 @@ Chip = Annotated[str | None, Opt("Built-in chip name or chip TOML.")]
 Chips = Annotated[int | None, Opt("Number of chips.")]
 SystemChips = Annotated[int | None, Opt("Number of chips in the system.")]
 
+
 # --- training plan ------------------------------------------------------------------------
 # Derived from the plan's field declarations (:data:`diffcost._train.plan.TRAIN_FIELDS`): each
 # field's flag, type and help text are written once, there.
-Optimizer = Annotated[
-    str | None,
-    Opt("adam | adam_no_master | sgd | sgd_no_master | adam_param_remainders | adam_bf16."),
-]
-
-
+@cache
 def field_option(field: PlanField) -> inspect.Parameter:
     """The command-line option of a plan field: keyword ``field.name``, type ``T | None``
     (``None``: not given, the scenario's or the plan's default applies), its declared flag
@@ -74,6 +71,9 @@ def option_group(
 #: Option group: every training plan field that has a command-line option (``diffcost train``).
 train_plan_flags = option_group(TRAIN_FIELDS, doc="Option group: the training plan.")
 
+#: The ``--optimizer`` option (``diffcost sensitivity train`` declares it beside its group).
+Optimizer = field_option(next(f for f in TRAIN_FIELDS if f.name == "optimizer")).annotation
+
 #: Option group: the training plan's degrees, batch and recomputation (``diffcost sensitivity``).
 train_parallel_flags = option_group(
     TRAIN_FIELDS,
@@ -83,17 +83,6 @@ train_parallel_flags = option_group(
     ),
     doc="Option group: the training plan's degrees, batch and recomputation.",
 )
-
-# --- serving plan -------------------------------------------------------------------------
-InstanceTp = Annotated[int | None, Opt("Tensor-parallel degree of one instance.")]
-InstancePp = Annotated[int | None, Opt("Pipeline-parallel degree of one instance.")]
-Replicas = Annotated[int | None, Opt("Replicas (default: chips / chips per replica).")]
-Batch = Annotated[int | None, Opt("Concurrent sequences per instance.")]
-InputLen = Annotated[int | None, Opt("Prompt tokens per request.")]
-OutputLen = Annotated[int | None, Opt("Generated tokens per request.")]
-WeightFormat = Annotated[str | None, Opt("Weights: bf16|fp16|fp8|int8|int4|fp4|...")]
-Mode = Annotated[str | None, Opt("static | continuous.")]
-PrefillChunk = Annotated[int | None, Opt("Prompt tokens per iteration (continuous).")]
 
 # --- sensitivity report -------------------------------------------------------------------
 Metric = Annotated[
@@ -112,20 +101,22 @@ def spec_refs(model: Model = None, system: System = None, chip: Chip = None) -> 
     help differs between jobs)."""
 
 
-def serve_shape_flags(
-    tp: InstanceTp = None,
-    pp: InstancePp = None,
-    replicas: Replicas = None,
-    batch: Batch = None,
-    input_len: InputLen = None,
-    output_len: OutputLen = None,
-    weight_format: WeightFormat = None,
-) -> None:
-    """Option group: the serving instance, its batch, the request and the weight format."""
+#: Option group: every serving plan field that has a command-line option (``diffcost serve``).
+serve_plan_flags = option_group(SERVE_FIELDS, doc="Option group: the serving plan.")
 
+#: Option group: the serving instance, its batch, the request and the weight format.
+serve_shape_flags = option_group(
+    SERVE_FIELDS,
+    names=("tp", "pp", "replicas", "batch", "input_len", "output_len", "weight_format"),
+    doc="Option group: the serving instance, its batch, the request and the weight format.",
+)
 
-def serve_mode_flags(mode: Mode = None, prefill_chunk: PrefillChunk = None) -> None:
-    """Option group: the batching mode of a serving plan."""
+#: Option group: the batching mode of a serving plan.
+serve_mode_flags = option_group(
+    SERVE_FIELDS,
+    names=("mode", "prefill_chunk"),
+    doc="Option group: the batching mode of a serving plan.",
+)
 
 
 def report_flags(
