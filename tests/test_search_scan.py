@@ -66,7 +66,7 @@ def test_device_enumeration_equals_the_host_enumeration(name, system, chips, opt
     assert device is not None and host.best is not None
     assert device.evaluated == host.evaluated and device.feasible_count == host.feasible_count
     assert device.rows()[0] == host.rows()[0]
-    assert eqx.tree_equal(device.best, host.best) is True
+    assert bool(eqx.tree_equal(device.best, host.best))
     assert device.best_objective == pytest.approx(host.best_objective, rel=1e-6)
     assert device.rows() == host.rows()
     assert device.binding == host.binding

@@ -350,8 +350,9 @@ def allocated(line: Launch) -> dict[str, Any]:
     grad_bytes = 2.0 if precision == "fp16" or a.get("grad-reduce-in-bf16") else 4.0
     recompute = a.get("recompute-granularity", "none")
     given = lambda k: a.get(flag(k)[2:])  # noqa: E731
+    always = ("tp", "pp", "cp", "micro_batch", "global_batch", "seq_len")
     return {
-        **{k: int(given(k)) for k in ("tp", "pp", "cp", "micro_batch", "global_batch", "seq_len")},
+        **{k: int(a[flag(k)[2:]]) for k in always},
         "virtual_stages": int(given("virtual_stages") or 1),
         "sequence_parallel": bool(given("sequence_parallel") or False),
         "recompute": recompute,

@@ -33,6 +33,7 @@ from .._inputs.model import Model
 from .._serve.cost import ServeBreakdown, ServeCost, default_batch_grid
 from .._serve.load import goodput_qps
 from .._serve.plan import SERVE_FIELDS, ServePlan, default_compute_format, encode_serve, serve_plan
+from .._terms.tp_rules import tp_allowed
 from .core import (
     Axis,
     Candidates,
@@ -126,12 +127,6 @@ def compute_format_for(weight_format: str) -> str:
     return default_compute_format(weight_format)
 
 
-def _tp_ok(tp: int, model: Model) -> bool:
-    heads, kv, ffn = int(model.heads), int(model.kv_heads), int(model.ffn_hidden)
-    kv_ok = (kv % tp == 0) if tp <= kv else (tp % kv == 0)
-    return heads % tp == 0 and ffn % tp == 0 and kv_ok
-
-
 @final
 class ServeProblem(SearchProblem):
     """The serving search as a :class:`diffcost._search.core.SearchProblem`."""
@@ -143,7 +138,7 @@ class ServeProblem(SearchProblem):
         serve_risk(space)  # a p90 search without a posterior fails here, before any solving
         n = space.chips
         layers = int(model.layers)
-        tps = tuple(float(t) for t in range(1, n + 1) if n % t == 0 and _tp_ok(t, model))
+        tps = tuple(float(t) for t in range(1, n + 1) if n % t == 0 and tp_allowed(model, t))
         pps = tuple(float(p) for p in range(1, n + 1) if n % p == 0 and layers % p == 0)
         # every batch to 256, then ~6% steps, plus the powers of two engines are often set to
         grid = set(np.asarray(default_batch_grid()).tolist()) | {2.0**k for k in range(15)}

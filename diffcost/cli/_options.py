@@ -71,8 +71,10 @@ def option_group(
 #: Option group: every training plan field that has a command-line option (``diffcost train``).
 train_plan_flags = option_group(TRAIN_FIELDS, doc="Option group: the training plan.")
 
-#: The ``--optimizer`` option (``diffcost sensitivity train`` declares it beside its group).
-Optimizer = field_option(next(f for f in TRAIN_FIELDS if f.name == "optimizer")).annotation
+#: Option group: the ``--optimizer`` option alone (``diffcost sensitivity train``).
+train_optimizer_flag = option_group(
+    TRAIN_FIELDS, names=("optimizer",), doc="Option group: the optimizer."
+)
 
 #: Option group: the training plan's degrees, batch and recomputation (``diffcost sensitivity``).
 train_parallel_flags = option_group(
