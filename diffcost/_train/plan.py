@@ -451,12 +451,15 @@ def encode_train(v: Mapping[str, ArrayLike], xp: Any = jnp) -> "TrainPlan":
         lora_rank=a("lora_rank"),
         lora_matrices=targets @ matrices,
         shard_replicas=_shard_replicas(v, xp),
-        tp_comm_overlap=xp.asarray(v.get("tp_comm_overlap", 0.0)) * xp.ones_like(a("tp")),
-        fp8_param_gather=xp.asarray(v.get("fp8_param_gather", 0.0)) * xp.ones_like(a("tp")),
         ep=xp.asarray(v.get("ep", 1.0)) * xp.ones_like(a("tp")),
         expert_tp=_expert_tp(v, xp),
-        ep_overlap=xp.asarray(v.get("ep_overlap", 0.0)) * xp.ones_like(a("tp")),
-        ep_dedup=xp.asarray(v.get("ep_dedup", 0.0)) * xp.ones_like(a("tp")),
+        # every switch that is off unless given (``tp_comm_overlap``, ``ep_overlap``, ...):
+        # its declaration is all it needs here
+        **{
+            f.name: xp.asarray(v.get(f.name, 0.0)) * xp.ones_like(a("tp"))
+            for f in TRAIN_FIELDS
+            if f.kind == "bool" and f.default is False
+        },
     )
     if xp is not jnp:  # host values: each placed on the device once
         fields = {k: host_float(x) for k, x in fields.items()}
