@@ -198,6 +198,7 @@ class PlanField:
             no command-line option).
         launch: ``(framework, flag)`` pairs: the field's flag in a launcher's command line
             (Megatron-LM ``--tensor-model-parallel-size``, vLLM ``--tensor-parallel-size``).
+        short: the column heading of the field in ``diffcost plan``'s table (default: the name).
 
     The command-line options of ``diffcost train`` and ``diffcost serve`` are derived from
     these declarations (:func:`diffcost.cli._options.option_group`).
@@ -216,6 +217,7 @@ class PlanField:
     help: str = ""
     flag: str | None = ""
     launch: tuple[tuple[str, str], ...] = ()
+    short: str = ""
 
     def cli_help(self) -> str:
         """The ``--help`` text of the field's option: ``help``, else a categorical field's

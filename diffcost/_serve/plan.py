@@ -191,6 +191,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         "bf16",
         "format weights are stored and streamed in",
         help="Weights: bf16|fp16|fp8|int8|int4|fp4|...",
+        short="w",
     ),
     PlanField(
         "compute_format",
@@ -200,8 +201,15 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         choices=Format,
         derived=True,
         help="GEMM/activation format (default: the weight format; bf16 for int8/int4 weight-only).",
+        short="compute",
     ),
-    _fmt("kv_format", "bf16", "KV-cache element format", help="KV-cache format (default bf16)."),
+    _fmt(
+        "kv_format",
+        "bf16",
+        "KV-cache element format",
+        help="KV-cache format (default bf16).",
+        short="kv",
+    ),
     PlanField("mode", "categorical", "continuous", "batching mode", choices=ServeMode),
     PlanField(
         "prefill_chunk",

@@ -113,6 +113,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "sequences per micro-batch per data-parallel rank",
         unit="sequences",
         help="Sequences per micro-batch.",
+        short="mb",
         launch=_mg("micro-batch-size"),
     ),
     PlanField(
@@ -134,6 +135,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         1,
         "model chunks per pipeline rank (interleaved 1F1B)",
         help="Interleaved pipeline chunks per rank.",
+        short="v",
         launch=_mg("num-virtual-stages-per-pipeline-rank"),
     ),
     PlanField(
@@ -143,6 +145,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "shard norm/dropout over TP (default tp > 1)",
         derived=True,
         help="Shard norm/dropout activations over TP.",
+        short="sp",
         launch=_mg("sequence-parallel"),
     ),
     PlanField(
@@ -160,7 +163,14 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         flag=None,
         launch=_mg("overlap-grad-reduce"),
     ),
-    PlanField("recompute", "categorical", "selective", "recomputation", choices=Recompute),
+    PlanField(
+        "recompute",
+        "categorical",
+        "selective",
+        "recomputation",
+        choices=Recompute,
+        short="recomp",
+    ),
     PlanField(
         "zero",
         "categorical",
@@ -176,6 +186,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "GEMM format",
         choices=TrainPrecision,
         help="GEMM precision: bf16 | fp16 | fp8 | tf32 | fp32.",
+        short="prec",
     ),
     PlanField(
         "optimizer",

@@ -25,8 +25,9 @@ from .._inputs.loader import load_model, load_spec, load_system
 from .._launch import Launch
 from .._search.core import SearchResult, settings
 from .._search.train import TrainSearchSpace, search_train
+from .._serve.plan import SERVE_FIELDS
 from .._train.cost import TrainCost
-from .._train.plan import RECOMPUTE, TRAINING_PRECISIONS, ZERO_STAGES
+from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STAGES
 from . import app
 from ._common import (
     EXIT_INFEASIBLE,
@@ -68,16 +69,8 @@ def _csv(
     return items
 
 
-SHORT = {
-    "micro_batch": "mb",
-    "virtual_stages": "v",
-    "sequence_parallel": "sp",
-    "recompute": "recomp",
-    "precision": "prec",
-    "weight_format": "w",
-    "kv_format": "kv",
-    "compute_format": "compute",
-}
+#: Column headings of plan fields in the result table (their declarations' ``short``).
+SHORT = {f.name: f.short for f in (*TRAIN_FIELDS, *SERVE_FIELDS) if f.short}
 
 
 def print_result(
