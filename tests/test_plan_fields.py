@@ -14,7 +14,7 @@ from diffcost._core.options import PlanField, ZeroStage
 from diffcost._core.smooth import EXACT, RELAXED
 from diffcost._launch.megatron import flag, switch_args
 from diffcost._serve.plan import SERVE_FIELDS
-from diffcost._terms.tp_rules import TP_RULES, TpRule, tp_allowed
+from diffcost._terms.tp_rules import EXPERT_LAYOUT_RULES, TP_RULES, TpRule, tp_allowed
 from diffcost._train.plan import TRAIN_FIELDS
 from diffcost.cli import app
 from diffcost.cli._options import field_option, option_group, train_plan_flags
@@ -96,7 +96,7 @@ def test_search_results_are_plans_and_rows_only_at_the_boundary():
     assert list(row)[-3:] == ["dp", "global_batch", "seq_len"]
 
 
-@pytest.mark.parametrize("rule", TP_RULES, ids=lambda r: r.key)
+@pytest.mark.parametrize("rule", (*TP_RULES, *EXPERT_LAYOUT_RULES), ids=lambda r: r.key)
 def test_each_tp_rule_mask_message_and_violation_agree(rule: TpRule):
     """For every (n, tp) pair: the exact mask (numpy and Python), the message and the relaxed
     violation at integer points (exact and relaxed smoothing) say the same thing."""
@@ -119,6 +119,15 @@ def test_tp_rule_messages_are_the_ones_users_see():
         "query-group split"
     )
     assert kv.problem(8.0, 16.0) is None and kv.problem(8.0, 4.0) is None
+    spread, split = EXPERT_LAYOUT_RULES
+    assert spread.problem(8.0, 3.0) == (
+        "experts (8) is not divisible by tp (3) (expert parallel puts experts / tp whole "
+        "experts on each rank)"
+    )
+    assert split.problem(14336.0, 5.0) == (
+        "expert_ffn_hidden (14336) is not divisible by tp (5): remainder 1 (or spread whole "
+        "experts with expert_parallel)"
+    )
     assert tp_allowed(dc.load_model("llama-2-70b"), 8) and not tp_allowed(
         dc.load_model("llama-2-70b"), 3
     )

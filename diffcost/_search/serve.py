@@ -33,7 +33,7 @@ from .._inputs.model import Model
 from .._serve.cost import ServeBreakdown, ServeCost, default_batch_grid
 from .._serve.load import goodput_qps
 from .._serve.plan import SERVE_FIELDS, ServePlan, default_compute_format, encode_serve, serve_plan
-from .._terms.tp_rules import tp_allowed
+from .._terms.tp_rules import EXPERT_LAYOUT_RULES, tp_allowed
 from .core import (
     Axis,
     Candidates,
@@ -165,12 +165,15 @@ class ServeProblem(SearchProblem):
         ok = (self.space.chips % (col["tp"] * col["pp"]) == 0) & (
             col["tp"] * col["pp"] <= self.space.chips
         )
-        experts, ffn = int(self.model.experts), int(self.model.expert_ffn_hidden)
         ep = col["expert_parallel"].astype(bool)
-        if experts == 0:
+        if int(self.model.experts) == 0:
             return ok & ~ep
-        ep_ok = (experts % col["tp"] == 0) & (col["tp"] > 1)
-        return ok & np.where(ep, ep_ok, ffn % col["tp"] == 0)
+        holds = {  # the expert-layout rules (EXPERT_LAYOUT_RULES), by layout
+            r.layout: r.holds(int(getattr(self.model, r.key)), col["tp"])
+            for r in EXPERT_LAYOUT_RULES
+        }
+        # at tp = 1 spreading whole experts is the tensor-parallel plan: searched once
+        return ok & np.where(ep, holds[True] & (col["tp"] > 1), holds[False])
 
     # --- exact evaluation ---------------------------------------------------------------------
     def template(self) -> ServePlan:

@@ -25,11 +25,16 @@ class TpRule:
     """``key`` (a model integer: ``heads``, ``ffn_hidden``, ``kv_heads``) divisible by ``tp``;
     with ``either_way`` also valid when ``tp`` is a multiple of it (KV heads replicated).
 
-    ``framework``: who refuses, named in the message of an ``either_way`` rule."""
+    ``framework``: who refuses, named in the message of an ``either_way`` rule; ``layout``: a
+    serving expert-layout rule applies only when the plan's ``expert_parallel`` is this
+    (``None``: always); ``remainder`` and ``note``: what the message adds."""
 
     key: str
     either_way: bool = False
     framework: str = "Megatron-LM"
+    layout: bool | None = None
+    remainder: bool = True
+    note: str = ""
 
     def holds(self, n: Any, tp: Any) -> Any:
         """The exact rule for ``n`` (the model's ``key``) and ``tp`` (numbers or arrays)."""
@@ -51,7 +56,9 @@ class TpRule:
                 f"{self.key} ({n:.0f}) is neither a multiple nor a divisor of tp ({tp:.0f}): "
                 f"{self.framework} refuses the query-group split"
             )
-        return f"{self.key} ({n:.0f}) is not divisible by tp ({tp:.0f}): remainder {n % tp:.0f}"
+        text = f"{self.key} ({n:.0f}) is not divisible by tp ({tp:.0f})"
+        text += f": remainder {n % tp:.0f}" if self.remainder else ""
+        return f"{text} {self.note}" if self.note else text
 
 
 #: The rules, in the order their problems are reported.
@@ -62,9 +69,25 @@ TP_RULES: tuple[TpRule, ...] = (
 )
 
 
+#: A mixture of experts' layout over the tp ranks of a serving instance: whole experts spread
+#: (``expert_parallel``: vLLM ``FusedMoE`` with EP puts ``experts / tp`` whole experts on each
+#: rank), or every expert split by width (tensor-parallel experts).
+EXPERT_LAYOUT_RULES: tuple[TpRule, ...] = (
+    TpRule(
+        "experts",
+        layout=True,
+        remainder=False,
+        note="(expert parallel puts experts / tp whole experts on each rank)",
+    ),
+    TpRule(
+        "expert_ffn_hidden", layout=False, note="(or spread whole experts with expert_parallel)"
+    ),
+)
+
+
 def tp_allowed(model: Any, tp: int) -> bool:
     """Every rule holds for ``tp`` on ``model`` (its integers)."""
     return all(r.holds(int(getattr(model, r.key)), tp) for r in TP_RULES)
 
 
-__all__ = ["TP_RULES", "TpRule", "tp_allowed"]
+__all__ = ["EXPERT_LAYOUT_RULES", "TP_RULES", "TpRule", "tp_allowed"]
