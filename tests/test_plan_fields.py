@@ -141,3 +141,11 @@ def test_serve_help_keeps_the_declared_spellings():
         "--tensor-parallel-experts",
     ):
         assert spelled in text
+
+
+def test_a_bad_flag_value_names_the_flag_as_declared():
+    """``--draft-fraction`` is the declared spelling of ``draft_params_fraction``: its error
+    names it (it named ``--draft-params-fraction``, a flag that does not exist)."""
+    args = ["serve", "--model", "llama-2-7b", "--system", "dgx-h100", "--draft-fraction", "2"]
+    out = CliRunner().invoke(app, args).output
+    assert "command line: --draft-fraction: must lie in [0, 1), got 2.0" in out
