@@ -176,7 +176,7 @@ def run_space(spec: tuple, seeds: int, exhaustive: bool) -> dict:
         exh = scan_space(problem, "device")
         row["exhaustive_s"] = time.perf_counter() - t0
         row["optimum"] = exh.best_objective if exh is not None else None
-        row["optimum_plan"] = exh.best if exh is not None else None
+        row["optimum_plan"] = exh.rows()[0] if exh is not None and exh.best is not None else None
     return row
 
 

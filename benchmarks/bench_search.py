@@ -346,7 +346,7 @@ def measure(
         evals=rel.evaluated,
         t_relaxed=t_rel,
         t_exhaustive=t_exh,
-        best=exh.best,
+        best=exh.rows()[0] if exh.best is not None else None,
         published=f"{source}: {_rank(problem, published)}" if published else None,
     )
     print(

@@ -32,7 +32,7 @@ def main() -> None:
         result = search_train(s, m, space)
         result.keep(4)
         spec = load_spec("model", model).values
-        rows = [result.best, *[p for p, _ in result.alternatives]]
+        rows = result.rows()
         for row, charged in zip(rows, result.breakdowns, strict=True):
             line = megatron_launch(train_launch_plan(row, space), m, spec, 8)
             back = {k: v for k, v in allocated(line).items() if k in FIELDS}

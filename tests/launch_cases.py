@@ -73,8 +73,7 @@ def train_search_lines(index: int) -> list[tuple[str, Launch, int]]:
     result = search_train(dc.load_system(system, chips=chips), dc.load_model(model), space)
     result.keep(2)
     out = []
-    for i, row in enumerate([result.best, *[p for p, _ in result.alternatives]]):
-        assert row is not None
+    for i, row in enumerate(result.rows()):
         out.append((f"{model} searched #{i + 1}", _megatron(model, row, space), chips))
     return out
 

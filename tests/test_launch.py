@@ -147,7 +147,7 @@ def test_searched_plans_allocate_what_was_predicted(model, system, chips, batch,
     result = search_train(sys_, m, space, exhaustive=True)
     result.keep(4)
     spec = load_spec("model", model).values
-    rows = [result.best, *[p for p, _ in result.alternatives]]
+    rows = result.rows()
     for row, want in zip(rows, result.breakdowns, strict=True):
         line = megatron_launch(train_launch_plan(row, space), m, spec, 8)
         assert not line.refused, line.refused

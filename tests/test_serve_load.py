@@ -181,8 +181,9 @@ def test_goodput_search_ranks_plans_by_goodput_per_chip():
         input_cv=0.5,
     )
     result = search_serve(system, model, space, exhaustive=True)
-    best = result.best
-    assert best is not None and best["weight_format"] == "fp8"  # fp8 halves the weight reads
+    assert result.best is not None
+    best = result.row(result.best)
+    assert best["weight_format"] == "fp8"  # fp8 halves the weight reads
     plan = dc.serve_plan(
         **{k: best[k] for k in ("tp", "pp", "batch", "replicas", "weight_format", "kv_format")},
         input_len=1024,

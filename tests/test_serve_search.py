@@ -58,8 +58,8 @@ def test_serve_search_matches_exhaustive_oracle(name, system, chips, kw):
     assert np.median(found.relaxed_objectives) <= 3.0 * best
     assert np.median(found.rounded_objectives) <= 2.0 * best
     # verified with the exact model: it fits and meets the limits
-    best = found.best
-    assert best is not None
+    assert found.best is not None
+    best = found.row(found.best)
     plan = dc.serve_plan(
         tp=best["tp"],
         pp=best["pp"],
@@ -108,7 +108,8 @@ def test_latency_objective_prefers_batch_one_and_wide_tp():
         exhaustive=True,
     )
     assert res.best is not None
-    assert res.best["batch"] == 1 and res.best["tp"] == 8 and res.best["pp"] == 1
+    best = res.row(res.best)
+    assert best["batch"] == 1 and best["tp"] == 8 and best["pp"] == 1
 
 
 def test_cost_objective_needs_a_price():
@@ -141,8 +142,8 @@ def test_accuracy_cost_keeps_the_optimizer_honest():
         sys_, model, dc.ServeSearchSpace(**base, accuracy_cost=(("int4", 10.0),)), exhaustive=True
     )
     assert free.best is not None and priced.best is not None
-    assert free.best["weight_format"] == "int4"
-    assert priced.best["weight_format"] == "bf16"
+    assert free.rows()[0]["weight_format"] == "int4"
+    assert priced.rows()[0]["weight_format"] == "bf16"
 
 
 def test_infeasible_memory_says_how_many_chips():
@@ -177,7 +178,7 @@ def test_replicas_use_the_chip_budget():
         problem.axes, problem.choices, {"tp": [2.0], "pp": [1.0], "batch": [8.0]}
     )
     cand = cand.with_column("weight_format", ["int4"]).with_column("kv_format", ["bf16"])
-    row = problem.plan_row(cand, 0)
+    row = problem.row(problem.plans(cand)[0])
     assert row["replicas"] == 4 and row["compute_format"] == "bf16"
 
 

@@ -191,6 +191,17 @@ class PlanField:
         minimum: smallest allowed count.
         check: a number field's range test; reason: its message (``{value!r}`` is filled in).
         derived: the sweep derives this field per point when it is not given.
+        unit: the unit of a number or count (``sequences``, ``tokens``, ``bytes``; empty for a
+            degree, a flag or a choice).
+        help: the ``--help`` text (default: derived, :meth:`cli_help`).
+        flag: the command-line spelling (default ``""``: derived, :meth:`cli_flag`; ``None``:
+            no command-line option).
+        launch: ``(framework, flag)`` pairs: the field's flag in a launcher's command line
+            (Megatron-LM ``--tensor-model-parallel-size``, vLLM ``--tensor-parallel-size``).
+        short: the column heading of the field in ``diffcost plan``'s table (default: the name).
+
+    The command-line options of ``diffcost train`` and ``diffcost serve`` are derived from
+    these declarations (:func:`diffcost.cli._options.option_group`).
     """
 
     name: str
@@ -202,6 +213,40 @@ class PlanField:
     check: Callable[[float], bool] | None = None
     reason: str = ""
     derived: bool = False
+    unit: str = ""
+    help: str = ""
+    flag: str | None = ""
+    launch: tuple[tuple[str, str], ...] = ()
+    short: str = ""
+
+    def cli_help(self) -> str:
+        """The ``--help`` text of the field's option: ``help``, else a categorical field's
+        choices (``a | b | c.``), else ``doc`` as a sentence."""
+        if self.help:
+            return self.help
+        if self.kind == "categorical":
+            return " | ".join(map(str, self.options())) + "."
+        return self.doc[:1].upper() + self.doc[1:] + "."
+
+    def cli_flag(self) -> str | None:
+        """The option's spelling: ``flag``, else ``--`` and the name with ``-`` (a bool field
+        ``--name/--no-name``); ``None`` when the field is no command-line option."""
+        if self.flag is None or self.flag:
+            return self.flag
+        name = "--" + self.name.replace("_", "-")
+        return f"{name}/--no-{name[2:]}" if self.kind == "bool" else name
+
+    def cli_type(self) -> type:
+        """The Python type of the option's value: ``int`` for degrees and counts, ``bool``,
+        ``float`` for numbers, a categorical field's plain value type (``str``; ``int`` for
+        the ZeRO stage)."""
+        if self.kind == "categorical":
+            return type(self.options()[0])
+        return {"degree": int, "count": int, "bool": bool, "number": float}[self.kind]
+
+    def launch_flag(self, framework: str) -> str | None:
+        """The framework's own flag for this field (``launch``), or ``None``."""
+        return dict(self.launch).get(framework)
 
     def plain(self, value: object) -> Any:
         """A categorical field's value (a member or its plain value) as the plain value."""
@@ -211,6 +256,19 @@ class PlanField:
     def options(self) -> tuple[Any, ...]:
         """Plain values of a categorical field (empty otherwise)."""
         return values(self.choices) if self.choices is not None else ()
+
+    def read(self, leaf: Any) -> Any:
+        """This field's plain value in an exact plan, from its leaf (a number or choice weights):
+        the heaviest choice of a categorical field (weights may run past its choices, as the
+        training precision's over every format, with zero weight there), a bool field as a
+        bool, a whole number as an int."""
+        x = np.asarray(leaf, dtype=float)
+        if self.kind == "categorical":
+            return self.options()[int(np.argmax(x))]
+        if self.kind == "bool":
+            return bool(x)
+        number = float(x)
+        return int(number) if number.is_integer() else number
 
     def problem(self, value: object, source: str, listing: str = "words") -> Problem | None:
         """What is wrong with ``value`` for this field, or ``None``.

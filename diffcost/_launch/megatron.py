@@ -29,6 +29,7 @@ measure the predicted step; replace them with the job's own.
 from typing import Any
 
 from .._inputs.model import Model
+from .._train.plan import TRAIN_FIELDS
 from .command import Launch, tokens
 
 MEGATRON_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
@@ -38,6 +39,35 @@ SPACE_FIELDS = ("optimizer", "flash_attention", "first_stage_layers", "last_stag
 SPACE_FIELDS += ("lora_rank",)
 #: What the search assumes for every plan (``diffcost._search.train._plan_fields``).
 SEARCH_DEFAULTS = {"grad_bytes_per_param": 2.0, "overlap_grad_reduce": True}
+
+
+_FIELD = {f.name: f for f in TRAIN_FIELDS}
+
+
+def flag(name: str) -> str:
+    """Megatron-LM's flag for a training plan field, as the field declares it
+    (:attr:`~diffcost._core.options.PlanField.launch`)."""
+    spelled = _FIELD[name].launch_flag("megatron")
+    assert spelled is not None, f"{name} declares no Megatron-LM flag"
+    return spelled
+
+
+#: Switches (bool fields) this module places itself; any other switch that declares a
+#: Megatron-LM flag is emitted by :func:`switch_args`.
+_PLACED = ("sequence_parallel", "tp_comm_overlap", "fp8_param_gather", "ep_overlap")
+_PLACED += ("overlap_grad_reduce", "flash_attention")
+
+
+def switch_args(plan: dict[str, Any]) -> list[str]:
+    """The Megatron-LM flag of every other switch of the plan that is on and declares one (in
+    declaration order): a new switch with a Megatron-LM flag needs no change here."""
+    return [
+        spelled
+        for f in TRAIN_FIELDS
+        if f.kind == "bool" and f.name not in _PLACED and plan.get(f.name)
+        for spelled in [f.launch_flag("megatron")]
+        if spelled is not None
+    ]
 
 
 def train_launch_plan(best: dict[str, Any], space: Any) -> dict[str, Any]:
@@ -148,29 +178,23 @@ def moe_args(model: Model, plan: dict[str, Any]) -> list[str]:
 
 def parallel_args(plan: dict[str, Any]) -> list[str]:
     """Parallel degrees, batch, pipeline layout and recomputation."""
-    out = tokens(
-        ("--tensor-model-parallel-size", plan["tp"]),
-        ("--pipeline-model-parallel-size", plan["pp"]),
-        ("--context-parallel-size", plan["cp"]),
-        ("--micro-batch-size", plan["micro_batch"]),
-        ("--global-batch-size", plan["global_batch"]),
-        ("--seq-length", plan["seq_len"]),
-    )
+    always = ("tp", "pp", "cp", "micro_batch", "global_batch", "seq_len")
+    out = tokens(*((flag(k), plan[k]) for k in always))
     if int(plan.get("ep", 1)) > 1:
-        out += tokens(("--expert-model-parallel-size", plan["ep"]))
+        out += tokens((flag("ep"), plan["ep"]))
     if plan.get("expert_tp") is not None and plan["expert_tp"] != plan["tp"]:
-        out += tokens(("--expert-tensor-parallel-size", plan["expert_tp"]))
+        out += tokens((flag("expert_tp"), plan["expert_tp"]))
     if plan.get("ep_overlap"):
-        out.append("--overlap-moe-expert-parallel-comm")
+        out.append(flag("ep_overlap"))
     if int(plan["virtual_stages"]) > 1:
-        out += tokens(("--num-virtual-stages-per-pipeline-rank", plan["virtual_stages"]))
-    for key, flag in (("first_stage_layers", "first"), ("last_stage_layers", "last")):
+        out += tokens((flag("virtual_stages"), plan["virtual_stages"]))
+    for key in ("first_stage_layers", "last_stage_layers"):
         if int(plan.get(key, 0)):
-            out += tokens((f"--decoder-{flag}-pipeline-num-layers", plan[key]))
+            out += tokens((flag(key), plan[key]))
     if plan["sequence_parallel"]:
-        out.append("--sequence-parallel")
+        out.append(flag("sequence_parallel"))
     if plan.get("tp_comm_overlap"):
-        out.append("--tp-comm-overlap")
+        out.append(flag("tp_comm_overlap"))
     recompute = str(plan["recompute"])
     if recompute == "full":
         out += tokens(
@@ -191,7 +215,7 @@ def memory_args(plan: dict[str, Any]) -> list[str]:
     """Data-parallel sharding, gradient dtype, overlap and precision, as the memory and time
     models charge them (module docstring)."""
     zero, precision = int(plan["zero"]), str(plan.get("precision", "bf16"))
-    out = tokens(("--optimizer", str(plan.get("optimizer", "adam"))))
+    out = tokens((flag("optimizer"), str(plan.get("optimizer", "adam"))))
     if zero == 1:
         out.append("--use-distributed-optimizer")
         replicas = _replicas(plan)
@@ -205,7 +229,7 @@ def memory_args(plan: dict[str, Any]) -> list[str]:
             ("--ckpt-format", "fsdp_dtensor"),
         )
     if plan.get("overlap_grad_reduce", True):
-        out.append("--overlap-grad-reduce")
+        out.append(flag("overlap_grad_reduce"))
         if zero >= 1:
             out.append("--overlap-param-gather")
     half = precision in ("bf16", "fp8")
@@ -218,7 +242,7 @@ def memory_args(plan: dict[str, Any]) -> list[str]:
     if precision == "fp8":
         out += tokens(("--fp8-format", "hybrid"))
         if plan.get("fp8_param_gather"):
-            out.append("--fp8-param-gather")
+            out.append(flag("fp8_param_gather"))
     backend = "auto" if plan.get("flash_attention", True) else "unfused"
     return out + tokens(("--attention-backend", backend))
 
@@ -274,6 +298,7 @@ def megatron_launch(
         *model_args(model, spec, int(plan["seq_len"])),
         *moe_args(model, plan),
         *memory_args(plan),
+        *switch_args(plan),
         *RUN_ARGS,
         *tokens(("--vocab-size", int(model.vocab))),
     ]
@@ -324,23 +349,20 @@ def allocated(line: Launch) -> dict[str, Any]:
         precision = "fp32" if env.get("NVIDIA_TF32_OVERRIDE") == "0" else "tf32"
     grad_bytes = 2.0 if precision == "fp16" or a.get("grad-reduce-in-bf16") else 4.0
     recompute = a.get("recompute-granularity", "none")
+    given = lambda k: a.get(flag(k)[2:])  # noqa: E731
+    always = ("tp", "pp", "cp", "micro_batch", "global_batch", "seq_len")
     return {
-        "tp": int(a["tensor-model-parallel-size"]),
-        "pp": int(a["pipeline-model-parallel-size"]),
-        "cp": int(a["context-parallel-size"]),
-        "micro_batch": int(a["micro-batch-size"]),
-        "global_batch": int(a["global-batch-size"]),
-        "seq_len": int(a["seq-length"]),
-        "virtual_stages": int(a.get("num-virtual-stages-per-pipeline-rank", 1)),
-        "sequence_parallel": bool(a.get("sequence-parallel", False)),
+        **{k: int(a[flag(k)[2:]]) for k in always},
+        "virtual_stages": int(given("virtual_stages") or 1),
+        "sequence_parallel": bool(given("sequence_parallel") or False),
         "recompute": recompute,
         "zero": zero,
         "precision": precision,
         "grad_bytes_per_param": grad_bytes,
-        "overlap_grad_reduce": bool(a.get("overlap-grad-reduce", False)),
-        "optimizer": a.get("optimizer", "adam"),
+        "overlap_grad_reduce": bool(given("overlap_grad_reduce") or False),
+        "optimizer": given("optimizer") or "adam",
         "flash_attention": a.get("attention-backend", "auto") != "unfused",
-        "ep": int(a.get("expert-model-parallel-size", 1)),
+        "ep": int(given("ep") or 1),
     }
 
 

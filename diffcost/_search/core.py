@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -41,24 +41,32 @@ from .._core.discrete import (  # noqa: F401  (re-exported: the search's public 
     unique,
 )
 from .._core.errors import Problem, SpecError
+from .._inputs.hardware import host_float
+
+#: The plan type of a search: :class:`~diffcost.TrainPlan` or :class:`~diffcost.ServePlan`.
+P = TypeVar("P")
 
 
 @dataclass
-class SearchResult:
+class SearchResult(Generic[P]):
     """Best exact plan of a search, why it is best, and what came close.
 
-    ``relaxed_objective`` is the best relaxed objective (``exp`` of the lowest relaxed loss,
-    penalties included).  Per relaxed start (``None`` for an exhaustive search):
-    ``relaxed_objectives`` holds the relaxed objective it reached and ``rounded_objectives`` the
-    best exact feasible objective of its rounded neighbourhood before refinement (``inf`` when
-    none is valid and feasible): what the gradient phase alone delivers.
+    ``best`` and the plans of ``alternatives`` are exact plan objects (a
+    :class:`~diffcost.TrainPlan` or :class:`~diffcost.ServePlan` with scalar leaves), ready for
+    the cost model; :meth:`row` writes one as the plain values the search chose (the JSON row
+    of ``diffcost plan``).  ``relaxed_objective`` is the best relaxed objective (``exp`` of the
+    lowest relaxed loss, penalties included).  Per relaxed start (``None`` for an exhaustive
+    search): ``relaxed_objectives`` holds the relaxed objective it reached and
+    ``rounded_objectives`` the best exact feasible objective of its rounded neighbourhood
+    before refinement (``inf`` when none is valid and feasible): what the gradient phase alone
+    delivers.
     """
 
-    best: dict[str, Any] | None
+    best: P | None
     best_objective: float
     objective_name: str
     binding: str
-    alternatives: list[tuple[dict[str, Any], float]]
+    alternatives: list[tuple[P, float]]
     evaluated: int
     feasible_count: int
     method: str
@@ -70,12 +78,26 @@ class SearchResult:
     # The exact breakdown (a cost model's output, numpy leaves) of the best plan and of each
     # runner-up, in that order.
     breakdowns: list[Any] = field(default_factory=list)
+    # The plain values of a plan of this search (its problem's :meth:`SearchProblem.row`).
+    describe: Callable[[P], dict[str, Any]] | None = field(default=None, repr=False)
 
-    def keep(self, runners_up: int) -> "SearchResult":
+    def keep(self, runners_up: int) -> "SearchResult[P]":
         """Only the first ``runners_up`` alternatives (and their breakdowns)."""
         self.alternatives = self.alternatives[:runners_up]
         self.breakdowns = self.breakdowns[: runners_up + 1]
         return self
+
+    def row(self, plan: P) -> dict[str, Any]:
+        """The plain values of ``plan`` (the best or a runner-up): the searched fields and the
+        ones they determine, ints for degrees and counts, choices by their plain value."""
+        assert self.describe is not None, "a search result knows its problem's rows"
+        return self.describe(plan)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """:meth:`row` of the best plan and of each runner-up, in that order (none when no
+        plan is feasible)."""
+        plans = [] if self.best is None else [self.best, *(p for p, _ in self.alternatives)]
+        return [self.row(p) for p in plans]
 
 
 def settings(space: Any) -> dict[str, Any]:
@@ -187,8 +209,12 @@ class SearchProblem(abc.ABC):
         """Relaxed optima from every start, and their losses."""
 
     @abc.abstractmethod
-    def plan_row(self, c: Candidates, i: int) -> dict[str, Any]:
-        """Row ``i`` as a plain plan (the JSON row of a result)."""
+    def plans(self, c: Candidates) -> list[Any]:
+        """Every row as an exact plan object (scalar leaves), in row order."""
+
+    @abc.abstractmethod
+    def row(self, plan: Any) -> dict[str, Any]:
+        """An exact plan of this problem as plain values (the JSON row of a result)."""
 
     @abc.abstractmethod
     def binding(self, outputs: Any, i: int) -> str:
@@ -312,6 +338,15 @@ def _refine_best(
     return unique(Candidates.concat([cand, *found])), evaluated
 
 
+def unstack(stacked: Any) -> list[Any]:
+    """The rows of a stacked plan, each its own plan with scalar leaves (fetched once, each
+    leaf placed on the device as :func:`~diffcost._inputs.hardware.host_float` does, as the
+    plan constructors do: no program compiled per row)."""
+    host = jax.device_get(stacked)
+    n = len(jax.tree_util.tree_leaves(host)[0])
+    return [jax.tree_util.tree_map(lambda x, i=i: host_float(x[i]), host) for i in range(n)]
+
+
 def _empty(problem: SearchProblem, binding: str, evaluated: int, method: str) -> SearchResult:
     return SearchResult(
         None,
@@ -323,6 +358,7 @@ def _empty(problem: SearchProblem, binding: str, evaluated: int, method: str) ->
         0,
         method,
         suggestions=problem.suggest(),
+        describe=problem.row,
     )
 
 
@@ -334,17 +370,18 @@ def _result(problem: SearchProblem, cand: Candidates, method: str) -> SearchResu
     order, values = best_of(ev.objective, ev.feasible, k=6)
     if len(order) == 0:
         return _empty(problem, "no valid plan is feasible", len(cand), method)
-    rows = [problem.plan_row(cand, int(i)) for i in order]
+    plans = problem.plans(cand.take(order))
     return SearchResult(
-        best=rows[0],
+        best=plans[0],
         best_objective=float(values[0]),
         objective_name=problem.objective,
         binding=problem.binding(ev.outputs, int(order[0])),
-        alternatives=list(zip(rows[1:], map(float, values[1:]), strict=True)),
+        alternatives=list(zip(plans[1:], map(float, values[1:]), strict=True)),
         evaluated=len(cand),
         feasible_count=int(np.sum(ev.feasible)),
         method=method,
         breakdowns=rows_of(ev.outputs, order),
+        describe=problem.row,
     )
 
 
@@ -384,17 +421,18 @@ def scan_space(problem: SearchProblem, method: str, k: int = 6) -> SearchResult 
     order = order[np.isfinite(objective[order])]
     cand = Candidates.at(problem.axes, problem.choices, flat[order])
     outputs = jax.tree_util.tree_map(lambda x: x[order], outputs)
-    rows = [problem.plan_row(cand, i) for i in range(len(order))]
+    plans = problem.plans(cand)
     return SearchResult(
-        best=rows[0],
+        best=plans[0],
         best_objective=float(objective[order[0]]),
         objective_name=problem.objective,
         binding=problem.binding(outputs, 0),
-        alternatives=list(zip(rows[1:], map(float, objective[order[1:]]), strict=True)),
+        alternatives=list(zip(plans[1:], map(float, objective[order[1:]]), strict=True)),
         evaluated=valid,
         feasible_count=feasible,
         method=method,
         breakdowns=rows_of(outputs, range(len(order))),
+        describe=problem.row,
     )
 
 

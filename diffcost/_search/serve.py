@@ -25,7 +25,6 @@ from .._core.options import (
     ServeObjective,
     coerce,
     coerce_all,
-    plain_value,
     values,
 )
 from .._core.smooth import RELAXED
@@ -36,6 +35,7 @@ from .._serve.cost import ServeBreakdown, ServeCost, default_batch_grid
 from .._serve.load import goodput_qps
 from .._serve.plan import SERVE_FIELDS, ServePlan, default_compute_format, encode_serve, serve_plan
 from .._terms.risk import log_sigma, upper_quantile
+from .._terms.tp_rules import EXPERT_LAYOUT_RULES, tp_allowed
 from .core import (
     Axis,
     Candidates,
@@ -49,6 +49,7 @@ from .core import (
     optimise,
     require_price,
     search,
+    unstack,
 )
 
 SERVE_OBJECTIVES: tuple[str, ...] = values(ServeObjective)
@@ -128,12 +129,6 @@ def compute_format_for(weight_format: str) -> str:
     return default_compute_format(weight_format)
 
 
-def _tp_ok(tp: int, model: Model) -> bool:
-    heads, kv, ffn = int(model.heads), int(model.kv_heads), int(model.ffn_hidden)
-    kv_ok = (kv % tp == 0) if tp <= kv else (tp % kv == 0)
-    return heads % tp == 0 and ffn % tp == 0 and kv_ok
-
-
 @final
 class ServeProblem(SearchProblem):
     """The serving search as a :class:`diffcost._search.core.SearchProblem`."""
@@ -145,7 +140,7 @@ class ServeProblem(SearchProblem):
         serve_risk(space)  # a p90 search without a posterior fails here, before any solving
         n = space.chips
         layers = int(model.layers)
-        tps = tuple(float(t) for t in range(1, n + 1) if n % t == 0 and _tp_ok(t, model))
+        tps = tuple(float(t) for t in range(1, n + 1) if n % t == 0 and tp_allowed(model, t))
         pps = tuple(float(p) for p in range(1, n + 1) if n % p == 0 and layers % p == 0)
         # every batch to 256, then ~6% steps, plus the powers of two engines are often set to
         grid = set(np.asarray(default_batch_grid()).tolist()) | {2.0**k for k in range(15)}
@@ -172,12 +167,15 @@ class ServeProblem(SearchProblem):
         ok = (self.space.chips % (col["tp"] * col["pp"]) == 0) & (
             col["tp"] * col["pp"] <= self.space.chips
         )
-        experts, ffn = int(self.model.experts), int(self.model.expert_ffn_hidden)
         ep = col["expert_parallel"].astype(bool)
-        if experts == 0:
+        if int(self.model.experts) == 0:
             return ok & ~ep
-        ep_ok = (experts % col["tp"] == 0) & (col["tp"] > 1)
-        return ok & np.where(ep, ep_ok, ffn % col["tp"] == 0)
+        holds = {  # the expert-layout rules (EXPERT_LAYOUT_RULES), by layout
+            r.layout: r.holds(int(getattr(self.model, r.key)), col["tp"])
+            for r in EXPERT_LAYOUT_RULES
+        }
+        # at tp = 1 spreading whole experts is the tensor-parallel plan: searched once
+        return ok & np.where(ep, holds[True] & (col["tp"] > 1), holds[False])
 
     # --- exact evaluation ---------------------------------------------------------------------
     def template(self) -> ServePlan:
@@ -255,12 +253,16 @@ class ServeProblem(SearchProblem):
         )
         return np.asarray(th), np.asarray(loss)
 
-    def plan_row(self, c: Candidates, i: int) -> dict[str, Any]:
-        """Row ``i`` as plain plan values: integers for degrees and counts, formats by name."""
-        out = {k: plain_value(_FIELD, k, c.value(k, i)) for k in c.columns}
-        out["replicas"] = self.space.chips // (out["tp"] * out["pp"])
-        out["compute_format"] = compute_format_for(out["weight_format"])
-        return out
+    def plans(self, c: Candidates) -> list[ServePlan]:
+        return unstack(self.to_plans(c))
+
+    def row(self, plan: ServePlan) -> dict[str, Any]:
+        """An exact plan's plain values: the searched fields, then the replicas and the GEMM
+        format they determine (integers for degrees and counts, formats by name), each read
+        as its declaration says (:meth:`~diffcost._core.options.PlanField.read`)."""
+        names = [a.name for a in self.axes] + [c.name for c in self.choices]
+        names += ["replicas", "compute_format"]
+        return {k: _FIELD[k].read(getattr(plan, k)) for k in names}
 
     def binding(self, outputs: Any, i: int) -> str:
         out: ServeBreakdown = outputs

@@ -47,7 +47,6 @@ from .._train.space import (
     _one_hots,
     _Shape,
     axes_for,
-    plan_row,
     to_plans,
     valid,
 )
@@ -66,6 +65,7 @@ from .core import (
     optimise,
     require_price,
     search,
+    unstack,
 )
 
 OBJECTIVES: tuple[str, ...] = values(TrainObjective)
@@ -326,8 +326,11 @@ class TrainProblem(SearchProblem):
         )
         return np.asarray(th), np.asarray(loss)
 
-    def plan_row(self, c: Candidates, i: int) -> dict[str, Any]:
-        return plan_row(c.row(i), self.space)
+    def plans(self, c: Candidates) -> list[TrainPlan]:
+        return unstack(to_plans(c, self.space))
+
+    def row(self, plan: TrainPlan) -> dict[str, Any]:
+        return train_row(plan, [a.name for a in self.axes] + [c.name for c in self.choices])
 
     def binding(self, outputs: Any, i: int) -> str:
         return binding(outputs, i)
@@ -345,6 +348,17 @@ def search_train(
 ) -> SearchResult:
     """Best exact training plan (see :func:`diffcost._search.core.search` for ``options``)."""
     return search(TrainProblem(system, model, space), **options)
+
+
+def train_row(plan: TrainPlan, names: list[str]) -> dict[str, Any]:
+    """An exact plan's plain values of the fields ``names`` (``chips``: the plan's chip count)
+    and then ``dp``, ``global_batch`` and ``seq_len``, each read as its declaration says
+    (:meth:`~diffcost._core.options.PlanField.read`); what
+    :func:`~diffcost._train.space.plan_row` writes of the candidate row the plan was built
+    from."""
+    read = lambda k: _FIELD[k].read(getattr(plan, k))  # noqa: E731
+    out = {k: int(round(float(plan.num_chips()))) if k == "chips" else read(k) for k in names}
+    return out | {k: read(k) for k in ("dp", "global_batch", "seq_len")}
 
 
 def binding(out, i: int) -> str:

@@ -52,6 +52,7 @@ from .._inputs.model import Model
 from .._terms.energy import activity_energy_j
 from .._terms.execution import wasted_rows
 from .._terms.memory_levels import placed_system
+from .._terms.tp_rules import EXPERT_LAYOUT_RULES
 from .kv import (
     ServeMemory,
     activation_bytes_per_token,
@@ -248,8 +249,11 @@ def divisibility(model: Model, plan: ServePlan, sm: Smoothing) -> Array:
     instance = plan.tp * plan.pp
     kv_split = smax(model.kv_heads / t, t / model.kv_heads, sm)
     e, moe = plan.expert_parallel, model.moe_fraction()
-    experts = e * divisibility_violation(model.experts / t, sm)
-    widths = (1.0 - e) * divisibility_violation(model.expert_ffn_hidden / t, sm)
+    # the expert-layout rules (EXPERT_LAYOUT_RULES), each weighted by its layout's weight
+    experts, widths = [
+        (e if r.layout else 1.0 - e) * r.violation(getattr(model, r.key), t, sm)
+        for r in EXPERT_LAYOUT_RULES
+    ]
     return (
         moe * (experts + widths)
         + divisibility_violation(model.heads / t, sm)
@@ -464,21 +468,14 @@ def _expert_problems(model: Model, plan: ServePlan) -> list[str]:
     """Expert layout rules: expert parallel needs routed experts, ``E / tp`` whole experts per
     rank (vLLM ``FusedMoE`` with EP); tensor-parallel experts split each expert's width."""
     tp, experts = float(plan.tp), float(model.experts)
-    ffn = float(model.expert_ffn_hidden)
-    if float(plan.expert_parallel) > 0.5:
-        if experts == 0:
-            return ["expert_parallel needs a mixture-of-experts model (this one has no experts)"]
-        if experts % tp:
-            return [
-                f"experts ({experts:.0f}) is not divisible by tp ({tp:.0f}) "
-                "(expert parallel puts experts / tp whole experts on each rank)"
-            ]
-    elif experts > 0 and ffn % tp:
-        return [
-            f"expert_ffn_hidden ({ffn:.0f}) is not divisible by tp ({tp:.0f}): remainder "
-            f"{ffn % tp:.0f} (or spread whole experts with expert_parallel)"
-        ]
-    return []
+    spread = float(plan.expert_parallel) > 0.5
+    if spread and experts == 0:
+        return ["expert_parallel needs a mixture-of-experts model (this one has no experts)"]
+    if experts == 0:
+        return []
+    rules = [r for r in EXPERT_LAYOUT_RULES if r.layout == spread]  # EXPERT_LAYOUT_RULES
+    found = [r.problem(float(getattr(model, r.key)), tp) for r in rules]
+    return [p for p in found if p is not None]
 
 
 def serve_problems(

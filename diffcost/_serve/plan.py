@@ -136,19 +136,63 @@ def _is_number(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float))
 
 
-_fmt = lambda name, default, doc: PlanField(name, "categorical", default, doc, choices=Format)  # noqa: E731
-_flag = lambda name, doc: PlanField(name, "bool", True if name != "disaggregated" else False, doc)  # noqa: E731
+_fmt = lambda name, default, doc, **kw: PlanField(  # noqa: E731
+    name, "categorical", default, doc, choices=Format, **kw
+)
+_flag = lambda name, doc, **kw: PlanField(  # noqa: E731
+    name, "bool", True if name != "disaggregated" else False, doc, **kw
+)
+
+
+def _vllm(flag: str, trtllm: str = "") -> tuple[tuple[str, str], ...]:
+    """A field's vLLM (and TensorRT-LLM ``trtllm-serve``) flag, as :attr:`PlanField.launch`
+    holds it."""
+    return (("vllm", flag),) + ((("trtllm", trtllm),) if trtllm else ())
+
 
 #: Every field of :func:`serve_plan`, in keyword order (``accuracy_cost`` is a per-format table,
 #: written ``accuracy_cost_<format>`` in scenario and sweep files, see :func:`plan_kwargs`).
 SERVE_FIELDS: tuple[PlanField, ...] = (
-    PlanField("tp", "degree", 1, "tensor-parallel degree of one instance"),
-    PlanField("pp", "degree", 1, "pipeline-parallel degree of one instance"),
-    PlanField("replicas", "count", 1, "copies of the deployment", derived=True),
-    PlanField("batch", "count", 1, "concurrent sequences per instance"),
-    PlanField("input_len", "count", 1024, "prompt tokens per request"),
-    PlanField("output_len", "count", 256, "generated tokens per request"),
-    _fmt("weight_format", "bf16", "format weights are stored and streamed in"),
+    PlanField(
+        "tp",
+        "degree",
+        1,
+        "tensor-parallel degree of one instance",
+        launch=_vllm("--tensor-parallel-size", "--tp_size"),
+    ),
+    PlanField(
+        "pp",
+        "degree",
+        1,
+        "pipeline-parallel degree of one instance",
+        launch=_vllm("--pipeline-parallel-size", "--pp_size"),
+    ),
+    PlanField(
+        "replicas",
+        "count",
+        1,
+        "copies of the deployment",
+        derived=True,
+        help="Replicas (default: chips / chips per replica).",
+        launch=_vllm("--data-parallel-size"),
+    ),
+    PlanField(
+        "batch",
+        "count",
+        1,
+        "concurrent sequences per instance",
+        unit="sequences",
+        launch=_vllm("--max-num-seqs", "--max_batch_size"),
+    ),
+    PlanField("input_len", "count", 1024, "prompt tokens per request", unit="tokens"),
+    PlanField("output_len", "count", 256, "generated tokens per request", unit="tokens"),
+    _fmt(
+        "weight_format",
+        "bf16",
+        "format weights are stored and streamed in",
+        help="Weights: bf16|fp16|fp8|int8|int4|fp4|...",
+        short="w",
+    ),
     PlanField(
         "compute_format",
         "categorical",
@@ -156,11 +200,34 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         "GEMM format (default: the weight format; bf16 for weight-only int8/int4)",
         choices=Format,
         derived=True,
+        help="GEMM/activation format (default: the weight format; bf16 for int8/int4 weight-only).",
+        short="compute",
     ),
-    _fmt("kv_format", "bf16", "KV-cache element format"),
+    _fmt(
+        "kv_format",
+        "bf16",
+        "KV-cache element format",
+        help="KV-cache format (default bf16).",
+        short="kv",
+    ),
     PlanField("mode", "categorical", "continuous", "batching mode", choices=ServeMode),
-    PlanField("prefill_chunk", "count", 2048, "prompt tokens per iteration (chunked prefill)"),
-    PlanField("draft_len", "count", 0, "draft tokens per verify step (0: none)", minimum=0),
+    PlanField(
+        "prefill_chunk",
+        "count",
+        2048,
+        "prompt tokens per iteration (chunked prefill)",
+        unit="tokens",
+        help="Prompt tokens per iteration (continuous).",
+    ),
+    PlanField(
+        "draft_len",
+        "count",
+        0,
+        "draft tokens per verify step (0: none)",
+        minimum=0,
+        unit="tokens",
+        help="Speculative decoding: drafted tokens per step.",
+    ),
     PlanField(
         "acceptance",
         "number",
@@ -168,6 +235,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         "acceptance probability of a draft token",
         check=lambda x: 0.0 <= x <= 1.0,
         reason="must be a probability in [0, 1], got {value!r}",
+        help="Speculative decoding: acceptance rate.",
     ),
     PlanField(
         "draft_params_fraction",
@@ -176,16 +244,67 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         "draft model size / target size",
         check=lambda x: 0.0 <= x < 1.0,
         reason="must lie in [0, 1), got {value!r}",
+        flag="--draft-fraction",
     ),
-    _flag("disaggregated", "separate prefill and decode pools"),
-    PlanField("prefill_chips", "count", None, "prefill pool chips (default tp*pp)", derived=True),
-    PlanField("decode_chips", "count", None, "decode pool chips (default tp*pp)", derived=True),
-    PlanField("kv_block", "count", 16, "tokens per paged-KV block (vLLM default 16)"),
-    _flag("gqa_decode_kernel", "decode reads each KV head once per group"),
-    _flag("fused_dequant", "weight-only formats dequantized inside the GEMM"),
-    _flag("cuda_graphs", "decode steps replay a CUDA graph (one launch per step)"),
+    _flag(
+        "disaggregated",
+        "separate prefill and decode pools",
+        flag="--disaggregated/--colocated",
+    ),
     PlanField(
-        "expert_parallel", "bool", False, "routed experts spread whole over the tp ranks (EP = tp)"
+        "prefill_chips",
+        "count",
+        None,
+        "prefill pool chips (default tp*pp)",
+        derived=True,
+        help="Prefill pool chips per replica.",
+    ),
+    PlanField(
+        "decode_chips",
+        "count",
+        None,
+        "decode pool chips (default tp*pp)",
+        derived=True,
+        help="Decode pool chips per replica.",
+    ),
+    PlanField(
+        "kv_block",
+        "count",
+        16,
+        "tokens per paged-KV block (vLLM default 16)",
+        unit="tokens",
+        help="Tokens per paged-KV block (1: contiguous).",
+        launch=_vllm("--block-size"),
+    ),
+    _flag(
+        "gqa_decode_kernel",
+        "decode reads each KV head once per group",
+        flag="--gqa-decode-kernel/--per-query-head-decode",
+        help="Decode attention reads each KV head once per group (default), or once per "
+        "query head (TensorRT-LLM <= 0.9 masked MHA).",
+    ),
+    _flag(
+        "fused_dequant",
+        "weight-only formats dequantized inside the GEMM",
+        flag="--fused-dequant/--separate-dequant",
+        help="Weight-only formats dequantized inside the GEMM (default), or by a separate "
+        "kernel writing a 16-bit copy (DeepSpeed-Inference 2022 int8).",
+    ),
+    _flag(
+        "cuda_graphs",
+        "decode steps replay a CUDA graph (one launch per step)",
+        help="Decode steps replay a CUDA graph (one launch per step), or launch every "
+        "kernel from the host (default: the engine's).",
+    ),
+    PlanField(
+        "expert_parallel",
+        "bool",
+        False,
+        "routed experts spread whole over the tp ranks (EP = tp)",
+        flag="--expert-parallel/--tensor-parallel-experts",
+        help="Mixture of experts: spread whole experts over the tp ranks (vLLM "
+        "--enable-expert-parallel), or split every expert by width (default).",
+        launch=_vllm("--enable-expert-parallel"),
     ),
 )
 _FIELD = {f.name: f for f in SERVE_FIELDS}

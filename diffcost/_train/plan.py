@@ -63,6 +63,11 @@ WEIGHT_BYTES: dict[str, float] = {
 _positive = lambda x: x > 0  # noqa: E731
 
 
+def _mg(flag: str) -> tuple[tuple[str, str], ...]:
+    """A field's Megatron-LM flag (``--`` + ``flag``), as :attr:`PlanField.launch` holds it."""
+    return (("megatron", "--" + flag),)
+
+
 class LoraTarget(enum.StrEnum):
     """Matrices of each layer that carry LoRA adapters, by NeMo's ``target_modules`` names
     (``PEFT_MODULE_MAP`` and ``get_target_modules`` in ``nemo/collections/nlp/parts/
@@ -86,29 +91,111 @@ LORA_MATRICES: dict[str, tuple[float, float, float, float]] = {
 
 #: Every field of :func:`train_plan`, in keyword order.
 TRAIN_FIELDS: tuple[PlanField, ...] = (
-    PlanField("tp", "degree", 1, "tensor-parallel degree"),
-    PlanField("pp", "degree", 1, "pipeline-parallel degree"),
-    PlanField("dp", "degree", 1, "data-parallel degree", derived=True),
-    PlanField("cp", "degree", 1, "context-parallel degree"),
-    PlanField("micro_batch", "count", 1, "sequences per micro-batch per data-parallel rank"),
     PlanField(
-        "global_batch", "count", None, "sequences per step (default dp * micro_batch)", derived=True
+        "tp", "degree", 1, "tensor-parallel degree", launch=_mg("tensor-model-parallel-size")
     ),
-    PlanField("seq_len", "count", 2048, "tokens per sequence"),
-    PlanField("virtual_stages", "count", 1, "model chunks per pipeline rank (interleaved 1F1B)"),
+    PlanField(
+        "pp", "degree", 1, "pipeline-parallel degree", launch=_mg("pipeline-model-parallel-size")
+    ),
+    PlanField(
+        "dp",
+        "degree",
+        1,
+        "data-parallel degree",
+        derived=True,
+        help="Data-parallel degree (default: chips / (tp*pp*cp)).",
+    ),
+    PlanField("cp", "degree", 1, "context-parallel degree", launch=_mg("context-parallel-size")),
+    PlanField(
+        "micro_batch",
+        "count",
+        1,
+        "sequences per micro-batch per data-parallel rank",
+        unit="sequences",
+        help="Sequences per micro-batch.",
+        short="mb",
+        launch=_mg("micro-batch-size"),
+    ),
+    PlanField(
+        "global_batch",
+        "count",
+        None,
+        "sequences per step (default dp * micro_batch)",
+        derived=True,
+        unit="sequences",
+        help="Sequences per optimizer step.",
+        launch=_mg("global-batch-size"),
+    ),
+    PlanField(
+        "seq_len", "count", 2048, "tokens per sequence", unit="tokens", launch=_mg("seq-length")
+    ),
+    PlanField(
+        "virtual_stages",
+        "count",
+        1,
+        "model chunks per pipeline rank (interleaved 1F1B)",
+        help="Interleaved pipeline chunks per rank.",
+        short="v",
+        launch=_mg("num-virtual-stages-per-pipeline-rank"),
+    ),
     PlanField(
         "sequence_parallel",
         "bool",
         None,
         "shard norm/dropout over TP (default tp > 1)",
         derived=True,
+        help="Shard norm/dropout activations over TP.",
+        short="sp",
+        launch=_mg("sequence-parallel"),
     ),
-    PlanField("flash_attention", "bool", True, "fused attention kernel (no s^2 scores)"),
-    PlanField("overlap_grad_reduce", "bool", True, "overlap the DP gradient reduction"),
-    PlanField("recompute", "categorical", "selective", "recomputation", choices=Recompute),
-    PlanField("zero", "categorical", 1, "ZeRO stage, 0..3", choices=ZeroStage),
-    PlanField("precision", "categorical", "bf16", "GEMM format", choices=TrainPrecision),
-    PlanField("optimizer", "categorical", "adam", "optimizer state", choices=Optimizer),
+    PlanField(
+        "flash_attention",
+        "bool",
+        True,
+        "fused attention kernel (no s^2 scores)",
+        help="Fused attention kernel.",
+    ),
+    PlanField(
+        "overlap_grad_reduce",
+        "bool",
+        True,
+        "overlap the DP gradient reduction",
+        flag=None,
+        launch=_mg("overlap-grad-reduce"),
+    ),
+    PlanField(
+        "recompute",
+        "categorical",
+        "selective",
+        "recomputation",
+        choices=Recompute,
+        short="recomp",
+    ),
+    PlanField(
+        "zero",
+        "categorical",
+        1,
+        "ZeRO stage, 0..3",
+        choices=ZeroStage,
+        help="ZeRO stage 0-3 (3 = FSDP).",
+    ),
+    PlanField(
+        "precision",
+        "categorical",
+        "bf16",
+        "GEMM format",
+        choices=TrainPrecision,
+        help="GEMM precision: bf16 | fp16 | fp8 | tf32 | fp32.",
+        short="prec",
+    ),
+    PlanField(
+        "optimizer",
+        "categorical",
+        "adam",
+        "optimizer state",
+        choices=Optimizer,
+        launch=_mg("optimizer"),
+    ),
     PlanField(
         "grad_bytes_per_param",
         "number",
@@ -116,6 +203,8 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "gradient bytes per parameter",
         check=_positive,
         reason="must be a positive number",
+        unit="bytes",
+        flag=None,
     ),
     # Uneven pipeline split and parameter-efficient fine-tuning (issue 17 item 6).
     PlanField(
@@ -124,6 +213,9 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         0,
         "transformer layers on the first pipeline stage (0: even split)",
         minimum=0,
+        unit="layers",
+        help="Layers on the first pipeline stage (0: even split).",
+        launch=_mg("decoder-first-pipeline-num-layers"),
     ),
     PlanField(
         "last_stage_layers",
@@ -131,14 +223,25 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         0,
         "transformer layers on the last pipeline stage (0: even split)",
         minimum=0,
+        unit="layers",
+        help="Layers on the last pipeline stage (0: even split).",
+        launch=_mg("decoder-last-pipeline-num-layers"),
     ),
-    PlanField("lora_rank", "count", 0, "LoRA adapter rank (0: every weight trained)", minimum=0),
+    PlanField(
+        "lora_rank",
+        "count",
+        0,
+        "LoRA adapter rank (0: every weight trained)",
+        minimum=0,
+        help="LoRA rank (0: full training).",
+    ),
     PlanField(
         "lora_targets",
         "categorical",
         "attention_qkv",
         "matrices with LoRA adapters (NeMo target_modules)",
         choices=LoraTarget,
+        help="LoRA targets: attention_qkv | attention | mlp | all.",
     ),
     # --- hybrid sharding (issue 17 item 1) ---
     PlanField(
@@ -147,23 +250,57 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         None,
         "ranks sharding the ZeRO state, HSDP / MiCS (default dp: full sharding)",
         derived=True,
+        help="Ranks sharding the ZeRO state (HSDP; default dp: full sharding).",
     ),
     PlanField(
         "tp_comm_overlap",
         "bool",
         False,
         "pipeline TP all-gathers/reduce-scatters with the GEMMs (needs SP)",
+        help="Pipeline TP collectives with the GEMMs (Megatron --tp-comm-overlap; needs SP).",
+        launch=_mg("tp-comm-overlap"),
     ),
-    PlanField("fp8_param_gather", "bool", False, "all-gather fp8 weights (fp8 training)"),
+    PlanField(
+        "fp8_param_gather",
+        "bool",
+        False,
+        "all-gather fp8 weights (fp8 training)",
+        help="All-gather weights in fp8 (fp8 training; Megatron --fp8-param-gather).",
+        launch=_mg("fp8-param-gather"),
+    ),
     PlanField(
         "ep",
         "degree",
         1,
         "expert-parallel degree: routed experts spread over ep ranks of a stage",
+        help="Expert-parallel degree: routed experts over ep ranks of a stage (Megatron EP).",
+        launch=_mg("expert-model-parallel-size"),
     ),
-    PlanField("expert_tp", "degree", None, "expert width split (default tp)", derived=True),
-    PlanField("ep_overlap", "bool", False, "hide the expert all-to-all under another micro-batch"),
-    PlanField("ep_dedup", "bool", False, "send a token once per remote node (DeepEP, HybridEP)"),
+    PlanField(
+        "expert_tp",
+        "degree",
+        None,
+        "expert width split (default tp)",
+        derived=True,
+        help="Ranks each expert's width is split over (default tp).",
+        launch=_mg("expert-tensor-parallel-size"),
+    ),
+    PlanField(
+        "ep_overlap",
+        "bool",
+        False,
+        "hide the expert all-to-all under another micro-batch",
+        help="Hide the expert all-to-all under another micro-batch (Megatron "
+        "--overlap-moe-expert-parallel-comm).",
+        launch=_mg("overlap-moe-expert-parallel-comm"),
+    ),
+    PlanField(
+        "ep_dedup",
+        "bool",
+        False,
+        "send a token once per remote node (DeepEP, HybridEP)",
+        help="Send a token once per remote node (DeepEP / HybridEP flex dispatcher).",
+    ),
 )
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
 
@@ -325,12 +462,15 @@ def encode_train(v: Mapping[str, ArrayLike], xp: Any = jnp) -> "TrainPlan":
         lora_rank=a("lora_rank"),
         lora_matrices=targets @ matrices,
         shard_replicas=_shard_replicas(v, xp),
-        tp_comm_overlap=xp.asarray(v.get("tp_comm_overlap", 0.0)) * xp.ones_like(a("tp")),
-        fp8_param_gather=xp.asarray(v.get("fp8_param_gather", 0.0)) * xp.ones_like(a("tp")),
         ep=xp.asarray(v.get("ep", 1.0)) * xp.ones_like(a("tp")),
         expert_tp=_expert_tp(v, xp),
-        ep_overlap=xp.asarray(v.get("ep_overlap", 0.0)) * xp.ones_like(a("tp")),
-        ep_dedup=xp.asarray(v.get("ep_dedup", 0.0)) * xp.ones_like(a("tp")),
+        # every switch that is off unless given (``tp_comm_overlap``, ``ep_overlap``, ...):
+        # its declaration is all it needs here
+        **{
+            f.name: xp.asarray(v.get(f.name, 0.0)) * xp.ones_like(a("tp"))
+            for f in TRAIN_FIELDS
+            if f.kind == "bool" and f.default is False
+        },
     )
     if xp is not jnp:  # host values: each placed on the device once
         fields = {k: host_float(x) for k, x in fields.items()}

@@ -2,6 +2,7 @@
 
 from .._core.errors import memory_problem
 from .._inputs.model import Model
+from .._terms.tp_rules import TP_RULES
 from .cost import TrainBreakdown
 from .plan import TrainPlan
 from .rules import pipeline_split_problems
@@ -12,14 +13,10 @@ def framework_problems(model: Model, plan: TrainPlan) -> list[str]:
     neither a multiple nor a divisor of ``tp``; an interleaved schedule whose micro-batch count
     is not a multiple of ``pp``."""
     g = lambda x: float(x)
-    kv, tp, pp, v = g(model.kv_heads), g(plan.tp), g(plan.pp), g(plan.virtual_stages)
+    tp, pp, v = g(plan.tp), g(plan.pp), g(plan.virtual_stages)
     m = g(plan.num_micro_batches())
-    problems = []
-    if kv % tp and tp % kv:
-        problems.append(
-            f"kv_heads ({kv:.0f}) is neither a multiple nor a divisor of tp ({tp:.0f}): "
-            "Megatron-LM refuses the query-group split"
-        )
+    split = [r.problem(g(getattr(model, r.key)), tp) for r in TP_RULES if r.either_way]
+    problems = [p for p in split if p is not None]
     if v > 1 and m % pp:
         problems.append(
             f"the interleaved schedule (virtual_stages {v:.0f}) needs the micro-batch count "
@@ -75,9 +72,10 @@ def train_problems(
     chips = tp * pp * dp * cp
     if chips != system_chips:
         problems.append(f"tp*pp*dp*cp = {chips:.0f} but the system has {system_chips:.0f} chips")
+    split = [r.problem(g(getattr(model, r.key)), tp) for r in TP_RULES if not r.either_way]
+    problems += [p for p in split if p is not None]  # the TP rules (TP_RULES)
+    problems += pipeline_split_problems(model, plan)  # in the place of the layer rule
     checks = [
-        (g(model.heads), tp, "heads", "tp"),
-        (g(model.ffn_hidden), tp, "ffn_hidden", "tp"),
         (gb, dp * mb, "global_batch", "dp*micro_batch"),
         (s, cp, "seq_len", "cp"),
     ]
@@ -86,8 +84,6 @@ def train_problems(
             problems.append(
                 f"{a} ({num:.0f}) is not divisible by {b} ({den:.0f}): remainder {num % den:.0f}"
             )
-        if a == "ffn_hidden":  # the pipeline split's rules, in the place of the layer rule
-            problems += pipeline_split_problems(model, plan)
     if v > 1 and pp == 1:
         problems.append("virtual_stages > 1 needs pipeline parallelism (pp > 1)")
     problems += framework_problems(model, plan)

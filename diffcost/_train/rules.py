@@ -43,6 +43,7 @@ from jaxtyping import Array, Float
 from .._core.smooth import EXACT, Smoothing, clip01, divisibility_violation, is_one, relu
 from .._inputs.hardware import Chip, format_index
 from .._inputs.model import Model
+from .._terms.tp_rules import TP_RULES
 from .memory import stage_layers
 from .plan import TrainPlan
 
@@ -109,9 +110,10 @@ def with_padded_vocab(model: Model, plan: TrainPlan, sm: Smoothing) -> Model:
 
 def kv_split_violation(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     """0 when the KV heads are a multiple or a divisor of ``tp`` (Megatron-LM), else positive:
-    ``div(k / t) * div(t / k)`` (either one integer makes the product 0)."""
-    k, t = model.kv_heads, plan.tp
-    return divisibility_violation(k / t, sm) * divisibility_violation(t / k, sm)
+    ``div(k / t) * div(t / k)`` (either one integer makes the product 0): the ``kv_heads``
+    rule of :data:`~diffcost._terms.tp_rules.TP_RULES`."""
+    (rule,) = [r for r in TP_RULES if r.key == "kv_heads"]
+    return rule.violation(model.kv_heads, plan.tp, sm)
 
 
 def interleave_violation(plan: TrainPlan, sm: Smoothing) -> Array:
@@ -240,11 +242,11 @@ def divisibility(model: Model, plan: TrainPlan, sm: Smoothing) -> Float[Array, "
     (:func:`hybrid_shard_violation`) and TP overlap only with sequence parallelism
     (:func:`tp_overlap_violation`); the expert-parallel rules
     (:func:`expert_parallel_violation`)."""
-    t = plan.tp
+    first, *others = [r.violation(getattr(model, r.key), plan.tp, sm) for r in TP_RULES]
+    for v in others:  # the TP rules (:data:`~diffcost._terms.tp_rules.TP_RULES`)
+        first = first + v
     return (
-        divisibility_violation(model.heads / t, sm)
-        + divisibility_violation(model.ffn_hidden / t, sm)
-        + kv_split_violation(model, plan, sm)
+        first
         + pipeline_split_violation(model, plan, sm)
         + divisibility_violation(plan.num_micro_batches(), sm)
         + interleave_violation(plan, sm)

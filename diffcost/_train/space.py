@@ -25,6 +25,7 @@ from .._core.options import (
     plain_value,
 )
 from .._inputs.model import Model
+from .._terms.tp_rules import TP_RULES
 from .plan import TRAIN_FIELDS, LoraTarget, TrainPlan, encode_train
 
 #: Gradient bytes per parameter by training precision (``fp32, tf32, bf16, fp16, fp8``): the
@@ -81,6 +82,13 @@ class TrainSearchSpace:
             object.__setattr__(self, key, value)
 
 
+def _tp_one_way(model: Model, tp: int) -> bool:
+    """The TP rules that hold for every larger model integer's divisor (heads and MLP width
+    divisible by ``tp``): they choose the candidate degrees; the others are masked
+    (:func:`valid`)."""
+    return all(r.holds(int(getattr(model, r.key)), tp) for r in TP_RULES if not r.either_way)
+
+
 def _divisors(n: int, limit: int) -> tuple[float, ...]:
     return tuple(float(d) for d in range(1, min(n, limit) + 1) if n % d == 0)
 
@@ -89,7 +97,7 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
     """The discrete space: allowed values of every degree and categorical.  Context
     parallelism ``cp > 1`` needs the sequence divisible by ``2 cp`` (Megatron-LM splits it into
     ``2 cp`` chunks for load balance: ``validate_args``, :mod:`diffcost._train.rules`)."""
-    heads, ffn, layers = int(model.heads), int(model.ffn_hidden), int(model.layers)
+    layers = int(model.layers)
     n_max = max(space.chips)
     cps = tuple(
         float(2**k)
@@ -97,7 +105,8 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
         if (k == 0 or space.seq_len % 2 ** (k + 1) == 0) and 2**k <= n_max
     )
     axes = [
-        Axis("tp", _divisors(math.gcd(heads, ffn), n_max)),
+        # the TP rules (:data:`~diffcost._terms.tp_rules.TP_RULES`): one-way ones here
+        Axis("tp", tuple(float(t) for t in range(1, n_max + 1) if _tp_one_way(model, t))),
         Axis(
             "pp",
             tuple(float(p) for p in range(1, min(layers, n_max) + 1))
@@ -148,7 +157,7 @@ def valid(
     shape = model if isinstance(model, _Shape) else _Shape.of(model)
     col = c.columns if isinstance(c, Candidates) else c
     dp = col["chips"] / (col["tp"] * col["pp"] * col["cp"])
-    layers, kv = shape.layers, shape.kv_heads
+    layers = shape.layers
     ok = (dp >= 1) & (xp.abs(dp - xp.round(dp)) < 1e-6)
     dpi = xp.maximum(xp.round(dp), 1)
     ok &= space.global_batch % (dpi * col["micro_batch"]) == 0
@@ -156,7 +165,9 @@ def valid(
     ok &= (col["pp"] > 1) | (col["virtual_stages"] == 1)
     micro_batches = xp.floor(space.global_batch / (dpi * col["micro_batch"]))
     ok &= (col["virtual_stages"] == 1) | (micro_batches % col["pp"] == 0)
-    ok &= (kv % col["tp"] == 0) | (col["tp"] % kv == 0)
+    for rule in TP_RULES:  # the two-way rules (one-way ones chose the candidate degrees)
+        if rule.either_way:
+            ok &= rule.holds(getattr(shape, rule.key), col["tp"])
     ok &= (col["tp"] > 1) | (col["sequence_parallel"] == 0)
     ok &= (dpi % col["ep"] == 0) & (shape.expert_ffn_hidden % col["tp"] == 0)
     return ok

@@ -8,13 +8,16 @@ declaration order, ``None``: not given).
 """
 
 import inspect
-from collections.abc import Callable
-from functools import wraps
+from collections.abc import Callable, Sequence
+from functools import cache, wraps
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from .._core.options import PlanField
+from .._serve.plan import SERVE_FIELDS
+from .._train.plan import TRAIN_FIELDS
 from ._common import Opt
 
 #: The values of one option group, by parameter name (``None``: not given).
@@ -27,36 +30,61 @@ Chip = Annotated[str | None, Opt("Built-in chip name or chip TOML.")]
 Chips = Annotated[int | None, Opt("Number of chips.")]
 SystemChips = Annotated[int | None, Opt("Number of chips in the system.")]
 
-# --- training plan ------------------------------------------------------------------------
-Tp = Annotated[int | None, Opt("Tensor-parallel degree.")]
-Pp = Annotated[int | None, Opt("Pipeline-parallel degree.")]
-Dp = Annotated[int | None, Opt("Data-parallel degree (default: chips / (tp*pp*cp)).")]
-Cp = Annotated[int | None, Opt("Context-parallel degree.")]
-Ep = Annotated[
-    int | None,
-    Opt("Expert-parallel degree: routed experts over ep ranks of a stage (Megatron EP)."),
-]
-ExpertTp = Annotated[int | None, Opt("Ranks each expert's width is split over (default tp).")]
-MicroBatch = Annotated[int | None, Opt("Sequences per micro-batch.")]
-GlobalBatch = Annotated[int | None, Opt("Sequences per optimizer step.")]
-SeqLen = Annotated[int | None, Opt("Tokens per sequence.")]
-VirtualStages = Annotated[int | None, Opt("Interleaved pipeline chunks per rank.")]
-Recompute = Annotated[str | None, Opt("none | selective | full.")]
-Optimizer = Annotated[
-    str | None,
-    Opt("adam | adam_no_master | sgd | sgd_no_master | adam_param_remainders | adam_bf16."),
-]
 
-# --- serving plan -------------------------------------------------------------------------
-InstanceTp = Annotated[int | None, Opt("Tensor-parallel degree of one instance.")]
-InstancePp = Annotated[int | None, Opt("Pipeline-parallel degree of one instance.")]
-Replicas = Annotated[int | None, Opt("Replicas (default: chips / chips per replica).")]
-Batch = Annotated[int | None, Opt("Concurrent sequences per instance.")]
-InputLen = Annotated[int | None, Opt("Prompt tokens per request.")]
-OutputLen = Annotated[int | None, Opt("Generated tokens per request.")]
-WeightFormat = Annotated[str | None, Opt("Weights: bf16|fp16|fp8|int8|int4|fp4|...")]
-Mode = Annotated[str | None, Opt("static | continuous.")]
-PrefillChunk = Annotated[int | None, Opt("Prompt tokens per iteration (continuous).")]
+# --- training plan ------------------------------------------------------------------------
+# Derived from the plan's field declarations (:data:`diffcost._train.plan.TRAIN_FIELDS`): each
+# field's flag, type and help text are written once, there.
+@cache
+def field_option(field: PlanField) -> inspect.Parameter:
+    """The command-line option of a plan field: keyword ``field.name``, type ``T | None``
+    (``None``: not given, the scenario's or the plan's default applies), its declared flag
+    spelling and help text (:meth:`~diffcost._core.options.PlanField.cli_flag`,
+    :meth:`~diffcost._core.options.PlanField.cli_help`), no default shown."""
+    flag = field.cli_flag()
+    assert flag is not None, f"{field.name} has no command-line option"
+    decls = [flag] if field.flag or field.kind == "bool" else []
+    option = typer.Option(*decls, help=field.cli_help(), show_default=False)
+    kind = field.cli_type()
+    annotation = Annotated[kind | None, option]  # pyright: ignore[reportInvalidTypeForm]
+    return inspect.Parameter(
+        field.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+    )
+
+
+def option_group(
+    fields: Sequence[PlanField], names: Sequence[str] | None = None, doc: str = ""
+) -> Callable[..., None]:
+    """An option group (see :func:`with_options`) of plan fields: every field with a
+    command-line option, in declaration order, or the fields ``names`` in that order."""
+    table = {f.name: f for f in fields}
+    chosen = [table[n] for n in names] if names is not None else list(fields)
+    params = [field_option(f) for f in chosen if f.cli_flag() is not None]
+
+    def group(**_: Any) -> None:
+        pass
+
+    group.__signature__ = inspect.Signature(params)  # pyright: ignore[reportFunctionMemberAccess]
+    group.__doc__ = doc
+    return group
+
+
+#: Option group: every training plan field that has a command-line option (``diffcost train``).
+train_plan_flags = option_group(TRAIN_FIELDS, doc="Option group: the training plan.")
+
+#: Option group: the ``--optimizer`` option alone (``diffcost sensitivity train``).
+train_optimizer_flag = option_group(
+    TRAIN_FIELDS, names=("optimizer",), doc="Option group: the optimizer."
+)
+
+#: Option group: the training plan's degrees, batch and recomputation (``diffcost sensitivity``).
+train_parallel_flags = option_group(
+    TRAIN_FIELDS,
+    names=(
+        *("tp", "pp", "dp", "cp", "ep", "expert_tp", "micro_batch", "global_batch", "seq_len"),
+        *("virtual_stages", "recompute"),
+    ),
+    doc="Option group: the training plan's degrees, batch and recomputation.",
+)
 
 # --- sensitivity report -------------------------------------------------------------------
 Metric = Annotated[
@@ -75,36 +103,22 @@ def spec_refs(model: Model = None, system: System = None, chip: Chip = None) -> 
     help differs between jobs)."""
 
 
-def train_parallel_flags(
-    tp: Tp = None,
-    pp: Pp = None,
-    dp: Dp = None,
-    cp: Cp = None,
-    ep: Ep = None,
-    expert_tp: ExpertTp = None,
-    micro_batch: MicroBatch = None,
-    global_batch: GlobalBatch = None,
-    seq_len: SeqLen = None,
-    virtual_stages: VirtualStages = None,
-    recompute: Recompute = None,
-) -> None:
-    """Option group: the training plan's degrees, batch and recomputation."""
+#: Option group: every serving plan field that has a command-line option (``diffcost serve``).
+serve_plan_flags = option_group(SERVE_FIELDS, doc="Option group: the serving plan.")
 
+#: Option group: the serving instance, its batch, the request and the weight format.
+serve_shape_flags = option_group(
+    SERVE_FIELDS,
+    names=("tp", "pp", "replicas", "batch", "input_len", "output_len", "weight_format"),
+    doc="Option group: the serving instance, its batch, the request and the weight format.",
+)
 
-def serve_shape_flags(
-    tp: InstanceTp = None,
-    pp: InstancePp = None,
-    replicas: Replicas = None,
-    batch: Batch = None,
-    input_len: InputLen = None,
-    output_len: OutputLen = None,
-    weight_format: WeightFormat = None,
-) -> None:
-    """Option group: the serving instance, its batch, the request and the weight format."""
-
-
-def serve_mode_flags(mode: Mode = None, prefill_chunk: PrefillChunk = None) -> None:
-    """Option group: the batching mode of a serving plan."""
+#: Option group: the batching mode of a serving plan.
+serve_mode_flags = option_group(
+    SERVE_FIELDS,
+    names=("mode", "prefill_chunk"),
+    doc="Option group: the batching mode of a serving plan.",
+)
 
 
 def report_flags(

@@ -6,9 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 import typer
 from rich.table import Table
 
@@ -27,8 +25,9 @@ from .._inputs.loader import load_model, load_spec, load_system
 from .._launch import Launch
 from .._search.core import SearchResult, settings
 from .._search.train import TrainSearchSpace, search_train
+from .._serve.plan import SERVE_FIELDS
 from .._train.cost import TrainCost
-from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STAGES, train_plan
+from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STAGES
 from ._app import app
 from ._common import (
     EXIT_INFEASIBLE,
@@ -70,16 +69,8 @@ def _csv(
     return items
 
 
-SHORT = {
-    "micro_batch": "mb",
-    "virtual_stages": "v",
-    "sequence_parallel": "sp",
-    "recompute": "recomp",
-    "precision": "prec",
-    "weight_format": "w",
-    "kv_format": "kv",
-    "compute_format": "compute",
-}
+#: Column headings of plan fields in the result table (their declarations' ``short``).
+SHORT = {f.name: f.short for f in (*TRAIN_FIELDS, *SERVE_FIELDS) if f.short}
 
 
 def print_result(
@@ -102,13 +93,14 @@ def print_result(
             console.print(f"  - {s}", highlight=False)
         return
     table = Table(title="best plan and runners-up", title_justify="left")
-    keys = [k for k in result.best if k not in ("global_batch", "seq_len")]
+    plain = result.rows()
+    keys = [k for k in plain[0] if k not in ("global_batch", "seq_len")]
     table.add_column("#")
     for k in keys:
         table.add_column(SHORT.get(k, k))
     table.add_column(result.objective_name, justify="right")
-    rows = [(result.best, result.best_objective), *result.alternatives]
-    for i, (row, value) in enumerate(rows):
+    values = [result.best_objective, *(v for _, v in result.alternatives)]
+    for i, (row, value) in enumerate(zip(plain, values, strict=True)):
         table.add_row(str(i + 1), *[str(row[k]) for k in keys], fmt_objective(value))
     console.print(table)
     console.print(f"binding: {result.binding}", highlight=False)
@@ -137,17 +129,20 @@ def result_json(result: SearchResult, launch: list[Launch], space: Any = None) -
         return None
 
     best = bounded(result.best_objective, "best_objective") if result.best is not None else None
+    plain = result.rows()  # the plans as plain values: made here, at the JSON boundary
     return {
         "settings": settings(space) if space is not None else None,
         "feasible": result.best is not None,
-        "best_plan": result.best,
+        "best_plan": plain[0] if plain else None,
         "objective": name,
         "best_objective": best,
         "best_breakdown": parts[0] if result.best is not None else None,
         "binding": result.binding,
         "alternatives": [
             {"plan": p, "objective_value": bounded(v, f"alternatives[{i}]"), "breakdown": b}
-            for i, ((p, v), b) in enumerate(zip(result.alternatives, parts[1:], strict=False))
+            for i, (p, (_, v), b) in enumerate(
+                zip(plain[1:], result.alternatives, parts[1:], strict=False)
+            )
         ],
         "method": result.method,
         "evaluated": result.evaluated,
@@ -229,27 +224,26 @@ def _train_checks(system: Any, chip: str, result: SearchResult) -> dict[str, Any
     """The chosen training plan against what is published: the coverage of its chip, its MFU
     (from the search's exact breakdown) against the best published on that chip
     (:func:`~diffcost._analysis.coverage.mfu_check`) and the unmodelled regimes it is in."""
-    best = result.best
-    if best is None:
+    plan = result.best
+    if plan is None:
         return None
-    names = {f.name for f in TRAIN_FIELDS}
-    plan = train_plan(**{k: v for k, v in best.items() if k in names})
     mfu = float(result.breakdowns[0].mfu)
     fmt = formats_of(plan, "train")
-    out = coverage(chip, "train", fmt, features=plan_features("train", best))
+    out = coverage(chip, "train", fmt, features=plan_features("train", result.row(plan)))
     out["mfu"] = mfu_check(chip, fmt[0], mfu)
     out["unmodelled"] = unmodelled_regimes("train", plan, system)
     return out
 
 
-def _train_launches(best: dict[str, Any] | None, space: Any, model: str, system: Any) -> list:
+def _train_launches(result: SearchResult, space: Any, model: str, system: Any) -> list:
     """The Megatron-LM and Megatron-Bridge commands of the best plan (none without a plan);
     the Bridge line re-checked with its preset's fp32 gradients."""
     from .._launch import bridge_launch, megatron_launch, train_launch_plan
     from .._launch.bridge import with_memory_check
 
-    if best is None:
+    if result.best is None:
         return []
+    best = result.row(result.best)
     spec = load_spec("model", model)
     plan, model_ = train_launch_plan(best, space), load_model(model)
     per_node = _chips_per_node(system)
@@ -318,7 +312,7 @@ def plan_train(
     with stage(f"searching training plans for {n} chips (compiling, then evaluating)"):
         result = search_train(sys_, model_, space, exhaustive=exhaustive)
     result.keep(top)
-    launch = _train_launches(result.best, space, model, sys_)
+    launch = _train_launches(result, space, model, sys_)
     name = load_spec("model", model).info.display_name
     label, fmt = _UNITS[objective]
     title = f"{name} on {n}x {hw_name}: minimise {label}"
@@ -334,7 +328,7 @@ def _risk(system: Any, model: Any, space: TrainSearchSpace, result: SearchResult
     if space.objective != "p90" or result.best is None:
         return None
     mean = search_train(system, model, replace(space, objective="time"), exhaustive=exhaustive)
-    return risk_comparison(system, model, space.chip, mean.best, result.best)
+    return risk_comparison(system, model, space.chip, mean, result)
 
 
 def _chip_name(system: str | None, chip: str | None) -> str:
@@ -342,35 +336,25 @@ def _chip_name(system: str | None, chip: str | None) -> str:
     return job_chip({"system": system, "chip": chip} if system or chip else {"system": "dgx-h100"})
 
 
-def _train_interval(system: Any, model: Any, chip: str, row: dict) -> dict[str, Any]:
-    """p10/p50/p90 of the step time of a searched plan row and its variance per term
-    (:func:`diffcost._analysis.uncertainty.intervals`)."""
+def _train_interval(system: Any, model: Any, chip: str, plan: Any, row: dict) -> dict[str, Any]:
+    """p10/p50/p90 of the step time of a searched plan (``row``: its plain values) and its
+    variance per term (:func:`diffcost._analysis.uncertainty.intervals`)."""
     import equinox as eqx
 
     from .._analysis.uncertainty import intervals
-    from .._train.plan import train_plan
 
-    keys = ("tp", "pp", "dp", "cp", "micro_batch", "global_batch", "seq_len", "virtual_stages")
-    keys += ("sequence_parallel", "recompute", "zero", "precision")
-    plan = train_plan(**{k: row[k] for k in keys})
     sys_ = eqx.tree_at(lambda s: s.num_chips, system, jnp.asarray(float(row["chips"])))
     iv = intervals(TrainCost(sys_, model), plan, chip, "default", "train")
     assert iv is not None  # a p90 search already required the posterior
     return _quantiles(iv, "step_time_s", row)
 
 
-def _serve_interval(system: Any, model: Any, space: Any, row: dict) -> dict[str, Any]:
-    """p10/p50/p90 of the TPOT of a searched serving plan row (the default engine's regime, as
-    the search ranks it) and its variance per term."""
+def _serve_interval(system: Any, model: Any, space: Any, plan: Any, row: dict) -> dict[str, Any]:
+    """p10/p50/p90 of the TPOT of a searched serving plan (``row``: its plain values; the
+    default engine's regime, as the search ranks it) and its variance per term."""
     from .._analysis.uncertainty import intervals
-    from .._search.core import Candidates
-    from .._search.serve import ServeProblem
     from .._serve.cost import ServeCost
 
-    problem = ServeProblem(system, model, space)
-    names = [a.name for a in problem.axes] + [c.name for c in problem.choices]
-    plans = problem.to_plans(Candidates({k: np.asarray([row[k]]) for k in names}))
-    plan = jax.tree_util.tree_map(lambda x: x[0], plans)
     iv = intervals(ServeCost(system, model), plan, space.chip, space.calibration, "serve")
     assert iv is not None  # a p90 search already required the posterior
     return _quantiles(iv, "tpot_s", row)
@@ -392,19 +376,30 @@ def _quantiles(iv: dict[str, Any], name: str, row: dict) -> dict[str, Any]:
     }
 
 
-def risk_comparison(system: Any, model: Any, chip: str, mean_row, p90_row) -> dict[str, Any]:
-    """The mean-optimal and the p90-optimal training plans with their p10/p50/p90 step times
-    and, when they differ, the reason (:func:`compare_risk`)."""
-    return compare_risk(lambda row: _train_interval(system, model, chip, row), mean_row, p90_row)
+def risk_comparison(
+    system: Any, model: Any, chip: str, mean: SearchResult, p90: SearchResult
+) -> dict[str, Any]:
+    """The mean-optimal and the p90-optimal training plans (the best of the searches ``mean``
+    and ``p90``) with their p10/p50/p90 step times and, when they differ, the reason
+    (:func:`compare_risk`)."""
+    return compare_risk(
+        lambda plan, row: _train_interval(system, model, chip, plan, row), mean, p90
+    )
 
 
-def compare_risk(interval_of: Callable[[dict], dict], mean_row, p90_row) -> dict[str, Any]:
-    """The mean-optimal and the p90-optimal plans with their quantiles (``interval_of``) and,
-    when they differ, the reason: the term (a constant or the model discrepancy) of the log
-    variance (:func:`diffcost._analysis.uncertainty.variance_shares`) whose contribution
-    differs most between the two plans."""
-    mean = interval_of(mean_row) if mean_row else None
-    best = interval_of(p90_row)
+def compare_risk(
+    interval_of: Callable[[Any, dict], dict], mean_result: SearchResult, p90: SearchResult
+) -> dict[str, Any]:
+    """The mean-optimal and the p90-optimal plans (the best of each search) with their
+    quantiles (``interval_of(plan, row)``) and, when they differ, the reason: the term (a
+    constant or the model discrepancy) of the log variance
+    (:func:`diffcost._analysis.uncertainty.variance_shares`) whose contribution differs most
+    between the two plans."""
+    assert p90.best is not None
+    mean_row = mean_result.row(mean_result.best) if mean_result.best is not None else None
+    p90_row = p90.row(p90.best)
+    mean = interval_of(mean_result.best, mean_row) if mean_row else None
+    best = interval_of(p90.best, p90_row)
     differ = mean is not None and mean_row != p90_row
     reason = None
     if differ and mean is not None:
@@ -498,8 +493,8 @@ def _serve_risk(system: Any, model: Any, space: Any, result: SearchResult, exhau
     if space.objective != "p90" or result.best is None:
         return None
     mean = search_serve(system, model, replace(space, objective="tpot"), exhaustive=exhaustive)
-    interval_of = lambda row: _serve_interval(system, model, space, row)  # noqa: E731
-    return compare_risk(interval_of, mean.best, result.best)
+    interval_of = lambda plan, row: _serve_interval(system, model, space, plan, row)  # noqa: E731
+    return compare_risk(interval_of, mean, result)
 
 
 @plan_app.command("serve")
@@ -611,12 +606,12 @@ def _serve_report(
     info = load_spec("model", model).info
     launch = (
         serving_launches(
-            _serve_launch_plan(result.best, space),
+            _serve_launch_plan(result.row(result.best), space),
             _model_arg(model),
             info.name,
             _chips_per_node(system),
         )
-        if result.best
+        if result.best is not None
         else []
     )
     label, fmt = _SERVE_UNITS[str(space.objective)]

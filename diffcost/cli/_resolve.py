@@ -11,8 +11,8 @@ from .._core.errors import Problem, SpecError
 from .._inputs.hardware import System
 from .._inputs.loader import load_model, load_spec, load_system
 from .._inputs.model import Model
-from .._serve.plan import ServePlan, serve_plan
-from .._train.plan import TrainPlan, train_plan
+from .._serve.plan import SERVE_FIELDS, ServePlan, serve_plan
+from .._train.plan import TRAIN_FIELDS, TrainPlan, train_plan
 from ._common import merge_inputs
 
 DEFAULT_SCENARIO = {"train": "default-train", "serve": "default-serve"}
@@ -132,11 +132,20 @@ def _unique(problems: list[Problem]) -> list[Problem]:
     return list(dict.fromkeys(problems))
 
 
+#: Plan fields whose flag is not spelled from their name (``--draft-fraction``), as declared.
+_SPELLED = {
+    f.name: flag.split("/")[0]
+    for f in (*TRAIN_FIELDS, *SERVE_FIELDS)
+    if f.flag
+    for flag in [f.cli_flag() or ""]
+}
+
+
 def _name_flag(problem: Problem, given: set[str]) -> Problem:
     """A plan problem whose value came from a command-line flag is an argument problem (shown
-    as ``command line: --flag`` by :func:`diffcost.cli._common.friendly_errors`), not one of
-    the scenario file the other values came from."""
+    as ``command line: --flag`` by :func:`diffcost.cli._common.friendly_errors`, the flag as
+    the field declares it), not one of the scenario file the other values came from."""
     key = problem.key.split(".")[0].split("[")[0]
     if key not in given:
         return problem
-    return Problem("<arguments>", key, problem.reason)
+    return Problem("<arguments>", _SPELLED.get(key, key), problem.reason)

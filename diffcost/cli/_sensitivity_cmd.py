@@ -41,12 +41,12 @@ from ._common import (
 from ._options import (
     Chips,
     Flags,
-    Optimizer,
     SystemChips,
     report_flags,
     serve_mode_flags,
     serve_shape_flags,
     spec_refs,
+    train_optimizer_flag,
     train_parallel_flags,
     with_options,
 )
@@ -283,7 +283,12 @@ def _print_knowledge(know: dict[str, Any] | None) -> None:
 
 @sens_app.command("train")
 @friendly_errors
-@with_options(refs=spec_refs, parallel=train_parallel_flags, report=report_flags)
+@with_options(
+    refs=spec_refs,
+    parallel=train_parallel_flags,
+    optimizer=train_optimizer_flag,
+    report=report_flags,
+)
 def sensitivity_train(
     *,
     scenario: Annotated[str | None, Opt("Scenario file or name (default: default-train).")] = None,
@@ -292,13 +297,13 @@ def sensitivity_train(
     parallel: Flags,
     zero: Annotated[int | None, Opt("ZeRO stage 0-3.")] = None,
     precision: Annotated[str | None, Opt("GEMM precision: bf16|fp16|fp8|tf32|fp32.")] = None,
-    optimizer: Optimizer = None,
+    optimizer: Flags,
     calibration: CalibrationOpt = "default",
     report: Flags,
     json_out: JsonFlag = False,
 ) -> None:
     """Elasticities of step time, MFU, tokens/s/chip, headroom, cost and energy per token."""
-    flags = {**parallel, "zero": zero, "precision": precision, "optimizer": optimizer}
+    flags = {**parallel, "zero": zero, "precision": precision, **optimizer}
     refs_flags = {**refs, "chips": chips}
     job = resolve_job("train", scenario, refs_flags, flags, calibration, "sensitivity train")
     _report("train", job, report, json_out)

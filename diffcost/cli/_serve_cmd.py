@@ -37,8 +37,7 @@ from ._load import load_flag_problems, load_flags, load_problems, load_summary, 
 from ._options import (
     Flags,
     SystemChips,
-    serve_mode_flags,
-    serve_shape_flags,
+    serve_plan_flags,
     spec_refs,
     with_options,
 )
@@ -76,61 +75,7 @@ def _accuracy_costs(items: list[str] | None) -> dict[str, float] | None:
     return out
 
 
-#: ``--expert-parallel/--tensor-parallel-experts`` (``ServePlan.expert_parallel``).
-ExpertParallelOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--expert-parallel/--tensor-parallel-experts",
-        help="Mixture of experts: spread whole experts over the tp ranks (vLLM "
-        "--enable-expert-parallel), or split every expert by width (default).",
-        show_default=False,
-    ),
-]
-
-
 def serve_only_flags(
-    draft_len: Annotated[int | None, Opt("Speculative decoding: drafted tokens per step.")] = None,
-    acceptance: Annotated[float | None, Opt("Speculative decoding: acceptance rate.")] = None,
-    draft_fraction: Annotated[float | None, Opt("Draft model size / target size.")] = None,
-    disaggregated: Annotated[
-        bool | None,
-        typer.Option(
-            "--disaggregated/--colocated",
-            help="Separate prefill and decode pools.",
-            show_default=False,
-        ),
-    ] = None,
-    prefill_chips: Annotated[int | None, Opt("Prefill pool chips per replica.")] = None,
-    decode_chips: Annotated[int | None, Opt("Decode pool chips per replica.")] = None,
-    kv_block: Annotated[int | None, Opt("Tokens per paged-KV block (1: contiguous).")] = None,
-    gqa_decode_kernel: Annotated[
-        bool | None,
-        typer.Option(
-            "--gqa-decode-kernel/--per-query-head-decode",
-            help="Decode attention reads each KV head once per group (default), or once per "
-            "query head (TensorRT-LLM <= 0.9 masked MHA).",
-            show_default=False,
-        ),
-    ] = None,
-    fused_dequant: Annotated[
-        bool | None,
-        typer.Option(
-            "--fused-dequant/--separate-dequant",
-            help="Weight-only formats dequantized inside the GEMM (default), or by a separate "
-            "kernel writing a 16-bit copy (DeepSpeed-Inference 2022 int8).",
-            show_default=False,
-        ),
-    ] = None,
-    cuda_graphs: Annotated[
-        bool | None,
-        typer.Option(
-            "--cuda-graphs/--no-cuda-graphs",
-            help="Decode steps replay a CUDA graph (one launch per step), or launch every "
-            "kernel from the host (default: the engine's).",
-            show_default=False,
-        ),
-    ] = None,
-    expert_parallel: ExpertParallelOpt = None,
     engine: Annotated[
         str | None,
         Opt(
@@ -142,25 +87,18 @@ def serve_only_flags(
         list[str] | None, Opt("Accuracy cost of a format, FORMAT=NUMBER (repeatable).")
     ] = None,
 ) -> None:
-    """Option group: speculative decoding, disaggregation, paged KV, kernels, engine, accuracy
-    costs."""
+    """Option group: what a serving job sets besides its plan's fields: the engine profile and
+    accuracy costs."""
 
 
-#: Plan keys in the order ``diffcost serve`` reports the flags it was given.
-_PLAN_KEYS = (
-    *("tp", "pp", "replicas", "batch", "input_len", "output_len"),
-    *("weight_format", "compute_format", "kv_format", "mode", "prefill_chunk"),
-    *("draft_len", "acceptance", "draft_params_fraction", "disaggregated"),
-    *("prefill_chips", "decode_chips", "kv_block", "accuracy_cost"),
-    *("gqa_decode_kernel", "fused_dequant", "cuda_graphs", "expert_parallel", "engine"),
-)
-
-
-def _plan_flags(given: Flags) -> Flags:
-    """Command-line flags -> ``serve_plan`` keywords (``None``: not given)."""
-    flags = {**given, "accuracy_cost": _accuracy_costs(given["accuracy_cost"])}
-    flags["draft_params_fraction"] = flags.pop("draft_fraction")
-    return {key: flags[key] for key in _PLAN_KEYS}
+def _plan_flags(plan: Flags, extra: Flags) -> Flags:
+    """Command-line flags -> ``serve_plan`` keywords (``None``: not given): the plan's fields
+    in declaration order, then the accuracy costs and the engine."""
+    return {
+        **plan,
+        "accuracy_cost": _accuracy_costs(extra["accuracy_cost"]),
+        "engine": extra["engine"],
+    }
 
 
 def _at_slo_summary(
@@ -220,13 +158,7 @@ def _slo_interval(
 
 @app.command()
 @friendly_errors
-@with_options(
-    refs=spec_refs,
-    shape=serve_shape_flags,
-    batching=serve_mode_flags,
-    extra=serve_only_flags,
-    load=load_flags,
-)
+@with_options(refs=spec_refs, plan=serve_plan_flags, extra=serve_only_flags, load=load_flags)
 def serve(
     *,
     scenario: Annotated[
@@ -237,13 +169,7 @@ def serve(
     ] = None,
     refs: Flags,
     chips: SystemChips = None,
-    shape: Flags,
-    compute_format: Annotated[
-        str | None,
-        Opt("GEMM/activation format (default: the weight format; bf16 for int8/int4 weight-only)."),
-    ] = None,
-    kv_format: Annotated[str | None, Opt("KV-cache format (default bf16).")] = None,
-    batching: Flags,
+    plan: Flags,
     extra: Flags,
     load: Flags,
     ttft_slo_ms: Annotated[float | None, Opt("TTFT limit, ms: also find the best batch.")] = None,
@@ -252,8 +178,7 @@ def serve(
     json_out: JsonFlag = False,
 ) -> None:
     """Predict serving: TTFT, TPOT, throughput per chip, memory per chip, energy and cost."""
-    given = {**shape, "compute_format": compute_format, "kv_format": kv_format, **batching}
-    flags = _plan_flags({**given, **extra})
+    flags = _plan_flags(plan, extra)  # plan: every plan option, from SERVE_FIELDS
     # the load and latency-limit flags with the plan's, all at once, before any work
     limits = {"ttft_slo_ms": ttft_slo_ms, "tpot_slo_ms": tpot_slo_ms}
     early = load_flag_problems(load) + positive_problems(limits, "milliseconds", NO_LIMIT, 1e-3)

@@ -29,7 +29,7 @@ from ._common import (
     print_problems,
     spec_infos,
 )
-from ._options import Chips, Flags, Optimizer, System, train_parallel_flags, with_options
+from ._options import Chips, Flags, System, train_plan_flags, with_options
 from ._programs import PREDICT
 from ._resolve import DEFAULT_SCENARIO as _DEFAULTS
 from ._resolve import resolve_job
@@ -38,84 +38,10 @@ DEFAULT_SCENARIO = _DEFAULTS["train"]
 #: The prediction and its interval's linearisation, from one trace of the model.
 _predict = PREDICT["train"]
 
-SequenceParallel = Annotated[
-    bool | None,
-    typer.Option(
-        "--sequence-parallel/--no-sequence-parallel",
-        help="Shard norm/dropout activations over TP.",
-        show_default=False,
-    ),
-]
-FlashAttention = Annotated[
-    bool | None,
-    typer.Option(
-        "--flash-attention/--no-flash-attention",
-        help="Fused attention kernel.",
-        show_default=False,
-    ),
-]
-TpCommOverlap = Annotated[
-    bool | None,
-    typer.Option(
-        "--tp-comm-overlap/--no-tp-comm-overlap",
-        help="Pipeline TP collectives with the GEMMs (Megatron --tp-comm-overlap; needs SP).",
-        show_default=False,
-    ),
-]
-Fp8ParamGather = Annotated[
-    bool | None,
-    typer.Option(
-        "--fp8-param-gather/--no-fp8-param-gather",
-        help="All-gather weights in fp8 (fp8 training; Megatron --fp8-param-gather).",
-        show_default=False,
-    ),
-]
-
-
-EpOverlap = Annotated[
-    bool | None,
-    typer.Option(
-        "--ep-overlap/--no-ep-overlap",
-        help="Hide the expert all-to-all under another micro-batch (Megatron "
-        "--overlap-moe-expert-parallel-comm).",
-        show_default=False,
-    ),
-]
-EpDedup = Annotated[
-    bool | None,
-    typer.Option(
-        "--ep-dedup/--no-ep-dedup",
-        help="Send a token once per remote node (DeepEP / HybridEP flex dispatcher).",
-        show_default=False,
-    ),
-]
-
-
-def train_feature_flags(
-    shard_group: Annotated[
-        int | None, Opt("Ranks sharding the ZeRO state (HSDP; default dp: full sharding).")
-    ] = None,
-    first_stage_layers: Annotated[
-        int | None, Opt("Layers on the first pipeline stage (0: even split).")
-    ] = None,
-    last_stage_layers: Annotated[
-        int | None, Opt("Layers on the last pipeline stage (0: even split).")
-    ] = None,
-    lora_rank: Annotated[int | None, Opt("LoRA rank (0: full training).")] = None,
-    lora_targets: Annotated[
-        str | None, Opt("LoRA targets: attention_qkv | attention | mlp | all.")
-    ] = None,
-    tp_comm_overlap: TpCommOverlap = None,
-    fp8_param_gather: Fp8ParamGather = None,
-    ep_overlap: EpOverlap = None,
-    ep_dedup: EpDedup = None,
-) -> None:
-    """Option group: hybrid sharding, uneven pipeline split, LoRA and communication overlap."""
-
 
 @app.command()
 @friendly_errors
-@with_options(parallel=train_parallel_flags, features=train_feature_flags)
+@with_options(plan=train_plan_flags)
 def train(
     *,
     scenario: Annotated[
@@ -133,28 +59,13 @@ def train(
         str | None, Opt("Built-in chip name or chip TOML (its default node and network).")
     ] = None,
     chips: Chips = None,
-    parallel: Flags,
-    zero: Annotated[int | None, Opt("ZeRO stage 0-3 (3 = FSDP).")] = None,
-    precision: Annotated[
-        str | None, Opt("GEMM precision: bf16 | fp16 | fp8 | tf32 | fp32.")
-    ] = None,
-    optimizer: Optimizer = None,
-    sequence_parallel: SequenceParallel = None,
-    flash_attention: FlashAttention = None,
-    features: Flags,
+    plan: Flags,
     calibration: CalibrationOpt = "default",
     json_out: JsonFlag = False,
 ) -> None:
     """Predict one training step: time, throughput, MFU/HFU, memory per chip, energy and cost."""
-    flags = dict(
-        **parallel,
-        zero=zero,
-        precision=precision,
-        optimizer=optimizer,
-        sequence_parallel=sequence_parallel,
-        flash_attention=flash_attention,
-        **features,
-    )
+    # ``plan``: every plan option, derived from the field declarations (TRAIN_FIELDS)
+    flags = plan
     refs_flags = {"model": model, "system": system, "chip": chip, "chips": chips}
     job = resolve_job("train", scenario, refs_flags, flags, calibration)
     assert isinstance(job.plan, TrainPlan)
