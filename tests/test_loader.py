@@ -350,6 +350,18 @@ def test_scenario_name_must_equal_its_file_name(tmp_path):
     assert dc.load_scenario(path).name == "mine"
 
 
+def test_scenario_chip_count_in_its_plausible_range(tmp_path):
+    """A scenario's ``chips`` is a system's chip count (1..1e7): 2**62 was accepted and priced
+    (fuzz, offset 3 of 14), as a measurement's ``chips`` would be."""
+    name = "llama-3-70b-h200-disaggregated"
+    text = (dc.specs_dir() / "scenarios" / f"{name}.toml").read_text()
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text.replace("chips = 16", f"chips = {2**62}", 1))
+    with pytest.raises(dc.SpecError) as err:
+        dc.load_scenario(path)
+    assert f"{path}: chips: {2**62} is outside the plausible range" in str(err.value)
+
+
 def test_moe_keys_are_checked_together(tmp_path):
     """Experts without top-k, top-k above experts, more MoE blocks than blocks, and MoE keys on
     a dense model are each named."""

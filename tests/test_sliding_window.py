@@ -94,6 +94,8 @@ def test_model_file_rules_for_the_window(tmp_path):
     for extra, reason in (
         ("sliding_layers = 8\n", "given without a sliding window"),
         ("sliding_window = 4096\nsliding_layers = 40\n", "is more than the 32 layers"),
+        # fuzz (offset 4 of 14): a window no layer uses was accepted as a dense model
+        ("sliding_window = 4096\nsliding_layers = 0\n", "no layer would use the window"),
     ):
         path = tmp_path / "llama-3-8b.toml"
         path.write_text(base.replace("[source]", extra + "\n[source]", 1))

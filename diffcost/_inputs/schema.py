@@ -429,10 +429,17 @@ def _model_moe(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
 
 
 def _model_window(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
-    """``sliding_layers`` needs a ``sliding_window`` and is at most ``layers``."""
+    """``sliding_layers`` needs a ``sliding_window``, is positive with one, and is at most
+    ``layers``."""
     layers = values.get("layers", float("inf"))
     if values.get("sliding_layers") and not values.get("sliding_window"):
         add("sliding_layers", "given without a sliding window (sliding_window is 0 or absent)")
+    if values.get("sliding_window") and values.get("sliding_layers", 1) == 0:
+        add(
+            "sliding_layers",
+            "0 with a sliding window: no layer would use the window "
+            "(give the layers that do, or remove sliding_window)",
+        )
     if values.get("sliding_layers", 0) > layers:
         add("sliding_layers", f"{values['sliding_layers']} is more than the {layers} layers")
 
@@ -542,7 +549,7 @@ SCENARIO_TOP = {
     "model": Field("str", required=True, doc="built-in model name or path"),
     "system": Field("str", doc="built-in system name or path (or chip)"),
     "chip": Field("str", doc="built-in chip name or path (or system)"),
-    "chips": Field("count", doc="chip count (default: the system's)"),
+    "chips": Field("count", doc="chip count (default: the system's)", plausible=R.SYSTEM_CHIPS),
 }
 
 # --- measurements -----------------------------------------------------------------------------
@@ -554,7 +561,12 @@ POINT = {
     "model": Field("str", required=True, doc="built-in name or a path relative to the file"),
     "system": Field("str", doc="built-in name or path (or chip)"),
     "chip": Field("str", doc="built-in name or path (or system)"),
-    "chips": Field("count", required=True, doc="= tp*pp*dp*cp (train), tp*pp*replicas (serve)"),
+    "chips": Field(
+        "count",
+        required=True,
+        doc="= tp*pp*dp*cp (train), tp*pp*replicas (serve)",
+        plausible=R.SYSTEM_CHIPS,
+    ),
     "verified": Field("bool", required=True, doc="headline number read in the primary source"),
     "notes": Field("str", doc="free text"),
     "excluded": Field("str", doc="why the point is carried but not predicted"),
