@@ -69,6 +69,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
     from ._serve.cost import ServeBreakdown, ServeCost, serve_problems
     from ._serve.load import LoadBreakdown, Workload, under_load, workload
     from ._serve.plan import MODES, ServePlan, serve_plan
+    from ._terms.collectives import COLLECTIVES, AbstractCollective, with_collective
     from ._train.cost import TrainBreakdown, TrainCost
     from ._train.memory import TrainMemory
     from ._train.plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan, train_plan
@@ -171,6 +172,11 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "ServePlan",
         "serve_plan",
     ),
+    "._terms.collectives": (
+        "COLLECTIVES",
+        "AbstractCollective",
+        "with_collective",
+    ),
     "._train.cost": (
         "TrainBreakdown",
         "TrainCost",
@@ -202,6 +208,9 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AbstractCollective",
+    "COLLECTIVES",
+    "with_collective",
     "LoadBreakdown",
     "Workload",
     "under_load",

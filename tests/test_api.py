@@ -7,6 +7,8 @@ PUBLIC = {
     "BYTES_PER_ELEMENT", "Chip", "ChipEnergy", "Efficiency", "FORMATS", "Infeasible", "Model",
     "Problem", "Spec", "SpecError", "SpecInfo", "System", "builtin_names", "load_chip",
     "load_model", "load_spec", "load_system", "specs_dir", "Scenario", "load_scenario",
+    # extension points: collective algorithms
+    "AbstractCollective", "COLLECTIVES", "with_collective",
     # hardware co-design
     "ChipDesign", "CodesignResult", "codesign", "design_chip", "design_system", "load_technology",
     # relaxation

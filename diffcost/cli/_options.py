@@ -29,6 +29,13 @@ System = Annotated[str | None, Opt("Built-in system name or system TOML.")]
 Chip = Annotated[str | None, Opt("Built-in chip name or chip TOML.")]
 Chips = Annotated[int | None, Opt("Number of chips.")]
 SystemChips = Annotated[int | None, Opt("Number of chips in the system.")]
+Collective = Annotated[
+    str | None,
+    Opt(
+        "Collective algorithm of every all-reduce and all-gather: hierarchical (the default), "
+        "ring, tree, or nvls (only on a system with in-network reduction)."
+    ),
+]
 
 
 # --- training plan ------------------------------------------------------------------------
@@ -98,9 +105,11 @@ Tornado = Annotated[
 ]
 
 
-def spec_refs(model: Model = None, system: System = None, chip: Chip = None) -> None:
-    """Option group: which model, and which system or chip (``--chips`` is declared apart: its
-    help differs between jobs)."""
+def spec_refs(
+    model: Model = None, system: System = None, chip: Chip = None, collective: Collective = None
+) -> None:
+    """Option group: which model, which system or chip, and its collective algorithm
+    (``--chips`` is declared apart: its help differs between jobs)."""
 
 
 #: Option group: every serving plan field that has a command-line option (``diffcost serve``).

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
+import equinox as eqx
 import jax.numpy as jnp
 import typer
 from rich.table import Table
@@ -19,13 +20,18 @@ from .._analysis.coverage import (
     plan_features,
     unmodelled_regimes,
 )
+from .._analysis.uncertainty import intervals
 from .._core.errors import Problem, SpecError
 from .._core.options import ServeObjective, TrainObjective, coerce
+from .._inputs.hardware import FORMATS
 from .._inputs.loader import load_model, load_spec, load_system
-from .._launch import Launch
+from .._launch import Launch, bridge_launch, megatron_launch, serving_launches, train_launch_plan
+from .._launch.bridge import with_memory_check
 from .._search.core import SearchResult, settings
+from .._search.serve import ServeSearchSpace, search_serve
 from .._search.train import TrainSearchSpace, search_train
-from .._serve.plan import SERVE_FIELDS
+from .._serve.cost import ServeCost
+from .._serve.plan import SERVE_FIELDS, engine_values
 from .._train.cost import TrainCost
 from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STAGES
 from ._app import app
@@ -41,6 +47,8 @@ from ._common import (
     stage,
     to_python,
 )
+from ._options import Collective
+from ._resolve import apply_collective
 
 plan_app = typer.Typer(help="Search for the best training or serving plan.", no_args_is_help=True)
 app.add_typer(plan_app, name="plan")
@@ -182,13 +190,16 @@ Exhaustive = Annotated[
 Runners = Annotated[int, typer.Option(help="Runners-up to show.", min=0)]
 
 
-def _load_system(system: str | None, chip: str | None, chips: int | None) -> tuple[Any, str]:
-    """The system to plan on (``dgx-h100`` when neither is given) and its name as typed."""
+def _load_system(
+    system: str | None, chip: str | None, chips: int | None, collective: str | None
+) -> tuple[Any, str]:
+    """The system to plan on (``dgx-h100`` when neither is given), with the collective
+    algorithm ``--collective`` names, and its name as typed."""
     if system is None and chip is None:
         system = "dgx-h100"
     name = system or chip
     assert name is not None
-    return load_system(system, chip=chip, chips=chips), name
+    return apply_collective(load_system(system, chip=chip, chips=chips), collective), name
 
 
 def _finish(
@@ -238,9 +249,6 @@ def _train_checks(system: Any, chip: str, result: SearchResult) -> dict[str, Any
 def _train_launches(result: SearchResult, space: Any, model: str, system: Any) -> list:
     """The Megatron-LM and Megatron-Bridge commands of the best plan (none without a plan);
     the Bridge line re-checked with its preset's fp32 gradients."""
-    from .._launch import bridge_launch, megatron_launch, train_launch_plan
-    from .._launch.bridge import with_memory_check
-
     if result.best is None:
         return []
     best = result.row(result.best)
@@ -274,6 +282,7 @@ def plan_train(
     chips: Annotated[
         int | None, typer.Option(help="Chip count (the system's default if omitted).")
     ] = None,
+    collective: Collective = None,
     global_batch: Annotated[int, typer.Option(help="Sequences per step.", min=1)] = 512,
     seq_len: Annotated[int, typer.Option(help="Tokens per sequence.", min=1)] = 4096,
     objective: Annotated[
@@ -294,7 +303,7 @@ def plan_train(
 ) -> None:
     """Find the fastest (or cheapest) training plan, checked with the exact model."""
     objective = coerce(TrainObjective, objective, "objective").value
-    sys_, hw_name = _load_system(system, chip, chips)
+    sys_, hw_name = _load_system(system, chip, chips, collective)
     n = int(sys_.num_chips)
     counts = tuple(2**k for k in range(n.bit_length()) if 2**k <= n) if search_chips else (n,)
     space = TrainSearchSpace(
@@ -339,9 +348,6 @@ def _chip_name(system: str | None, chip: str | None) -> str:
 def _train_interval(system: Any, model: Any, chip: str, plan: Any, row: dict) -> dict[str, Any]:
     """p10/p50/p90 of the step time of a searched plan (``row``: its plain values) and its
     variance per term (:func:`diffcost._analysis.uncertainty.intervals`)."""
-    import equinox as eqx
-
-    from .._analysis.uncertainty import intervals
 
     sys_ = eqx.tree_at(lambda s: s.num_chips, system, jnp.asarray(float(row["chips"])))
     iv = intervals(TrainCost(sys_, model), plan, chip, "default", "train")
@@ -352,9 +358,6 @@ def _train_interval(system: Any, model: Any, chip: str, plan: Any, row: dict) ->
 def _serve_interval(system: Any, model: Any, space: Any, plan: Any, row: dict) -> dict[str, Any]:
     """p10/p50/p90 of the TPOT of a searched serving plan (``row``: its plain values; the
     default engine's regime, as the search ranks it) and its variance per term."""
-    from .._analysis.uncertainty import intervals
-    from .._serve.cost import ServeCost
-
     iv = intervals(ServeCost(system, model), plan, space.chip, space.calibration, "serve")
     assert iv is not None  # a p90 search already required the posterior
     return _quantiles(iv, "tpot_s", row)
@@ -470,8 +473,6 @@ AccuracyCosts = Annotated[
 def _accuracy_costs(text: str) -> tuple[tuple[str, float], ...]:
     """``"int4=0.05,fp8=0.01"`` -> ``(("fp8", 0.01), ("int4", 0.05))``; an unknown format or a
     negative or missing number is an error."""
-    from .._inputs.hardware import FORMATS
-
     costs: dict[str, float] = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
         name, _, value = item.partition("=")
@@ -488,8 +489,6 @@ def _accuracy_costs(text: str) -> tuple[tuple[str, float], ...]:
 def _serve_risk(system: Any, model: Any, space: Any, result: SearchResult, exhaustive):
     """For a p90 serving search that found a plan, the median-TPOT optimum beside it
     (:func:`compare_risk`); None otherwise."""
-    from .._search.serve import search_serve
-
     if space.objective != "p90" or result.best is None:
         return None
     mean = search_serve(system, model, replace(space, objective="tpot"), exhaustive=exhaustive)
@@ -506,6 +505,7 @@ def plan_serve(
     chips: Annotated[
         int | None, typer.Option(help="Chips available (the system's default if omitted).")
     ] = None,
+    collective: Collective = None,
     input_len: Annotated[int, typer.Option(help="Prompt tokens per request.", min=1)] = 2048,
     output_len: Annotated[int, typer.Option(help="Generated tokens per request.", min=1)] = 256,
     objective: Annotated[
@@ -534,9 +534,6 @@ def plan_serve(
     ``--objective goodput`` ranks plans by chips per request/s of goodput: the largest Poisson
     arrival rate whose p99 TTFT and p99 TPOT under load meet the limits (then p99 limits),
     found by enumerating every plan (per chip and per dollar rank alike on one system)."""
-    from .._inputs.hardware import FORMATS
-    from .._search.serve import ServeSearchSpace
-
     objective = coerce(ServeObjective, objective, "objective").value
     limits = {"ttft_slo_ms": ttft_slo_ms, "tpot_slo_ms": tpot_slo_ms}
     bad = positive_problems(limits, "milliseconds", NO_LIMIT, 1e-3)
@@ -546,7 +543,7 @@ def plan_serve(
     if bad:
         raise SpecError(bad)
     costs = _accuracy_costs(accuracy_cost)
-    sys_, hw_name = _load_system(system, chip, chips)
+    sys_, hw_name = _load_system(system, chip, chips, collective)
     n = int(sys_.num_chips)
     space = ServeSearchSpace(
         input_len=input_len,
@@ -571,8 +568,6 @@ def plan_serve(
 def _serve_launch_plan(best: dict[str, Any], space: Any) -> dict[str, Any]:
     """A searched serving row with what the search kept fixed: lengths, batching mode and the
     default engine's chunk, KV block and CUDA graphs (:func:`diffcost.serve_plan`)."""
-    from .._serve.plan import engine_values
-
     engine = engine_values({}, None, "search")
     fixed = {"input_len": space.input_len, "output_len": space.output_len, "mode": str(space.mode)}
     return {"prefill_chunk": 2048, "kv_block": 16, **engine, **fixed, **best}
@@ -592,9 +587,6 @@ def _serve_report(
     system: Any, hw_name: str, model: str, space: Any, how: tuple[bool | None, int, bool]
 ) -> None:
     """Search a serving space and print (or JSON) the answer, with the p90 comparison."""
-    from .._launch import serving_launches
-    from .._search.serve import search_serve
-
     exhaustive, top, json_out = how
     n = int(system.num_chips)
     model_ = load_model(model)

@@ -4,6 +4,7 @@ Shared by ``diffcost train|serve`` and ``diffcost sensitivity train|serve`` so t
 the same inputs the same way.
 """
 
+import difflib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -12,6 +13,7 @@ from .._inputs.hardware import System
 from .._inputs.loader import load_model, load_spec, load_system
 from .._inputs.model import Model
 from .._serve.plan import SERVE_FIELDS, ServePlan, serve_plan
+from .._terms.collectives import COLLECTIVES, with_collective
 from .._train.plan import TRAIN_FIELDS, TrainPlan, train_plan
 from ._common import merge_inputs
 
@@ -32,12 +34,21 @@ class Job(NamedTuple):
     scenario: str | None = None
     #: The calibration file or name the efficiency constants came from.
     calibration: str = "default"
+    #: The collective algorithm given by ``--collective`` (``None``: the system's default).
+    collective: str | None = None
 
     def inputs(self) -> str:
         """The files and names this job read, for a message: ``scenario X, model Y, chip Z``."""
         named = {"scenario": self.scenario, **self.refs, "calibration": self.calibration}
         keys = ("scenario", "model", "system", "chip", "calibration")
         return ", ".join(f"{k} {named[k]}" for k in keys if named.get(k))
+
+    def hardware_name(self, display_name: str) -> str:
+        """The system's name for a table title, with the collective algorithm when one was
+        chosen (``DGX H100, tree collectives``)."""
+        if self.collective is None:
+            return display_name
+        return f"{display_name}, {self.collective} collectives"
 
     @property
     def chips(self) -> int:
@@ -96,6 +107,7 @@ def resolve_job(
     refs, values, scenario = merge_inputs(
         kind, scenario, DEFAULT_SCENARIO[kind], refs_flags, flags, command
     )
+    collective = refs_flags.get("collective")
     problems: list[Problem] = []
     system = model = None
     try:
@@ -104,6 +116,11 @@ def resolve_job(
         )
     except SpecError as err:  # reported with the plan's problems, all at once
         problems += err.problems
+    else:
+        try:
+            system = apply_collective(system, collective)
+        except SpecError as err:
+            problems += err.problems
     try:
         model = load_model(refs["model"])
     except SpecError as err:
@@ -124,7 +141,25 @@ def resolve_job(
     if problems:
         raise SpecError(_unique(problems))
     assert system is not None and model is not None and plan is not None
-    return Job(system, model, plan, values, refs, scenario, str(calibration))
+    return Job(system, model, plan, values, refs, scenario, str(calibration), collective)
+
+
+def apply_collective(system: System, name: str | None) -> System:
+    """``system`` with the collective algorithm ``--collective`` names (``None``: unchanged,
+    the system's default).
+
+    Raises:
+        SpecError: an unknown name (the choices listed, the closest first), or one the system
+            cannot run (``nvls`` without in-network reduction); both name ``--collective``.
+    """
+    if name is None:
+        return system
+    if name not in COLLECTIVES:
+        close = difflib.get_close_matches(name.lower(), list(COLLECTIVES), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        reason = f"unknown collective algorithm {name!r}{hint} (choices: {', '.join(COLLECTIVES)})"
+        raise SpecError([Problem("<arguments>", "collective", reason)])
+    return with_collective(system, name)
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:

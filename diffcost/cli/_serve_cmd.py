@@ -208,11 +208,13 @@ def serve(
         extra_keys: dict[str, Any] = {"slo": slo} if slo is not None else {}
         extra_keys |= {"load": under, "coverage": cov, "engine": engine}
         extra_keys.update(iv or {"interval": None})
+        if job.collective is not None:  # the default output stays as it was
+            extra_keys["collective"] = job.collective
         counts = {"system_chips": job.chips}
         print_json(prediction_json(out, job.refs, counts, job.values, problems, **extra_keys))
     else:
         model_info, hw_info = spec_infos(job.refs)
-        names = (model_info.display_name, hw_info.display_name)
+        names = (model_info.display_name, job.hardware_name(hw_info.display_name))
         _print_table(out, names, job, iv)
         for line in (engine_line(engine), *coverage_lines(cov)):
             console.print(line, highlight=False, markup=False)

@@ -29,7 +29,7 @@ from ._common import (
     print_problems,
     spec_infos,
 )
-from ._options import Chips, Flags, System, train_plan_flags, with_options
+from ._options import Chips, Collective, Flags, System, train_plan_flags, with_options
 from ._programs import PREDICT
 from ._resolve import DEFAULT_SCENARIO as _DEFAULTS
 from ._resolve import resolve_job
@@ -59,6 +59,7 @@ def train(
         str | None, Opt("Built-in chip name or chip TOML (its default node and network).")
     ] = None,
     chips: Chips = None,
+    collective: Collective = None,
     plan: Flags,
     calibration: CalibrationOpt = "default",
     json_out: JsonFlag = False,
@@ -67,6 +68,7 @@ def train(
     # ``plan``: every plan option, derived from the field declarations (TRAIN_FIELDS)
     flags = plan
     refs_flags = {"model": model, "system": system, "chip": chip, "chips": chips}
+    refs_flags["collective"] = collective
     job = resolve_job("train", scenario, refs_flags, flags, calibration)
     assert isinstance(job.plan, TrainPlan)
     cost = TrainCost(job.system, job.model)
@@ -79,10 +81,12 @@ def train(
     if json_out:
         counts = {"chips": job.chips}
         extra = {"coverage": cov, **(iv or {"interval": None})}
+        if job.collective is not None:  # the default output stays as it was
+            extra["collective"] = job.collective
         print_json(prediction_json(out, job.refs, counts, job.values, problems, **extra))
     else:
         model_info, hw_info = spec_infos(job.refs)
-        names = (model_info.display_name, hw_info.display_name)
+        names = (model_info.display_name, job.hardware_name(hw_info.display_name))
         basis = energy_basis(job.system, job_chip(job.refs))
         _print_table(out, names, job.chips, job.values, problems, cov, iv, basis)
     if problems:
