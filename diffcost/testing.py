@@ -18,7 +18,8 @@ import importlib
 import typing
 
 if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _LAZY
-    from ._analysis import calibrate, coverage, distributed, plots, schema_doc, uncertainty
+    from ._analysis import calibrate as calibration
+    from ._analysis import coverage, distributed, plots, schema_doc, uncertainty
     from ._analysis.coverage import builtin_index, index
     from ._analysis.plans import PLAN_SCHEMAS, load_load_measurements
     from ._analysis.program_size import BUDGETS as PROGRAM_BUDGETS
@@ -590,7 +591,7 @@ _RENAMED: dict[str, tuple[str, str]] = {
 }
 #: Private modules themselves (for ``monkeypatch.setattr(module, ...)`` and module constants).
 _MODULES: dict[str, str] = {
-    "calibrate": "._analysis.calibrate",
+    "calibration": "._analysis.calibrate",  # not the function dc.calibrate
     "coverage": "._analysis.coverage",
     "design": "._codesign.design",
     "distributed": "._analysis.distributed",
@@ -658,7 +659,7 @@ __all__ = [
     "builtin_index",
     "builtin_workload",
     "cached_json",
-    "calibrate",
+    "calibration",
     "Candidates",
     "causal_skip",
     "charged",

@@ -11,7 +11,7 @@ import pytest
 import diffcost as dc
 from diffcost import load_measurements, load_spec
 from diffcost.cli import app
-from diffcost.testing import calibrate as C
+from diffcost.testing import calibration as C
 from diffcost.testing import efficiency_for, prepare
 
 SUBSET = (

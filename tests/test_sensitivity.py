@@ -12,7 +12,6 @@ from jax.flatten_util import ravel_pytree
 from typer.testing import CliRunner
 
 import diffcost as dc
-import diffcost.cli._sensitivity_cmd  # noqa: F401  (registers the subcommand)
 from diffcost import sensitivity
 from diffcost.cli import app
 from diffcost.testing import (

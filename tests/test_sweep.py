@@ -15,7 +15,6 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-import diffcost.cli._sweep_cmd  # noqa: F401  (registers the subcommand)
 from diffcost import SpecError, Sweep, load_sweep, run_sweep, serve_problems, train_problems
 from diffcost.cli import app
 from diffcost.testing import INTERVAL_OUTPUTS, SERVE_OUTPUTS, TRAIN_OUTPUTS
@@ -283,7 +282,7 @@ def test_sharded_over_four_cpu_devices_in_chunks_gives_identical_results(train_r
     script = textwrap.dedent(f"""
         import jax
         jax.config.update("jax_enable_x64", True)
-        from diffcost._analysis.sweep import Sweep, run_sweep
+        from diffcost import Sweep, run_sweep
         assert len(jax.devices()) == 4, jax.devices()
         res = run_sweep(Sweep(**{TRAIN.__dict__!r}), chunk=12)  # with a progress bar
         assert (res.devices, res.chunk, res.chunks) == (4, 12, 6), res

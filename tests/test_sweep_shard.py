@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-import diffcost.cli._sweep_cmd  # noqa: F401  (registers the subcommands)
 from diffcost import SpecError, load_sweep
 from diffcost.cli import app
 from diffcost.testing import STAMP, output_paths, parse_shard, shard_range

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import diffcost as dc
 from diffcost import load_measurements
 from diffcost.cli import app
-from diffcost.testing import calibrate as C
+from diffcost.testing import calibration as C
 from diffcost.testing import prepare
 from diffcost.testing import uncertainty as U
 

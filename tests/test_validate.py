@@ -7,7 +7,6 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-import diffcost.cli._validate_cmd  # noqa: F401  (registers validate and calibrate)
 from diffcost import load_measurements, validate
 from diffcost.cli import app
 from diffcost.testing import prepare, scenario_toml, train_space
