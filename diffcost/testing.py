@@ -10,9 +10,9 @@ may change between releases without notice.
 This module sits above every layer (like ``diffcost/__init__.py``): it may import from any of them,
 and no module of the package imports it (tests/test_layers.py, tests/test_public_imports.py).
 ``import diffcost`` does not import it, and importing it imports no private module beyond what
-``import diffcost`` does: each name
-imports its module on first use (PEP 562), as in ``diffcost/__init__.py``, so a test imports only
-what it uses, and a name whose module moved fails alone (tests/test_public_imports.py names it).
+``import diffcost`` does: each name imports its module on first use (PEP 562), as in
+``diffcost/__init__.py``, so a test imports only what it uses, and a name whose module moved fails
+alone (tests/test_public_imports.py names it).
 
 A private module re-exported whole (for ``monkeypatch.setattr``) keeps its name, except where a
 public name is spelled the same: ``calibration`` is the module of ``dc.calibrate``.  Two private
