@@ -9,8 +9,7 @@ jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platforms", "cpu")
 
 import diffcost as dc  # noqa: E402
-from diffcost._core.quick_compile import QUICK_COMPILE  # noqa: E402
-from diffcost._core.xla import add_flags, backends_started  # noqa: E402
+from diffcost.testing import QUICK_COMPILE, add_flags, backends_started  # noqa: E402
 
 
 def _slow_pass(config: pytest.Config) -> bool:

@@ -13,9 +13,8 @@ import sys
 from functools import cache
 
 import diffcost as dc
-from diffcost._inputs.loader import load_spec
-from diffcost._launch import Launch, megatron_launch, serving_launches, train_launch_plan
-from diffcost._search.train import TrainSearchSpace, search_train
+from diffcost import TrainSearchSpace, load_spec, search_train
+from diffcost.testing import Launch, megatron_launch, serving_launches, train_launch_plan
 
 _BASE = dict(cp=1, micro_batch=1, seq_len=4096, virtual_stages=1, sequence_parallel=True)
 _BASE |= dict(recompute="selective", zero=1, precision="bf16")

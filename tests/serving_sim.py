@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import simpy
 
-from diffcost._serve.load import iteration_s
+from diffcost.testing import iteration_s
 
 
 @dataclass
@@ -46,7 +46,7 @@ class IterationTable:
 
 
 def _exact():
-    from diffcost._core.smooth import EXACT
+    from diffcost import EXACT
 
     return EXACT
 

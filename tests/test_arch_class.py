@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT, RELAXED
-from diffcost._inputs.checker import builtin_names, specs_dir
-from diffcost._inputs.hardware import ARCHITECTURES
-from diffcost._terms.gemm import (
+from diffcost import EXACT, RELAXED, builtin_names, specs_dir
+from diffcost.testing import (
+    ARCHITECTURES,
+    KERNELS_PER_LAYER_FORWARD,
     array_tiles,
     gpu_matmul_efficiency,
+    launch_s,
     matmul_efficiency,
 )
-from diffcost._terms.kernels import KERNELS_PER_LAYER_FORWARD, launch_s
 
 #: Execution class, array side and per-operation latency floor (us) of every non-GPU built-in
 #: chip (the spec files' sources derive each one).

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._analysis import calibrate as C
-from diffcost._analysis.plans import load_measurements
-from diffcost._analysis.validate import prepare
-from diffcost._inputs.loader import efficiency_for, load_spec
+from diffcost import load_measurements, load_spec
 from diffcost.cli import app
+from diffcost.testing import calibration as C
+from diffcost.testing import efficiency_for, prepare
 
 SUBSET = (
     "megatron_sc21_table1_1.7B",

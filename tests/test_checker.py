@@ -7,10 +7,8 @@ from pathlib import Path
 import pytest
 
 import diffcost as dc
-from diffcost._inputs import schema as S
-from diffcost._inputs.build import chip_module, model_module
-from diffcost._inputs.checker import Checker, read_json, read_toml
-from diffcost._inputs.hf_config import hf_document
+from diffcost.testing import Checker, chip_module, hf_document, model_module, read_json, read_toml
+from diffcost.testing import schema as S
 
 
 def _problems(ck: Checker) -> list[str]:

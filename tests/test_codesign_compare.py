@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 from cmaes import CMA
 
-from diffcost._codesign.compare import (
+from diffcost.testing import (
     Run,
     charged,
     cma_search,
     conventions,
+    make_step,
     median_best,
     multistart_search,
     penalised,
@@ -20,7 +21,6 @@ from diffcost._codesign.compare import (
     random_search,
     table,
 )
-from diffcost._codesign.optimize import make_step
 
 
 @pytest.mark.parametrize("dim", [14, 19, 31])

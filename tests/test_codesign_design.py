@@ -11,23 +11,17 @@ import jax.tree_util as jtu
 import pytest
 
 import diffcost as dc
-from diffcost._codesign import design as D
-from diffcost._codesign.design import (
-    ChipDesign,
+from diffcost import EXACT, RELAXED, ChipDesign, design_chip, design_system, load_technology
+from diffcost.testing import (
     chip_as_design,
     design_area_mm2,
-    design_chip,
     design_cost_usd,
     design_power_w,
-    design_system,
-)
-from diffcost._codesign.technology import (
-    load_technology,
     reference_chip,
     reference_technology,
     technology_path,
 )
-from diffcost._core.smooth import EXACT, RELAXED
+from diffcost.testing import design as D
 
 LEAVES = [k for k in ChipDesign.__dataclass_fields__ if k != "counting"]
 
@@ -198,7 +192,7 @@ def test_design_power_at_the_operating_points_measured_on_an_h100():
     stream into the tensor cores (over-predicted by 17-40%, a known limit); a throttled phase
     (below the full clock: the board at its 700 W limit) within 20% of the limit; products on
     zeros (data-dependent energy, half of random data's) are not compared."""
-    from diffcost._codesign.power_points import measured_phases, phase_power_w, throttled
+    from diffcost.testing import measured_phases, phase_power_w, throttled
 
     tech = reference_technology("h100-sxm")
     d = chip_as_design("h100-sxm", tech)
@@ -265,8 +259,8 @@ def test_technology_file_problems_come_all_at_once_from_the_spec_checker(tmp_pat
 
 
 def test_technology_schema_and_unit_factors_name_the_same_keys():
-    from diffcost._codesign import technology as T
-    from diffcost._inputs import schema as S
+    from diffcost.testing import schema as S
+    from diffcost.testing import technology as T
 
     assert set(S.TECHNOLOGY_NODE) == set(T.NODE_KEYS)
     assert set(S.TECHNOLOGY_HBM) == set(T.HBM_KEYS)

@@ -5,10 +5,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffcost._codesign.compare import start_of
-from diffcost._codesign.fleet import fleet_evaluate, fleet_problem, is_fleet
-from diffcost._codesign.optimize import DEFAULT_BUDGETS, evaluate, make_problem
-from diffcost._codesign.technology import load_technology
+from diffcost import load_technology
+from diffcost.testing import (
+    DEFAULT_BUDGETS,
+    evaluate,
+    fleet_evaluate,
+    fleet_problem,
+    is_fleet,
+    make_problem,
+    start_of,
+)
 
 
 @pytest.mark.parametrize("k", [1, 3])

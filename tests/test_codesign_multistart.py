@@ -6,9 +6,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from diffcost._codesign.multistart import START_SPREAD, start_points
-from diffcost._codesign.optimize import LEAVES, exact_rank, make_problem, start_vector
-from diffcost._codesign.technology import load_technology
+from diffcost import load_technology
+from diffcost.testing import (
+    LEAVES,
+    START_SPREAD,
+    exact_rank,
+    make_problem,
+    start_points,
+    start_vector,
+)
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +89,7 @@ def test_cli_names_every_bad_budget_and_count_at_once():
 
 
 def test_cli_lists_every_start_and_marks_the_kept_one():
-    from diffcost.cli._codesign_cmd import print_starts
-    from diffcost.cli._common import console
+    from diffcost.testing import console, print_starts
 
     starts = [
         {"ok": True, "log_score": 2.2, "objective_exact": {"serve": 9.04}, "kept": False},

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from diffcost._codesign.optimize import (
+from diffcost.testing import (
     LEAVES,
     augmented_lagrangian,
     evaluate,
@@ -68,7 +68,7 @@ def test_penalty_rule_meets_a_budget_with_a_large_multiplier_where_a_fixed_penal
 
 
 def test_violation_and_penalty_rule():
-    from diffcost._codesign.optimize import PENALTY_MAX, next_penalty, violation
+    from diffcost.testing import PENALTY_MAX, next_penalty, violation
 
     # over a budget: the excess; within: 0 only if the binding budget's multiplier is 0 or g = 0
     assert violation(np.asarray([0.2, -0.5]), np.zeros(2), 10.0) == pytest.approx(0.2)
@@ -81,7 +81,7 @@ def test_violation_and_penalty_rule():
 
 
 def test_incumbent_is_the_best_point_within_the_budgets():
-    from diffcost._codesign.optimize import incumbent
+    from diffcost.testing import incumbent
 
     trace = np.asarray([[1.0, 0.0, -0.1], [0.5, 0.0, 0.2], [0.8, 0.1, 0.0], [0.85, 0.0, -0.3]])
     assert incumbent(trace) == 3  # row 1 is lower but over budget; row 2 has a plan penalty
@@ -108,7 +108,7 @@ def test_augmented_lagrangian_is_f_when_constraints_slack_and_multipliers_zero()
 
 
 def test_start_vector_is_inside_the_box_and_nearest_chip_of_h100_is_h100():
-    from diffcost._codesign import chip_as_design, reference_technology
+    from diffcost.testing import chip_as_design, reference_technology
 
     problem = make_problem("edge", reference_technology("h100-sxm"))
     x0 = start_vector(problem)
@@ -120,9 +120,8 @@ def test_start_vector_is_inside_the_box_and_nearest_chip_of_h100_is_h100():
 
 @pytest.mark.slow  # ~50 s: compiles the edge serving model and its gradient
 def test_edge_codesign_improves_and_exact_reevaluation_matches():
-    from diffcost._codesign.multistart import codesign
-    from diffcost._codesign.optimize import summarise
-    from diffcost._codesign.technology import load_technology
+    from diffcost import codesign, load_technology
+    from diffcost.testing import summarise_codesign as summarise
 
     tech = load_technology("n4")
     result = codesign("edge", tech, steps=200)
@@ -176,9 +175,8 @@ def test_cli_codesign_rejects_unknown_workload():
 
 
 def test_within_power_lowers_only_the_clock_to_meet_the_budget():
-    from diffcost._codesign.design import chip_as_design, design_power_w
-    from diffcost._codesign.optimize import within_power
-    from diffcost._codesign.technology import load_technology
+    from diffcost import load_technology
+    from diffcost.testing import chip_as_design, design_power_w, within_power
 
     tech = load_technology("n4")
     h100 = chip_as_design("h100-sxm", tech)
@@ -195,19 +193,17 @@ def test_within_power_lowers_only_the_clock_to_meet_the_budget():
 
 
 def test_within_area_and_cost_shrinks_only_the_matrix_array_then_power_by_the_clock():
-    from diffcost._codesign.design import (
+    from diffcost import load_technology
+    from diffcost.testing import CODESIGN_BUDGETS as BUDGETS
+    from diffcost.testing import (
+        budget_excess,
         chip_as_design,
         design_area_mm2,
         design_cost_usd,
         design_power_w,
-    )
-    from diffcost._codesign.optimize import (
-        BUDGETS,
-        budget_excess,
         within_area_and_cost,
         within_budgets,
     )
-    from diffcost._codesign.technology import load_technology
 
     tech = load_technology("n4")
     h100 = chip_as_design("h100-sxm", tech)
@@ -238,8 +234,7 @@ def test_within_area_and_cost_shrinks_only_the_matrix_array_then_power_by_the_cl
 
 
 def test_cli_says_which_budget_is_exceeded_and_by_how_much():
-    from diffcost.cli._codesign_cmd import print_buildable
-    from diffcost.cli._common import console
+    from diffcost.testing import console, print_buildable
 
     out = {
         "budgets": {"area_mm2": 814.0, "power_w": 700.0, "cost_usd": 5000.0},
@@ -267,9 +262,9 @@ def test_summary_reads_the_budgets_of_the_trace_row_of_its_point():
     models): its budgets used are ``exp(g) x budget`` of :func:`evaluate` at ``x``, on a design
     away from the start (the edge module scaled up past its budgets); :func:`log_budgets`
     gives the same numbers from the workloads' power."""
-    from diffcost._codesign.optimize import summarise, workload_power_w
-    from diffcost._codesign.technology import load_technology
-    from diffcost._codesign.workloads import relaxed_objective
+    from diffcost import load_technology
+    from diffcost.testing import relaxed_objective, workload_power_w
+    from diffcost.testing import summarise_codesign as summarise
 
     problem = make_problem("edge", load_technology("n4"))
     x = jnp.asarray(start_vector(problem)).at[:8].add(0.7)
@@ -291,9 +286,8 @@ def test_power_budget_is_the_workloads_activity_power_not_full_activity():
     start: relaxed model at a whole plan == the EXACT model's power, within float32), far below
     the design's power with every unit at full rate; the power grows with the clock (the
     constraint can bind through it) with a finite gradient."""
-    from diffcost._codesign.design import design_power_w
-    from diffcost._codesign.technology import load_technology
-    from diffcost._codesign.workloads import exact_at
+    from diffcost import load_technology
+    from diffcost.testing import design_power_w, exact_at
 
     problem = make_problem("edge", load_technology("n4"))
     x = jnp.asarray(start_vector(problem))
@@ -309,7 +303,7 @@ def test_power_budget_is_the_workloads_activity_power_not_full_activity():
 
 
 def test_workload_power_is_a_smooth_maximum():
-    from diffcost._codesign.optimize import workload_power_w
+    from diffcost.testing import workload_power_w
 
     assert float(workload_power_w(jnp.asarray([412.0]))) == pytest.approx(412.0, rel=1e-6)
     three = float(workload_power_w(jnp.asarray([300.0, 650.0, 640.0])))

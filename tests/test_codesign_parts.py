@@ -5,10 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffcost._codesign.optimize import Problem, evaluate, make_step, start_vector
-from diffcost._codesign.parts import make_parts_step
-from diffcost._codesign.technology import load_technology
-from diffcost._codesign.workloads import builtin_workload
+from diffcost import load_technology
+from diffcost.testing import CodesignProblem as Problem
+from diffcost.testing import builtin_workload, evaluate, make_parts_step, make_step, start_vector
 
 
 @pytest.mark.slow  # ~90 s: compiles serve and edge twice (per workload, and as one program)

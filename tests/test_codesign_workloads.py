@@ -6,10 +6,10 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
-from diffcost._codesign.design import chip_as_design
-from diffcost._codesign.technology import load_technology
-from diffcost._codesign.workloads import (
+from diffcost import load_technology
+from diffcost.testing import (
     builtin_workload,
+    chip_as_design,
     exact_objective,
     plan_neighbours,
     rounded_plan,
@@ -60,7 +60,7 @@ def test_latency_workload_is_one_stream_whose_tpot_is_above_the_weight_stream_fl
 def test_largest_batches_finds_the_largest_feasible_whole_batch():
     """Serving at tp 8 on the H100 as a design: the batch chosen is feasible, any batch 7%
     larger (twice the search's resolution) is not, and it beats the start (batch 32)."""
-    from diffcost._codesign.workloads import BATCH_RESOLUTION, exact_at, largest_batches
+    from diffcost.testing import BATCH_RESOLUTION, exact_at, largest_batches
 
     tech = load_technology("n4")
     h100 = chip_as_design("h100-sxm", tech)
@@ -83,7 +83,7 @@ def test_exact_plans_are_evaluated_by_one_compiled_program(monkeypatch):
     train optimum's verification took 25 s)."""
     import equinox as eqx
 
-    import diffcost._codesign.workloads as wl
+    from diffcost.testing import workloads as wl
 
     traces = []
     numbers = wl._exact_numbers

@@ -13,21 +13,22 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.errors import SpecError
-from diffcost._core.extension import AbstractExtension, registry
-from diffcost._core.smooth import EXACT, RELAXED
-from diffcost._terms.collectives import (
+from diffcost import EXACT, RELAXED, SpecError
+from diffcost.testing import (
     COLLECTIVES,
     DEFAULT_COLLECTIVE,
     NVLS,
     AbstractCollective,
+    AbstractExtension,
     HierarchicalRing,
     Ring,
     Tree,
+    all_gather_s,
+    all_reduce_s,
     collective_of,
+    registry,
     with_collective,
 )
-from diffcost._terms.comm import all_gather_s, all_reduce_s
 
 B = 1e8
 

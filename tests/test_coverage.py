@@ -5,8 +5,8 @@ import json
 import pytest
 
 import diffcost as dc
-from diffcost._analysis import coverage as C
-from diffcost._analysis.plans import load_measurements
+from diffcost import load_measurements
+from diffcost.testing import coverage as C
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_measured_mfu_matches_narayanan_eq3_converted_to_model_flops():
     + V/16lh)); model FLOPs omit it (72 B s l h^2 (1 + s/6h) + 6 B s V h).  The MFU recovered
     from the measured throughput is the published TFLOP/s times that ratio over the peak."""
     m = next(p for p in load_measurements() if p.id == "megatron_sc21_table1_18.4B")
-    from diffcost._inputs.loader import load_spec
+    from diffcost import load_spec
 
     v = load_spec("model", m.model).values
     n_layers, h, V, s = v["layers"], v["hidden"], v["vocab"], m.plan["seq_len"]

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffcost._core.dedupe import cse_jaxpr, deduplicated
+from diffcost.testing import cse_jaxpr, deduplicated
 
 
 def _repeats(x):
@@ -72,8 +72,8 @@ def test_the_co_design_model_shrinks_with_the_same_values():
     """The relaxed training model on a chip design (the co-design's largest program): the
     duplicates were most of it (12,006 -> 4,006 equations measured); since each evaluation
     traces its shared terms once (diffcost._core.shared) they are fewer (5,243 -> 3,113)."""
-    from diffcost._codesign import optimize as o
-    from diffcost._codesign.technology import load_technology
+    from diffcost import load_technology
+    from diffcost.testing import optimize as o
 
     problem = o.make_problem("train", load_technology("n4"))
     x = jnp.asarray(o.start_vector(problem))

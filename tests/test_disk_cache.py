@@ -1,8 +1,7 @@
 """Results cached on disk between runs: reused while their input files are unchanged."""
 
-from diffcost._analysis.coverage import builtin_index, index
-from diffcost._analysis.plans import load_measurements
-from diffcost._core.disk_cache import cached_json
+from diffcost import load_measurements
+from diffcost.testing import builtin_index, cached_json, index
 
 
 def test_cached_result_is_reused_until_an_input_changes(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import pytest
 
 import diffcost as dc
-from diffcost._inputs.hardware import ChipEnergy
+from diffcost import ChipEnergy
 
 predict = eqx.filter_jit(lambda cost, plan: cost(plan))
 

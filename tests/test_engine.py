@@ -10,13 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._analysis.plans import load_measurements
-from diffcost._core.errors import SpecError
-from diffcost._core.smooth import RELAXED
-from diffcost._inputs.measurements import measurements_dir
-from diffcost._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
-from diffcost._terms.kernels import KERNELS_PER_LAYER_FORWARD
+from diffcost import RELAXED, SpecError, load_measurements
 from diffcost.cli import app
+from diffcost.testing import (
+    DEFAULT_ENGINE,
+    KERNELS_PER_LAYER_FORWARD,
+    engine_names,
+    load_engine,
+    measurements_dir,
+)
 
 predict = eqx.filter_jit(lambda cost, plan: cost(plan))
 BATCH1 = dict(batch=1, input_len=128, output_len=128, mode="static")
@@ -103,7 +105,7 @@ def test_graph_kernel_fraction_defaults_to_no_saving_until_calibrated(h100, tmp_
     assumed to be host launch, no published split); the default calibration fits it from the
     CUDA-graph decode points (gpt-fast, NIM, vLLM CI) inside its bounds (0.1, 1)."""
     assert 0.1 < float(h100.efficiency.graph_kernel_fraction) < 1.0
-    from diffcost._inputs.checker import specs_dir
+    from diffcost import specs_dir
 
     text = (specs_dir() / "calibration" / "default.toml").read_text()
     path = tmp_path / "nographs.toml"
@@ -202,7 +204,7 @@ def test_serve_states_its_engine_in_text_and_json():
 
 
 def test_a_calibration_may_set_the_graph_kernel_fraction(tmp_path):
-    from diffcost._inputs.checker import specs_dir
+    from diffcost import specs_dir
 
     text = (specs_dir() / "calibration" / "default.toml").read_text()
     assert "[efficiency]\n" in text

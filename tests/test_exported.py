@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core import exported
-from diffcost._core.exported import ExportedProgram, stable_name
+from diffcost.testing import ExportedProgram, exported, stable_name
 
 
 class _Pair(eqx.Module):
@@ -95,7 +94,7 @@ def test_stable_names():
 
 def test_a_serving_prediction_read_back_equals_the_traced_one(on):
     """The command line's program (cli._programs.PREDICT): breakdown and linearisation."""
-    from diffcost.cli._programs import PREDICT
+    from diffcost.testing import PREDICT
 
     cost = dc.ServeCost(dc.load_system("dgx-h100", chips=8), dc.load_model("llama-2-7b"))
     plan = dc.serve_plan(tp=1, batch=8, input_len=512, output_len=64)

@@ -29,17 +29,22 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.extension import AbstractExtension, is_abstract
-from diffcost._core.smooth import EXACT, RELAXED, Smoothing
-from diffcost._inputs.checker import builtin_names
-from diffcost._inputs.hardware import ARCHITECTURES, NearMemory
-from diffcost._terms.collectives import COLLECTIVES, AbstractCollective, with_collective
-from diffcost._terms.comm import all_gather_s, all_reduce_s
-from diffcost._terms.execution import EXECUTION_CLASSES, AbstractExecutionClass
-from diffcost._terms.memory_levels import (
+from diffcost import EXACT, RELAXED, Smoothing, builtin_names
+from diffcost.testing import (
+    ARCHITECTURES,
+    COLLECTIVES,
+    EXECUTION_CLASSES,
     PLACEMENTS,
+    AbstractCollective,
+    AbstractExecutionClass,
+    AbstractExtension,
     AbstractPlacement,
+    NearMemory,
+    all_gather_s,
+    all_reduce_s,
+    is_abstract,
     placed_bandwidth_bytes_per_s,
+    with_collective,
 )
 
 

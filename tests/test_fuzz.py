@@ -291,7 +291,7 @@ def test_float32_relaxed_training_gradients_are_finite(chip, chips, model, degre
     import numpy as np
 
     import diffcost as dc
-    from diffcost._core.smooth import RELAXED
+    from diffcost import RELAXED
 
     system = dc.load_system(chip=chip, chips=chips)
     built = dc.load_model(model)

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 
 import diffcost as dc
-from diffcost._inputs import hf_config
-from diffcost._inputs.build import model_module
-from diffcost._inputs.hf_config import FAMILIES, hf_document
+from diffcost.testing import FAMILIES, hf_config, hf_document, model_module
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 import diffcost as dc
-from diffcost._inputs.hf_config import hf_document
-from diffcost._inputs.hf_values import ACTIVATIONS
+from diffcost.testing import ACTIVATIONS, hf_document
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 

@@ -27,7 +27,7 @@ def test_import_diffcost_imports_no_heavy_package():
 
 
 def test_the_xla_flags_are_set_without_importing_jax():
-    from diffcost._core.xla import CPU_FLAGS, flags_supported
+    from diffcost.testing import CPU_FLAGS, flags_supported
 
     code = "import os, diffcost; print(os.environ.get('XLA_FLAGS', ''))"
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}

@@ -11,19 +11,18 @@ import json
 import pytest
 
 import diffcost as dc
-from diffcost._inputs.loader import load_spec
-from diffcost._launch import (
+from diffcost import TrainCost, TrainSearchSpace, load_spec, search_train
+from diffcost.testing import (
+    TRAIN_FIELDS,
     Launch,
+    allocated,
     bridge_launch,
     megatron_launch,
+    parsed,
     serving_launches,
     train_launch_plan,
+    with_memory_check,
 )
-from diffcost._launch.bridge import with_memory_check
-from diffcost._launch.megatron import allocated, parsed
-from diffcost._search.train import TrainSearchSpace, search_train
-from diffcost._train.cost import TrainCost
-from diffcost._train.plan import TRAIN_FIELDS
 
 _FIELDS = {f.name for f in TRAIN_FIELDS}
 

@@ -3,9 +3,8 @@ the errors of diffcost.under_load / goodput_qps on them (none is fitted: out of 
 
 import pytest
 
-from diffcost._analysis.plans import load_load_measurements
-from diffcost._analysis.validate_load import validate_load
-from diffcost._core.errors import SpecError
+from diffcost import SpecError
+from diffcost.testing import load_load_measurements, validate_load
 
 
 def test_builtin_files_load_with_sources_and_limits():

@@ -142,7 +142,7 @@ def test_builtin_names_ignore_case_and_misspellings_get_a_suggestion(kind):
     """``--model LLAMA-3-70B`` was unknown with no suggestion (issue 39): built-in names are
     lower case, so a name equal to one ignoring case is that one (unambiguous); a misspelt one,
     in any case, is suggested."""
-    from diffcost._inputs.loader import resolve
+    from diffcost.testing import resolve
 
     for name in dc.builtin_names(kind):
         assert resolve(kind, name.upper()).stem == name
@@ -240,8 +240,7 @@ def test_scenario_with_bad_plan_and_reference(tmp_path):
 # --- the published parameter count -----------------------------------------------------------
 def test_params_tolerance_is_three_percent_in_code_and_doc():
     """Publications round to two significant figures; the whole catalogue agrees within 3%."""
-    from diffcost._inputs.build import model_module
-    from diffcost._inputs.schema import PARAMS_TOLERANCE
+    from diffcost.testing import PARAMS_TOLERANCE, model_module
 
     assert PARAMS_TOLERANCE == 0.03
     assert "must agree within 3%" in (dc.specs_dir() / "SCHEMA.md").read_text()
@@ -286,7 +285,7 @@ def test_unreadable_files_say_why(tmp_path, content, reason):
 def test_a_folder_is_not_a_spec(tmp_path):
     folder = tmp_path / "chip.toml"
     folder.mkdir()
-    from diffcost._inputs.checker import read_toml
+    from diffcost.testing import read_toml
 
     with pytest.raises(dc.SpecError, match="is a folder, not a TOML file"):
         read_toml(folder)

@@ -5,9 +5,7 @@ import collections
 import pytest
 
 import diffcost as dc
-from diffcost import SpecError
-from diffcost._analysis.plans import load_measurements
-from diffcost._inputs.loader import load_spec
+from diffcost import SpecError, load_measurements, load_spec
 
 SOURCE = """
 [source]

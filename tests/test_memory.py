@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import pytest
 
 import diffcost as dc
-from diffcost._train.memory import (
+from diffcost.testing import (
     layer_activation_bytes_by_recompute,
     micro_batches_in_flight,
     params_per_chip,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.predictor import Predictor
+from diffcost import Predictor
 
 
 def test_predictor_outputs_equal_the_cost_model():

@@ -4,13 +4,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from diffcost._analysis.program_size import (
-    BUDGETS,
-    SLACK,
-    TARGETS,
-    count_equations,
-    program_sizes,
-)
+from diffcost.testing import PROGRAM_BUDGETS as BUDGETS
+from diffcost.testing import SLACK, TARGETS, count_equations, program_sizes
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import diffcost._core.quick_compile as qc
+from diffcost.testing import quick_compile as qc
 
 
 def _f(x):

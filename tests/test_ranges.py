@@ -10,9 +10,8 @@ import pytest
 from benchmark_module import load_benchmark
 
 import diffcost as dc
-from diffcost._inputs import schema as S
-from diffcost._inputs.checker import Checker
-from diffcost._inputs.ranges import Plausible
+from diffcost.testing import Checker, Plausible
+from diffcost.testing import schema as S
 
 
 def _census():
@@ -171,7 +170,8 @@ def test_a_model_shape_beyond_any_transformer_is_refused(tmp_path):
 def test_every_measured_number_has_a_plausible_range():
     """The measured values and offered loads of measurement files (the points the model is
     validated against) are held to ranges as well; every built-in one lies inside."""
-    from diffcost._analysis.plans import load_load_measurements, load_measurements
+    from diffcost import load_measurements
+    from diffcost.testing import load_load_measurements
 
     tables = [*S.MEASURED.values(), S.LOAD, S.LOAD_MEASURED]
     missing = [

@@ -8,9 +8,8 @@ from collections.abc import Mapping
 import pytest
 
 import diffcost as dc
-from diffcost._analysis import schema_doc
-from diffcost._core.units import split_unit
-from diffcost._inputs import schema as S
+from diffcost.testing import schema as S
+from diffcost.testing import schema_doc, split_unit
 
 DOC = dc.specs_dir() / "SCHEMA.md"
 
@@ -71,7 +70,7 @@ def test_every_schema_key_is_documented_with_its_unit_and_requiredness(name):
 
 
 def test_plan_keys_are_documented_for_both_jobs():
-    from diffcost._analysis.plans import PLAN_SCHEMAS
+    from diffcost.testing import PLAN_SCHEMAS
 
     ref = _reference()
     for job, fields in PLAN_SCHEMAS.items():
@@ -108,7 +107,7 @@ def _examples() -> list[tuple[str, list[tuple[str, str]]]]:
 
 def _allowed(kind: str, table: str) -> Mapping[str, S.Field] | None:
     """The schema of a table of an example (None: any key, as in a free [source])."""
-    from diffcost._analysis.plans import PLAN_SCHEMAS
+    from diffcost.testing import PLAN_SCHEMAS
 
     plans = {k: f for p in PLAN_SCHEMAS.values() for k, f in p.items()}
     if kind in ("train", "serve"):
@@ -149,7 +148,7 @@ def test_every_example_key_exists_in_the_schema():
 
 
 def test_serve_plan_keys_named_in_words_exist():
-    from diffcost._analysis.plans import PLAN_SCHEMAS
+    from diffcost.testing import PLAN_SCHEMAS
 
     text = DOC.read_text().split("A serve scenario's `[plan]`", 1)[1].split("\n\n", 1)[0]
     named = set(re.findall(r"`([a-z_<>]+)`", text)) - {"static", "continuous"}

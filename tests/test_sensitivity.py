@@ -12,17 +12,16 @@ from jax.flatten_util import ravel_pytree
 from typer.testing import CliRunner
 
 import diffcost as dc
-import diffcost.cli._sensitivity_cmd  # noqa: F401  (registers the subcommand)
-from diffcost._analysis.sensitivity import (
+from diffcost import sensitivity
+from diffcost.cli import app
+from diffcost.testing import (
     HARDWARE_GROUPS,
     SERVE_METRICS,
     TRAIN_METRICS,
     parameter_names,
-    sensitivity,
     serve_metrics,
     train_metrics,
 )
-from diffcost.cli import app
 
 BW = "chip.memory_bandwidth_bytes_per_s"
 CAP = "chip.memory_capacity_bytes"

@@ -6,9 +6,15 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT
-from diffcost._serve.passes import Work, consts, expected_tokens_per_step, gemm_s, pass_time
-from diffcost._terms.gemm import matmul_time_s
+from diffcost import EXACT
+from diffcost.testing import (
+    Work,
+    consts,
+    expected_tokens_per_step,
+    gemm_s,
+    matmul_time_s,
+    pass_time,
+)
 
 predict = eqx.filter_jit(lambda cost, plan: cost(plan))
 

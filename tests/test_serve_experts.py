@@ -12,10 +12,8 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import Smoothing
-from diffcost._search.core import enumerate_all
-from diffcost._search.serve import ServeProblem, ServeSearchSpace
-from diffcost._serve.cost import serve_problems
+from diffcost import ServeSearchSpace, Smoothing, serve_problems
+from diffcost.testing import ServeProblem, enumerate_all
 
 TIGHT = Smoothing(relaxed=True, rel_width=1e-9)
 predict = eqx.filter_jit(lambda cost, plan: cost(plan))

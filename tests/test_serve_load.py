@@ -19,8 +19,8 @@ import pytest
 from serving_sim import IterationTable, simulate
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT, Smoothing
-from diffcost._serve.load import Workload, steady_state, under_load, workload
+from diffcost import EXACT, Smoothing, Workload, under_load, workload
+from diffcost.testing import steady_state
 
 TIGHT = Smoothing(relaxed=True, rel_width=1e-9)
 #: One compilation per smoothing shared by the tests (eager evaluation compiles each loop).
@@ -163,8 +163,8 @@ def test_cli_prints_percentiles_and_goodput(tmp_path):
 
 @pytest.mark.slow  # 25 s on 2 cores (a goodput bisection per plan, enumerated)
 def test_goodput_search_ranks_plans_by_goodput_per_chip():
-    from diffcost._search.serve import ServeSearchSpace, search_serve
-    from diffcost._serve.load import goodput_qps
+    from diffcost import ServeSearchSpace, search_serve
+    from diffcost.testing import goodput_qps
 
     system = dc.load_system(chip="h100-sxm", chips=2)
     model = dc.load_model("llama-3-8b")
@@ -201,7 +201,7 @@ def test_goodput_search_ranks_plans_by_goodput_per_chip():
 def test_an_empty_iteration_is_finite_with_finite_gradients(case):
     """No decode and no prompt tokens (an idle engine's table entry): the GEMMs' compute time
     takes its m -> 0 limit instead of 0 / 0, and the gradient stays finite."""
-    from diffcost._serve.load import iteration_s
+    from diffcost.testing import iteration_s
 
     system, model, plan, _ = case
     for sm in (EXACT, TIGHT):

@@ -9,8 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._serve.plan import MODES, plan_kwargs
+from diffcost import MODES
 from diffcost.cli import app
+from diffcost.testing import plan_kwargs
 
 runner = CliRunner()
 
@@ -304,9 +305,14 @@ def test_serve_field_table_drives_constructor_schema_and_sweep():
     and the sweep's fields are derived from it (``accuracy_cost`` is written per format)."""
     import inspect
 
-    from diffcost._analysis.sweep_spec import PLAN_FIELDS
-    from diffcost._serve.engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, load_engine
-    from diffcost._serve.plan import SERVE_FIELDS, SERVE_PLAN
+    from diffcost.testing import (
+        DEFAULT_ENGINE,
+        ENGINE_PLAN_FIELDS,
+        PLAN_FIELDS,
+        SERVE_FIELDS,
+        SERVE_PLAN,
+        load_engine,
+    )
 
     params = inspect.signature(dc.serve_plan).parameters
     per_format = [f"accuracy_cost_{fmt}" for fmt in dc.FORMATS]
@@ -330,7 +336,7 @@ def test_serve_field_table_drives_constructor_schema_and_sweep():
 
 
 def test_serve_plan_accepts_typed_options():
-    from diffcost._core.options import Format, ServeMode
+    from diffcost import Format, ServeMode
 
     typed = dc.serve_plan(weight_format=Format.INT4, kv_format=Format.FP8, mode=ServeMode.STATIC)
     plain = dc.serve_plan(weight_format="int4", kv_format="fp8", mode="static")

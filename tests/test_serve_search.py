@@ -12,10 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._core.smooth import RELAXED
-from diffcost._search.core import Candidates
-from diffcost._search.serve import ServeProblem, relaxed_serve_plan, serve_objective
+from diffcost import RELAXED
 from diffcost.cli import app
+from diffcost.testing import Candidates, ServeProblem, relaxed_serve_plan, serve_objective
 
 CASES = [
     ("llama-2-70b", "dgx-h100", 8, dict(objective="throughput", tpot_slo_s=0.05)),

@@ -5,8 +5,8 @@ import jax
 import jax.numpy as jnp
 
 import diffcost as dc
-from diffcost._core.shared import evaluation, once
-from diffcost._core.smooth import EXACT, RELAXED
+from diffcost import EXACT, RELAXED
+from diffcost.testing import evaluation, once
 
 calls: list[object] = []
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT, Smoothing
-from diffcost._terms.attention import causal_skip
+from diffcost import EXACT, Smoothing
+from diffcost.testing import causal_skip
 
 TIGHT = Smoothing(relaxed=True, rel_width=1e-9)
 predict = eqx.filter_jit(lambda cost, plan: cost(plan))

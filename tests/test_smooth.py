@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffcost._core import smooth as sm_
+from diffcost.testing import smooth as sm_
 
 EXACT, RELAXED = sm_.EXACT, sm_.RELAXED
 INTS = jnp.arange(-5.0, 6.0)

@@ -15,21 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-import diffcost.cli._sweep_cmd  # noqa: F401  (registers the subcommand)
-from diffcost._analysis import plots as _plots
-from diffcost._analysis.sweep import (
-    INTERVAL_OUTPUTS,
-    SERVE_OUTPUTS,
-    TRAIN_OUTPUTS,
-    Sweep,
-    load_sweep,
-    run_sweep,
-)
-from diffcost._analysis.uncertainty import intervals as one_interval
-from diffcost._core.errors import SpecError
-from diffcost._serve.cost import serve_problems
-from diffcost._train.problems import train_problems
+from diffcost import SpecError, Sweep, load_sweep, run_sweep, serve_problems, train_problems
 from diffcost.cli import app
+from diffcost.testing import INTERVAL_OUTPUTS, SERVE_OUTPUTS, TRAIN_OUTPUTS
+from diffcost.testing import intervals as one_interval
+from diffcost.testing import plots as _plots
 
 SWEEPS = Path(__file__).resolve().parents[1] / "specs" / "sweeps"
 predict = eqx.filter_jit(lambda cost, plan: cost(plan))
@@ -292,7 +282,7 @@ def test_sharded_over_four_cpu_devices_in_chunks_gives_identical_results(train_r
     script = textwrap.dedent(f"""
         import jax
         jax.config.update("jax_enable_x64", True)
-        from diffcost._analysis.sweep import Sweep, run_sweep
+        from diffcost import Sweep, run_sweep
         assert len(jax.devices()) == 4, jax.devices()
         res = run_sweep(Sweep(**{TRAIN.__dict__!r}), chunk=12)  # with a progress bar
         assert (res.devices, res.chunk, res.chunks) == (4, 12, 6), res
@@ -512,7 +502,7 @@ def test_load_keys_are_checked_and_need_a_serving_sweep():
 
 @pytest.mark.slow  # 16 s on 2 cores (the steady state and quantiles compile in the sweep)
 def test_serving_knee_sweep_matches_under_load_and_plots_the_knee(tmp_path):
-    from diffcost._serve.load import under_load, workload
+    from diffcost import under_load, workload
 
     sw = load_sweep(SWEEPS / "serving-knee.toml").sweep
     res = run_sweep(sw, progress=False)

@@ -13,12 +13,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-import diffcost.cli._sweep_cmd  # noqa: F401  (registers the subcommands)
-from diffcost._analysis.sweep import load_sweep
-from diffcost._analysis.sweep_shard import STAMP, parse_shard, shard_range
-from diffcost._core.errors import SpecError
+from diffcost import SpecError, load_sweep
 from diffcost.cli import app
-from diffcost.cli._sweep_paths import output_paths
+from diffcost.testing import STAMP, output_paths, parse_shard, shard_range
 
 SWEEPS = Path(__file__).resolve().parents[1] / "specs" / "sweeps"
 SMALL = SWEEPS / "decode-what-if.toml"  # 32 points
@@ -171,7 +168,7 @@ def test_two_processes_joined_by_jax_distributed_write_the_single_process_table(
 def test_joining_after_a_computation_is_an_input_error_naming_the_flag():
     import jax.numpy as jnp
 
-    from diffcost._analysis import distributed
+    from diffcost.testing import distributed
 
     float(jnp.ones(()))  # the backend is running now
     with pytest.raises(SpecError, match="distributed: JAX already started its devices"):

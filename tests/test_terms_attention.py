@@ -7,16 +7,18 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT, RELAXED
-from diffcost._terms.attention import (
+from diffcost import EXACT, RELAXED
+from diffcost.testing import (
     AttentionShape,
+    GemmFormat,
     attention_gemms,
     causal_skip,
     decode_attention,
     gemm_attention_s,
+    matmul_efficiency,
+    matmul_time_s,
     prefill_attention,
 )
-from diffcost._terms.gemm import GemmFormat, matmul_efficiency, matmul_time_s
 
 
 def _num(x) -> float:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT, RELAXED
-from diffcost._terms.comm import all_reduce_s
+from diffcost import EXACT, RELAXED
+from diffcost.testing import all_reduce_s
 
 
 @pytest.mark.parametrize("sm", [EXACT, RELAXED])

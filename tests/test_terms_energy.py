@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import pytest
 
 import diffcost as dc
-from diffcost._inputs.hardware import FORMATS, ChipEnergy, format_index
-from diffcost._terms.energy import activity_energy_j
+from diffcost import FORMATS, ChipEnergy
+from diffcost.testing import activity_energy_j, format_index
 
 BF16 = format_index("bf16")
 H100 = (Path(dc.specs_dir()) / "chips" / "h100-sxm.toml").read_text()

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT, RELAXED
-from diffcost._terms.gemm import (
+from diffcost import EXACT, RELAXED
+from diffcost.testing import (
     GemmFormat,
     gemm_bytes,
     gemm_flop,

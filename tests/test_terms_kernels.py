@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT, RELAXED
-from diffcost._inputs.reserve import runtime_reserve_bytes
-from diffcost._terms.comm import all_reduce_s, tp_all_reduce_s
-from diffcost._terms.kernels import (
+from diffcost import EXACT, RELAXED
+from diffcost.testing import (
     KERNELS_PER_LAYER_FORWARD,
+    all_reduce_s,
     elementwise_elements,
     launch_s,
     quantize_bytes,
+    runtime_reserve_bytes,
+    tp_all_reduce_s,
 )
 
 

@@ -7,12 +7,23 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._analysis import plots
-from diffcost._core.smooth import EXACT, RELAXED
-from diffcost._serve.passes import Work, consts, layer_time
-from diffcost._terms.gemm import GemmFormat, gemm_time_s
-from diffcost._terms.layer import LAYER_GEMMS, layer_gemm_s, layer_gemms, logits_gemm
-from diffcost._train.cost import gemm_format, layer_forward, stage_times, tokens_per_chip
+from diffcost import EXACT, RELAXED
+from diffcost.testing import (
+    LAYER_GEMMS,
+    GemmFormat,
+    Work,
+    consts,
+    gemm_format,
+    gemm_time_s,
+    layer_forward,
+    layer_gemm_s,
+    layer_gemms,
+    layer_time,
+    logits_gemm,
+    plots,
+    stage_times,
+    tokens_per_chip,
+)
 
 
 def _num(x) -> float:

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT, RELAXED
-from diffcost._inputs.hardware import NearMemory
-from diffcost._terms.memory_levels import (
+from diffcost import EXACT, RELAXED
+from diffcost.testing import (
     BandwidthProportional,
     NearFirst,
+    NearMemory,
     near_share,
     placed_bandwidth_bytes_per_s,
     placed_chip,

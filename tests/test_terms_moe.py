@@ -6,11 +6,17 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT, Smoothing
-from diffcost._terms.comm import all_to_all_s
-from diffcost._terms.gemm import GemmFormat
-from diffcost._terms.layer import ExpertSplit, expert_gemms, layer_gemms
-from diffcost._terms.moe import active_expert_fraction, expert_imbalance, mixed_active_fraction
+from diffcost import EXACT, Smoothing
+from diffcost.testing import (
+    ExpertSplit,
+    GemmFormat,
+    active_expert_fraction,
+    all_to_all_s,
+    expert_gemms,
+    expert_imbalance,
+    layer_gemms,
+    mixed_active_fraction,
+)
 
 FMT = GemmFormat(jnp.asarray(989e12), jnp.asarray(2.0))
 TIGHT = Smoothing(relaxed=True, rel_width=1e-9)
@@ -167,7 +173,7 @@ def test_deepseek_v3_serves_with_a_latent_cache_and_trains_with_expert_paralleli
     system = dc.load_system("dgx-h100", chips=16)
     out = dc.ServeCost(system, model)(dc.serve_plan(tp=16, batch=8, weight_format="fp8"))
     assert np.isfinite(float(out.tpot_s))
-    from diffcost._serve.kv import kv_bytes_per_token
+    from diffcost.testing import kv_bytes_per_token
 
     per_token = float(kv_bytes_per_token(model, 16.0, 1.0, 2.0, EXACT))
     assert per_token == pytest.approx(61 * 576 * 2.0)

@@ -9,20 +9,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffcost._analysis.sensitivity import parameter_names
-from diffcost._core.errors import SpecError
-from diffcost._core.smooth import EXACT, RELAXED
-from diffcost._inputs.loader import load_model, load_system
-from diffcost._terms.reliability import (
+from diffcost import EXACT, RELAXED, SpecError, TrainCost, load_model, load_system, train_plan
+from diffcost.testing import (
     checkpoint_interval_s,
     expected_max_normal,
     goodput_fraction,
+    jitter_s,
     optimal_wasted_fraction,
+    parameter_names,
     sync_wait_s,
     wasted_fraction,
 )
-from diffcost._train.cost import TrainCost, jitter_s
-from diffcost._train.plan import train_plan
 
 SPECS = Path(__file__).resolve().parents[1] / "specs" / "systems"
 

@@ -6,18 +6,18 @@ import jax.numpy as jnp
 import pytest
 
 import diffcost as dc
-from diffcost._core.errors import SpecError
-from diffcost._core.smooth import EXACT, Smoothing
-from diffcost._terms.layer import logits_gemm
-from diffcost._train.cost import (
+from diffcost import EXACT, Smoothing, SpecError
+from diffcost.testing import (
     adapter_forward_s,
+    adapter_params_per_layer,
     gemm_format,
     layer_forward,
+    logits_gemm,
     stage_times,
     step_flop,
     tokens_per_chip,
+    train_memory,
 )
-from diffcost._train.memory import adapter_params_per_layer, train_memory
 
 # The relaxed plan fields must equal the exact model at integer points; continuous maxima (the
 # roofline's compute vs memory) blend within ``rel_width`` of a tie by design (smooth.smax), and

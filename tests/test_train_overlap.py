@@ -6,11 +6,17 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import Smoothing
-from diffcost._terms.comm import all_gather_s, tp_all_reduce_s
-from diffcost._train.cost import gathered_weight_bytes, layer_forward, tp_comm_layer_s
-from diffcost._train.memory import params_per_chip
-from diffcost._train.rules import tp_overlap_violation, with_padded_vocab
+from diffcost import Smoothing
+from diffcost.testing import (
+    all_gather_s,
+    gathered_weight_bytes,
+    layer_forward,
+    params_per_chip,
+    tp_all_reduce_s,
+    tp_comm_layer_s,
+    tp_overlap_violation,
+    with_padded_vocab,
+)
 
 # The relaxed plan fields must equal the exact model at integer points; continuous maxima (the
 # roofline's compute vs memory) blend within ``rel_width`` of a tie by design (smooth.smax), and

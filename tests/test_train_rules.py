@@ -8,19 +8,22 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.discrete import Candidates
-from diffcost._search.train import (
+from diffcost import TrainSearchSpace, search_train
+from diffcost.testing import (
+    Candidates,
     TrainProblem,
-    TrainSearchSpace,
+    all_gather_s,
     enumerate_space,
-    search_train,
+    fp8_units,
+    framework_problems,
+    padded_vocab,
+    params_per_chip,
+    pipeline_bubble,
+    stage_times,
     valid,
+    with_padded_vocab,
+    zero3_gather_params,
 )
-from diffcost._terms.comm import all_gather_s
-from diffcost._train.cost import pipeline_bubble, stage_times
-from diffcost._train.memory import params_per_chip, zero3_gather_params
-from diffcost._train.problems import framework_problems
-from diffcost._train.rules import fp8_units, padded_vocab, with_padded_vocab
 
 FP8_PLAN = dict(tp=4, pp=1, dp=2, global_batch=16, seq_len=2048, precision="fp8")
 
@@ -305,8 +308,8 @@ def test_padded_vocab_has_unit_slope_in_the_vocabulary():
 def test_padded_vocab_is_finite_below_tp_one():
     """A relaxed search visits tp < 1: the padded vocabulary (and its gradient) stays finite
     there (a zero multiple gave NaN and broke the search's relaxed phase)."""
-    from diffcost._core.smooth import RELAXED
-    from diffcost._train.rules import padded_vocab
+    from diffcost import RELAXED
+    from diffcost.testing import padded_vocab
 
     model, plan = dc.load_model("llama-3-8b"), dc.train_plan(tp=1)
 

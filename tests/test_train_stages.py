@@ -8,11 +8,17 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.smooth import EXACT, Smoothing
-from diffcost._search.train import TrainSearchSpace, enumerate_space
-from diffcost._train.cost import layer_forward, stage_times
-from diffcost._train.memory import stage_layers, stage_memory, train_memory
-from diffcost._train.rules import pipeline_split_problems, pipeline_split_violation
+from diffcost import EXACT, Smoothing, TrainSearchSpace
+from diffcost.testing import (
+    enumerate_space,
+    layer_forward,
+    pipeline_split_problems,
+    pipeline_split_violation,
+    stage_layers,
+    stage_memory,
+    stage_times,
+    train_memory,
+)
 
 # The relaxed plan fields must equal the exact model at integer points; continuous maxima (the
 # roofline's compute vs memory) blend within ``rel_width`` of a tie by design (smooth.smax), and

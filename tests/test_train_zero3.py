@@ -6,10 +6,16 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._terms.comm import all_gather_s, all_reduce_s, exposed_s
-from diffcost._train.cost import stage_times, zero3_s
-from diffcost._train.memory import params_per_chip
-from diffcost._train.rules import hybrid_shard_violation, with_padded_vocab
+from diffcost.testing import (
+    all_gather_s,
+    all_reduce_s,
+    exposed_s,
+    hybrid_shard_violation,
+    params_per_chip,
+    stage_times,
+    with_padded_vocab,
+    zero3_s,
+)
 
 Z3_PLAN = dict(tp=1, pp=1, dp=1024, micro_batch=1, global_batch=2048, seq_len=2048, zero=3)
 

@@ -12,11 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._analysis import calibrate as C
-from diffcost._analysis import uncertainty as U
-from diffcost._analysis.plans import load_measurements
-from diffcost._analysis.validate import prepare
+from diffcost import load_measurements
 from diffcost.cli import app
+from diffcost.testing import calibration as C
+from diffcost.testing import prepare
+from diffcost.testing import uncertainty as U
 
 runner = CliRunner()
 
@@ -393,7 +393,7 @@ def test_throughput_at_the_slo_has_an_interval():
 def test_a_mixture_of_experts_prediction_takes_the_moe_regime():
     """A MoE model's training interval uses the MoE discrepancy (its published runs are 8-78%
     off with a named unmodelled effect), far wider than a dense model's on the same chip."""
-    from diffcost._analysis.uncertainty import MOE_REGIME, intervals
+    from diffcost.testing import MOE_REGIME, intervals
 
     system = dc.load_system("dgx-h100", chips=64)
     plan = dc.train_plan(tp=1, dp=64, ep=8, global_batch=256, seq_len=4096)

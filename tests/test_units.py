@@ -2,7 +2,7 @@
 
 import pytest
 
-from diffcost._core.units import split_unit
+from diffcost.testing import split_unit
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,7 @@ def test_every_suffix_is_documented_with_its_factor():
     import re
 
     import diffcost as dc
-    from diffcost._core.units import UNITS
+    from diffcost.testing import UNITS
 
     text = (dc.specs_dir() / "SCHEMA.md").read_text().split("## Units", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in text.splitlines() if line.startswith("| ") and "`_" in line]

@@ -7,10 +7,10 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-import diffcost.cli._validate_cmd  # noqa: F401  (registers validate and calibrate)
-from diffcost._analysis.plans import load_measurements
-from diffcost._analysis.validate import prepare, scenario_toml, summarise, train_space, validate
+from diffcost import load_measurements, validate
 from diffcost.cli import app
+from diffcost.testing import prepare, scenario_toml, train_space
+from diffcost.testing import summarise_validation as summarise
 
 runner = CliRunner()
 

@@ -2,8 +2,7 @@
 
 import os
 
-from diffcost._core import xla
-from diffcost._core.xla import CPU_FLAGS, configure_xla, flags_supported
+from diffcost.testing import CPU_FLAGS, configure_xla, flags_supported, xla
 
 
 def test_the_flags_are_set_in_this_process_before_jax_started():

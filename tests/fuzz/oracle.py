@@ -58,7 +58,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from diffcost._core.units import UNITS
+from diffcost.testing import UNITS
 
 ROOT = Path(__file__).resolve().parents[2]
 _TITLE = re.compile(r"^### ([\w-]+): `")

@@ -1,0 +1,907 @@
+"""Internals for tests and for advanced users who need them: one documented module instead of
+``diffcost._core...`` paths, so that moving a private module does not break the code that uses it.
+
+The public API (``import diffcost as dc``, the names in ``diffcost.__all__``) comes first: use it
+wherever it does what you need.  The names here are re-exports of private functions, classes,
+constants and modules; their names are stable (a move inside the package changes this file, not
+its users), but where they are defined, and their behaviour, follows the library's internals and
+may change between releases without notice.
+
+This module sits above every layer (like ``diffcost/__init__.py``): it may import from any of them,
+and no module of the package imports it (tests/test_layers.py, tests/test_public_imports.py).
+``import diffcost`` does not import it, and importing it imports no private module beyond what
+``import diffcost`` does: each name imports its module on first use (PEP 562), as in
+``diffcost/__init__.py``, so a test imports only what it uses, and a name whose module moved fails
+alone (tests/test_public_imports.py names it).
+
+A private module re-exported whole (for ``monkeypatch.setattr``) keeps its name, except where a
+public name is spelled the same: ``calibration`` is the module of ``dc.calibrate``.  Two private
+names spelled alike, or a private name spelled like a public one, carry the name of their
+module (``CODESIGN_BUDGETS``, ``PROGRAM_BUDGETS``, ``summarise_validation``, ``CodesignProblem``).
+"""
+
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _LAZY
+    from ._analysis import calibrate as calibration
+    from ._analysis import coverage, distributed, plots, schema_doc, uncertainty
+    from ._analysis.coverage import builtin_index, index
+    from ._analysis.plans import PLAN_SCHEMAS, load_load_measurements
+    from ._analysis.program_size import BUDGETS as PROGRAM_BUDGETS
+    from ._analysis.program_size import SLACK, TARGETS, count_equations, program_sizes
+    from ._analysis.sensitivity import (
+        HARDWARE_GROUPS,
+        SERVE_METRICS,
+        TRAIN_METRICS,
+        parameter_names,
+        serve_metrics,
+        train_metrics,
+    )
+    from ._analysis.sweep import INTERVAL_OUTPUTS, SERVE_OUTPUTS, TRAIN_OUTPUTS
+    from ._analysis.sweep_shard import STAMP, parse_shard, shard_range
+    from ._analysis.sweep_spec import PLAN_FIELDS
+    from ._analysis.uncertainty import MOE_REGIME, intervals
+    from ._analysis.validate import prepare, scenario_toml, train_space
+    from ._analysis.validate import summarise as summarise_validation
+    from ._analysis.validate_load import validate_load
+    from ._codesign import design, optimize, technology, workloads
+    from ._codesign.compare import (
+        Run,
+        charged,
+        cma_search,
+        conventions,
+        median_best,
+        multistart_search,
+        penalised,
+        popsize,
+        random_search,
+        start_of,
+        table,
+    )
+    from ._codesign.design import chip_as_design, design_area_mm2, design_cost_usd, design_power_w
+    from ._codesign.fleet import fleet_evaluate, fleet_problem, is_fleet
+    from ._codesign.multistart import START_SPREAD, start_points
+    from ._codesign.optimize import BUDGETS as CODESIGN_BUDGETS
+    from ._codesign.optimize import (
+        DEFAULT_BUDGETS,
+        LEAVES,
+        PENALTY_MAX,
+        augmented_lagrangian,
+        budget_excess,
+        evaluate,
+        exact_rank,
+        incumbent,
+        log_budgets,
+        make_problem,
+        make_step,
+        nearest_chips,
+        next_penalty,
+        solve,
+        start_vector,
+        to_design,
+        violation,
+        within_area_and_cost,
+        within_budgets,
+        within_power,
+        workload_power_w,
+    )
+    from ._codesign.optimize import Problem as CodesignProblem
+    from ._codesign.optimize import summarise as summarise_codesign
+    from ._codesign.parts import make_parts_step
+    from ._codesign.power_points import measured_phases, phase_power_w, throttled
+    from ._codesign.technology import reference_chip, reference_technology, technology_path
+    from ._codesign.workloads import (
+        BATCH_RESOLUTION,
+        builtin_workload,
+        exact_at,
+        exact_objective,
+        largest_batches,
+        plan_neighbours,
+        relaxed_objective,
+        rounded_plan,
+    )
+    from ._core import exported, quick_compile, smooth, xla
+    from ._core.dedupe import cse_jaxpr, deduplicated
+    from ._core.disk_cache import cached_json
+    from ._core.exported import ExportedProgram, stable_name
+    from ._core.extension import AbstractExtension, is_abstract, registry
+    from ._core.quick_compile import QUICK_COMPILE
+    from ._core.shared import evaluation, once
+    from ._core.units import UNITS, split_unit
+    from ._core.xla import CPU_FLAGS, add_flags, backends_started, configure_xla, flags_supported
+    from ._inputs import hf_config, schema
+    from ._inputs.build import chip_module, model_module
+    from ._inputs.checker import Checker, read_json, read_toml
+    from ._inputs.hardware import ARCHITECTURES, NearMemory, format_index
+    from ._inputs.hf_config import FAMILIES, hf_document
+    from ._inputs.hf_values import ACTIVATIONS
+    from ._inputs.loader import efficiency_for, resolve
+    from ._inputs.measurements import measurements_dir
+    from ._inputs.ranges import Plausible
+    from ._inputs.reserve import runtime_reserve_bytes
+    from ._inputs.schema import PARAMS_TOLERANCE
+    from ._launch import Launch, bridge_launch, megatron_launch, serving_launches, train_launch_plan
+    from ._launch.bridge import with_memory_check
+    from ._launch.megatron import allocated, parsed
+    from ._search.core import Candidates, enumerate_all
+    from ._search.serve import ServeProblem, relaxed_serve_plan, serve_objective
+    from ._search.train import TrainProblem, enumerate_space, valid
+    from ._serve.engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, engine_names, load_engine
+    from ._serve.kv import kv_bytes_per_token
+    from ._serve.load import goodput_qps, iteration_s, steady_state
+    from ._serve.passes import Work, consts, expected_tokens_per_step, gemm_s, layer_time, pass_time
+    from ._serve.plan import SERVE_FIELDS, SERVE_PLAN, plan_kwargs
+    from ._terms.attention import (
+        AttentionShape,
+        attention_gemms,
+        causal_skip,
+        decode_attention,
+        gemm_attention_s,
+        prefill_attention,
+    )
+    from ._terms.collectives import (
+        COLLECTIVES,
+        DEFAULT_COLLECTIVE,
+        NVLS,
+        AbstractCollective,
+        HierarchicalRing,
+        Ring,
+        Tree,
+        collective_of,
+        with_collective,
+    )
+    from ._terms.comm import all_gather_s, all_reduce_s, all_to_all_s, exposed_s, tp_all_reduce_s
+    from ._terms.energy import activity_energy_j
+    from ._terms.execution import EXECUTION_CLASSES, AbstractExecutionClass
+    from ._terms.gemm import (
+        GemmFormat,
+        array_tiles,
+        gemm_bytes,
+        gemm_flop,
+        gemm_time_s,
+        gpu_fill,
+        gpu_matmul_efficiency,
+        matmul_efficiency,
+        matmul_time_s,
+        stream_time_s,
+        sustained_efficiency,
+    )
+    from ._terms.kernels import (
+        KERNELS_PER_LAYER_FORWARD,
+        elementwise_elements,
+        launch_s,
+        quantize_bytes,
+    )
+    from ._terms.layer import (
+        LAYER_GEMMS,
+        ExpertSplit,
+        expert_gemms,
+        layer_gemm_s,
+        layer_gemms,
+        logits_gemm,
+    )
+    from ._terms.memory_levels import (
+        PLACEMENTS,
+        AbstractPlacement,
+        BandwidthProportional,
+        NearFirst,
+        near_share,
+        placed_bandwidth_bytes_per_s,
+        placed_chip,
+        placement_share,
+    )
+    from ._terms.moe import active_expert_fraction, expert_imbalance, mixed_active_fraction
+    from ._terms.reliability import (
+        checkpoint_interval_s,
+        expected_max_normal,
+        goodput_fraction,
+        optimal_wasted_fraction,
+        sync_wait_s,
+        wasted_fraction,
+    )
+    from ._train.cost import (
+        adapter_forward_s,
+        gathered_weight_bytes,
+        gemm_format,
+        jitter_s,
+        layer_forward,
+        pipeline_bubble,
+        stage_times,
+        step_flop,
+        tokens_per_chip,
+        tp_comm_layer_s,
+        zero3_s,
+    )
+    from ._train.memory import (
+        adapter_params_per_layer,
+        layer_activation_bytes_by_recompute,
+        micro_batches_in_flight,
+        params_per_chip,
+        stage_layers,
+        stage_memory,
+        train_memory,
+        zero3_gather_params,
+    )
+    from ._train.plan import TRAIN_FIELDS
+    from ._train.problems import framework_problems
+    from ._train.rules import (
+        fp8_units,
+        hybrid_shard_violation,
+        padded_vocab,
+        pipeline_split_problems,
+        pipeline_split_violation,
+        tp_overlap_violation,
+        with_padded_vocab,
+    )
+    from .cli._codesign_cmd import print_buildable, print_starts
+    from .cli._common import console
+    from .cli._programs import PREDICT
+    from .cli._sweep_paths import output_paths
+
+#: Where each name is defined, by module (relative to this package).
+_LAZY: dict[str, tuple[str, ...]] = {
+    "._analysis.coverage": (
+        "builtin_index",
+        "index",
+    ),
+    "._analysis.plans": (
+        "PLAN_SCHEMAS",
+        "load_load_measurements",
+    ),
+    "._analysis.program_size": (
+        "SLACK",
+        "TARGETS",
+        "count_equations",
+        "program_sizes",
+    ),
+    "._analysis.sensitivity": (
+        "HARDWARE_GROUPS",
+        "SERVE_METRICS",
+        "TRAIN_METRICS",
+        "parameter_names",
+        "serve_metrics",
+        "train_metrics",
+    ),
+    "._analysis.sweep": (
+        "INTERVAL_OUTPUTS",
+        "SERVE_OUTPUTS",
+        "TRAIN_OUTPUTS",
+    ),
+    "._analysis.sweep_shard": (
+        "STAMP",
+        "parse_shard",
+        "shard_range",
+    ),
+    "._analysis.sweep_spec": ("PLAN_FIELDS",),
+    "._analysis.uncertainty": (
+        "MOE_REGIME",
+        "intervals",
+    ),
+    "._analysis.validate": (
+        "prepare",
+        "scenario_toml",
+        "train_space",
+    ),
+    "._analysis.validate_load": ("validate_load",),
+    "._codesign.compare": (
+        "Run",
+        "charged",
+        "cma_search",
+        "conventions",
+        "median_best",
+        "multistart_search",
+        "penalised",
+        "popsize",
+        "random_search",
+        "start_of",
+        "table",
+    ),
+    "._codesign.design": (
+        "chip_as_design",
+        "design_area_mm2",
+        "design_cost_usd",
+        "design_power_w",
+    ),
+    "._codesign.fleet": (
+        "fleet_evaluate",
+        "fleet_problem",
+        "is_fleet",
+    ),
+    "._codesign.multistart": (
+        "START_SPREAD",
+        "start_points",
+    ),
+    "._codesign.optimize": (
+        "DEFAULT_BUDGETS",
+        "LEAVES",
+        "PENALTY_MAX",
+        "augmented_lagrangian",
+        "budget_excess",
+        "evaluate",
+        "exact_rank",
+        "incumbent",
+        "log_budgets",
+        "make_problem",
+        "make_step",
+        "nearest_chips",
+        "next_penalty",
+        "solve",
+        "start_vector",
+        "to_design",
+        "violation",
+        "within_area_and_cost",
+        "within_budgets",
+        "within_power",
+        "workload_power_w",
+    ),
+    "._codesign.parts": ("make_parts_step",),
+    "._codesign.power_points": (
+        "measured_phases",
+        "phase_power_w",
+        "throttled",
+    ),
+    "._codesign.technology": (
+        "reference_chip",
+        "reference_technology",
+        "technology_path",
+    ),
+    "._codesign.workloads": (
+        "BATCH_RESOLUTION",
+        "builtin_workload",
+        "exact_at",
+        "exact_objective",
+        "largest_batches",
+        "plan_neighbours",
+        "relaxed_objective",
+        "rounded_plan",
+    ),
+    "._core.dedupe": (
+        "cse_jaxpr",
+        "deduplicated",
+    ),
+    "._core.disk_cache": ("cached_json",),
+    "._core.exported": (
+        "ExportedProgram",
+        "stable_name",
+    ),
+    "._core.extension": (
+        "AbstractExtension",
+        "is_abstract",
+        "registry",
+    ),
+    "._core.quick_compile": ("QUICK_COMPILE",),
+    "._core.shared": (
+        "evaluation",
+        "once",
+    ),
+    "._core.units": (
+        "UNITS",
+        "split_unit",
+    ),
+    "._core.xla": (
+        "CPU_FLAGS",
+        "add_flags",
+        "backends_started",
+        "configure_xla",
+        "flags_supported",
+    ),
+    "._inputs.build": (
+        "chip_module",
+        "model_module",
+    ),
+    "._inputs.checker": (
+        "Checker",
+        "read_json",
+        "read_toml",
+    ),
+    "._inputs.hardware": (
+        "ARCHITECTURES",
+        "NearMemory",
+        "format_index",
+    ),
+    "._inputs.hf_config": (
+        "FAMILIES",
+        "hf_document",
+    ),
+    "._inputs.hf_values": ("ACTIVATIONS",),
+    "._inputs.loader": (
+        "efficiency_for",
+        "resolve",
+    ),
+    "._inputs.measurements": ("measurements_dir",),
+    "._inputs.ranges": ("Plausible",),
+    "._inputs.reserve": ("runtime_reserve_bytes",),
+    "._inputs.schema": ("PARAMS_TOLERANCE",),
+    "._launch": (
+        "Launch",
+        "bridge_launch",
+        "megatron_launch",
+        "serving_launches",
+        "train_launch_plan",
+    ),
+    "._launch.bridge": ("with_memory_check",),
+    "._launch.megatron": (
+        "allocated",
+        "parsed",
+    ),
+    "._search.core": (
+        "Candidates",
+        "enumerate_all",
+    ),
+    "._search.serve": (
+        "ServeProblem",
+        "relaxed_serve_plan",
+        "serve_objective",
+    ),
+    "._search.train": (
+        "TrainProblem",
+        "enumerate_space",
+        "valid",
+    ),
+    "._serve.engine": (
+        "DEFAULT_ENGINE",
+        "ENGINE_PLAN_FIELDS",
+        "engine_names",
+        "load_engine",
+    ),
+    "._serve.kv": ("kv_bytes_per_token",),
+    "._serve.load": (
+        "goodput_qps",
+        "iteration_s",
+        "steady_state",
+    ),
+    "._serve.passes": (
+        "Work",
+        "consts",
+        "expected_tokens_per_step",
+        "gemm_s",
+        "layer_time",
+        "pass_time",
+    ),
+    "._serve.plan": (
+        "SERVE_FIELDS",
+        "SERVE_PLAN",
+        "plan_kwargs",
+    ),
+    "._terms.attention": (
+        "AttentionShape",
+        "attention_gemms",
+        "causal_skip",
+        "decode_attention",
+        "gemm_attention_s",
+        "prefill_attention",
+    ),
+    "._terms.collectives": (
+        "AbstractCollective",
+        "COLLECTIVES",
+        "DEFAULT_COLLECTIVE",
+        "HierarchicalRing",
+        "NVLS",
+        "Ring",
+        "Tree",
+        "collective_of",
+        "with_collective",
+    ),
+    "._terms.comm": (
+        "all_gather_s",
+        "all_reduce_s",
+        "all_to_all_s",
+        "exposed_s",
+        "tp_all_reduce_s",
+    ),
+    "._terms.energy": ("activity_energy_j",),
+    "._terms.execution": (
+        "AbstractExecutionClass",
+        "EXECUTION_CLASSES",
+    ),
+    "._terms.gemm": (
+        "GemmFormat",
+        "array_tiles",
+        "gemm_bytes",
+        "gemm_flop",
+        "gemm_time_s",
+        "gpu_fill",
+        "gpu_matmul_efficiency",
+        "matmul_efficiency",
+        "matmul_time_s",
+        "stream_time_s",
+        "sustained_efficiency",
+    ),
+    "._terms.kernels": (
+        "KERNELS_PER_LAYER_FORWARD",
+        "elementwise_elements",
+        "launch_s",
+        "quantize_bytes",
+    ),
+    "._terms.layer": (
+        "ExpertSplit",
+        "LAYER_GEMMS",
+        "expert_gemms",
+        "layer_gemm_s",
+        "layer_gemms",
+        "logits_gemm",
+    ),
+    "._terms.memory_levels": (
+        "AbstractPlacement",
+        "BandwidthProportional",
+        "NearFirst",
+        "PLACEMENTS",
+        "near_share",
+        "placed_bandwidth_bytes_per_s",
+        "placed_chip",
+        "placement_share",
+    ),
+    "._terms.moe": (
+        "active_expert_fraction",
+        "expert_imbalance",
+        "mixed_active_fraction",
+    ),
+    "._terms.reliability": (
+        "checkpoint_interval_s",
+        "expected_max_normal",
+        "goodput_fraction",
+        "optimal_wasted_fraction",
+        "sync_wait_s",
+        "wasted_fraction",
+    ),
+    "._train.cost": (
+        "adapter_forward_s",
+        "gathered_weight_bytes",
+        "gemm_format",
+        "jitter_s",
+        "layer_forward",
+        "pipeline_bubble",
+        "stage_times",
+        "step_flop",
+        "tokens_per_chip",
+        "tp_comm_layer_s",
+        "zero3_s",
+    ),
+    "._train.memory": (
+        "adapter_params_per_layer",
+        "layer_activation_bytes_by_recompute",
+        "micro_batches_in_flight",
+        "params_per_chip",
+        "stage_layers",
+        "stage_memory",
+        "train_memory",
+        "zero3_gather_params",
+    ),
+    "._train.plan": ("TRAIN_FIELDS",),
+    "._train.problems": ("framework_problems",),
+    "._train.rules": (
+        "fp8_units",
+        "hybrid_shard_violation",
+        "padded_vocab",
+        "pipeline_split_problems",
+        "pipeline_split_violation",
+        "tp_overlap_violation",
+        "with_padded_vocab",
+    ),
+    ".cli._codesign_cmd": (
+        "print_buildable",
+        "print_starts",
+    ),
+    ".cli._common": ("console",),
+    ".cli._programs": ("PREDICT",),
+    ".cli._sweep_paths": ("output_paths",),
+}
+#: Names that differ from the one they re-export (two private modules use the same name).
+_RENAMED: dict[str, tuple[str, str]] = {
+    "CODESIGN_BUDGETS": ("._codesign.optimize", "BUDGETS"),
+    "CodesignProblem": ("._codesign.optimize", "Problem"),
+    "PROGRAM_BUDGETS": ("._analysis.program_size", "BUDGETS"),
+    "summarise_codesign": ("._codesign.optimize", "summarise"),
+    "summarise_validation": ("._analysis.validate", "summarise"),
+}
+#: Private modules themselves (for ``monkeypatch.setattr(module, ...)`` and module constants).
+_MODULES: dict[str, str] = {
+    "calibration": "._analysis.calibrate",  # not the function dc.calibrate
+    "coverage": "._analysis.coverage",
+    "design": "._codesign.design",
+    "distributed": "._analysis.distributed",
+    "exported": "._core.exported",
+    "hf_config": "._inputs.hf_config",
+    "optimize": "._codesign.optimize",
+    "plots": "._analysis.plots",
+    "quick_compile": "._core.quick_compile",
+    "schema": "._inputs.schema",
+    "schema_doc": "._analysis.schema_doc",
+    "smooth": "._core.smooth",
+    "technology": "._codesign.technology",
+    "uncertainty": "._analysis.uncertainty",
+    "workloads": "._codesign.workloads",
+    "xla": "._core.xla",
+}
+_WHERE: dict[str, tuple[str, str | None]] = {
+    **{name: (module, name) for module, names in _LAZY.items() for name in names},
+    **_RENAMED,
+    **{name: (module, None) for name, module in _MODULES.items()},
+}
+
+
+def __getattr__(name: str) -> typing.Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = where
+    value = importlib.import_module(module, "diffcost")
+    if attribute is not None:
+        value = getattr(value, attribute)
+    globals()[name] = value  # later lookups find it without calling __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+__all__ = [
+    "AbstractCollective",
+    "AbstractExecutionClass",
+    "AbstractExtension",
+    "AbstractPlacement",
+    "ACTIVATIONS",
+    "active_expert_fraction",
+    "activity_energy_j",
+    "adapter_forward_s",
+    "adapter_params_per_layer",
+    "add_flags",
+    "all_gather_s",
+    "all_reduce_s",
+    "all_to_all_s",
+    "allocated",
+    "ARCHITECTURES",
+    "array_tiles",
+    "attention_gemms",
+    "AttentionShape",
+    "augmented_lagrangian",
+    "backends_started",
+    "BandwidthProportional",
+    "BATCH_RESOLUTION",
+    "bridge_launch",
+    "budget_excess",
+    "builtin_index",
+    "builtin_workload",
+    "cached_json",
+    "calibration",
+    "Candidates",
+    "causal_skip",
+    "charged",
+    "Checker",
+    "checkpoint_interval_s",
+    "chip_as_design",
+    "chip_module",
+    "cma_search",
+    "CODESIGN_BUDGETS",
+    "CodesignProblem",
+    "collective_of",
+    "COLLECTIVES",
+    "configure_xla",
+    "console",
+    "consts",
+    "conventions",
+    "count_equations",
+    "coverage",
+    "CPU_FLAGS",
+    "cse_jaxpr",
+    "decode_attention",
+    "deduplicated",
+    "DEFAULT_BUDGETS",
+    "DEFAULT_COLLECTIVE",
+    "DEFAULT_ENGINE",
+    "design",
+    "design_area_mm2",
+    "design_cost_usd",
+    "design_power_w",
+    "distributed",
+    "efficiency_for",
+    "elementwise_elements",
+    "engine_names",
+    "ENGINE_PLAN_FIELDS",
+    "enumerate_all",
+    "enumerate_space",
+    "evaluate",
+    "evaluation",
+    "exact_at",
+    "exact_objective",
+    "exact_rank",
+    "EXECUTION_CLASSES",
+    "expected_max_normal",
+    "expected_tokens_per_step",
+    "expert_gemms",
+    "expert_imbalance",
+    "ExpertSplit",
+    "exported",
+    "ExportedProgram",
+    "exposed_s",
+    "FAMILIES",
+    "flags_supported",
+    "fleet_evaluate",
+    "fleet_problem",
+    "format_index",
+    "fp8_units",
+    "framework_problems",
+    "gathered_weight_bytes",
+    "gemm_attention_s",
+    "gemm_bytes",
+    "gemm_flop",
+    "gemm_format",
+    "gemm_s",
+    "gemm_time_s",
+    "GemmFormat",
+    "goodput_fraction",
+    "goodput_qps",
+    "gpu_fill",
+    "gpu_matmul_efficiency",
+    "HARDWARE_GROUPS",
+    "hf_config",
+    "hf_document",
+    "HierarchicalRing",
+    "hybrid_shard_violation",
+    "incumbent",
+    "index",
+    "INTERVAL_OUTPUTS",
+    "intervals",
+    "is_abstract",
+    "is_fleet",
+    "iteration_s",
+    "jitter_s",
+    "KERNELS_PER_LAYER_FORWARD",
+    "kv_bytes_per_token",
+    "largest_batches",
+    "Launch",
+    "launch_s",
+    "layer_activation_bytes_by_recompute",
+    "layer_forward",
+    "layer_gemm_s",
+    "LAYER_GEMMS",
+    "layer_gemms",
+    "layer_time",
+    "LEAVES",
+    "load_engine",
+    "load_load_measurements",
+    "log_budgets",
+    "logits_gemm",
+    "make_parts_step",
+    "make_problem",
+    "make_step",
+    "matmul_efficiency",
+    "matmul_time_s",
+    "measured_phases",
+    "measurements_dir",
+    "median_best",
+    "megatron_launch",
+    "micro_batches_in_flight",
+    "mixed_active_fraction",
+    "model_module",
+    "MOE_REGIME",
+    "multistart_search",
+    "near_share",
+    "nearest_chips",
+    "NearFirst",
+    "NearMemory",
+    "next_penalty",
+    "NVLS",
+    "once",
+    "optimal_wasted_fraction",
+    "optimize",
+    "output_paths",
+    "padded_vocab",
+    "parameter_names",
+    "params_per_chip",
+    "PARAMS_TOLERANCE",
+    "parse_shard",
+    "parsed",
+    "pass_time",
+    "penalised",
+    "PENALTY_MAX",
+    "phase_power_w",
+    "pipeline_bubble",
+    "pipeline_split_problems",
+    "pipeline_split_violation",
+    "placed_bandwidth_bytes_per_s",
+    "placed_chip",
+    "placement_share",
+    "PLACEMENTS",
+    "PLAN_FIELDS",
+    "plan_kwargs",
+    "plan_neighbours",
+    "PLAN_SCHEMAS",
+    "Plausible",
+    "plots",
+    "popsize",
+    "PREDICT",
+    "prefill_attention",
+    "prepare",
+    "print_buildable",
+    "print_starts",
+    "PROGRAM_BUDGETS",
+    "program_sizes",
+    "quantize_bytes",
+    "QUICK_COMPILE",
+    "quick_compile",
+    "random_search",
+    "read_json",
+    "read_toml",
+    "reference_chip",
+    "reference_technology",
+    "registry",
+    "relaxed_objective",
+    "relaxed_serve_plan",
+    "resolve",
+    "Ring",
+    "rounded_plan",
+    "Run",
+    "runtime_reserve_bytes",
+    "scenario_toml",
+    "schema",
+    "schema_doc",
+    "SERVE_FIELDS",
+    "SERVE_METRICS",
+    "serve_metrics",
+    "serve_objective",
+    "SERVE_OUTPUTS",
+    "SERVE_PLAN",
+    "ServeProblem",
+    "serving_launches",
+    "shard_range",
+    "SLACK",
+    "smooth",
+    "solve",
+    "split_unit",
+    "stable_name",
+    "stage_layers",
+    "stage_memory",
+    "stage_times",
+    "STAMP",
+    "start_of",
+    "start_points",
+    "START_SPREAD",
+    "start_vector",
+    "steady_state",
+    "step_flop",
+    "stream_time_s",
+    "summarise_codesign",
+    "summarise_validation",
+    "sustained_efficiency",
+    "sync_wait_s",
+    "table",
+    "TARGETS",
+    "technology",
+    "technology_path",
+    "throttled",
+    "to_design",
+    "tokens_per_chip",
+    "tp_all_reduce_s",
+    "tp_comm_layer_s",
+    "tp_overlap_violation",
+    "TRAIN_FIELDS",
+    "train_launch_plan",
+    "train_memory",
+    "TRAIN_METRICS",
+    "train_metrics",
+    "TRAIN_OUTPUTS",
+    "train_space",
+    "TrainProblem",
+    "Tree",
+    "uncertainty",
+    "UNITS",
+    "valid",
+    "validate_load",
+    "violation",
+    "wasted_fraction",
+    "with_collective",
+    "with_memory_check",
+    "with_padded_vocab",
+    "within_area_and_cost",
+    "within_budgets",
+    "within_power",
+    "Work",
+    "workload_power_w",
+    "workloads",
+    "xla",
+    "zero3_gather_params",
+    "zero3_s",
+]
