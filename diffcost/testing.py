@@ -141,15 +141,12 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
         prefill_attention,
     )
     from ._terms.collectives import (
-        COLLECTIVES,
         DEFAULT_COLLECTIVE,
         NVLS,
-        AbstractCollective,
         HierarchicalRing,
         Ring,
         Tree,
         collective_of,
-        with_collective,
     )
     from ._terms.comm import all_gather_s, all_reduce_s, all_to_all_s, exposed_s, tp_all_reduce_s
     from ._terms.energy import activity_energy_j
@@ -473,15 +470,12 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "prefill_attention",
     ),
     "._terms.collectives": (
-        "AbstractCollective",
-        "COLLECTIVES",
         "DEFAULT_COLLECTIVE",
         "HierarchicalRing",
         "NVLS",
         "Ring",
         "Tree",
         "collective_of",
-        "with_collective",
     ),
     "._terms.comm": (
         "all_gather_s",
@@ -638,7 +632,6 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "AbstractCollective",
     "AbstractExecutionClass",
     "AbstractExtension",
     "AbstractPlacement",
@@ -677,7 +670,6 @@ __all__ = [
     "CODESIGN_BUDGETS",
     "CodesignProblem",
     "collective_of",
-    "COLLECTIVES",
     "configure_xla",
     "console",
     "consts",
@@ -892,7 +884,6 @@ __all__ = [
     "validate_load",
     "violation",
     "wasted_fraction",
-    "with_collective",
     "with_memory_check",
     "with_padded_vocab",
     "within_area_and_cost",

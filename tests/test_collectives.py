@@ -13,12 +13,10 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost import EXACT, RELAXED, SpecError
+from diffcost import COLLECTIVES, EXACT, RELAXED, AbstractCollective, SpecError, with_collective
 from diffcost.testing import (
-    COLLECTIVES,
     DEFAULT_COLLECTIVE,
     NVLS,
-    AbstractCollective,
     AbstractExtension,
     HierarchicalRing,
     Ring,
@@ -27,7 +25,6 @@ from diffcost.testing import (
     all_reduce_s,
     collective_of,
     registry,
-    with_collective,
 )
 
 B = 1e8

@@ -29,13 +29,19 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost import EXACT, RELAXED, Smoothing, builtin_names
+from diffcost import (
+    COLLECTIVES,
+    EXACT,
+    RELAXED,
+    AbstractCollective,
+    Smoothing,
+    builtin_names,
+    with_collective,
+)
 from diffcost.testing import (
     ARCHITECTURES,
-    COLLECTIVES,
     EXECUTION_CLASSES,
     PLACEMENTS,
-    AbstractCollective,
     AbstractExecutionClass,
     AbstractExtension,
     AbstractPlacement,
@@ -44,7 +50,6 @@ from diffcost.testing import (
     all_reduce_s,
     is_abstract,
     placed_bandwidth_bytes_per_s,
-    with_collective,
 )
 
 
