@@ -74,6 +74,25 @@ def test_a_new_switch_reaches_the_command_line_and_the_launch_line(monkeypatch):
     assert option_group((*TRAIN_FIELDS, new), names=("new_switch",))  # an option too
 
 
+def test_the_search_varies_the_choices_its_fields_declare():
+    """The training search's choices, candidate columns and relaxed weights are the fields
+    declared ``axis=Choices()`` (categoricals, then bools), with the space's values, else the
+    declaration's (every choice; False, True)."""
+    from diffcost._core.options import Choices, searched_choices
+    from diffcost._search.train import TrainProblem, _layout
+
+    model = dc.load_model("llama-2-7b")
+    space = dc.TrainSearchSpace(global_batch=64, seq_len=2048, chips=(8,), precision=("bf16",))
+    names = [c.name for c in TrainProblem(None, model, space).choices]
+    assert names == ["recompute", "zero", "precision", "sequence_parallel"]
+    assert names == [f.name for f in searched_choices(TRAIN_FIELDS)]
+    assert list(_layout(space))[1:-1] == names
+    new = PlanField("new_switch", "bool", False, "a switch", axis=Choices())
+    assert new.axis is not None and new.axis.of(new, space) == (False, True)
+    order = [f.name for f in searched_choices((new, *TRAIN_FIELDS))]
+    assert order == ["recompute", "zero", "precision", "new_switch", "sequence_parallel"]
+
+
 def test_read_gives_back_the_plain_values():
     """An exact plan's leaves read back as the values it was built from."""
     plan = dc.train_plan(tp=2, recompute="full", zero=3, precision="fp8", sequence_parallel=True)

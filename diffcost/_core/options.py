@@ -178,6 +178,38 @@ MAX_COUNT_WHY = "no cluster, batch or context counts more"
 
 
 @dataclass(frozen=True)
+class Choices:
+    """The search axis of a categorical or bool plan field: a search tries each of its values
+    and relaxes it as a softmax blend of one-hot weights over the choices (a bool field: the
+    blend of 0 and 1), exact at one-hot weights.
+
+    Attributes:
+        values: the values a search tries when its space does not list them (default: every
+            choice of a categorical field; ``False, True`` for a bool field).  A search space
+            with an attribute of the field's name (``TrainSearchSpace.recompute``) lists them.
+    """
+
+    values: tuple[Any, ...] = ()
+
+    def of(self, field: "PlanField", space: object) -> tuple[Any, ...]:
+        """The values ``space`` lets the search try for ``field``."""
+        given = getattr(space, field.name, None)
+        if given is not None:
+            return tuple(given)
+        if self.values:
+            return self.values
+        return field.options() if field.kind == "categorical" else (False, True)
+
+
+def searched_choices(fields: "tuple[PlanField, ...]") -> "tuple[PlanField, ...]":
+    """The fields a search varies as choices (declared ``axis=Choices()``), in the order of the
+    search's columns and relaxed weights: categorical fields, then bool fields, each in
+    declaration order."""
+    chosen = [f for f in fields if isinstance(f.axis, Choices)]
+    return tuple(sorted(chosen, key=lambda f: f.kind == "bool"))
+
+
+@dataclass(frozen=True)
 class PlanField:
     """One field of a plan.
 
@@ -199,6 +231,10 @@ class PlanField:
         launch: ``(framework, flag)`` pairs: the field's flag in a launcher's command line
             (Megatron-LM ``--tensor-model-parallel-size``, vLLM ``--tensor-parallel-size``).
         short: the column heading of the field in ``diffcost plan``'s table (default: the name).
+        axis: how a search varies the field: :class:`Choices` (tried over its values, relaxed
+            as a one-hot blend; :func:`searched_choices`), or ``None`` (not searched as a
+            choice: fixed by the search space, derived, or a degree whose candidates depend on
+            the model, :func:`diffcost._train.space.axes_for`).
 
     The command-line options of ``diffcost train`` and ``diffcost serve`` are derived from
     these declarations (:func:`diffcost.cli._options.option_group`).
@@ -218,6 +254,7 @@ class PlanField:
     flag: str | None = ""
     launch: tuple[tuple[str, str], ...] = ()
     short: str = ""
+    axis: Choices | None = None
 
     def cli_help(self) -> str:
         """The ``--help`` text of the field's option: ``help``, else a categorical field's
@@ -338,6 +375,7 @@ def one_hot(index: int, size: int) -> Float[Array, " k"]:
 
 
 __all__ = [
+    "Choices",
     "Format",
     "Optimizer",
     "PlanField",
@@ -351,5 +389,6 @@ __all__ = [
     "coerce",
     "coerce_all",
     "one_hot",
+    "searched_choices",
     "values",
 ]

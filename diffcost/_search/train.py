@@ -40,6 +40,7 @@ from .._train.regimes import zero3_multinode_weight
 from .._train.rules import fp8_units
 from .._train.space import (
     _FIELD,
+    CHOICE_FIELDS,
     TrainSearchSpace,
     _device_plans,
     _fixed,
@@ -47,6 +48,7 @@ from .._train.space import (
     _one_hots,
     _Shape,
     axes_for,
+    choice_values,
     to_plans,
     valid,
 )
@@ -162,8 +164,7 @@ def evaluate_exact(system: System, model: Model, c: Candidates, space: TrainSear
 
 # --- relaxed search ----------------------------------------------------------------------------
 def _layout(space: TrainSearchSpace) -> dict[str, slice]:
-    names = ("recompute", "zero", "precision", "sequence_parallel")
-    return layout(7, [(name, len(getattr(space, name))) for name in names])
+    return layout(7, [(f.name, len(choice_values(space, f.name))) for f in CHOICE_FIELDS])
 
 
 def relaxed_plan(
@@ -173,7 +174,9 @@ def relaxed_plan(
 
     ``sizes = [global_batch, seq_len, chips]`` is traced, so one compilation serves every
     scenario with the same structure (:func:`_structure`).  A choice's softmax weights are
-    placed on the field's full list of options (zero weight on options outside the space).
+    placed on the field's full list of options (zero weight on options outside the space); a
+    bool choice is the softmax blend of its values.  The choice fields are those declared
+    ``axis=Choices()`` (:data:`~diffcost._train.space.CHOICE_FIELDS`).
     """
     lay = _layout(space)
     x = theta[lay["x"]]
@@ -183,12 +186,14 @@ def relaxed_plan(
 
     def soft(name: str) -> jax.Array:
         w = jax.nn.softmax(theta[lay[name]] / tau)
+        options = choice_values(space, name)
+        if _FIELD[name].kind == "bool":
+            return jnp.sum(w * jnp.asarray([float(o) for o in options]))
         full = _FIELD[name].options()
-        where = jnp.asarray([full.index(getattr(o, "value", o)) for o in getattr(space, name)])
+        where = jnp.asarray([full.index(getattr(o, "value", o)) for o in options])
         return jnp.zeros(len(full)).at[where].set(w)
 
-    sp_w = jax.nn.softmax(theta[lay["sequence_parallel"]] / tau)
-    sp = jnp.sum(sp_w * jnp.asarray([float(s) for s in space.sequence_parallel]))
+    chosen = {f.name: soft(f.name) for f in CHOICE_FIELDS}
     plan = encode_train(
         {
             "tp": tp,
@@ -200,13 +205,10 @@ def relaxed_plan(
             "global_batch": sizes[0],
             "seq_len": sizes[1],
             "virtual_stages": v,
-            "sequence_parallel": sp,
             "flash_attention": jnp.asarray(float(space.flash_attention)),
             "overlap_grad_reduce": jnp.asarray(1.0),
-            "recompute": soft("recompute"),
-            "zero": soft("zero"),
-            "precision": soft("precision"),
-            "grad_bytes_per_param": _grad_bytes(soft("precision")),
+            **chosen,
+            "grad_bytes_per_param": _grad_bytes(chosen["precision"]),
             "optimizer": jnp.asarray(_one_hots("optimizer", space.optimizer, 1)[0]),
             **{k: jnp.asarray(v) for k, v in _fixed(space).items()},
         }

@@ -23,6 +23,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._core.errors import Problem, SpecError
 from .._core.options import (
+    Choices,
     Optimizer,
     PlanField,
     Recompute,
@@ -146,6 +147,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         derived=True,
         help="Shard norm/dropout activations over TP.",
         short="sp",
+        axis=Choices(),
         launch=_mg("sequence-parallel"),
     ),
     PlanField(
@@ -170,6 +172,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "recomputation",
         choices=Recompute,
         short="recomp",
+        axis=Choices(),
     ),
     PlanField(
         "zero",
@@ -177,6 +180,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         1,
         "ZeRO stage, 0..3",
         choices=ZeroStage,
+        axis=Choices(),
         help="ZeRO stage 0-3 (3 = FSDP).",
     ),
     PlanField(
@@ -185,6 +189,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "bf16",
         "GEMM format",
         choices=TrainPrecision,
+        axis=Choices(),
         help="GEMM precision: bf16 | fp16 | fp8 | tf32 | fp32.",
         short="prec",
     ),

@@ -23,6 +23,7 @@ from .._core.options import (
     coerce,
     coerce_all,
     plain_value,
+    searched_choices,
 )
 from .._inputs.model import Model
 from .._terms.tp_rules import TP_RULES
@@ -33,6 +34,16 @@ from .plan import TRAIN_FIELDS, LoraTarget, TrainPlan, encode_train
 #: launch line emits, :mod:`diffcost._launch.megatron`); fp32/tf32 keep fp32 gradients.
 GRAD_BYTES = np.asarray([4.0, 4.0, 2.0, 2.0, 2.0])
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
+#: The fields a training search varies as choices, as they declare it (``axis=Choices()``).
+CHOICE_FIELDS = searched_choices(TRAIN_FIELDS)
+
+
+def choice_values(space: "TrainSearchSpace", name: str) -> tuple[Any, ...]:
+    """The values the search tries for the choice field ``name`` (the space's, else the
+    declaration's, :class:`~diffcost._core.options.Choices`)."""
+    axis = _FIELD[name].axis
+    assert axis is not None, f"{name} is not searched"
+    return axis.of(_FIELD[name], space)
 
 
 @dataclass(frozen=True)
@@ -124,12 +135,7 @@ def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Ch
         # expert parallelism: a divisor of the routed experts (1 for a dense model)
         Axis("ep", _divisors(int(model.experts), n_max) if int(model.experts) else (1.0,)),
     ]
-    choices = [
-        Choice("recompute", tuple(space.recompute)),
-        Choice("zero", tuple(space.zero)),
-        Choice("precision", tuple(space.precision)),
-        Choice("sequence_parallel", tuple(space.sequence_parallel)),
-    ]
+    choices = [Choice(f.name, choice_values(space, f.name)) for f in CHOICE_FIELDS]
     return axes, choices
 
 
@@ -224,6 +230,10 @@ def _plan_fields(col: Any, space: TrainSearchSpace, onehot: Any, full: Any) -> d
     """A plan's fields from candidate columns (shared by the host table and the on-device
     enumeration): ``onehot(name)`` gives a choice's one-hot rows, ``full(value)`` a constant
     column."""
+    chosen = {
+        f.name: onehot(f.name) if f.kind == "categorical" else col[f.name] * 1.0
+        for f in CHOICE_FIELDS
+    }
     return {
         "tp": col["tp"],
         "pp": col["pp"],
@@ -234,16 +244,22 @@ def _plan_fields(col: Any, space: TrainSearchSpace, onehot: Any, full: Any) -> d
         "global_batch": full(space.global_batch),
         "seq_len": full(space.seq_len),
         "virtual_stages": col["virtual_stages"],
-        "sequence_parallel": col["sequence_parallel"] * 1.0,
         "flash_attention": full(float(space.flash_attention)),
         "overlap_grad_reduce": full(1.0),
-        "recompute": onehot("recompute"),
-        "zero": onehot("zero"),
-        "precision": onehot("precision"),
-        "grad_bytes_per_param": _grad_bytes(onehot("precision")),
+        **chosen,
+        "grad_bytes_per_param": _grad_bytes(chosen["precision"]),
         "optimizer": onehot("optimizer"),
         **{k: full(v) for k, v in _fixed(space).items()},
     }
+
+
+def _plain_column(name: str, values: Any) -> Any:
+    """A choice column as its field's plain values: integers for an integer enumeration (the
+    ZeRO stage; candidate columns hold floats)."""
+    options = _FIELD[name].options()
+    if options and isinstance(options[0], int) and not isinstance(options[0], bool):
+        return np.asarray([int(v) for v in values], dtype=object)
+    return values
 
 
 def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
@@ -252,8 +268,8 @@ def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
     n = len(c)
     dtype = dtype or jnp.result_type(float)
     f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64), dtype=dtype)  # noqa: E731
-    chosen = {k: col[k] for k in ("recompute", "precision")}
-    chosen |= {"zero": col["zero"].astype(int), "optimizer": space.optimizer}
+    chosen: dict[str, Any] = {f.name: _plain_column(f.name, col[f.name]) for f in CHOICE_FIELDS}
+    chosen["optimizer"] = space.optimizer
     onehot = lambda name: _one_hots(name, chosen[name], n)  # noqa: E731
     full = lambda v: np.broadcast_to(v, (n, *np.shape(v)))  # noqa: E731
     return encode_train({k: f(v) for k, v in _plan_fields(col, space, onehot, full).items()})
@@ -265,8 +281,8 @@ def _device_plans(cols: dict, index: dict, space: TrainSearchSpace, n: int) -> T
     def onehot(name: str) -> jax.Array:
         if name == "optimizer":
             return full(_one_hots(name, space.optimizer, 1)[0])
-        options = getattr(space, name)
-        table = _one_hots(name, [int(o) if name == "zero" else o for o in options], len(options))
+        options = choice_values(space, name)
+        table = _one_hots(name, _plain_column(name, options), len(options))
         return jnp.asarray(table, jnp.result_type(float))[index[name]]
 
     full = lambda v: jnp.broadcast_to(jnp.asarray(v, jnp.result_type(float)), (n, *np.shape(v)))  # noqa: E731
@@ -281,4 +297,13 @@ def plan_row(row: dict, space: TrainSearchSpace) -> dict:
     return out
 
 
-__all__ = ["GRAD_BYTES", "TrainSearchSpace", "axes_for", "plan_row", "to_plans", "valid"]
+__all__ = [
+    "CHOICE_FIELDS",
+    "GRAD_BYTES",
+    "choice_values",
+    "TrainSearchSpace",
+    "axes_for",
+    "plan_row",
+    "to_plans",
+    "valid",
+]
