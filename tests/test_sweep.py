@@ -332,6 +332,12 @@ def test_bad_sweeps_report_every_problem():
     assert "recompute: must be one of ('none', 'selective', 'full'), got 'most'" in text
     assert "system.chip.hbm_bytes: no such system number (no field 'hbm_bytes')" in text
     assert "chips: must be a positive integer, got 0" in text
+    # a scenario's plausible range (1..1e7), not only a positive integer (fuzz, 2**62 accepted)
+    huge = Sweep("train", base=dict(model="llama-3-8b", system="dgx-h100", chips=2**62))
+    with pytest.raises(
+        SpecError, match=r"base\.chips: 4611686018427387904 is outside the plausible"
+    ):
+        run_sweep(huge, progress=False)
     with pytest.raises(SpecError, match="give exactly one of system or chip"):
         run_sweep(Sweep("serve", base=dict(model="llama-3-8b")), progress=False)
 

@@ -19,6 +19,7 @@ from .._inputs import schema as S
 from .._inputs.checker import MAX_SI_VALUE, Checker, read_toml
 from .._inputs.hardware import FORMATS
 from .._inputs.loader import load_model, load_system
+from .._inputs.ranges import SYSTEM_CHIPS
 from .._serve.cost import ServeBreakdown
 from .._serve.plan import SERVE_FIELDS, plan_kwargs, serve_plan
 from .._train.cost import TrainBreakdown
@@ -363,11 +364,13 @@ def _in_sweep(sweep: Sweep, problem: Problem) -> Problem:
 def _check_numbers(
     sweep: Sweep, all_cols: dict, owner: dict[str, str], problems: list[Problem]
 ) -> None:
-    """Chip counts are positive integers; a scale factor a positive number (0 makes the
-    hardware or model number zero: a zero bandwidth or FLOP/s is an infinite time, not a
-    chip); an absolute override a finite non-negative number; the load's coefficients of
-    variation finite non-negative numbers and the arrival rate positive; every number within
-    the spec loader's bound.  Each problem named ``table.key`` (``grid.chips``)."""
+    """Chip counts are positive integers within a system's plausible range (1..1e7,
+    :data:`~diffcost._inputs.ranges.SYSTEM_CHIPS`, as a scenario's); a scale factor a
+    positive number (0 makes the hardware or model number zero: a zero bandwidth or FLOP/s is
+    an infinite time, not a chip); an absolute override a finite non-negative number; the
+    load's coefficients of variation finite non-negative numbers and the arrival rate
+    positive; every number within the spec loader's bound.  Each problem named ``table.key``
+    (``grid.chips``)."""
     w = sweep.source
     named = lambda key: f"{owner.get(key, 'base')}.{key}"  # noqa: E731
     for key, values in [*((k, [v]) for k, v in sweep.base.items()), *all_cols.items()]:
@@ -382,7 +385,15 @@ def _number_problem(key: str, v: Any) -> str | None:
     """Why ``v`` is not a value of sweep key ``key`` (:func:`_check_numbers`), or ``None``."""
     if key == "chips":
         ok = not isinstance(v, bool) and isinstance(v, int) and v >= 1
-        return None if ok else f"must be a positive integer, got {v!r}"
+        if not ok:
+            return f"must be a positive integer, got {v!r}"
+        rng = SYSTEM_CHIPS
+        if v > rng.hi:
+            return (
+                f"{v!r} is outside the plausible range of {rng.what}, {rng.text()} "
+                "(diffcost/_inputs/ranges.py)"
+            )
+        return None
     number = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
     positive = key == "qps" or key.startswith("scale.")
     if not number or v < 0 or (positive and v == 0):
