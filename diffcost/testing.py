@@ -103,9 +103,11 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
     )
     from ._core import exported, quick_compile, smooth, xla
     from ._core.dedupe import cse_jaxpr, deduplicated
+    from ._core.discrete import Axis, Choice, device_columns, moves, refine, scaled_moves, unique
     from ._core.disk_cache import cached_json
     from ._core.exported import ExportedProgram, stable_name
     from ._core.extension import AbstractExtension, is_abstract, registry
+    from ._core.options import Choices, PlanField, coerce, coerce_all, searched_choices, values
     from ._core.quick_compile import QUICK_COMPILE
     from ._core.shared import evaluation, once
     from ._core.units import UNITS, split_unit
@@ -121,12 +123,21 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
     from ._inputs.ranges import Plausible
     from ._inputs.reserve import runtime_reserve_bytes
     from ._inputs.schema import PARAMS_TOLERANCE
-    from ._launch import Launch, bridge_launch, megatron_launch, serving_launches, train_launch_plan
+    from ._launch import (
+        Launch,
+        bridge_launch,
+        megatron,
+        megatron_launch,
+        serving_launches,
+        train_launch_plan,
+    )
     from ._launch.bridge import with_memory_check
-    from ._launch.megatron import allocated, parsed
-    from ._search.core import Candidates, enumerate_all
+    from ._launch.megatron import allocated, flag, parsed, switch_args
+    from ._search.core import Candidates, enumerate_all, scan_space
+    from ._search.core import _result as search_result
     from ._search.serve import ServeProblem, relaxed_serve_plan, serve_objective
-    from ._search.train import TrainProblem, enumerate_space, valid
+    from ._search.train import TrainProblem, enumerate_space, objective_of, valid
+    from ._search.train import _layout as train_layout
     from ._serve.engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, engine_names, load_engine
     from ._serve.kv import kv_bytes_per_token
     from ._serve.load import goodput_qps, iteration_s, steady_state
@@ -197,6 +208,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
         sync_wait_s,
         wasted_fraction,
     )
+    from ._terms.tp_rules import EXPERT_LAYOUT_RULES, TP_RULES, TpRule, tp_allowed
     from ._train.cost import (
         adapter_forward_s,
         gathered_weight_bytes,
@@ -220,7 +232,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
         train_memory,
         zero3_gather_params,
     )
-    from ._train.plan import TRAIN_FIELDS
+    from ._train.plan import TRAIN_FIELDS, TRAIN_PLAN, TRAINING_PRECISIONS
     from ._train.problems import framework_problems
     from ._train.rules import (
         fp8_units,
@@ -231,10 +243,18 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
         tp_overlap_violation,
         with_padded_vocab,
     )
+    from ._train.space import to_plans
+    from .cli import _train_cmd as train_cmd
     from .cli._codesign_cmd import print_buildable, print_starts
-    from .cli._common import console
+    from .cli._common import NonFiniteOutput, check_finite, console, output_problems, print_json
+    from .cli._options import field_option, option_group, train_plan_flags, with_options
+    from .cli._plan_cmd import risk_comparison
     from .cli._programs import PREDICT
+    from .cli._resolve import resolve_job
+    from .cli._sensitivity_cmd import sensitivity_serve, sensitivity_train
+    from .cli._serve_cmd import serve
     from .cli._sweep_paths import output_paths
+    from .cli._train_cmd import train
 
 #: Where each name is defined, by module (relative to this package).
 _LAZY: dict[str, tuple[str, ...]] = {
@@ -357,6 +377,15 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "cse_jaxpr",
         "deduplicated",
     ),
+    "._core.discrete": (
+        "Axis",
+        "Choice",
+        "device_columns",
+        "moves",
+        "refine",
+        "scaled_moves",
+        "unique",
+    ),
     "._core.disk_cache": ("cached_json",),
     "._core.exported": (
         "ExportedProgram",
@@ -366,6 +395,14 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "AbstractExtension",
         "is_abstract",
         "registry",
+    ),
+    "._core.options": (
+        "Choices",
+        "PlanField",
+        "coerce",
+        "coerce_all",
+        "searched_choices",
+        "values",
     ),
     "._core.quick_compile": ("QUICK_COMPILE",),
     "._core.shared": (
@@ -420,11 +457,14 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "._launch.bridge": ("with_memory_check",),
     "._launch.megatron": (
         "allocated",
+        "flag",
         "parsed",
+        "switch_args",
     ),
     "._search.core": (
         "Candidates",
         "enumerate_all",
+        "scan_space",
     ),
     "._search.serve": (
         "ServeProblem",
@@ -434,6 +474,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "._search.train": (
         "TrainProblem",
         "enumerate_space",
+        "objective_of",
         "valid",
     ),
     "._serve.engine": (
@@ -539,6 +580,12 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "sync_wait_s",
         "wasted_fraction",
     ),
+    "._terms.tp_rules": (
+        "EXPERT_LAYOUT_RULES",
+        "TP_RULES",
+        "TpRule",
+        "tp_allowed",
+    ),
     "._train.cost": (
         "adapter_forward_s",
         "gathered_weight_bytes",
@@ -562,7 +609,11 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "train_memory",
         "zero3_gather_params",
     ),
-    "._train.plan": ("TRAIN_FIELDS",),
+    "._train.plan": (
+        "TRAINING_PRECISIONS",
+        "TRAIN_FIELDS",
+        "TRAIN_PLAN",
+    ),
     "._train.problems": ("framework_problems",),
     "._train.rules": (
         "fp8_units",
@@ -573,13 +624,34 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "tp_overlap_violation",
         "with_padded_vocab",
     ),
+    "._train.space": ("to_plans",),
     ".cli._codesign_cmd": (
         "print_buildable",
         "print_starts",
     ),
-    ".cli._common": ("console",),
+    ".cli._common": (
+        "NonFiniteOutput",
+        "check_finite",
+        "console",
+        "output_problems",
+        "print_json",
+    ),
+    ".cli._options": (
+        "field_option",
+        "option_group",
+        "train_plan_flags",
+        "with_options",
+    ),
+    ".cli._plan_cmd": ("risk_comparison",),
     ".cli._programs": ("PREDICT",),
+    ".cli._resolve": ("resolve_job",),
+    ".cli._sensitivity_cmd": (
+        "sensitivity_serve",
+        "sensitivity_train",
+    ),
+    ".cli._serve_cmd": ("serve",),
     ".cli._sweep_paths": ("output_paths",),
+    ".cli._train_cmd": ("train",),
 }
 #: Names that differ from the one they re-export (two private modules use the same name).
 _RENAMED: dict[str, tuple[str, str]] = {
@@ -588,6 +660,8 @@ _RENAMED: dict[str, tuple[str, str]] = {
     "PROGRAM_BUDGETS": ("._analysis.program_size", "BUDGETS"),
     "summarise_codesign": ("._codesign.optimize", "summarise"),
     "summarise_validation": ("._analysis.validate", "summarise"),
+    "search_result": ("._search.core", "_result"),
+    "train_layout": ("._search.train", "_layout"),
 }
 #: Private modules themselves (for ``monkeypatch.setattr(module, ...)`` and module constants).
 _MODULES: dict[str, str] = {
@@ -607,6 +681,8 @@ _MODULES: dict[str, str] = {
     "uncertainty": "._analysis.uncertainty",
     "workloads": "._codesign.workloads",
     "xla": "._core.xla",
+    "megatron": "._launch.megatron",
+    "train_cmd": ".cli._train_cmd",
 }
 _WHERE: dict[str, tuple[str, str | None]] = {
     **{name: (module, name) for module, names in _LAZY.items() for name in names},
@@ -650,6 +726,7 @@ __all__ = [
     "attention_gemms",
     "AttentionShape",
     "augmented_lagrangian",
+    "Axis",
     "backends_started",
     "BandwidthProportional",
     "BATCH_RESOLUTION",
@@ -662,13 +739,18 @@ __all__ = [
     "Candidates",
     "causal_skip",
     "charged",
+    "check_finite",
     "Checker",
     "checkpoint_interval_s",
     "chip_as_design",
     "chip_module",
+    "Choice",
+    "Choices",
     "cma_search",
     "CODESIGN_BUDGETS",
     "CodesignProblem",
+    "coerce",
+    "coerce_all",
     "collective_of",
     "configure_xla",
     "console",
@@ -687,6 +769,7 @@ __all__ = [
     "design_area_mm2",
     "design_cost_usd",
     "design_power_w",
+    "device_columns",
     "distributed",
     "efficiency_for",
     "elementwise_elements",
@@ -704,11 +787,14 @@ __all__ = [
     "expected_tokens_per_step",
     "expert_gemms",
     "expert_imbalance",
+    "EXPERT_LAYOUT_RULES",
     "ExpertSplit",
     "exported",
     "ExportedProgram",
     "exposed_s",
     "FAMILIES",
+    "field_option",
+    "flag",
     "flags_supported",
     "fleet_evaluate",
     "fleet_problem",
@@ -764,22 +850,28 @@ __all__ = [
     "measured_phases",
     "measurements_dir",
     "median_best",
+    "megatron",
     "megatron_launch",
     "micro_batches_in_flight",
     "mixed_active_fraction",
     "model_module",
     "MOE_REGIME",
+    "moves",
     "multistart_search",
     "near_share",
     "nearest_chips",
     "NearFirst",
     "NearMemory",
     "next_penalty",
+    "NonFiniteOutput",
     "NVLS",
+    "objective_of",
     "once",
     "optimal_wasted_fraction",
     "optimize",
+    "option_group",
     "output_paths",
+    "output_problems",
     "padded_vocab",
     "parameter_names",
     "params_per_chip",
@@ -801,6 +893,7 @@ __all__ = [
     "plan_kwargs",
     "plan_neighbours",
     "PLAN_SCHEMAS",
+    "PlanField",
     "Plausible",
     "plots",
     "popsize",
@@ -808,6 +901,7 @@ __all__ = [
     "prefill_attention",
     "prepare",
     "print_buildable",
+    "print_json",
     "print_starts",
     "PROGRAM_BUDGETS",
     "program_sizes",
@@ -819,17 +913,27 @@ __all__ = [
     "read_toml",
     "reference_chip",
     "reference_technology",
+    "refine",
     "registry",
     "relaxed_objective",
     "relaxed_serve_plan",
     "resolve",
+    "resolve_job",
     "Ring",
+    "risk_comparison",
     "rounded_plan",
     "Run",
     "runtime_reserve_bytes",
+    "scaled_moves",
+    "scan_space",
     "scenario_toml",
     "schema",
     "schema_doc",
+    "search_result",
+    "searched_choices",
+    "sensitivity_serve",
+    "sensitivity_train",
+    "serve",
     "SERVE_FIELDS",
     "SERVE_METRICS",
     "serve_metrics",
@@ -858,6 +962,7 @@ __all__ = [
     "summarise_codesign",
     "summarise_validation",
     "sustained_efficiency",
+    "switch_args",
     "sync_wait_s",
     "table",
     "TARGETS",
@@ -865,26 +970,39 @@ __all__ = [
     "technology_path",
     "throttled",
     "to_design",
+    "to_plans",
     "tokens_per_chip",
     "tp_all_reduce_s",
+    "tp_allowed",
     "tp_comm_layer_s",
     "tp_overlap_violation",
+    "TP_RULES",
+    "TpRule",
+    "train",
+    "train_cmd",
     "TRAIN_FIELDS",
     "train_launch_plan",
+    "train_layout",
     "train_memory",
     "TRAIN_METRICS",
     "train_metrics",
     "TRAIN_OUTPUTS",
+    "TRAIN_PLAN",
+    "train_plan_flags",
     "train_space",
+    "TRAINING_PRECISIONS",
     "TrainProblem",
     "Tree",
     "uncertainty",
+    "unique",
     "UNITS",
     "valid",
     "validate_load",
+    "values",
     "violation",
     "wasted_fraction",
     "with_memory_check",
+    "with_options",
     "with_padded_vocab",
     "within_area_and_cost",
     "within_budgets",

@@ -30,14 +30,6 @@ EXCEPTIONS: dict[str, str] = {
     "tests/test_layers.py": "the layer checker's own fixtures are sources that import private "
     "modules (strings, never run)",
     "tests/test_public_imports.py": "this checker's own fixtures (strings, never run)",
-    # pending (issue 40, second round): other changes edit these files in parallel; converted
-    # after they are merged, to keep the merges simple
-    "tests/test_cli.py": "pending: edited in parallel by the command-line change",
-    "tests/test_options.py": "pending: edited in parallel by the plan-field axes change",
-    "tests/test_plan_fields.py": "pending: edited in parallel by the plan-field axes change",
-    "tests/test_search.py": "pending: edited in parallel by the plan-field axes change",
-    "tests/test_search_risk.py": "pending: edited in parallel by the plan-field axes change",
-    "tests/test_search_scan.py": "pending: edited in parallel by the plan-field axes change",
 }
 
 # a line of a string constant that imports a private module (the script of a subprocess)
@@ -176,15 +168,18 @@ def test_the_checker_finds_each_form_of_private_import():
 
 def test_the_checker_honours_the_exceptions():
     found = [
-        PrivateImport("tests/test_cli.py", 1, "diffcost.cli._options"),
+        PrivateImport("tests/test_layers.py", 1, "diffcost.cli._options"),
         PrivateImport("tests/test_new.py", 2, "diffcost._core.smooth"),
     ]
     assert _outside_exceptions(found) == ["tests/test_new.py:2: imports diffcost._core.smooth"]
 
 
 def test_the_checker_reads_the_tests():
-    """The pending files are found (so an empty answer is not for want of looking)."""
-    assert {i.file for i in collect_tests()} >= {"tests/test_cli.py", "tests/test_layers.py"}
+    """The checkers' own fixtures are found (so an empty answer is not for want of looking)."""
+    assert {i.file for i in collect_tests()} == {
+        "tests/test_layers.py",
+        "tests/test_public_imports.py",
+    }
 
 
 if __name__ == "__main__":
