@@ -115,15 +115,47 @@ def test_the_testing_module_names_resolve_and_are_not_public():
     moved fails here, by name, not in the tests that use it); a public name is used as
     ``dc.X`` instead, so none is here."""
     assert testing.__all__ == sorted(testing.__all__, key=lambda name: (name.lower(), name))
-    assert set(testing.__all__) == set(testing._WHERE)
+    assert set(testing.__all__) == set(testing._where())
     assert not set(testing.__all__) & set(dc.__all__)
     missing = []
     for name in testing.__all__:
         try:
             getattr(testing, name)
         except (AttributeError, ImportError) as error:
-            missing.append(f"{name}: {testing._WHERE[name]}: {error}")
+            missing.append(f"{name}: {testing._where()[name]}: {error}")
     assert not missing, "\n".join(missing)
+
+
+def test_the_lazy_names_are_the_type_checking_imports():
+    """``diffcost`` and ``diffcost.testing`` name each export twice: its real import in the
+    ``if typing.TYPE_CHECKING:`` block (which the run-time lookup reads) and ``__all__``."""
+    assert set(dc.__all__) == set(dc._where())
+    assert set(testing.__all__) == set(testing._where())
+
+
+def test_the_lazy_lookup_reads_each_form_of_import():
+    source = """
+import typing
+from typing import TYPE_CHECKING
+
+if typing.TYPE_CHECKING:
+    from ._train.cost import TrainCost
+    from ._analysis import calibrate as calibration
+    from . import testing
+if TYPE_CHECKING:
+    from .x import a as b
+def f():
+    if TYPE_CHECKING:
+        from .y import c
+"""
+    assert testing.type_checking_imports(source) == {
+        "TrainCost": ("._train.cost", "TrainCost"),
+        "calibration": ("._analysis", "calibrate"),
+        "testing": (".", "testing"),
+        "b": (".x", "a"),
+    }
+    assert testing.calibration.__name__ == "diffcost._analysis.calibrate"  # a submodule
+    assert testing.train_cmd.__name__ == "diffcost.cli._train_cmd"
 
 
 # -- the checker itself (so it cannot pass for want of looking) -----------------------------------
