@@ -12,7 +12,9 @@ and no module of the package imports it (tests/test_layers.py, tests/test_public
 ``import diffcost`` does not import it, and importing it imports no private module beyond what
 ``import diffcost`` does: each name imports its module on first use (PEP 562), as in
 ``diffcost/__init__.py``, so a test imports only what it uses, and a name whose module moved fails
-alone (tests/test_public_imports.py names it).
+alone (tests/test_public_imports.py names it).  A new name is one import in the
+``TYPE_CHECKING`` block (the run-time lookup reads it: diffcost/_core/lazy.py) and one entry in
+``__all__``.
 
 A private module re-exported whole (for ``monkeypatch.setattr``) keeps its name, except where a
 public name is spelled the same: ``calibration`` is the module of ``dc.calibrate``.  Two private
@@ -258,6 +260,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from .cli._sweep_paths import output_paths
     from .cli._train_cmd import train
 
+#: each name of the block above, imported on first use (PEP 562; diffcost/_core/lazy.py)
 __getattr__, __dir__, _where = lazy_exports(globals())
 
 __all__ = [
