@@ -7,9 +7,9 @@ The three uses are one-liners on a cost model ``cost = TrainCost(system, model)`
 * sweeps: ``jax.vmap(cost)`` over stacked plans (or ``eqx.filter_vmap`` over stacked systems).
 """
 
-import importlib
 import typing
 
+from ._core.lazy import lazy_exports
 from ._core.version import VERSION
 from ._core.xla import configure_xla
 
@@ -17,7 +17,7 @@ configure_xla()  # before any JAX computation (it imports no JAX): see diffcost/
 
 __version__ = VERSION
 
-if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _LAZY
+if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: lazy_exports
     from ._analysis.calibrate import calibrate
     from ._analysis.plans import load_measurements, load_scenario
     from ._analysis.sensitivity import (
@@ -75,137 +75,10 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
     from ._train.plan import OPTIMIZER_BYTES, RECOMPUTE, ZERO_STAGES, TrainPlan, train_plan
     from ._train.problems import train_problems
 
-#: Where each public name is defined, by module.  ``import diffcost`` imports none of them
-#: (that would import JAX, Equinox, Optax and pandas: ~2 s); the first use of a name imports its
-#: module (PEP 562 ``__getattr__``) and keeps the value in the package's namespace.
-_LAZY: dict[str, tuple[str, ...]] = {
-    "._analysis.calibrate": ("calibrate",),
-    "._analysis.plans": (
-        "load_measurements",
-        "load_scenario",
-    ),
-    "._analysis.sensitivity": (
-        "Sensitivity",
-        "sensitivity",
-        "serve_sensitivity",
-        "train_sensitivity",
-    ),
-    "._analysis.sweep": (
-        "Sweep",
-        "SweepResult",
-        "load_sweep",
-        "run_sweep",
-    ),
-    "._analysis.validate": ("validate",),
-    "._codesign": (
-        "ChipDesign",
-        "CodesignResult",
-        "codesign",
-        "design_chip",
-        "design_system",
-        "load_technology",
-    ),
-    "._core.errors": (
-        "Infeasible",
-        "Problem",
-        "SpecError",
-    ),
-    "._core.options": (
-        "Format",
-        "Optimizer",
-        "Recompute",
-        "ServeMode",
-        "ServeObjective",
-        "TrainObjective",
-        "TrainPrecision",
-        "ZeroStage",
-    ),
-    "._core.predictor": ("Predictor",),
-    "._core.smooth": (
-        "EXACT",
-        "RELAXED",
-        "Smoothing",
-    ),
-    "._inputs.hardware": (
-        "BYTES_PER_ELEMENT",
-        "FORMATS",
-        "Chip",
-        "ChipEnergy",
-        "Efficiency",
-        "System",
-    ),
-    "._inputs.loader": (
-        "Spec",
-        "SpecInfo",
-        "builtin_names",
-        "load_chip",
-        "load_model",
-        "load_spec",
-        "load_system",
-        "specs_dir",
-    ),
-    "._inputs.measurements": ("Measurement",),
-    "._inputs.model": ("Model",),
-    "._inputs.scenario": ("Scenario",),
-    "._search.core": ("SearchResult",),
-    "._search.serve": (
-        "ServeSearchSpace",
-        "search_serve",
-    ),
-    "._search.train": (
-        "TrainSearchSpace",
-        "search_train",
-    ),
-    "._serve.cost": (
-        "ServeBreakdown",
-        "ServeCost",
-        "serve_problems",
-    ),
-    "._serve.load": (
-        "LoadBreakdown",
-        "Workload",
-        "under_load",
-        "workload",
-    ),
-    "._serve.plan": (
-        "MODES",
-        "ServePlan",
-        "serve_plan",
-    ),
-    "._terms.collectives": (
-        "COLLECTIVES",
-        "AbstractCollective",
-        "with_collective",
-    ),
-    "._train.cost": (
-        "TrainBreakdown",
-        "TrainCost",
-    ),
-    "._train.memory": ("TrainMemory",),
-    "._train.plan": (
-        "OPTIMIZER_BYTES",
-        "RECOMPUTE",
-        "ZERO_STAGES",
-        "TrainPlan",
-        "train_plan",
-    ),
-    "._train.problems": ("train_problems",),
-}
-_MODULE_OF: dict[str, str] = {name: module for module, names in _LAZY.items() for name in names}
-
-
-def __getattr__(name: str) -> typing.Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later lookups find it without calling __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+#: ``import diffcost`` imports none of the names above (that would import JAX, Equinox, Optax and
+#: pandas: ~2 s); the first use of a name imports its module, as the block above says
+#: (PEP 562 ``__getattr__``, diffcost/_core/lazy.py), and keeps the value in the namespace.
+__getattr__, __dir__, _where = lazy_exports(globals())
 
 __all__ = [
     "AbstractCollective",

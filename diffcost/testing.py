@@ -12,7 +12,9 @@ and no module of the package imports it (tests/test_layers.py, tests/test_public
 ``import diffcost`` does not import it, and importing it imports no private module beyond what
 ``import diffcost`` does: each name imports its module on first use (PEP 562), as in
 ``diffcost/__init__.py``, so a test imports only what it uses, and a name whose module moved fails
-alone (tests/test_public_imports.py names it).
+alone (tests/test_public_imports.py names it).  A new name is one import in the
+``TYPE_CHECKING`` block (the run-time lookup reads it: diffcost/_core/lazy.py) and one entry in
+``__all__``.
 
 A private module re-exported whole (for ``monkeypatch.setattr``) keeps its name, except where a
 public name is spelled the same: ``calibration`` is the module of ``dc.calibrate``.  Two private
@@ -20,10 +22,11 @@ names spelled alike, or a private name spelled like a public one, carry the name
 module (``CODESIGN_BUDGETS``, ``PROGRAM_BUDGETS``, ``summarise_validation``, ``CodesignProblem``).
 """
 
-import importlib
 import typing
 
-if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _LAZY
+from ._core.lazy import lazy_exports
+
+if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: lazy_exports
     from ._analysis import calibrate as calibration
     from ._analysis import coverage, distributed, plots, schema_doc, uncertainty
     from ._analysis.coverage import builtin_index, index
@@ -103,9 +106,12 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
     )
     from ._core import exported, quick_compile, smooth, xla
     from ._core.dedupe import cse_jaxpr, deduplicated
+    from ._core.discrete import Axis, Choice, device_columns, moves, refine, scaled_moves, unique
     from ._core.disk_cache import cached_json
     from ._core.exported import ExportedProgram, stable_name
     from ._core.extension import AbstractExtension, is_abstract, registry
+    from ._core.lazy import type_checking_imports
+    from ._core.options import Choices, PlanField, coerce, coerce_all, searched_choices, values
     from ._core.quick_compile import QUICK_COMPILE
     from ._core.shared import evaluation, once
     from ._core.units import UNITS, split_unit
@@ -121,12 +127,21 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
     from ._inputs.ranges import Plausible
     from ._inputs.reserve import runtime_reserve_bytes
     from ._inputs.schema import PARAMS_TOLERANCE
-    from ._launch import Launch, bridge_launch, megatron_launch, serving_launches, train_launch_plan
+    from ._launch import (
+        Launch,
+        bridge_launch,
+        megatron,
+        megatron_launch,
+        serving_launches,
+        train_launch_plan,
+    )
     from ._launch.bridge import with_memory_check
-    from ._launch.megatron import allocated, parsed
-    from ._search.core import Candidates, enumerate_all
+    from ._launch.megatron import allocated, flag, parsed, switch_args
+    from ._search.core import Candidates, enumerate_all, scan_space
+    from ._search.core import _result as search_result
     from ._search.serve import ServeProblem, relaxed_serve_plan, serve_objective
-    from ._search.train import TrainProblem, enumerate_space, valid
+    from ._search.train import TrainProblem, enumerate_space, objective_of, valid
+    from ._search.train import _layout as train_layout
     from ._serve.engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, engine_names, load_engine
     from ._serve.kv import kv_bytes_per_token
     from ._serve.load import goodput_qps, iteration_s, steady_state
@@ -197,6 +212,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
         sync_wait_s,
         wasted_fraction,
     )
+    from ._terms.tp_rules import EXPERT_LAYOUT_RULES, TP_RULES, TpRule, tp_allowed
     from ._train.cost import (
         adapter_forward_s,
         gathered_weight_bytes,
@@ -220,7 +236,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
         train_memory,
         zero3_gather_params,
     )
-    from ._train.plan import TRAIN_FIELDS
+    from ._train.plan import TRAIN_FIELDS, TRAIN_PLAN, TRAINING_PRECISIONS
     from ._train.problems import framework_problems
     from ._train.rules import (
         fp8_units,
@@ -231,405 +247,21 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
         tp_overlap_violation,
         with_padded_vocab,
     )
+    from ._train.space import to_plans
+    from .cli import _train_cmd as train_cmd
     from .cli._codesign_cmd import print_buildable, print_starts
-    from .cli._common import console
+    from .cli._common import NonFiniteOutput, check_finite, console, output_problems, print_json
+    from .cli._options import field_option, option_group, train_plan_flags, with_options
+    from .cli._plan_cmd import risk_comparison
     from .cli._programs import PREDICT
+    from .cli._resolve import resolve_job
+    from .cli._sensitivity_cmd import sensitivity_serve, sensitivity_train
+    from .cli._serve_cmd import serve
     from .cli._sweep_paths import output_paths
+    from .cli._train_cmd import train
 
-#: Where each name is defined, by module (relative to this package).
-_LAZY: dict[str, tuple[str, ...]] = {
-    "._analysis.coverage": (
-        "builtin_index",
-        "index",
-    ),
-    "._analysis.plans": (
-        "PLAN_SCHEMAS",
-        "load_load_measurements",
-    ),
-    "._analysis.program_size": (
-        "SLACK",
-        "TARGETS",
-        "count_equations",
-        "program_sizes",
-    ),
-    "._analysis.sensitivity": (
-        "HARDWARE_GROUPS",
-        "SERVE_METRICS",
-        "TRAIN_METRICS",
-        "parameter_names",
-        "serve_metrics",
-        "train_metrics",
-    ),
-    "._analysis.sweep": (
-        "INTERVAL_OUTPUTS",
-        "SERVE_OUTPUTS",
-        "TRAIN_OUTPUTS",
-    ),
-    "._analysis.sweep_shard": (
-        "STAMP",
-        "parse_shard",
-        "shard_range",
-    ),
-    "._analysis.sweep_spec": ("PLAN_FIELDS",),
-    "._analysis.uncertainty": (
-        "MOE_REGIME",
-        "intervals",
-    ),
-    "._analysis.validate": (
-        "prepare",
-        "scenario_toml",
-        "train_space",
-    ),
-    "._analysis.validate_load": ("validate_load",),
-    "._codesign.compare": (
-        "Run",
-        "charged",
-        "cma_search",
-        "conventions",
-        "median_best",
-        "multistart_search",
-        "penalised",
-        "popsize",
-        "random_search",
-        "start_of",
-        "table",
-    ),
-    "._codesign.design": (
-        "chip_as_design",
-        "design_area_mm2",
-        "design_cost_usd",
-        "design_power_w",
-    ),
-    "._codesign.fleet": (
-        "fleet_evaluate",
-        "fleet_problem",
-        "is_fleet",
-    ),
-    "._codesign.multistart": (
-        "START_SPREAD",
-        "start_points",
-    ),
-    "._codesign.optimize": (
-        "DEFAULT_BUDGETS",
-        "LEAVES",
-        "PENALTY_MAX",
-        "augmented_lagrangian",
-        "budget_excess",
-        "evaluate",
-        "exact_rank",
-        "incumbent",
-        "log_budgets",
-        "make_problem",
-        "make_step",
-        "nearest_chips",
-        "next_penalty",
-        "solve",
-        "start_vector",
-        "to_design",
-        "violation",
-        "within_area_and_cost",
-        "within_budgets",
-        "within_power",
-        "workload_power_w",
-    ),
-    "._codesign.parts": ("make_parts_step",),
-    "._codesign.power_points": (
-        "measured_phases",
-        "phase_power_w",
-        "throttled",
-    ),
-    "._codesign.technology": (
-        "reference_chip",
-        "reference_technology",
-        "technology_path",
-    ),
-    "._codesign.workloads": (
-        "BATCH_RESOLUTION",
-        "builtin_workload",
-        "exact_at",
-        "exact_objective",
-        "largest_batches",
-        "plan_neighbours",
-        "relaxed_objective",
-        "rounded_plan",
-    ),
-    "._core.dedupe": (
-        "cse_jaxpr",
-        "deduplicated",
-    ),
-    "._core.disk_cache": ("cached_json",),
-    "._core.exported": (
-        "ExportedProgram",
-        "stable_name",
-    ),
-    "._core.extension": (
-        "AbstractExtension",
-        "is_abstract",
-        "registry",
-    ),
-    "._core.quick_compile": ("QUICK_COMPILE",),
-    "._core.shared": (
-        "evaluation",
-        "once",
-    ),
-    "._core.units": (
-        "UNITS",
-        "split_unit",
-    ),
-    "._core.xla": (
-        "CPU_FLAGS",
-        "add_flags",
-        "backends_started",
-        "configure_xla",
-        "flags_supported",
-    ),
-    "._inputs.build": (
-        "chip_module",
-        "model_module",
-    ),
-    "._inputs.checker": (
-        "Checker",
-        "read_json",
-        "read_toml",
-    ),
-    "._inputs.hardware": (
-        "ARCHITECTURES",
-        "NearMemory",
-        "format_index",
-    ),
-    "._inputs.hf_config": (
-        "FAMILIES",
-        "hf_document",
-    ),
-    "._inputs.hf_values": ("ACTIVATIONS",),
-    "._inputs.loader": (
-        "efficiency_for",
-        "resolve",
-    ),
-    "._inputs.measurements": ("measurements_dir",),
-    "._inputs.ranges": ("Plausible",),
-    "._inputs.reserve": ("runtime_reserve_bytes",),
-    "._inputs.schema": ("PARAMS_TOLERANCE",),
-    "._launch": (
-        "Launch",
-        "bridge_launch",
-        "megatron_launch",
-        "serving_launches",
-        "train_launch_plan",
-    ),
-    "._launch.bridge": ("with_memory_check",),
-    "._launch.megatron": (
-        "allocated",
-        "parsed",
-    ),
-    "._search.core": (
-        "Candidates",
-        "enumerate_all",
-    ),
-    "._search.serve": (
-        "ServeProblem",
-        "relaxed_serve_plan",
-        "serve_objective",
-    ),
-    "._search.train": (
-        "TrainProblem",
-        "enumerate_space",
-        "valid",
-    ),
-    "._serve.engine": (
-        "DEFAULT_ENGINE",
-        "ENGINE_PLAN_FIELDS",
-        "engine_names",
-        "load_engine",
-    ),
-    "._serve.kv": ("kv_bytes_per_token",),
-    "._serve.load": (
-        "goodput_qps",
-        "iteration_s",
-        "steady_state",
-    ),
-    "._serve.passes": (
-        "Work",
-        "consts",
-        "expected_tokens_per_step",
-        "gemm_s",
-        "layer_time",
-        "pass_time",
-    ),
-    "._serve.plan": (
-        "SERVE_FIELDS",
-        "SERVE_PLAN",
-        "plan_kwargs",
-    ),
-    "._terms.attention": (
-        "AttentionShape",
-        "attention_gemms",
-        "causal_skip",
-        "decode_attention",
-        "gemm_attention_s",
-        "prefill_attention",
-    ),
-    "._terms.collectives": (
-        "DEFAULT_COLLECTIVE",
-        "HierarchicalRing",
-        "NVLS",
-        "Ring",
-        "Tree",
-        "collective_of",
-    ),
-    "._terms.comm": (
-        "all_gather_s",
-        "all_reduce_s",
-        "all_to_all_s",
-        "exposed_s",
-        "tp_all_reduce_s",
-    ),
-    "._terms.energy": ("activity_energy_j",),
-    "._terms.execution": (
-        "AbstractExecutionClass",
-        "EXECUTION_CLASSES",
-    ),
-    "._terms.gemm": (
-        "GemmFormat",
-        "array_tiles",
-        "gemm_bytes",
-        "gemm_flop",
-        "gemm_time_s",
-        "gpu_fill",
-        "gpu_matmul_efficiency",
-        "matmul_efficiency",
-        "matmul_time_s",
-        "stream_time_s",
-        "sustained_efficiency",
-    ),
-    "._terms.kernels": (
-        "KERNELS_PER_LAYER_FORWARD",
-        "elementwise_elements",
-        "launch_s",
-        "quantize_bytes",
-    ),
-    "._terms.layer": (
-        "ExpertSplit",
-        "LAYER_GEMMS",
-        "expert_gemms",
-        "layer_gemm_s",
-        "layer_gemms",
-        "logits_gemm",
-    ),
-    "._terms.memory_levels": (
-        "AbstractPlacement",
-        "BandwidthProportional",
-        "NearFirst",
-        "PLACEMENTS",
-        "near_share",
-        "placed_bandwidth_bytes_per_s",
-        "placed_chip",
-        "placement_share",
-    ),
-    "._terms.moe": (
-        "active_expert_fraction",
-        "expert_imbalance",
-        "mixed_active_fraction",
-    ),
-    "._terms.reliability": (
-        "checkpoint_interval_s",
-        "expected_max_normal",
-        "goodput_fraction",
-        "optimal_wasted_fraction",
-        "sync_wait_s",
-        "wasted_fraction",
-    ),
-    "._train.cost": (
-        "adapter_forward_s",
-        "gathered_weight_bytes",
-        "gemm_format",
-        "jitter_s",
-        "layer_forward",
-        "pipeline_bubble",
-        "stage_times",
-        "step_flop",
-        "tokens_per_chip",
-        "tp_comm_layer_s",
-        "zero3_s",
-    ),
-    "._train.memory": (
-        "adapter_params_per_layer",
-        "layer_activation_bytes_by_recompute",
-        "micro_batches_in_flight",
-        "params_per_chip",
-        "stage_layers",
-        "stage_memory",
-        "train_memory",
-        "zero3_gather_params",
-    ),
-    "._train.plan": ("TRAIN_FIELDS",),
-    "._train.problems": ("framework_problems",),
-    "._train.rules": (
-        "fp8_units",
-        "hybrid_shard_violation",
-        "padded_vocab",
-        "pipeline_split_problems",
-        "pipeline_split_violation",
-        "tp_overlap_violation",
-        "with_padded_vocab",
-    ),
-    ".cli._codesign_cmd": (
-        "print_buildable",
-        "print_starts",
-    ),
-    ".cli._common": ("console",),
-    ".cli._programs": ("PREDICT",),
-    ".cli._sweep_paths": ("output_paths",),
-}
-#: Names that differ from the one they re-export (two private modules use the same name).
-_RENAMED: dict[str, tuple[str, str]] = {
-    "CODESIGN_BUDGETS": ("._codesign.optimize", "BUDGETS"),
-    "CodesignProblem": ("._codesign.optimize", "Problem"),
-    "PROGRAM_BUDGETS": ("._analysis.program_size", "BUDGETS"),
-    "summarise_codesign": ("._codesign.optimize", "summarise"),
-    "summarise_validation": ("._analysis.validate", "summarise"),
-}
-#: Private modules themselves (for ``monkeypatch.setattr(module, ...)`` and module constants).
-_MODULES: dict[str, str] = {
-    "calibration": "._analysis.calibrate",  # not the function dc.calibrate
-    "coverage": "._analysis.coverage",
-    "design": "._codesign.design",
-    "distributed": "._analysis.distributed",
-    "exported": "._core.exported",
-    "hf_config": "._inputs.hf_config",
-    "optimize": "._codesign.optimize",
-    "plots": "._analysis.plots",
-    "quick_compile": "._core.quick_compile",
-    "schema": "._inputs.schema",
-    "schema_doc": "._analysis.schema_doc",
-    "smooth": "._core.smooth",
-    "technology": "._codesign.technology",
-    "uncertainty": "._analysis.uncertainty",
-    "workloads": "._codesign.workloads",
-    "xla": "._core.xla",
-}
-_WHERE: dict[str, tuple[str, str | None]] = {
-    **{name: (module, name) for module, names in _LAZY.items() for name in names},
-    **_RENAMED,
-    **{name: (module, None) for name, module in _MODULES.items()},
-}
-
-
-def __getattr__(name: str) -> typing.Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = where
-    value = importlib.import_module(module, "diffcost")
-    if attribute is not None:
-        value = getattr(value, attribute)
-    globals()[name] = value  # later lookups find it without calling __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+#: each name of the block above, imported on first use (PEP 562; diffcost/_core/lazy.py)
+__getattr__, __dir__, _where = lazy_exports(globals())
 
 __all__ = [
     "AbstractExecutionClass",
@@ -650,6 +282,7 @@ __all__ = [
     "attention_gemms",
     "AttentionShape",
     "augmented_lagrangian",
+    "Axis",
     "backends_started",
     "BandwidthProportional",
     "BATCH_RESOLUTION",
@@ -662,13 +295,18 @@ __all__ = [
     "Candidates",
     "causal_skip",
     "charged",
+    "check_finite",
     "Checker",
     "checkpoint_interval_s",
     "chip_as_design",
     "chip_module",
+    "Choice",
+    "Choices",
     "cma_search",
     "CODESIGN_BUDGETS",
     "CodesignProblem",
+    "coerce",
+    "coerce_all",
     "collective_of",
     "configure_xla",
     "console",
@@ -687,6 +325,7 @@ __all__ = [
     "design_area_mm2",
     "design_cost_usd",
     "design_power_w",
+    "device_columns",
     "distributed",
     "efficiency_for",
     "elementwise_elements",
@@ -704,11 +343,14 @@ __all__ = [
     "expected_tokens_per_step",
     "expert_gemms",
     "expert_imbalance",
+    "EXPERT_LAYOUT_RULES",
     "ExpertSplit",
     "exported",
     "ExportedProgram",
     "exposed_s",
     "FAMILIES",
+    "field_option",
+    "flag",
     "flags_supported",
     "fleet_evaluate",
     "fleet_problem",
@@ -764,22 +406,28 @@ __all__ = [
     "measured_phases",
     "measurements_dir",
     "median_best",
+    "megatron",
     "megatron_launch",
     "micro_batches_in_flight",
     "mixed_active_fraction",
     "model_module",
     "MOE_REGIME",
+    "moves",
     "multistart_search",
     "near_share",
     "nearest_chips",
     "NearFirst",
     "NearMemory",
     "next_penalty",
+    "NonFiniteOutput",
     "NVLS",
+    "objective_of",
     "once",
     "optimal_wasted_fraction",
     "optimize",
+    "option_group",
     "output_paths",
+    "output_problems",
     "padded_vocab",
     "parameter_names",
     "params_per_chip",
@@ -801,6 +449,7 @@ __all__ = [
     "plan_kwargs",
     "plan_neighbours",
     "PLAN_SCHEMAS",
+    "PlanField",
     "Plausible",
     "plots",
     "popsize",
@@ -808,6 +457,7 @@ __all__ = [
     "prefill_attention",
     "prepare",
     "print_buildable",
+    "print_json",
     "print_starts",
     "PROGRAM_BUDGETS",
     "program_sizes",
@@ -819,17 +469,27 @@ __all__ = [
     "read_toml",
     "reference_chip",
     "reference_technology",
+    "refine",
     "registry",
     "relaxed_objective",
     "relaxed_serve_plan",
     "resolve",
+    "resolve_job",
     "Ring",
+    "risk_comparison",
     "rounded_plan",
     "Run",
     "runtime_reserve_bytes",
+    "scaled_moves",
+    "scan_space",
     "scenario_toml",
     "schema",
     "schema_doc",
+    "search_result",
+    "searched_choices",
+    "sensitivity_serve",
+    "sensitivity_train",
+    "serve",
     "SERVE_FIELDS",
     "SERVE_METRICS",
     "serve_metrics",
@@ -858,6 +518,7 @@ __all__ = [
     "summarise_codesign",
     "summarise_validation",
     "sustained_efficiency",
+    "switch_args",
     "sync_wait_s",
     "table",
     "TARGETS",
@@ -865,26 +526,40 @@ __all__ = [
     "technology_path",
     "throttled",
     "to_design",
+    "to_plans",
     "tokens_per_chip",
     "tp_all_reduce_s",
+    "tp_allowed",
     "tp_comm_layer_s",
     "tp_overlap_violation",
+    "TP_RULES",
+    "TpRule",
+    "train",
+    "train_cmd",
     "TRAIN_FIELDS",
     "train_launch_plan",
+    "train_layout",
     "train_memory",
     "TRAIN_METRICS",
     "train_metrics",
     "TRAIN_OUTPUTS",
+    "TRAIN_PLAN",
+    "train_plan_flags",
     "train_space",
+    "TRAINING_PRECISIONS",
     "TrainProblem",
     "Tree",
+    "type_checking_imports",
     "uncertainty",
+    "unique",
     "UNITS",
     "valid",
     "validate_load",
+    "values",
     "violation",
     "wasted_fraction",
     "with_memory_check",
+    "with_options",
     "with_padded_vocab",
     "within_area_and_cost",
     "within_budgets",

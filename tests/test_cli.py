@@ -146,7 +146,7 @@ def test_option_groups_are_spliced_in_place_and_passed_as_dicts():
 
     import typer
 
-    from diffcost.cli._options import with_options
+    from diffcost.testing import with_options
 
     def group(a: Annotated[int | None, typer.Option(help="A.")] = None, b: int = 2) -> None:
         """Two options."""
@@ -167,9 +167,7 @@ def test_option_groups_are_spliced_in_place_and_passed_as_dicts():
 def test_train_and_its_sensitivity_share_the_plan_options():
     import inspect
 
-    from diffcost.cli._sensitivity_cmd import sensitivity_serve, sensitivity_train
-    from diffcost.cli._serve_cmd import serve
-    from diffcost.cli._train_cmd import train
+    from diffcost.testing import sensitivity_serve, sensitivity_train, serve, train
 
     def options(fn):
         return {n: p.annotation for n, p in inspect.signature(fn).parameters.items()}
@@ -182,7 +180,7 @@ def test_train_and_its_sensitivity_share_the_plan_options():
 
 
 def test_resolve_job_fills_the_defaults_from_the_system_and_model():
-    from diffcost.cli._resolve import resolve_job
+    from diffcost.testing import resolve_job
 
     refs = {"model": "llama-2-7b", "system": "dgx-a100", "chip": None, "chips": 16}
     job = resolve_job("train", None, refs, {"tp": 2, "pp": None}, "default")
@@ -211,7 +209,7 @@ def test_bad_input_message_is_plain_text_on_one_line_per_problem():
 def test_output_paths_are_checked_before_any_work(tmp_path):
     """A folder given for a file, a file given for (or inside) a folder, an unknown image type:
     each named with its option, exit 2, nothing written (these were tracebacks)."""
-    from diffcost.cli._common import output_problems
+    from diffcost.testing import output_problems
 
     afile = tmp_path / "afile"
     afile.write_text("x")
@@ -254,7 +252,7 @@ def test_a_non_finite_prediction_is_never_printed_as_an_answer(monkeypatch):
     import equinox as eqx
     import jax.numpy as jnp
 
-    import diffcost.cli._train_cmd as train_cmd
+    from diffcost.testing import train_cmd
 
     real = train_cmd._predict
 
@@ -294,7 +292,7 @@ def test_a_non_finite_prediction_names_the_extreme_input():
     import equinox as eqx
     import jax.numpy as jnp
 
-    from diffcost.cli._common import check_finite
+    from diffcost.testing import check_finite
 
     system, model = dc.load_system(chip="h100-sxm"), dc.load_model("llama-2-7b")
     huge = eqx.tree_at(lambda m: m.hidden, model, jnp.asarray(4.0e9))
@@ -421,7 +419,7 @@ def test_json_output_never_holds_nan_or_infinity(capsys):
     """Standard JSON has no NaN or Infinity (issue 39: ``--qps 1e300`` printed NaN, a lone p99
     limit ``Infinity``): ``print_json`` refuses to print one, naming where it is, so a test of
     any ``--json`` output catches it as the bug it is instead of writing it."""
-    from diffcost.cli._common import NonFiniteOutput, print_json
+    from diffcost.testing import NonFiniteOutput, print_json
 
     with pytest.raises(NonFiniteOutput) as err:
         print_json({"load": {"ttft_p99_s": float("nan"), "qps": 1.0}, "a": [1.0, float("inf")]})

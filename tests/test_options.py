@@ -9,27 +9,32 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._analysis.plans import PLAN_SCHEMAS
-from diffcost._analysis.sweep_spec import PLAN_FIELDS
-from diffcost._core.errors import SpecError
-from diffcost._core.options import (
+from diffcost import (
+    FORMATS,
     Format,
     Optimizer,
     Recompute,
     ServeMode,
     ServeObjective,
+    SpecError,
     TrainObjective,
     TrainPrecision,
+    TrainSearchSpace,
     ZeroStage,
+)
+from diffcost.cli import app
+from diffcost.testing import (
+    PLAN_FIELDS,
+    PLAN_SCHEMAS,
+    SERVE_PLAN,
+    TRAIN_FIELDS,
+    TRAIN_PLAN,
+    TRAINING_PRECISIONS,
     coerce,
     coerce_all,
+    objective_of,
     values,
 )
-from diffcost._inputs.hardware import FORMATS
-from diffcost._search.train import TrainSearchSpace, objective_of
-from diffcost._serve.plan import SERVE_PLAN
-from diffcost._train.plan import TRAIN_FIELDS, TRAIN_PLAN, TRAINING_PRECISIONS
-from diffcost.cli import app
 
 KINDS: list[tuple[type[enum.Enum], object, object]] = [  # kind, a valid value, an invalid one
     (Format, "fp8", "fp6"),

@@ -10,14 +10,22 @@ import typer
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._core.options import PlanField, ZeroStage
-from diffcost._core.smooth import EXACT, RELAXED
-from diffcost._launch.megatron import flag, switch_args
-from diffcost._serve.plan import SERVE_FIELDS
-from diffcost._terms.tp_rules import EXPERT_LAYOUT_RULES, TP_RULES, TpRule, tp_allowed
-from diffcost._train.plan import TRAIN_FIELDS
+from diffcost import EXACT, RELAXED, ZeroStage
 from diffcost.cli import app
-from diffcost.cli._options import field_option, option_group, train_plan_flags
+from diffcost.testing import (
+    EXPERT_LAYOUT_RULES,
+    SERVE_FIELDS,
+    TP_RULES,
+    TRAIN_FIELDS,
+    PlanField,
+    TpRule,
+    field_option,
+    flag,
+    option_group,
+    switch_args,
+    tp_allowed,
+    train_plan_flags,
+)
 
 
 def _options(fn) -> dict[str, inspect.Parameter]:
@@ -63,7 +71,7 @@ def test_an_option_is_declared_once_and_shared():
 def test_a_new_switch_reaches_the_command_line_and_the_launch_line(monkeypatch):
     """A boolean field that declares a Megatron-LM flag is emitted when on, with no change in
     the launcher (the switches it places itself keep their place)."""
-    import diffcost._launch.megatron as mg
+    from diffcost.testing import megatron as mg
 
     new = PlanField("new_switch", "bool", False, "a switch", launch=(("megatron", "--new"),))
     monkeypatch.setattr(mg, "TRAIN_FIELDS", (*TRAIN_FIELDS, new))
@@ -78,8 +86,8 @@ def test_the_search_varies_the_choices_its_fields_declare():
     """The training search's choices, candidate columns and relaxed weights are the fields
     declared ``axis=Choices()`` (categoricals, then bools), with the space's values, else the
     declaration's (every choice; False, True)."""
-    from diffcost._core.options import Choices, searched_choices
-    from diffcost._search.train import TrainProblem, _layout
+    from diffcost.testing import Choices, TrainProblem, searched_choices
+    from diffcost.testing import train_layout as _layout
 
     model = dc.load_model("llama-2-7b")
     space = dc.TrainSearchSpace(global_batch=64, seq_len=2048, chips=(8,), precision=("bf16",))

@@ -30,14 +30,6 @@ EXCEPTIONS: dict[str, str] = {
     "tests/test_layers.py": "the layer checker's own fixtures are sources that import private "
     "modules (strings, never run)",
     "tests/test_public_imports.py": "this checker's own fixtures (strings, never run)",
-    # pending (issue 40, second round): other changes edit these files in parallel; converted
-    # after they are merged, to keep the merges simple
-    "tests/test_cli.py": "pending: edited in parallel by the command-line change",
-    "tests/test_options.py": "pending: edited in parallel by the plan-field axes change",
-    "tests/test_plan_fields.py": "pending: edited in parallel by the plan-field axes change",
-    "tests/test_search.py": "pending: edited in parallel by the plan-field axes change",
-    "tests/test_search_risk.py": "pending: edited in parallel by the plan-field axes change",
-    "tests/test_search_scan.py": "pending: edited in parallel by the plan-field axes change",
 }
 
 # a line of a string constant that imports a private module (the script of a subprocess)
@@ -123,15 +115,47 @@ def test_the_testing_module_names_resolve_and_are_not_public():
     moved fails here, by name, not in the tests that use it); a public name is used as
     ``dc.X`` instead, so none is here."""
     assert testing.__all__ == sorted(testing.__all__, key=lambda name: (name.lower(), name))
-    assert set(testing.__all__) == set(testing._WHERE)
+    assert set(testing.__all__) == set(testing._where())
     assert not set(testing.__all__) & set(dc.__all__)
     missing = []
     for name in testing.__all__:
         try:
             getattr(testing, name)
         except (AttributeError, ImportError) as error:
-            missing.append(f"{name}: {testing._WHERE[name]}: {error}")
+            missing.append(f"{name}: {testing._where()[name]}: {error}")
     assert not missing, "\n".join(missing)
+
+
+def test_the_lazy_names_are_the_type_checking_imports():
+    """``diffcost`` and ``diffcost.testing`` name each export twice: its real import in the
+    ``if typing.TYPE_CHECKING:`` block (which the run-time lookup reads) and ``__all__``."""
+    assert set(dc.__all__) == set(dc._where())
+    assert set(testing.__all__) == set(testing._where())
+
+
+def test_the_lazy_lookup_reads_each_form_of_import():
+    source = """
+import typing
+from typing import TYPE_CHECKING
+
+if typing.TYPE_CHECKING:
+    from ._train.cost import TrainCost
+    from ._analysis import calibrate as calibration
+    from . import testing
+if TYPE_CHECKING:
+    from .x import a as b
+def f():
+    if TYPE_CHECKING:
+        from .y import c
+"""
+    assert testing.type_checking_imports(source) == {
+        "TrainCost": ("._train.cost", "TrainCost"),
+        "calibration": ("._analysis", "calibrate"),
+        "testing": (".", "testing"),
+        "b": (".x", "a"),
+    }
+    assert testing.calibration.__name__ == "diffcost._analysis.calibrate"  # a submodule
+    assert testing.train_cmd.__name__ == "diffcost.cli._train_cmd"
 
 
 # -- the checker itself (so it cannot pass for want of looking) -----------------------------------
@@ -176,15 +200,18 @@ def test_the_checker_finds_each_form_of_private_import():
 
 def test_the_checker_honours_the_exceptions():
     found = [
-        PrivateImport("tests/test_cli.py", 1, "diffcost.cli._options"),
+        PrivateImport("tests/test_layers.py", 1, "diffcost.cli._options"),
         PrivateImport("tests/test_new.py", 2, "diffcost._core.smooth"),
     ]
     assert _outside_exceptions(found) == ["tests/test_new.py:2: imports diffcost._core.smooth"]
 
 
 def test_the_checker_reads_the_tests():
-    """The pending files are found (so an empty answer is not for want of looking)."""
-    assert {i.file for i in collect_tests()} >= {"tests/test_cli.py", "tests/test_layers.py"}
+    """The checkers' own fixtures are found (so an empty answer is not for want of looking)."""
+    assert {i.file for i in collect_tests()} == {
+        "tests/test_layers.py",
+        "tests/test_public_imports.py",
+    }
 
 
 if __name__ == "__main__":

@@ -9,15 +9,19 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._core.discrete import Axis, Candidates, moves, refine, scaled_moves, unique
-from diffcost._search.train import (
-    TrainSearchSpace,
+from diffcost import TrainSearchSpace, search_train
+from diffcost.cli import app
+from diffcost.testing import (
+    Axis,
+    Candidates,
     enumerate_space,
-    search_train,
+    moves,
+    refine,
+    scaled_moves,
     to_plans,
+    unique,
     valid,
 )
-from diffcost.cli import app
 
 SMALL = [
     ("llama-2-7b", "dgx-a100", 8, 64, 4096),

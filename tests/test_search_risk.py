@@ -12,13 +12,17 @@ import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
-from diffcost._analysis import calibrate as C
-from diffcost._analysis import uncertainty as U
-from diffcost._core.errors import SpecError
-from diffcost._core.smooth import RELAXED
-from diffcost._search.serve import ServeSearchSpace, search_serve
-from diffcost._search.train import TrainSearchSpace, search_train
+from diffcost import (
+    RELAXED,
+    ServeSearchSpace,
+    SpecError,
+    TrainSearchSpace,
+    search_serve,
+    search_train,
+)
 from diffcost.cli import app
+from diffcost.testing import calibration as C
+from diffcost.testing import uncertainty as U
 
 
 def _plan(tp: int, dp: int, zero: int) -> dc.TrainPlan:
@@ -120,7 +124,7 @@ def test_p90_search_avoids_zero3_across_nodes_that_the_mean_search_picks():
     assert mean_row["zero"] == 3 and mean_row["dp"] * mean_row["tp"] > 8
     assert risk_row["zero"] == 1
     # the p90 of the mean-optimal plan is far above the p90-optimal one's
-    from diffcost.cli._plan_cmd import risk_comparison
+    from diffcost.testing import risk_comparison
 
     cmp = risk_comparison(system, model, "a100-sxm-80gb", mean, risk)
     m, r = cmp["mean_optimal"], cmp["p90_optimal"]

@@ -6,9 +6,17 @@ import numpy as np
 import pytest
 
 import diffcost as dc
-from diffcost._core.discrete import Axis, Candidates, Choice, device_columns
-from diffcost._search.core import _result, enumerate_all, scan_space
-from diffcost._search.train import TrainProblem, TrainSearchSpace
+from diffcost import TrainSearchSpace
+from diffcost.testing import (
+    Axis,
+    Candidates,
+    Choice,
+    TrainProblem,
+    device_columns,
+    enumerate_all,
+    scan_space,
+)
+from diffcost.testing import search_result as _result
 
 
 def test_flat_indices_decode_to_the_product_rows():

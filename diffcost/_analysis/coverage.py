@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
 from .._core.disk_cache import cached_json
@@ -120,7 +121,8 @@ def index(points: Sequence[Measurement]) -> list[Measured]:
 def builtin_index() -> tuple[Measured, ...]:
     """:func:`index` of the built-in ``specs/measurements`` (read once per process, and kept on
     disk between runs while the specs and the package are unchanged:
-    :func:`~diffcost._core.disk_cache.cached_json`)."""
+    :func:`~diffcost._core.disk_cache.cached_json`, one file per float type: the values are
+    those the process would compute itself, bit for bit)."""
 
     def compute() -> list[list[Any]]:
         return [
@@ -128,8 +130,13 @@ def builtin_index() -> tuple[Measured, ...]:
             for m in index(load_measurements())
         ]
 
+    # Stored per float type: a point's MFU goes through JAX arithmetic (the model's parameter
+    # count in `_inputs/measurements.py`, its FLOP), which differs in the 8th digit between a
+    # float32 process (the command line) and a float64 one (the tests, JAX_ENABLE_X64=1); one
+    # shared file gave a command the value of whichever process had filled it.
+    dtype = np.dtype(jnp.result_type(float)).name
     package = Path(__file__).resolve().parents[1]
-    rows = cached_json("coverage-index", [specs_dir(), package], compute)
+    rows = cached_json(f"coverage-index-{dtype}", [specs_dir(), package], compute)
     return tuple(Measured(r[0], r[1], r[2], r[3], tuple(r[4]), r[5], frozenset(r[6])) for r in rows)
 
 

@@ -7,16 +7,19 @@ the readers (:mod:`diffcost._inputs.scenario`, :mod:`diffcost._inputs.measuremen
 layer that sees both jobs: here the public loaders pass the two tables in.
 """
 
+import difflib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._inputs.hardware import System
 from .._inputs.load_measurements import LoadMeasurement, read_load_measurements
 from .._inputs.measurements import Measurement, read_measurements
 from .._inputs.plan_tables import PlanTable
 from .._inputs.scenario import Scenario, read_scenario
 from .._inputs.schema import Field
 from .._serve.plan import SERVE_PLAN, plan_kwargs, serve_plan
+from .._terms.collectives import COLLECTIVES
 from .._train.plan import TRAIN_PLAN, train_plan
 
 
@@ -42,9 +45,20 @@ PLANS: dict[str, PlanTable] = {
 PLAN_SCHEMAS: dict[str, Mapping[str, Field]] = {kind: t.fields for kind, t in PLANS.items()}
 
 
+def collective_problem(name: str, system: System | None) -> str | None:
+    """Why the collective algorithm ``name`` cannot be used on ``system``: an unknown name (the
+    closest one suggested, the choices listed), or one the system cannot run (``nvls`` without
+    in-network reduction; not checked when ``system`` is None); None when it can."""
+    if name not in COLLECTIVES:
+        close = difflib.get_close_matches(name.lower(), list(COLLECTIVES), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        return f"unknown collective algorithm {name!r}{hint} (choices: {', '.join(COLLECTIVES)})"
+    return None if system is None else COLLECTIVES[name]().unavailable(system)
+
+
 def load_scenario(name_or_path: str | Path) -> Scenario:
     """Load and check a scenario (built-in name or path); all problems are reported at once."""
-    return read_scenario(name_or_path, PLANS)
+    return read_scenario(name_or_path, PLANS, collective_problem)
 
 
 def load_measurements(paths: Sequence[str | Path] | None = None) -> list[Measurement]:
@@ -66,4 +80,11 @@ def load_load_measurements(paths: Sequence[str | Path] | None = None) -> list[Lo
     return read_load_measurements(PLANS, paths)
 
 
-__all__ = ["PLANS", "PLAN_SCHEMAS", "load_load_measurements", "load_measurements", "load_scenario"]
+__all__ = [
+    "PLANS",
+    "PLAN_SCHEMAS",
+    "collective_problem",
+    "load_load_measurements",
+    "load_measurements",
+    "load_scenario",
+]

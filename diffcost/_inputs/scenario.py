@@ -1,5 +1,6 @@
 """Scenario files: a model, a system and a plan, by name, checked strictly."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -7,8 +8,15 @@ from typing import Any
 from .._core.errors import Problem, SpecError
 from . import schema as S
 from .checker import Checker, read_toml
-from .loader import resolve
+from .hardware import System
+from .loader import load_system, resolve
 from .plan_tables import PlanTables
+
+#: ``check(name, system)``: why the collective algorithm ``name`` cannot be used on ``system``
+#: (None: its system did not load; only the name is checked), or None when it can.  The
+#: registry of algorithms sits above this layer (:mod:`diffcost._terms.collectives`):
+#: :func:`diffcost._analysis.plans.load_scenario` passes it in, as it does the plan tables.
+CollectiveCheck = Callable[[str, System | None], str | None]
 
 
 @dataclass(frozen=True)
@@ -25,12 +33,16 @@ class Scenario:
     chips: int | None
     plan: dict[str, Any] = field(default_factory=dict)
     source: dict[str, str] = field(default_factory=dict)
+    collective: str | None = None  # a name of diffcost.COLLECTIVES; None: the system's
 
 
-def read_scenario(name_or_path: str | Path, plans: PlanTables) -> Scenario:
+def read_scenario(
+    name_or_path: str | Path, plans: PlanTables, collective: CollectiveCheck | None = None
+) -> Scenario:
     """Load and check a scenario (built-in name or path), its ``[plan]`` against the table of
-    its kind in ``plans`` (:func:`diffcost._analysis.plans.load_scenario` passes both jobs');
-    all problems are reported at once."""
+    its kind in ``plans`` (:func:`diffcost._analysis.plans.load_scenario` passes both jobs'),
+    its ``collective`` with ``collective`` (required when the file names one); all problems
+    are reported at once."""
     path = resolve("scenario", name_or_path)
     data = read_toml(path)
     ck = Checker(str(path))
@@ -47,6 +59,8 @@ def read_scenario(name_or_path: str | Path, plans: PlanTables) -> Scenario:
                 resolve(ref_kind, top[ref_kind], where=str(path))
             except SpecError as err:
                 ck.problems += [Problem(str(path), ref_kind, p.reason) for p in err.problems]
+    if "collective" in top:
+        _check_collective(ck, top, path, collective, not ck.problems)
     ck.raise_if_any()
     return Scenario(
         kind=top["kind"],
@@ -59,4 +73,25 @@ def read_scenario(name_or_path: str | Path, plans: PlanTables) -> Scenario:
         chips=top.get("chips"),
         plan=top.get("plan", {}),
         source=source,
+        collective=top.get("collective"),
     )
+
+
+def _check_collective(
+    ck: Checker, top: dict[str, Any], path: Path, check: CollectiveCheck | None, loads: bool
+) -> None:
+    """The scenario's ``collective``: a known name that its system (when the rest of the file
+    is valid, so that it loads) can run."""
+    if check is None:
+        ck.add("collective", "no registry of collective algorithms given to read it")
+        return
+    system = None
+    if loads:
+        refs = {k: resolve(k, top[k], str(path)) for k in ("system", "chip") if k in top}
+        try:
+            system = load_system(refs.get("system"), chip=refs.get("chip"), chips=top.get("chips"))
+        except SpecError:  # the system's own problems are its file's, reported by loading it
+            system = None
+    reason = check(top["collective"], system)
+    if reason is not None:
+        ck.add("collective", reason)

@@ -550,6 +550,12 @@ SCENARIO_TOP = {
     "system": Field("str", doc="built-in system name or path (or chip)"),
     "chip": Field("str", doc="built-in chip name or path (or system)"),
     "chips": Field("count", doc="chip count (default: the system's)", plausible=R.SYSTEM_CHIPS),
+    "collective": Field(
+        "str",
+        doc="collective algorithm of the all-reduces and all-gathers (a name of "
+        "diffcost.COLLECTIVES: ring, tree, hierarchical, nvls; nvls needs a system with "
+        "in_network_reduction; default: the system's); the command line's --collective wins",
+    ),
 }
 
 # --- measurements -----------------------------------------------------------------------------

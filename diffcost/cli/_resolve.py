@@ -4,16 +4,16 @@ Shared by ``diffcost train|serve`` and ``diffcost sensitivity train|serve`` so t
 the same inputs the same way.
 """
 
-import difflib
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .._analysis.plans import collective_problem, load_scenario
 from .._core.errors import Problem, SpecError
 from .._inputs.hardware import System
 from .._inputs.loader import load_model, load_spec, load_system
 from .._inputs.model import Model
 from .._serve.plan import SERVE_FIELDS, ServePlan, serve_plan
-from .._terms.collectives import COLLECTIVES, with_collective
+from .._terms.collectives import with_collective
 from .._train.plan import TRAIN_FIELDS, TrainPlan, train_plan
 from ._common import merge_inputs
 
@@ -107,7 +107,10 @@ def resolve_job(
     refs, values, scenario = merge_inputs(
         kind, scenario, DEFAULT_SCENARIO[kind], refs_flags, flags, command
     )
-    collective = refs_flags.get("collective")
+    collective, collective_source = refs_flags.get("collective"), "<arguments>"
+    if collective is None and scenario is not None:  # the flag, when given, wins
+        sc = load_scenario(scenario)
+        collective, collective_source = sc.collective, sc.path
     problems: list[Problem] = []
     system = model = None
     try:
@@ -118,7 +121,7 @@ def resolve_job(
         problems += err.problems
     else:
         try:
-            system = apply_collective(system, collective)
+            system = apply_collective(system, collective, collective_source)
         except SpecError as err:
             problems += err.problems
     try:
@@ -144,21 +147,19 @@ def resolve_job(
     return Job(system, model, plan, values, refs, scenario, str(calibration), collective)
 
 
-def apply_collective(system: System, name: str | None) -> System:
-    """``system`` with the collective algorithm ``--collective`` names (``None``: unchanged,
-    the system's default).
+def apply_collective(system: System, name: str | None, source: str = "<arguments>") -> System:
+    """``system`` with the collective algorithm ``--collective`` (or the scenario file
+    ``source``) names (``None``: unchanged, the system's default).
 
     Raises:
         SpecError: an unknown name (the choices listed, the closest first), or one the system
-            cannot run (``nvls`` without in-network reduction); both name ``--collective``.
+            cannot run (``nvls`` without in-network reduction); both name ``collective``.
     """
     if name is None:
         return system
-    if name not in COLLECTIVES:
-        close = difflib.get_close_matches(name.lower(), list(COLLECTIVES), n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        reason = f"unknown collective algorithm {name!r}{hint} (choices: {', '.join(COLLECTIVES)})"
-        raise SpecError([Problem("<arguments>", "collective", reason)])
+    reason = collective_problem(name, system)
+    if reason is not None:
+        raise SpecError([Problem(source, "collective", reason)])
     return with_collective(system, name)
 
 
