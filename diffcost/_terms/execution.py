@@ -59,9 +59,23 @@ def gpu_matmul_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficie
     ``f = eff.matmul_peak_fraction`` and ``d = eff.matmul_half_dim`` (module docstring):
     ``f * n/(n + d) * k/(k + d) * m / (m + f d)``.
     """
-    d, f = eff.matmul_half_dim, eff.matmul_peak_fraction
-    m, n, k = (jnp.asarray(x) for x in (m, n, k))
-    return (n / (n + d)) * (k / (k + d)) * sustained_efficiency(m / (m + d), f)
+    return half_fill(n, eff) * half_fill(k, eff) * gpu_row_efficiency(m, eff)
+
+
+@once
+def half_fill(dim: ArrayLike, eff: Efficiency) -> Array:
+    """A GPU GEMM dimension's fill ``dim / (dim + d)``, ``d = eff.matmul_half_dim``; once per
+    dimension and evaluation (:mod:`diffcost._core.shared`): the GEMMs of a step share their
+    rows and widths."""
+    dim = jnp.asarray(dim)
+    return dim / (dim + eff.matmul_half_dim)
+
+
+@once
+def gpu_row_efficiency(m: ArrayLike, eff: Efficiency) -> Array:
+    """:func:`sustained_efficiency` of a GPU GEMM's row fill ``m / (m + d)`` at ``f =
+    eff.matmul_peak_fraction``; once per row count and evaluation."""
+    return sustained_efficiency(half_fill(m, eff), eff.matmul_peak_fraction)
 
 
 #: Relative tolerance below which a dimension counts as a multiple of the array side.  Model
@@ -71,6 +85,7 @@ def gpu_matmul_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficie
 ALIGN_TOL = 2e-6
 
 
+@once
 def array_tiles(dim: ArrayLike, array_dim: ArrayLike, sm: Smoothing) -> Array:
     """Tiles of side ``R = array_dim`` a dimension of ``dim`` elements needs: ``ceil(dim / R)``.
 
@@ -119,6 +134,14 @@ def dataflow_fill(n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Arra
     return array_pad(n, k, chip, sm)
 
 
+@once
+def systolic_row_efficiency(m: ArrayLike, chip: Chip, eff: Efficiency) -> Array:
+    """:func:`sustained_efficiency` of a systolic pass's row fill ``m / (m + R)`` at ``f =
+    eff.matmul_peak_fraction``; once per row count and evaluation."""
+    m = jnp.asarray(m)
+    return sustained_efficiency(m / (m + chip.array_dim), eff.matmul_peak_fraction)
+
+
 class AbstractExecutionClass(AbstractExtension):
     """The efficiency law of a chip family: the fraction of peak a GEMM reaches, and the rows a
     skinny GEMM wastes (the serving model's compute-bound batch)."""
@@ -163,8 +186,7 @@ class Systolic(AbstractExecutionClass):
     def matmul_efficiency(
         self, m: Array, n: ArrayLike, k: ArrayLike, chip: Chip, eff: Efficiency, sm: Smoothing
     ) -> Array:
-        rows = sustained_efficiency(m / (m + chip.array_dim), eff.matmul_peak_fraction)
-        return array_pad(n, k, chip, sm) * rows
+        return array_pad(n, k, chip, sm) * systolic_row_efficiency(m, chip, eff)
 
     def wasted_rows(self, chip: Chip, eff: Efficiency) -> ArrayLike:
         return chip.array_dim

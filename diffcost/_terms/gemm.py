@@ -56,6 +56,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from .._core.shared import once
 from .._core.smooth import Smoothing, smax
 from .._inputs.hardware import System
 from .execution import ALIGN_TOL as ALIGN_TOL
@@ -124,11 +125,17 @@ def gemm_time_s(
     m, n, k = (jnp.asarray(x) for x in (m, n, k))
     # ``flop / eff`` tends to a finite limit as m -> 0 (eff is proportional to m there): an
     # empty GEMM (no tokens) takes that limit, not 0 / 0, and its gradient stays finite
-    rows = jnp.maximum(m, 1e-6)
+    rows = nonzero_rows(m)
     eff = matmul_efficiency(rows, n, k, system, sm)
     compute_s = gemm_flop(rows, n, k, count) / (fmt.peak_flop_per_s * eff)
     memory_s = stream_time_s(gemm_bytes(m, n, k, fmt, count), system)
     return smax(compute_s, memory_s, sm)
+
+
+@once
+def nonzero_rows(m: ArrayLike) -> Array:
+    """``max(m, 1e-6)``: a GEMM's rows kept off 0 (:func:`gemm_time_s`); once per row count."""
+    return jnp.maximum(m, 1e-6)
 
 
 def matmul_time_s(
@@ -155,7 +162,14 @@ def stream_time_s(bytes_moved: ArrayLike, system: System) -> Array:
 
     ``bytes / (bw * f_bw)`` (datasheet bandwidth times ``memory_bandwidth_fraction``).
     """
-    bandwidth = (
+    return jnp.asarray(bytes_moved) / achievable_bandwidth(system)
+
+
+@once
+def achievable_bandwidth(system: System) -> Array:
+    """Achievable memory bandwidth, bytes/s: ``bw * f_bw`` (datasheet bandwidth times
+    ``memory_bandwidth_fraction``); once per system and evaluation
+    (:mod:`diffcost._core.shared`)."""
+    return jnp.asarray(
         system.chip.memory_bandwidth_bytes_per_s * system.efficiency.memory_bandwidth_fraction
     )
-    return jnp.asarray(bytes_moved) / bandwidth
