@@ -108,9 +108,17 @@ def array_pad(n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
     ``k`` and ``n`` padded to the array side ``R = chip.array_dim`` (systolic: Jouppi et al.
     ISCA 2017 §2; dataflow: the Groq MXM is 320 wide, Abts et al. ISCA 2020).
     """
+    return array_side_fill(k, chip, sm) * array_side_fill(n, chip, sm)
+
+
+@once
+def array_side_fill(dim: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
+    """Fraction of the array side ``R = chip.array_dim`` a dimension of ``dim`` elements fills,
+    ``dim / (R ceil(dim / R))`` (:func:`array_pad`); once per dimension and evaluation (the
+    GEMMs of a step share their widths)."""
     r = chip.array_dim
-    n, k = jnp.asarray(n), jnp.asarray(k)
-    return (k / (r * array_tiles(k, r, sm))) * (n / (r * array_tiles(n, r, sm)))
+    dim = jnp.asarray(dim)
+    return dim / (r * array_tiles(dim, r, sm))
 
 
 def systolic_fill(m: ArrayLike, n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:

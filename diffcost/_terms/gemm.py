@@ -88,8 +88,15 @@ class GemmFormat(NamedTuple):
 
 def gemm_flop(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike = 1.0) -> Array:
     """FLOP of ``count`` independent ``m x k x n`` GEMMs: ``2 m n k count``."""
-    m, n, k, count = (jnp.asarray(x) for x in (m, n, k, count))
-    return 2.0 * m * n * k * count
+    count = jnp.asarray(count)
+    return _product(_product(_product(2.0, m), n), k) * count
+
+
+@once
+def _product(a: ArrayLike, b: ArrayLike) -> Array:
+    """``a * b``, once per pair of operands and evaluation: the GEMMs of a step share their
+    rows and widths, so their FLOP and operand sizes share partial products."""
+    return jnp.multiply(a, b)
 
 
 def gemm_bytes(
@@ -102,10 +109,11 @@ def gemm_bytes(
     ``w == a``; a weight of ``w`` bytes is read once whatever ``m``, which makes small-``m``
     GEMMs memory-bound; Pope et al., "Efficiently Scaling Transformer Inference", MLSys'23).
     """
-    m, n, k, count = (jnp.asarray(x) for x in (m, n, k, count))
+    count = jnp.asarray(count)
+    mk, kn, mn = _product(m, k), _product(k, n), _product(m, n)
     if fmt.weight_bytes is None:
-        return jnp.asarray(fmt.act_bytes) * (m * k + k * n + m * n) * count
-    return (k * n * fmt.weight_bytes + (m * k + m * n) * fmt.act_bytes) * count
+        return jnp.asarray(fmt.act_bytes) * (mk + kn + mn) * count
+    return (kn * fmt.weight_bytes + (mk + mn) * fmt.act_bytes) * count
 
 
 def gemm_time_s(
