@@ -67,9 +67,16 @@ class StageLayers(NamedTuple):
     rest: Array  # layers the middle stages share: ``L - first - last`` (given ones only)
 
 
-@once
 def stage_layers(model: Model, plan: TrainPlan, sm: Smoothing) -> StageLayers:
-    """Layers on the first, middle and last pipeline stages.
+    """Layers on the first, middle and last pipeline stages (:func:`_stage_layers` of
+    ``model.layers``: once per evaluation whichever copy of the model asks, the padded-vocabulary
+    one or the user's)."""
+    return _stage_layers(model.layers, plan, sm)
+
+
+@once
+def _stage_layers(layers: Array, plan: TrainPlan, sm: Smoothing) -> StageLayers:
+    """Layers on the first, middle and last pipeline stages, of ``layers`` in all.
 
     Megatron-LM (``get_num_layers_to_build``, ``megatron/core/transformer/transformer_block.py``
     at d98e8a64ddf3): a given first (last) stage count is taken off, the remaining layers divide
@@ -80,12 +87,12 @@ def stage_layers(model: Model, plan: TrainPlan, sm: Smoothing) -> StageLayers:
     f_set = clip01(plan.first_stage_layers, sm)  # exact 1 for a given count, 0 for none
     l_set = clip01(plan.last_stage_layers, sm)
     stages = plan.pp - f_set - l_set
-    rest = model.layers - f_set * plan.first_stage_layers - l_set * plan.last_stage_layers
+    rest = layers - f_set * plan.first_stage_layers - l_set * plan.last_stage_layers
     # no middle stage (p = 2 with both ends given): divide by 1, the rules require rest = 0;
     # the even split keeps its plain L / p (the relaxed search's landscape, for any p)
     even = (1.0 - f_set) * (1.0 - l_set)
     uneven_middle = rest / (stages + is_one(stages + 1.0, sm))
-    middle = even * model.layers / plan.pp + (1.0 - even) * uneven_middle
+    middle = even * layers / plan.pp + (1.0 - even) * uneven_middle
     first = f_set * plan.first_stage_layers + (1.0 - f_set) * middle
     last = l_set * plan.last_stage_layers + (1.0 - l_set) * middle
     return StageLayers(first, middle, last, stages, rest)
