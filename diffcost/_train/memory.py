@@ -368,22 +368,22 @@ class _ZeroFactors(NamedTuple):
 def _zero_factors(model: Model, plan: TrainPlan, sm: Smoothing) -> _ZeroFactors:
     """:class:`_ZeroFactors`, once per evaluation (both stages of :func:`train_memory`)."""
     lora = lora_on(plan, sm)
-    z = plan.zero
+    z0, z1, z2, z3 = (plan.zero[i] for i in range(4))  # each read once
     shard = 1.0 / plan.shard_ranks()
-    unit = z[3] * zero3_gather_params(model, plan, sm)  # ZeRO-3: gathered, unsharded buffers
+    unit = z3 * zero3_gather_params(model, plan, sm)  # ZeRO-3: gathered, unsharded buffers
     frozen_off = 1.0 - lora
     return _ZeroFactors(
         lora=lora,
         frozen_off=frozen_off,
-        z3=z[3],
-        weights_held=z[0] + z[1] + z[2] + z[3] * shard,
-        grads_held=z[0] + z[1] + (z[2] + z[3]) * shard,
-        optimizer_held=z[0] + (z[1] + z[2] + z[3]) * shard,
+        z3=z3,
+        weights_held=z0 + z1 + z2 + z3 * shard,
+        grads_held=z0 + z1 + (z2 + z3) * shard,
+        optimizer_held=z0 + (z1 + z2 + z3) * shard,
         gathered_weights=2.0 * unit * plan.weight_bytes_per_param,
         gathered_grads=frozen_off * unit * plan.grad_bytes_per_param,
         expert_extra=plan.expert_shard_fraction() - shard,
-        expert_grads_held=z[2] + z[3],
-        expert_optimizer_held=z[1] + z[2] + z[3],
+        expert_grads_held=z2 + z3,
+        expert_optimizer_held=z1 + z2 + z3,
     )
 
 
