@@ -99,6 +99,13 @@ def _stage_layers(layers: Array, plan: TrainPlan, sm: Smoothing) -> StageLayers:
 
 
 @once
+def recompute_weights(plan: TrainPlan) -> tuple[Array, Array]:
+    """``(selective, full)``: the weights of selective and full recomputation in
+    ``plan.recompute``, each read once per evaluation (the step's terms all ask for them)."""
+    return plan.recompute[1], plan.recompute[2]
+
+
+@once
 def layers_on_stage(model: Model, plan: TrainPlan, sm: Smoothing, stage: int) -> Array:
     """Layers on pipeline stage ``stage``: 0 the first; 1 the second, a middle stage or, with
     no middle stage (``p = 2`` uneven), the last (:func:`stage_layers`)."""
@@ -342,7 +349,7 @@ def _activation_terms(model: Model, plan: TrainPlan) -> _ActivationTerms:
     return _ActivationTerms(
         per_layer=per_layer,
         embedding_dropout=model.dropout * tokens * model.hidden * rep,
-        working_set=plan.recompute[2] * layer_activation_bytes(model, plan),
+        working_set=recompute_weights(plan)[1] * layer_activation_bytes(model, plan),
         output=4.0 * tokens * model.hidden * rep + 4.0 * tokens * model.vocab / plan.tp,
     )
 
@@ -456,6 +463,7 @@ __all__ = [
     "adapter_params_per_layer",
     "layers_on_stage",
     "lora_on",
+    "recompute_weights",
     "stage_layers",
     "stage_memory",
     "trainable_params_per_chip",
