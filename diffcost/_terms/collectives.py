@@ -46,6 +46,7 @@ from .._core.smooth import Smoothing, is_one, smax, smin
 from .._inputs.hardware import System
 
 
+@once
 def local_members(group: ArrayLike, stride: ArrayLike, system: System, sm: Smoothing) -> Array:
     """Members of a group inside one scale-up domain: ``clip(domain / stride, 1, group)``.
 
@@ -60,6 +61,7 @@ def local_members(group: ArrayLike, stride: ArrayLike, system: System, sm: Smoot
     return chips / s
 
 
+@once
 def spans_domains(group: ArrayLike, stride: ArrayLike, system: System, sm: Smoothing) -> Array:
     """1 when a group of ``group`` ranks ``stride`` apart leaves one scale-up domain, else 0:
     ``group * stride > domain`` (``group / local_members > 1``), a step on the chip counts,

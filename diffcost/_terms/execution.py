@@ -59,9 +59,23 @@ def gpu_matmul_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficie
     ``f = eff.matmul_peak_fraction`` and ``d = eff.matmul_half_dim`` (module docstring):
     ``f * n/(n + d) * k/(k + d) * m / (m + f d)``.
     """
-    d, f = eff.matmul_half_dim, eff.matmul_peak_fraction
-    m, n, k = (jnp.asarray(x) for x in (m, n, k))
-    return (n / (n + d)) * (k / (k + d)) * sustained_efficiency(m / (m + d), f)
+    return half_fill(n, eff) * half_fill(k, eff) * gpu_row_efficiency(m, eff)
+
+
+@once
+def half_fill(dim: ArrayLike, eff: Efficiency) -> Array:
+    """A GPU GEMM dimension's fill ``dim / (dim + d)``, ``d = eff.matmul_half_dim``; once per
+    dimension and evaluation (:mod:`diffcost._core.shared`): the GEMMs of a step share their
+    rows and widths."""
+    dim = jnp.asarray(dim)
+    return dim / (dim + eff.matmul_half_dim)
+
+
+@once
+def gpu_row_efficiency(m: ArrayLike, eff: Efficiency) -> Array:
+    """:func:`sustained_efficiency` of a GPU GEMM's row fill ``m / (m + d)`` at ``f =
+    eff.matmul_peak_fraction``; once per row count and evaluation."""
+    return sustained_efficiency(half_fill(m, eff), eff.matmul_peak_fraction)
 
 
 #: Relative tolerance below which a dimension counts as a multiple of the array side.  Model
@@ -71,6 +85,7 @@ def gpu_matmul_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficie
 ALIGN_TOL = 2e-6
 
 
+@once
 def array_tiles(dim: ArrayLike, array_dim: ArrayLike, sm: Smoothing) -> Array:
     """Tiles of side ``R = array_dim`` a dimension of ``dim`` elements needs: ``ceil(dim / R)``.
 
@@ -93,9 +108,17 @@ def array_pad(n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
     ``k`` and ``n`` padded to the array side ``R = chip.array_dim`` (systolic: Jouppi et al.
     ISCA 2017 §2; dataflow: the Groq MXM is 320 wide, Abts et al. ISCA 2020).
     """
+    return array_side_fill(k, chip, sm) * array_side_fill(n, chip, sm)
+
+
+@once
+def array_side_fill(dim: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
+    """Fraction of the array side ``R = chip.array_dim`` a dimension of ``dim`` elements fills,
+    ``dim / (R ceil(dim / R))`` (:func:`array_pad`); once per dimension and evaluation (the
+    GEMMs of a step share their widths)."""
     r = chip.array_dim
-    n, k = jnp.asarray(n), jnp.asarray(k)
-    return (k / (r * array_tiles(k, r, sm))) * (n / (r * array_tiles(n, r, sm)))
+    dim = jnp.asarray(dim)
+    return dim / (r * array_tiles(dim, r, sm))
 
 
 def systolic_fill(m: ArrayLike, n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Array:
@@ -117,6 +140,14 @@ def dataflow_fill(n: ArrayLike, k: ArrayLike, chip: Chip, sm: Smoothing) -> Arra
     no per-pass fill, the compiler pipelines the streams.
     """
     return array_pad(n, k, chip, sm)
+
+
+@once
+def systolic_row_efficiency(m: ArrayLike, chip: Chip, eff: Efficiency) -> Array:
+    """:func:`sustained_efficiency` of a systolic pass's row fill ``m / (m + R)`` at ``f =
+    eff.matmul_peak_fraction``; once per row count and evaluation."""
+    m = jnp.asarray(m)
+    return sustained_efficiency(m / (m + chip.array_dim), eff.matmul_peak_fraction)
 
 
 class AbstractExecutionClass(AbstractExtension):
@@ -163,8 +194,7 @@ class Systolic(AbstractExecutionClass):
     def matmul_efficiency(
         self, m: Array, n: ArrayLike, k: ArrayLike, chip: Chip, eff: Efficiency, sm: Smoothing
     ) -> Array:
-        rows = sustained_efficiency(m / (m + chip.array_dim), eff.matmul_peak_fraction)
-        return array_pad(n, k, chip, sm) * rows
+        return array_pad(n, k, chip, sm) * systolic_row_efficiency(m, chip, eff)
 
     def wasted_rows(self, chip: Chip, eff: Efficiency) -> ArrayLike:
         return chip.array_dim

@@ -56,6 +56,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from .._core.shared import once
 from .._core.smooth import Smoothing, smax
 from .._inputs.hardware import System
 from .execution import ALIGN_TOL as ALIGN_TOL
@@ -87,8 +88,15 @@ class GemmFormat(NamedTuple):
 
 def gemm_flop(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike = 1.0) -> Array:
     """FLOP of ``count`` independent ``m x k x n`` GEMMs: ``2 m n k count``."""
-    m, n, k, count = (jnp.asarray(x) for x in (m, n, k, count))
-    return 2.0 * m * n * k * count
+    count = jnp.asarray(count)
+    return _product(_product(_product(2.0, m), n), k) * count
+
+
+@once
+def _product(a: ArrayLike, b: ArrayLike) -> Array:
+    """``a * b``, once per pair of operands and evaluation: the GEMMs of a step share their
+    rows and widths, so their FLOP and operand sizes share partial products."""
+    return jnp.multiply(a, b)
 
 
 def gemm_bytes(
@@ -101,10 +109,11 @@ def gemm_bytes(
     ``w == a``; a weight of ``w`` bytes is read once whatever ``m``, which makes small-``m``
     GEMMs memory-bound; Pope et al., "Efficiently Scaling Transformer Inference", MLSys'23).
     """
-    m, n, k, count = (jnp.asarray(x) for x in (m, n, k, count))
+    count = jnp.asarray(count)
+    mk, kn, mn = _product(m, k), _product(k, n), _product(m, n)
     if fmt.weight_bytes is None:
-        return jnp.asarray(fmt.act_bytes) * (m * k + k * n + m * n) * count
-    return (k * n * fmt.weight_bytes + (m * k + m * n) * fmt.act_bytes) * count
+        return jnp.asarray(fmt.act_bytes) * (mk + kn + mn) * count
+    return (kn * fmt.weight_bytes + (mk + mn) * fmt.act_bytes) * count
 
 
 def gemm_time_s(
@@ -124,11 +133,17 @@ def gemm_time_s(
     m, n, k = (jnp.asarray(x) for x in (m, n, k))
     # ``flop / eff`` tends to a finite limit as m -> 0 (eff is proportional to m there): an
     # empty GEMM (no tokens) takes that limit, not 0 / 0, and its gradient stays finite
-    rows = jnp.maximum(m, 1e-6)
+    rows = nonzero_rows(m)
     eff = matmul_efficiency(rows, n, k, system, sm)
     compute_s = gemm_flop(rows, n, k, count) / (fmt.peak_flop_per_s * eff)
     memory_s = stream_time_s(gemm_bytes(m, n, k, fmt, count), system)
     return smax(compute_s, memory_s, sm)
+
+
+@once
+def nonzero_rows(m: ArrayLike) -> Array:
+    """``max(m, 1e-6)``: a GEMM's rows kept off 0 (:func:`gemm_time_s`); once per row count."""
+    return jnp.maximum(m, 1e-6)
 
 
 def matmul_time_s(
@@ -155,7 +170,14 @@ def stream_time_s(bytes_moved: ArrayLike, system: System) -> Array:
 
     ``bytes / (bw * f_bw)`` (datasheet bandwidth times ``memory_bandwidth_fraction``).
     """
-    bandwidth = (
+    return jnp.asarray(bytes_moved) / achievable_bandwidth(system)
+
+
+@once
+def achievable_bandwidth(system: System) -> Array:
+    """Achievable memory bandwidth, bytes/s: ``bw * f_bw`` (datasheet bandwidth times
+    ``memory_bandwidth_fraction``); once per system and evaluation
+    (:mod:`diffcost._core.shared`)."""
+    return jnp.asarray(
         system.chip.memory_bandwidth_bytes_per_s * system.efficiency.memory_bandwidth_fraction
     )
-    return jnp.asarray(bytes_moved) / bandwidth

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtri
 from jaxtyping import Array, ArrayLike
 
+from .._core.shared import once
 from .._core.smooth import Smoothing, safe_div, smax, smin
 from .._inputs.model import Model
 
@@ -38,8 +39,15 @@ def active_expert_fraction(group_tokens: ArrayLike, model: Model) -> Array:
     """Expected fraction of a block's routed experts that ``group_tokens`` tokens use:
     ``1 - (1 - k/E)^G`` (each token picks ``k`` of ``E``; balanced routing).  0 for a dense
     model; 1 when every expert is picked."""
+    return -jnp.expm1(jnp.asarray(group_tokens) * _log_unpicked(model))
+
+
+@once
+def _log_unpicked(model: Model) -> Array:
+    """``log(1 - k/E)``, the log-probability that one token leaves an expert unpicked (``k/E``
+    kept below 1); once per model and evaluation (:func:`active_expert_fraction`)."""
     ratio = jnp.minimum(safe_div(model.experts_per_token, model.experts), 1.0 - 1e-7)
-    return -jnp.expm1(jnp.asarray(group_tokens) * jnp.log1p(-ratio))
+    return jnp.log1p(-ratio)
 
 
 def expert_imbalance(assignments: ArrayLike, ep: ArrayLike) -> Array:
@@ -54,10 +62,17 @@ def expert_imbalance(assignments: ArrayLike, ep: ArrayLike) -> Array:
     Statistics 1982; 1.43 at ep = 8 against the exact 1.42; 0 at ep = 1).  The square root is
     offset by 1e-12 so that its gradient stays finite at ``ep = 1``, where the factor is 1.
     """
-    ep = jnp.maximum(jnp.asarray(ep), 1.0)
+    ep, z = _busiest_rank_z(ep)
     a = jnp.maximum(jnp.asarray(assignments), 1.0)
-    z = ndtri((ep - 0.375) / (ep + 0.25))
     return 1.0 + z * jnp.sqrt((ep - 1.0) / a + 1e-12)
+
+
+@once
+def _busiest_rank_z(ep: ArrayLike) -> tuple[Array, Array]:
+    """``(max(ep, 1), z(ep))``: Blom's expected largest of ``ep`` standard normals
+    (:func:`expert_imbalance`), once per degree and evaluation."""
+    ep = jnp.maximum(jnp.asarray(ep), 1.0)
+    return ep, ndtri((ep - 0.375) / (ep + 0.25))
 
 
 def mixed_active_fraction(

@@ -61,6 +61,7 @@ from .memory import (
     layer_activation_bytes,
     lora_on,
     params_per_chip,
+    recompute_weights,
     stage_layers,
     train_memory,
     trainable_params_per_chip,
@@ -218,7 +219,7 @@ def tp_comm_layer_s(
     def pass_s(window: Array) -> Array:
         return 4.0 * (c / t + (1.0 - 1.0 / t) * exposed_s(c, window, system, sm))
 
-    w_full = plan.recompute[2]
+    w_full = recompute_weights(plan)[1]
     forward = pass_s(g)  # the recomputed forward's is the same: computed once
     overlapped = forward + pass_s(2.0 * g) + w_full * forward
     return (1.0 - w) * (4.0 + 2.0 * w_full) * t_ar + w * overlapped
@@ -263,7 +264,7 @@ def expert_all_to_all_layer_s(
     a2a = all_to_all_s(token_bytes * k, ep, stride, system, sm, remote)
     w = plan.ep_overlap
     per = (1.0 - w) * a2a + w * exposed_s(a2a, 0.25 * window_s, system, sm)
-    return model.moe_fraction() * (4.0 + 2.0 * plan.recompute[2]) * per
+    return model.moe_fraction() * (4.0 + 2.0 * recompute_weights(plan)[1]) * per
 
 
 @once
@@ -338,7 +339,7 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     kv_bytes = 2.0 * tokens * kv_dims * smax(model.kv_heads / t, 1.0, sm)
     t_cp = all_gather_s(kv_bytes * c, c, t, system, sm)  # K,V ring pass
     t_cp_exposed = exposed_s(t_cp, layer.attention_s, system, sm)
-    w_sel, w_full = plan.recompute[1], plan.recompute[2]
+    w_sel, w_full = recompute_weights(plan)
     lora = lora_on(plan, sm)
     t_adapter = adapter_forward_s(system, model, plan, tokens, sm)
     t_layer = layer.total_s() + t_adapter
@@ -558,7 +559,7 @@ def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     adapters = 2.0 * gb * s * model.layers * adapter_params_per_layer(model, whole)
     model_flop = 3.0 * fwd - lora * (fwd - attn_core) + lora * 3.0 * adapters
     layer_fwd = fwd - model.logits_flop(gb * s) + lora * adapters
-    w_sel, w_full = plan.recompute[1], plan.recompute[2]
+    w_sel, w_full = recompute_weights(plan)
     return model_flop, model_flop + w_full * layer_fwd + w_sel * attn_core
 
 
@@ -570,7 +571,8 @@ def step_flop_by_format(model: Model, plan: TrainPlan) -> Array:
     :func:`step_flop`'s hardware FLOP in the plan's GEMM format (``plan.precision``)."""
     _, hardware = step_flop(model, plan)
     attn_core = model.layers * model.layer_attention_flop(plan.global_batch, plan.seq_len)
-    attn = attn_core * (3.0 + plan.recompute[1] + plan.recompute[2])
+    w_sel, w_full = recompute_weights(plan)
+    attn = attn_core * (3.0 + w_sel + w_full)
     bf16 = jnp.zeros(len(FORMATS)).at[_BF16].set(1.0)
     return (hardware - attn) * plan.precision + attn * bf16
 
@@ -591,7 +593,7 @@ def step_memory_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     the saved activations are not counted (the same tensors, re-read from cache).
     """
     tokens = tokens_per_chip(plan)
-    w_full = plan.recompute[2]
+    w_full = recompute_weights(plan)[1]
     weights = params_per_chip(model, plan, sm) * plan.weight_bytes_per_param * (2.0 + w_full)
     grads = 2.0 * trainable_params_per_chip(model, plan, sm) * plan.grad_bytes_per_param
     streams = layer_stream_bytes(model, plan)
@@ -618,7 +620,7 @@ def step_link_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     reduce-scatter per micro-batch.  Expert all-to-alls are not counted.
     """
     tokens, t, c = tokens_per_chip(plan), plan.tp, plan.cp
-    w_full, layers = plan.recompute[2], model.layers / plan.pp
+    w_full, layers = recompute_weights(plan)[1], model.layers / plan.pp
     tp = layers * (4.0 + 2.0 * w_full) * 2.0 * _ring(t) * 2.0 * tokens * model.hidden
     kv = 2.0 * tokens * (model.head_dim + model.v_head_dim) * smax(model.kv_heads / t, 1.0, sm)
     cp = layers * 3.0 * kv * (c - 1.0)

@@ -67,9 +67,16 @@ class StageLayers(NamedTuple):
     rest: Array  # layers the middle stages share: ``L - first - last`` (given ones only)
 
 
-@once
 def stage_layers(model: Model, plan: TrainPlan, sm: Smoothing) -> StageLayers:
-    """Layers on the first, middle and last pipeline stages.
+    """Layers on the first, middle and last pipeline stages (:func:`_stage_layers` of
+    ``model.layers``: once per evaluation whichever copy of the model asks, the padded-vocabulary
+    one or the user's)."""
+    return _stage_layers(model.layers, plan, sm)
+
+
+@once
+def _stage_layers(layers: Array, plan: TrainPlan, sm: Smoothing) -> StageLayers:
+    """Layers on the first, middle and last pipeline stages, of ``layers`` in all.
 
     Megatron-LM (``get_num_layers_to_build``, ``megatron/core/transformer/transformer_block.py``
     at d98e8a64ddf3): a given first (last) stage count is taken off, the remaining layers divide
@@ -80,15 +87,22 @@ def stage_layers(model: Model, plan: TrainPlan, sm: Smoothing) -> StageLayers:
     f_set = clip01(plan.first_stage_layers, sm)  # exact 1 for a given count, 0 for none
     l_set = clip01(plan.last_stage_layers, sm)
     stages = plan.pp - f_set - l_set
-    rest = model.layers - f_set * plan.first_stage_layers - l_set * plan.last_stage_layers
+    rest = layers - f_set * plan.first_stage_layers - l_set * plan.last_stage_layers
     # no middle stage (p = 2 with both ends given): divide by 1, the rules require rest = 0;
     # the even split keeps its plain L / p (the relaxed search's landscape, for any p)
     even = (1.0 - f_set) * (1.0 - l_set)
     uneven_middle = rest / (stages + is_one(stages + 1.0, sm))
-    middle = even * model.layers / plan.pp + (1.0 - even) * uneven_middle
+    middle = even * layers / plan.pp + (1.0 - even) * uneven_middle
     first = f_set * plan.first_stage_layers + (1.0 - f_set) * middle
     last = l_set * plan.last_stage_layers + (1.0 - l_set) * middle
     return StageLayers(first, middle, last, stages, rest)
+
+
+@once
+def recompute_weights(plan: TrainPlan) -> tuple[Array, Array]:
+    """``(selective, full)``: the weights of selective and full recomputation in
+    ``plan.recompute``, each read once per evaluation (the step's terms all ask for them)."""
+    return plan.recompute[1], plan.recompute[2]
 
 
 @once
@@ -308,17 +322,76 @@ def activation_bytes(model: Model, plan: TrainPlan, sm: Smoothing, stage: int = 
     last stage (the first when ``p = 1``, the second when ``p = 2``) the final norm, output-layer
     input and fp32 logits ``4 T h + 4 T V / t`` (Korthikanti §4.2.3).
     """
-    per_layer = jnp.sum(plan.recompute * layer_activation_bytes_by_recompute(model, plan))
+    shared = _activation_terms(model, plan)
     in_flight = micro_batches_in_flight(plan, sm, stage)
-    stored = layers_on_stage(model, plan, sm, stage) * in_flight * per_layer
+    stored = layers_on_stage(model, plan, sm, stage) * in_flight * shared.per_layer
+    if stage == 0:  # the embedding's dropout mask, first stage only
+        stored = stored + shared.embedding_dropout * in_flight
+    output = is_one(plan.pp - stage, sm) * shared.output
+    return stored + shared.working_set + output
+
+
+class _ActivationTerms(NamedTuple):
+    """The stage-independent parts of :func:`activation_bytes` (bytes)."""
+
+    per_layer: Array  # one layer's stored activations, by the recompute policy
+    embedding_dropout: Array  # the embedding dropout mask of one micro-batch
+    working_set: Array  # one layer's full activations while recomputing (full recompute)
+    output: Array  # final norm, output-layer input and fp32 logits of one micro-batch
+
+
+@once
+def _activation_terms(model: Model, plan: TrainPlan) -> _ActivationTerms:
+    """:class:`_ActivationTerms`, once per evaluation (both stages of :func:`train_memory`)."""
+    per_layer = jnp.sum(plan.recompute * layer_activation_bytes_by_recompute(model, plan))
     tokens = plan.micro_batch * plan.seq_len / plan.cp
     rep = plan.sequence_parallel / plan.tp + (1.0 - plan.sequence_parallel)
-    embedding_dropout = (stage == 0) * model.dropout * tokens * model.hidden * rep * in_flight
-    working_set = plan.recompute[2] * layer_activation_bytes(model, plan)
-    output = is_one(plan.pp - stage, sm) * (
-        4.0 * tokens * model.hidden * rep + 4.0 * tokens * model.vocab / plan.tp
+    return _ActivationTerms(
+        per_layer=per_layer,
+        embedding_dropout=model.dropout * tokens * model.hidden * rep,
+        working_set=recompute_weights(plan)[1] * layer_activation_bytes(model, plan),
+        output=4.0 * tokens * model.hidden * rep + 4.0 * tokens * model.vocab / plan.tp,
     )
-    return stored + embedding_dropout + working_set + output
+
+
+class _ZeroFactors(NamedTuple):
+    """The stage-independent factors of :func:`stage_memory` (ZeRO stages mixed by
+    ``plan.zero``, ``s = 1 / shard_ranks``)."""
+
+    lora: Array  # 1 with the base frozen (LoRA), else 0
+    frozen_off: Array  # 1 - lora
+    z3: Array  # ZeRO-3's weight
+    weights_held: Array  # z0 + z1 + z2 + z3 s
+    grads_held: Array  # z0 + z1 + (z2 + z3) s
+    optimizer_held: Array  # z0 + (z1 + z2 + z3) s
+    gathered_weights: Array  # 2 z3 gathered params x weight bytes
+    gathered_grads: Array  # (1 - lora) z3 gathered params x grad bytes
+    expert_extra: Array  # expert shard fraction - s
+    expert_grads_held: Array  # z2 + z3
+    expert_optimizer_held: Array  # z1 + z2 + z3
+
+
+@once
+def _zero_factors(model: Model, plan: TrainPlan, sm: Smoothing) -> _ZeroFactors:
+    """:class:`_ZeroFactors`, once per evaluation (both stages of :func:`train_memory`)."""
+    lora = lora_on(plan, sm)
+    z0, z1, z2, z3 = (plan.zero[i] for i in range(4))  # each read once
+    shard = 1.0 / plan.shard_ranks()
+    unit = z3 * zero3_gather_params(model, plan, sm)  # ZeRO-3: gathered, unsharded buffers
+    frozen_off = 1.0 - lora
+    return _ZeroFactors(
+        lora=lora,
+        frozen_off=frozen_off,
+        z3=z3,
+        weights_held=z0 + z1 + z2 + z3 * shard,
+        grads_held=z0 + z1 + (z2 + z3) * shard,
+        optimizer_held=z0 + (z1 + z2 + z3) * shard,
+        gathered_weights=2.0 * unit * plan.weight_bytes_per_param,
+        gathered_grads=frozen_off * unit * plan.grad_bytes_per_param,
+        expert_extra=plan.expert_shard_fraction() - shard,
+        expert_grads_held=z2 + z3,
+        expert_optimizer_held=z1 + z2 + z3,
+    )
 
 
 @once
@@ -342,24 +415,21 @@ def stage_memory(
     """
     params = params_per_chip(model, plan, sm, stage)
     trained = trainable_params_per_chip(model, plan, sm, stage)
-    adapters = lora_on(plan, sm) * trained
-    z = plan.zero
-    shard = 1.0 / plan.shard_ranks()
-    unit = z[3] * zero3_gather_params(model, plan, sm)  # ZeRO-3: gathered, unsharded buffers
-    held = z[0] + z[1] + z[2] + z[3] * shard
-    weights = (params + adapters) * plan.weight_bytes_per_param * held
-    weights += 2.0 * unit * plan.weight_bytes_per_param
+    f = _zero_factors(model, plan, sm)
+    adapters = f.lora * trained
+    weights = (params + adapters) * plan.weight_bytes_per_param * f.weights_held
+    weights += f.gathered_weights
     weights += fp8_weight_cache_bytes(model, plan, sm, stage)
-    grads = trained * plan.grad_bytes_per_param * (z[0] + z[1] + (z[2] + z[3]) * shard)
-    grads += (1.0 - lora_on(plan, sm)) * unit * plan.grad_bytes_per_param
-    optimizer = trained * plan.optimizer_bytes_per_param * (z[0] + (z[1] + z[2] + z[3]) * shard)
+    grads = trained * plan.grad_bytes_per_param * f.grads_held
+    grads += f.gathered_grads
+    optimizer = trained * plan.optimizer_bytes_per_param * f.optimizer_held
     # routed experts shard over their expert data-parallel copies only
     experts = expert_params_per_chip(model, plan, sm, stage)
-    extra = experts * (plan.expert_shard_fraction() - shard)
-    trained_extra = (1.0 - lora_on(plan, sm)) * extra
-    weights += extra * plan.weight_bytes_per_param * z[3]
-    grads += trained_extra * plan.grad_bytes_per_param * (z[2] + z[3])
-    optimizer += trained_extra * plan.optimizer_bytes_per_param * (z[1] + z[2] + z[3])
+    extra = experts * f.expert_extra
+    trained_extra = f.frozen_off * extra
+    weights += extra * plan.weight_bytes_per_param * f.z3
+    grads += trained_extra * plan.grad_bytes_per_param * f.expert_grads_held
+    optimizer += trained_extra * plan.optimizer_bytes_per_param * f.expert_optimizer_held
     activations = activation_bytes(model, plan, sm, stage)
     reserved = runtime_reserve_bytes(system)
     total = weights + grads + optimizer + activations + reserved
@@ -393,6 +463,7 @@ __all__ = [
     "adapter_params_per_layer",
     "layers_on_stage",
     "lora_on",
+    "recompute_weights",
     "stage_layers",
     "stage_memory",
     "trainable_params_per_chip",

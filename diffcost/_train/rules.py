@@ -44,7 +44,7 @@ from .._core.smooth import EXACT, Smoothing, clip01, divisibility_violation, is_
 from .._inputs.hardware import Chip, format_index
 from .._inputs.model import Model
 from .._terms.tp_rules import TP_RULES
-from .memory import stage_layers
+from .memory import recompute_weights, stage_layers
 from .plan import TrainPlan
 
 #: Megatron-LM ``--make-vocab-size-divisible-by`` default (``arguments.py``): the vocabulary is
@@ -213,7 +213,7 @@ def expert_parallel_violation(model: Model, plan: TrainPlan, sm: Smoothing) -> A
     dense = 1.0 - clip01(model.experts, sm)
     stage_ranks = plan.tp * plan.cp * plan.shard_group()
     pipelined_plain = (1.0 - is_one(plan.pp, sm)) * is_one(plan.virtual_stages, sm)
-    overlap = plan.ep_overlap * (is_one(plan.ep, sm) + pipelined_plain + plan.recompute[2])
+    overlap = plan.ep_overlap * (is_one(plan.ep, sm) + pipelined_plain + recompute_weights(plan)[1])
     return overlap + (
         divisibility_violation(model.experts / plan.ep, sm)
         + divisibility_violation(stage_ranks / (plan.ep * plan.expert_tp), sm)
