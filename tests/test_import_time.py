@@ -57,3 +57,16 @@ def test_an_unknown_name_is_an_attribute_error():
         assert "not_a_name" in str(err)
     else:
         raise AssertionError("no AttributeError")
+
+
+def test_a_command_imports_only_its_own_module():
+    """``diffcost train`` imports neither the other commands nor pandas (issue 38)."""
+    probe = (
+        "import json, sys, diffcost.cli\n"
+        "sys.argv = ['diffcost', 'train', '--help']\n"
+        "try:\n    diffcost.cli.main()\nexcept SystemExit:\n    pass\n"
+        "names = ('diffcost.cli._codesign_cmd', 'diffcost.cli._sensitivity_cmd', 'pandas')\n"
+        "print(json.dumps([n in sys.modules for n in names]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.splitlines()[-1]) == [False, False, False]
