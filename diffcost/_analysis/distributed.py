@@ -34,7 +34,12 @@ def join(
     try:
         jax.distributed.initialize(coordinator, num_processes, process_id)
     except ValueError as err:  # nothing given and no cluster detected
-        raise SpecError([Problem("<flags>", "distributed", str(err))]) from None
+        why = (
+            f"{err} (JAX: no coordinator given and no cluster detected): give --coordinator "
+            "HOST:PORT of process 0, --num-processes and --process-id, or run under a launcher "
+            "JAX detects (SLURM, Open MPI, Kubernetes, a TPU pod)"
+        )
+        raise SpecError([Problem("<flags>", "distributed", why)]) from None
     except RuntimeError:  # JAX's own check that no backend started (a JAX the probe misses)
         raise SpecError([Problem("<flags>", "distributed", reason)]) from None
 

@@ -47,9 +47,11 @@ limit") invalid, 0.5 valid; -1 for a coefficient of variation or a fraction inva
 CV valid; ``--qps 1e300`` invalid; a path or a made-up name for a built-in spec
 (``--model``, ``--chip``...) invalid; a directory or a path below a file as an output invalid;
 ``int4=nan``, ``int4=-1``, ``int4``, ``=1``, ``x=1`` as an accuracy cost invalid,
-``fp8=0.01`` valid; a boolean switch valid.  A command line is valid when every flag is, invalid
-when one is.  Degree combinations (:func:`degree_valid`): degrees that divide the chips valid
-(``--tp 2 --chips 8``), a degree <= 0 invalid (``--tp 0 --chips 8``), others None.
+``fp8=0.01`` valid; a boolean switch valid, but for ``--distributed`` alone (no coordinator
+and no cluster launcher); an existing directory as ``--plots`` (a folder) valid.  A command
+line is valid when every flag is, invalid when one is.  Degree combinations
+(:func:`degree_valid`): degrees that divide the chips valid (``--tp 2 --chips 8``), a degree
+<= 0 invalid (``--tp 0 --chips 8``), others None.
 """
 
 import math
@@ -302,7 +304,8 @@ OUTPUT_FLAGS = frozenset(("--csv", "--parquet", "--plots", "--plot", "--tornado"
 def flag_valid(flag: str, kind: Any, value: str | None) -> bool | None:
     """One flag given ``value`` (``None``: a boolean switch)."""
     if value is None:
-        return True
+        # --distributed alone: no coordinator and no cluster launcher here (fuzz, shard 3)
+        return flag != "--distributed"
     name = getattr(kind, "__name__", str(kind))
     if name == "int":
         try:
@@ -332,6 +335,8 @@ def flag_valid(flag: str, kind: Any, value: str | None) -> bool | None:
         return True if x == 0.5 else None
     if flag in SPEC_FLAGS:
         return False
+    if flag == "--plots" and value == "{dir}":
+        return True  # a folder the plots are written into (fuzz, shard 3)
     if flag in OUTPUT_FLAGS:
         return False if value in ("{dir}", "{dir}/afile/x.png") else None
     if flag == "--accuracy-cost":
