@@ -127,6 +127,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: _L
     from ._search.core import Candidates, enumerate_all
     from ._search.serve import ServeProblem, relaxed_serve_plan, serve_objective
     from ._search.train import TrainProblem, enumerate_space, valid
+    from ._serve.behaviours import ENGINE_BEHAVIOURS, AbstractEngineBehaviour
     from ._serve.engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, engine_names, load_engine
     from ._serve.kv import kv_bytes_per_token
     from ._serve.load import goodput_qps, iteration_s, steady_state
@@ -436,6 +437,10 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "enumerate_space",
         "valid",
     ),
+    "._serve.behaviours": (
+        "AbstractEngineBehaviour",
+        "ENGINE_BEHAVIOURS",
+    ),
     "._serve.engine": (
         "DEFAULT_ENGINE",
         "ENGINE_PLAN_FIELDS",
@@ -632,6 +637,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AbstractEngineBehaviour",
     "AbstractExecutionClass",
     "AbstractExtension",
     "AbstractPlacement",
@@ -691,6 +697,7 @@ __all__ = [
     "efficiency_for",
     "elementwise_elements",
     "engine_names",
+    "ENGINE_BEHAVIOURS",
     "ENGINE_PLAN_FIELDS",
     "enumerate_all",
     "enumerate_space",
