@@ -35,6 +35,7 @@ one request; with ``m`` micro-batches in flight a round (every micro-batch advan
 All arrays broadcast: the cost model evaluates all the passes it needs as one stacked ``Work``.
 """
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -61,7 +62,7 @@ from .._terms.kernels import (
 )
 from .._terms.layer import ExpertSplit, layer_gemm_s, logits_gemm
 from .._terms.moe import mixed_active_fraction
-from .behaviours import ENGINE_BEHAVIOURS, total
+from .behaviours import ENGINE_BEHAVIOURS, AbstractEngineBehaviour, total
 from .kv import kv_heads_per_chip
 from .plan import ServePlan
 
@@ -98,7 +99,7 @@ class Consts(NamedTuple):
     engine: tuple[Array, ...]  # the plan's switch of each engine behaviour, registry order
     weight_copy_bytes: Array | None  # extra bytes per weight element of the behaviours
 
-    def behaviours(self):
+    def behaviours(self) -> Iterator[tuple[AbstractEngineBehaviour, Array]]:
         """``(behaviour, switch)`` of every engine behaviour (:data:`ENGINE_BEHAVIOURS`)."""
         return zip((cls() for cls in ENGINE_BEHAVIOURS.values()), self.engine, strict=True)
 
