@@ -142,6 +142,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from ._search.serve import ServeProblem, relaxed_serve_plan, serve_objective
     from ._search.train import TrainProblem, enumerate_space, objective_of, valid
     from ._search.train import _layout as train_layout
+    from ._serve.behaviours import ENGINE_BEHAVIOURS, AbstractEngineBehaviour
     from ._serve.engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, engine_names, load_engine
     from ._serve.kv import kv_bytes_per_token
     from ._serve.load import goodput_qps, iteration_s, steady_state
@@ -264,6 +265,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
 __getattr__, __dir__, _where = lazy_exports(globals())
 
 __all__ = [
+    "AbstractEngineBehaviour",
     "AbstractExecutionClass",
     "AbstractExtension",
     "AbstractPlacement",
@@ -330,6 +332,7 @@ __all__ = [
     "efficiency_for",
     "elementwise_elements",
     "engine_names",
+    "ENGINE_BEHAVIOURS",
     "ENGINE_PLAN_FIELDS",
     "enumerate_all",
     "enumerate_space",

@@ -40,8 +40,10 @@ from diffcost import (
 )
 from diffcost.testing import (
     ARCHITECTURES,
+    ENGINE_BEHAVIOURS,
     EXECUTION_CLASSES,
     PLACEMENTS,
+    AbstractEngineBehaviour,
     AbstractExecutionClass,
     AbstractExtension,
     AbstractPlacement,
@@ -162,11 +164,55 @@ def placement_probes(cls: type[AbstractPlacement]) -> Iterator[Probe]:
         )
 
 
+# --- engine behaviours -----------------------------------------------------------------------
+def _faster_hardware(system: dc.System, theta: jax.Array) -> dc.System:
+    """Every rate of the system times ``theta``: peaks, memory and links."""
+    chip = system.chip
+    return eqx.tree_at(
+        lambda s: (
+            s.chip.peak_flop_per_s,
+            s.chip.memory_bandwidth_bytes_per_s,
+            s.scale_up_bandwidth_bytes_per_s,
+            s.scale_out_bandwidth_bytes_per_s,
+        ),
+        system,
+        (
+            chip.peak_flop_per_s * theta,
+            chip.memory_bandwidth_bytes_per_s * theta,
+            system.scale_up_bandwidth_bytes_per_s * theta,
+            system.scale_out_bandwidth_bytes_per_s * theta,
+        ),
+    )
+
+
+def engine_probes(cls: type[AbstractEngineBehaviour]) -> Iterator[Probe]:
+    """The serving TPOT of a GQA model with int8 weight-only GEMMs at batch 1 (static: every
+    behaviour has an effect there), with the behaviour switched off and on."""
+    system, model = dc.load_system("dgx-h100", chips=2), dc.load_model("llama-3-8b")
+    for on in (False, True):
+        plan = dc.serve_plan(
+            tp=2,
+            batch=1,
+            input_len=512,
+            output_len=128,
+            weight_format="int8",
+            mode="static",
+            **{cls.name: on},
+        )
+        yield Probe(
+            f"tpot-{'on' if on else 'off'}",
+            system,
+            lambda sys, sm, plan=plan: dc.ServeCost(sys, model, smoothing=sm)(plan).tpot_s,
+            _faster_hardware,
+        )
+
+
 # --- the registries --------------------------------------------------------------------------
 POINTS: dict[str, tuple[type[AbstractExtension], Mapping[str, Any], Callable]] = {
     "collective": (AbstractCollective, COLLECTIVES, collective_probes),
     "execution": (AbstractExecutionClass, EXECUTION_CLASSES, execution_probes),
     "placement": (AbstractPlacement, PLACEMENTS, placement_probes),
+    "engine": (AbstractEngineBehaviour, ENGINE_BEHAVIOURS, engine_probes),
 }
 
 CASES = [

@@ -67,12 +67,13 @@ def test_gemm_attention_closed_form(h100):
 
 
 def test_decode_reads_the_cache_once_per_kv_head_or_rereads_it(h100):
-    """Memory-bound decode: seqs c 2 kv e b (1 + u (g - 1) r) + Q and O, over bw_eff."""
+    """Memory-bound decode: seqs c 2 kv e b (1 + x) + Q and O, over bw_eff; ``x`` the engine
+    kernel's re-reads (a GQA-unaware kernel: ``(g - 1) r``)."""
     shape = _shape(heads=8.0, kv_heads=1.0)
     r = float(h100.efficiency.kv_reread_fraction)
     peak = h100.chip.peak_flop_per_s[dc.FORMATS.index("bf16")]
     for unaware in [0.0, 1.0]:
-        out = decode_attention(4.0, 1.0, 8192.0, shape, unaware, peak, h100, EXACT)
+        out = decode_attention(4.0, 1.0, 8192.0, shape, unaware * 7 * r, peak, h100, EXACT)
         kv = 4 * 8192 * 2 * 1 * 128 * 2 * (1 + unaware * 7 * r)
         assert float(out.kv_bytes) == pytest.approx(kv, rel=1e-12)
         assert float(out.flop) == 4 * 4 * 1 * 8192 * 8 * 128

@@ -1,7 +1,9 @@
 """Serving engines as named, versioned profiles (``specs/engines/<name>.toml``).
 
 An engine release decides kernels and runtime mechanisms that change the bytes a decode step
-moves and the launches it pays, at the same model, chips and plan:
+moves and the launches it pays, at the same model, chips and plan.  The profile holds the
+sourced data (which release has which behaviour); each behaviour, its plan field and its cost
+effect, is a class of :data:`diffcost._serve.behaviours.ENGINE_BEHAVIOURS`:
 
 * ``gqa_decode_kernel``: decode attention reads a KV head once per query group (TensorRT-LLM
   XQA, FlashAttention, FlashInfer) or once per query head (TensorRT-LLM <= 0.9 masked MHA);
@@ -24,22 +26,19 @@ defaults of the corresponding :func:`diffcost.serve_plan` fields; a value given 
 wins.  An unknown name is a :class:`~diffcost._core.errors.SpecError` listing the built-in ones.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._inputs.checker import builtin_names
 from .._inputs.loader import load_spec
+from .behaviours import ENGINE_BEHAVIOURS
 
 #: The engine a plan that names none is served with: a current release.
 DEFAULT_ENGINE = "vllm-0.10"
 
 #: Plan fields an engine profile supplies (their defaults when the plan does not give them).
-ENGINE_PLAN_FIELDS: tuple[str, ...] = (
-    "gqa_decode_kernel",
-    "fused_dequant",
-    "cuda_graphs",
-    "kv_block",
-)
+ENGINE_PLAN_FIELDS: tuple[str, ...] = (*ENGINE_BEHAVIOURS, "kv_block")
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,9 @@ class EngineProfile:
 
     Attributes:
         name, display_name, framework, version: who it is.
-        gqa_decode_kernel, fused_dequant, cuda_graphs: its kernel choices (module docstring).
+        behaviours: whether it has each behaviour of
+            :data:`~diffcost._serve.behaviours.ENGINE_BEHAVIOURS` its file names (by name;
+            also read as attributes: ``profile.cuda_graphs``).
         attention_kernel: the decode attention kernel family (reported, not a cost term).
         kv_block: default paged-KV block size in tokens, ``None`` to keep the plan default.
         source: where each choice comes from.
@@ -58,20 +59,20 @@ class EngineProfile:
     display_name: str
     framework: str
     version: str
-    gqa_decode_kernel: bool
-    fused_dequant: bool
-    cuda_graphs: bool
+    behaviours: Mapping[str, bool]
     attention_kernel: str
     kv_block: int | None
     source: dict[str, str]
 
+    def __getattr__(self, name: str) -> bool:
+        behaviours = self.__dict__.get("behaviours", {})
+        if name in behaviours:
+            return behaviours[name]
+        raise AttributeError(name)
+
     def plan_defaults(self) -> dict[str, bool | int]:
         """The :func:`diffcost.serve_plan` values this engine implies (``kv_block`` when set)."""
-        out: dict[str, bool | int] = {
-            "gqa_decode_kernel": self.gqa_decode_kernel,
-            "fused_dequant": self.fused_dequant,
-            "cuda_graphs": self.cuda_graphs,
-        }
+        out: dict[str, bool | int] = dict(self.behaviours)
         if self.kv_block is not None:
             out["kv_block"] = self.kv_block
         return out
@@ -95,9 +96,7 @@ def load_engine(name_or_path: str | Path, where: str = "<arguments>") -> EngineP
         display_name=v["display_name"],
         framework=v["framework"],
         version=v["version"],
-        gqa_decode_kernel=v["gqa_decode_kernel"],
-        fused_dequant=v["fused_dequant"],
-        cuda_graphs=v["cuda_graphs"],
+        behaviours={name: v[name] for name in ENGINE_BEHAVIOURS if name in v},
         attention_kernel=v["attention_kernel"],
         kv_block=v.get("kv_block"),
         source=dict(spec.info.source),

@@ -43,7 +43,7 @@ def regime(plan: ServePlan, sm: Smoothing) -> Regime:
     input))`` and ``P = B_eff tau input / output`` prompt tokens per iteration (Sarathi-Serve).
     Prompts arrive as chunks of ``piece`` tokens, so a share ``min(1, P / piece)`` of the
     iterations carries one and the rest are decode-only, the batches an engine replays as a
-    CUDA graph (:func:`diffcost._serve.passes.graphed`); the averaged iteration pays launches
+    CUDA graph (:func:`diffcost._serve.behaviours.graphed`); the averaged iteration pays launches
     in that proportion (linear in the share, so the average is exact).
     """
     p, b = plan.pp, plan.batch

@@ -16,14 +16,11 @@ flow through ``pp`` pipeline stages of ``layers / pp`` layers each.  Per layer a
 * memory-bound kernels: KV-cache write, norms, residuals, activation (16-bit), and for 8-bit
   GEMMs the quantization of each GEMM input (read 2 bytes, write 1; Transformer Engine /
   TensorRT-LLM FP8 recipes);
-* two kernel choices of the engine (:mod:`diffcost._serve.plan`): a GQA-unaware decode kernel
-  re-reads a KV head's K/V for every query head of its group, each re-read costing
-  ``kv_reread_fraction`` of a memory read (L2 hits; TensorRT-LLM masked MHA before the XQA
-  kernels of its 0.10 release notes); a separate dequantization kernel writes and re-reads a
-  16-bit copy of each weight-only matrix (DeepSpeed-Inference 2022 int8);
-* kernel launches: the per-kernel cost, or, for a decode-only pass of an engine that
-  captures CUDA graphs, one graph launch per pass plus the GPU-side share of each kernel's
-  cost (:func:`launch_time_s`);
+* the engine's behaviours (:mod:`diffcost._serve.behaviours`, each weighted by its plan
+  switch): extra KV-cache re-reads of a GQA-unaware decode kernel, the 16-bit weight copy of a
+  separate dequantization kernel, the launches CUDA-graph replay saves;
+* kernel launches: the per-kernel cost, less what the behaviours save, plus their per-pass
+  launches (:func:`launch_time_s`);
 * two tensor-parallel all-reduces (Shoeybi et al. 2019, §3) whose latency
   term dominates at small batch.
 
@@ -38,6 +35,7 @@ one request; with ``m`` micro-batches in flight a round (every micro-batch advan
 All arrays broadcast: the cost model evaluates all the passes it needs as one stacked ``Work``.
 """
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -64,6 +62,7 @@ from .._terms.kernels import (
 )
 from .._terms.layer import ExpertSplit, layer_gemm_s, logits_gemm
 from .._terms.moe import mixed_active_fraction
+from .behaviours import ENGINE_BEHAVIOURS, AbstractEngineBehaviour, total
 from .kv import kv_heads_per_chip
 from .plan import ServePlan
 
@@ -94,16 +93,22 @@ class Consts(NamedTuple):
     act_bytes: Array  # per activation element read or written by a GEMM
     kv_bytes: Array  # per KV-cache element
     kv_heads_local: Array
-    gqa_unaware: Array  # 1 when decode attention reads a KV head once per query head
-    separate_dequant: Array  # 1 when a separate kernel writes a compute-format weight copy
+    weight_only: Array  # 1 when weights are stored narrower than the compute format
     quantized_acts: Array  # 1 when GEMM inputs are 8-bit or narrower (quantized from 16-bit)
-    cuda_graphs: Array  # 1 when decode-only passes replay a captured CUDA graph
     expert_parallel: Array  # 1 when routed experts are spread whole over the tp ranks
+    engine: tuple[Array, ...]  # the plan's switch of each engine behaviour, registry order
+    weight_copy_bytes: Array | None  # extra bytes per weight element of the behaviours
+
+    def behaviours(self) -> Iterator[tuple[AbstractEngineBehaviour, Array]]:
+        """``(behaviour, switch)`` of every engine behaviour (:data:`ENGINE_BEHAVIOURS`)."""
+        return zip((cls() for cls in ENGINE_BEHAVIOURS.values()), self.engine, strict=True)
 
     def weight_element_bytes(self) -> Array:
-        """Bytes moved per weight element a GEMM uses: ``w``, plus ``2 a`` (write the copy,
-        read it back) when dequantizing separately."""
-        return self.weight_bytes + self.separate_dequant * 2.0 * self.act_bytes
+        """Bytes moved per weight element a GEMM uses: ``w``, plus the behaviours' extra bytes
+        (a separate dequantization kernel: ``2 a``, write the copy and read it back)."""
+        if self.weight_copy_bytes is None:
+            return self.weight_bytes
+        return self.weight_bytes + self.weight_copy_bytes
 
     def gemm_format(self) -> GemmFormat:
         """Format of the weight GEMMs: compute-format peak and activation bytes, weight bytes
@@ -126,17 +131,18 @@ class Consts(NamedTuple):
 
 
 def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Consts:
-    """Resolve the plan's format mixtures into peak FLOP/s and element sizes (bytes).
-
-    A GQA-unaware decode kernel reads a KV head's K/V once per query head of its group
-    (``g = heads / kv_heads`` on the chip): the first read streams from memory, the ``g - 1``
-    re-reads cost ``kv_reread_fraction`` of a read each (part hit L2), so the K/V traffic is
-    ``1 + (g - 1) r`` times the cache.  A separate dequantization kernel writes a
-    compute-format copy of each weight-only matrix and the GEMM reads it back: ``2 a`` more bytes
-    per weight element (int8 W8A16: 1 + 2 + 2 = 5 bytes instead of 1); same weight and compute
-    formats (``sum(w * c) = 1``) need no dequantization.
+    """Resolve the plan's format mixtures into peak FLOP/s and element sizes (bytes), and the
+    switches of the engine behaviours (:mod:`diffcost._serve.behaviours`) with the extra bytes
+    per weight element they move.  Same weight and compute formats (``sum(w * c) = 1``) are not
+    weight-only.
     """
     weight_only = 1.0 - jnp.sum(plan.weight_format * plan.compute_format)
+    act_bytes = mix(plan.compute_format, _as(ELEMENT_BYTES, plan.compute_format))
+    engine = tuple(getattr(plan, name) for name in ENGINE_BEHAVIOURS)
+    copy = total(
+        cls().weight_copy_bytes(on, weight_only, act_bytes)
+        for cls, on in zip(ENGINE_BEHAVIOURS.values(), engine, strict=True)
+    )
     return Consts(
         system=system,
         model=model,
@@ -145,14 +151,14 @@ def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Cons
         pp=plan.pp,
         peak_flop_per_s=mix(plan.compute_format, system.chip.peak_flop_per_s),
         weight_bytes=mix(plan.weight_format, _as(ELEMENT_BYTES, plan.weight_format)),
-        act_bytes=mix(plan.compute_format, _as(ELEMENT_BYTES, plan.compute_format)),
+        act_bytes=act_bytes,
         kv_bytes=mix(plan.kv_format, _as(ELEMENT_BYTES, plan.kv_format)),
         kv_heads_local=kv_heads_per_chip(model, plan.tp, sm),
-        gqa_unaware=1.0 - plan.gqa_decode_kernel,
-        separate_dequant=(1.0 - plan.fused_dequant) * weight_only,
+        weight_only=weight_only,
         quantized_acts=jnp.sum(plan.compute_format * _as(_NARROW, plan.compute_format)),
-        cuda_graphs=plan.cuda_graphs,
         expert_parallel=plan.expert_parallel,
+        engine=engine,
+        weight_copy_bytes=copy,
     )
 
 
@@ -220,33 +226,22 @@ class LayerTime(NamedTuple):
         return self.gemm_s + self.attention_s + self.memory_s + self.launch_s + self.tp_comm_s
 
 
-def graphed(c: Consts, w: Work) -> Array:
-    """Weight of CUDA-graph replay for the pass ``w``: ``cuda_graphs * decode_only * w_gpu``.
-
-    Engines capture graphs of decode-only batches (fixed shapes); prefill and mixed
-    chunked-prefill iterations launch kernel by kernel (vLLM "Capturing cudagraphs for
-    decoding", SGLang "CUDA graph for decode").  Only a GPU launches kernels
-    (:func:`diffcost._terms.kernels.launch_s`), so the weight is 0 on other execution classes.
-    """
-    return c.cuda_graphs * jnp.asarray(w.decode_only) * c.system.chip.gpu_weight()
-
-
 def launch_time_s(c: Consts, w: Work, extra_kernels: ArrayLike) -> Array:
     """Launch seconds of one layer of the pass ``w``, seconds.
 
-    ``launch_s(extra) - g (1 - f) (12 + extra) kernel_launch_s``: every kernel of the layer pays
-    the per-kernel cost ``kernel_launch_s`` (:func:`diffcost._terms.kernels.launch_s`), host
-    launch and GPU-side time together; a pass that replays a captured CUDA graph (``g`` =
-    :func:`graphed`) issues its kernels from the graph with no host launch each (NVIDIA,
-    "Getting Started with CUDA Graphs", developer.nvidia.com/blog/cuda-graphs: one
-    ``cudaGraphLaunch`` replaces the per-kernel launches), so each kernel keeps only the
-    GPU-side share ``f = graph_kernel_fraction`` of that cost.  The one graph launch per pass
-    is charged in :func:`pass_time`.
+    ``launch_s(extra) - saved``: every kernel of the layer pays the per-kernel cost
+    ``kernel_launch_s`` (:func:`diffcost._terms.kernels.launch_s`), host launch and GPU-side
+    time together, less what the engine behaviours save on the ``12 + extra`` kernels
+    (:meth:`~diffcost._serve.behaviours.AbstractEngineBehaviour.launch_saved_s`: a replayed
+    CUDA graph keeps only the GPU-side share of each kernel's cost).  The behaviours' launches
+    per pass are charged in :func:`pass_time`.
     """
-    eff = c.system.efficiency
     kernels = KERNELS_PER_LAYER_FORWARD + jnp.asarray(extra_kernels)
-    saved = (1.0 - eff.graph_kernel_fraction) * kernels * eff.kernel_launch_s
-    return launch_s(extra_kernels, c.system) - graphed(c, w) * saved
+    saved = total(
+        b.launch_saved_s(on, w.decode_only, kernels, c.system) for b, on in c.behaviours()
+    )
+    base = launch_s(extra_kernels, c.system)
+    return base if saved is None else base - saved
 
 
 def expert_split(c: Consts, tokens: ArrayLike, active: ArrayLike) -> ExpertSplit:
@@ -288,14 +283,25 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     tokens = dec * w.query_tokens + pre  # new tokens of one micro-batch
     shape = c.attention_shape()
     peak = c.peak_flop_per_s
+    rereads = total(b.kv_rereads(on, shape, system) for b, on in c.behaviours())
     decode = decode_attention(
-        dec, w.query_tokens, w.decode_ctx, shape, c.gqa_unaware, peak, system, sm
+        dec,
+        w.query_tokens,
+        w.decode_ctx,
+        shape,
+        0.0 if rereads is None else rereads,
+        peak,
+        system,
+        sm,
     )
     prefill = prefill_attention(pre, w.prefill_piece, w.prefill_ctx, shape, peak, system, sm)
     elementwise = 2.0 * elementwise_elements(tokens, model, t)
     quant = quantize_bytes(tokens, model, t, c.quantized_acts, c.act_bytes)
     kv_write = tokens * shape.kv_token_bytes()
-    extra_kernels = GEMMS_PER_LAYER * (c.separate_dequant + c.quantized_acts)
+    engine_kernels = total(b.extra_kernels(on, c.weight_only) for b, on in c.behaviours())
+    extra_kernels = GEMMS_PER_LAYER * c.quantized_acts
+    if engine_kernels is not None:
+        extra_kernels = extra_kernels + engine_kernels
     active = mixed_active_fraction(dec * w.query_tokens, pre, w.prefill_piece, model, sm)
     split = expert_split(c, tokens, active)
     return LayerTime(
@@ -323,8 +329,9 @@ def pass_time(c: Consts, w: Work) -> PassTime:
     t_logits_mem = stream_time_s(2.0 * 4.0 * rows * vocab / t, system)  # fp32 write + read
     p2p = point_to_point_s(2.0 * tokens * h, t, system, sm)
     has_pp = 1.0 - is_one(p, sm)
-    # a replayed CUDA graph costs one host launch per stage and micro-batch
-    graph_launch = graphed(c, w) * system.efficiency.kernel_launch_s
+    # the behaviours' launches per stage and micro-batch (a replayed CUDA graph: one)
+    graph_launch = total(b.pass_launch_s(on, w.decode_only, system) for b, on in c.behaviours())
+    graph_launch = 0.0 if graph_launch is None else graph_launch
     stage = per_stage * layers_s + t_logits_gemm + t_logits_mem + has_pp * p2p + graph_launch
     traversal = (
         model.layers * layers_s + t_logits_gemm + t_logits_mem + (p - 1.0) * p2p + p * graph_launch
@@ -393,7 +400,6 @@ __all__ = [
     "consts",
     "expected_tokens_per_step",
     "gemm_s",
-    "graphed",
     "launch_time_s",
     "layer_time",
     "pass_time",

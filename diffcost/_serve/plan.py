@@ -14,7 +14,8 @@ Quantization is described by three formats over :data:`diffcost.FORMATS`:
   (int8, int8); FP8 = (fp8, fp8);
 * ``kv_format``: the element size of the KV cache.
 
-Three choices of the serving engine change the bytes moved or the launches paid, so they are plan
+The behaviours of the serving engine (:mod:`diffcost._serve.behaviours`, which declares their
+fields) change the bytes moved or the launches paid, so they are plan
 fields (like ``TrainPlan.flash_attention``) whose defaults come from a named engine profile
 (:mod:`diffcost._serve.engine`, ``engine=`` of :func:`serve_plan`, default
 :data:`~diffcost._serve.engine.DEFAULT_ENGINE`); a value given explicitly wins:
@@ -43,6 +44,7 @@ from .._core.options import Format, PlanField, ServeMode, check_fields, one_hot,
 from .._core.shared import once
 from .._inputs import schema as S
 from .._inputs.hardware import FORMATS, host_float, strong_float
+from .behaviours import BEHAVIOUR_FIELDS
 from .engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, load_engine
 
 #: Serving modes, in the order of ``ServePlan.mode``.  Disaggregation is a separate flag.
@@ -276,26 +278,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         help="Tokens per paged-KV block (1: contiguous).",
         launch=_vllm("--block-size"),
     ),
-    _flag(
-        "gqa_decode_kernel",
-        "decode reads each KV head once per group",
-        flag="--gqa-decode-kernel/--per-query-head-decode",
-        help="Decode attention reads each KV head once per group (default), or once per "
-        "query head (TensorRT-LLM <= 0.9 masked MHA).",
-    ),
-    _flag(
-        "fused_dequant",
-        "weight-only formats dequantized inside the GEMM",
-        flag="--fused-dequant/--separate-dequant",
-        help="Weight-only formats dequantized inside the GEMM (default), or by a separate "
-        "kernel writing a 16-bit copy (DeepSpeed-Inference 2022 int8).",
-    ),
-    _flag(
-        "cuda_graphs",
-        "decode steps replay a CUDA graph (one launch per step)",
-        help="Decode steps replay a CUDA graph (one launch per step), or launch every "
-        "kernel from the host (default: the engine's).",
-    ),
+    *BEHAVIOUR_FIELDS,  # the engine behaviours' switches (diffcost._serve.behaviours)
     PlanField(
         "expert_parallel",
         "bool",
@@ -347,8 +330,9 @@ def _cost_problems(costs: dict, source: str) -> list[Problem]:
 _REPORT_ORDER = (
     *("tp", "pp", "replicas", "batch", "input_len", "output_len", "prefill_chunk", "kv_block"),
     *("draft_len", "weight_format", "compute_format", "kv_format", "mode", "acceptance"),
-    *("draft_params_fraction", "disaggregated", "gqa_decode_kernel", "fused_dequant"),
-    *("cuda_graphs", "expert_parallel"),
+    *("draft_params_fraction", "disaggregated"),
+    *(f.name for f in BEHAVIOUR_FIELDS),
+    "expert_parallel",
     *("prefill_chips", "decode_chips"),
 )
 

@@ -130,7 +130,7 @@ def decode_attention(
     query_tokens: ArrayLike,
     context: ArrayLike,
     shape: AttentionShape,
-    gqa_unaware: ArrayLike,
+    kv_rereads: ArrayLike,
     peak_flop_per_s: ArrayLike,
     system: System,
     sm: Smoothing,
@@ -139,13 +139,15 @@ def decode_attention(
     tokens each over ``context`` cached tokens.
 
     FLOP ``2 seqs q c heads d`` (``d = decode_dim``, ``2 e`` for standard attention); KV bytes
-    ``seqs c kv_token (1 + u (g - 1) r)`` (``u`` = 1 for a GQA-unaware kernel, ``g`` the group,
-    ``r = kv_reread_fraction``); compute at the large-GEMM achievable peak (split-KV kernel).
+    ``seqs c kv_token (1 + x)`` (``x = kv_rereads``, the extra reads of the cache of the
+    engine's kernel: ``(g - 1) r`` for a GQA-unaware one,
+    :class:`diffcost._serve.behaviours.GqaDecodeKernel`); compute at the large-GEMM achievable
+    peak (split-KV kernel).
     """
     eff = system.efficiency
     seqs, query_tokens, context = (jnp.asarray(x) for x in (seqs, query_tokens, context))
     flop = 2.0 * seqs * query_tokens * context * shape.heads * shape.decode_dim
-    reads = 1.0 + jnp.asarray(gqa_unaware) * (shape.group() - 1.0) * eff.kv_reread_fraction
+    reads = 1.0 + jnp.asarray(kv_rereads)
     kv = seqs * context * shape.kv_token_bytes() * reads
     traffic = kv + shape.qo_bytes(seqs * query_tokens)
     time = fused_attention_s(flop, traffic, eff.matmul_peak_fraction, peak_flop_per_s, system, sm)

@@ -1,0 +1,91 @@
+"""Engine behaviours (diffcost._serve.behaviours): each behaviour's cost effect in closed form,
+and the declarations derived from the registry (plan fields, engine profile keys).  The generic
+tests of every extension point (tests/test_extension_points.py) cover them too."""
+
+import jax.numpy as jnp
+import pytest
+
+import diffcost as dc
+from diffcost.testing import (
+    ENGINE_BEHAVIOURS,
+    ENGINE_PLAN_FIELDS,
+    KERNELS_PER_LAYER_FORWARD,
+    SERVE_FIELDS,
+    AttentionShape,
+    load_engine,
+    schema,
+)
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return dc.load_system("dgx-h100")
+
+
+def _shape(heads=8.0, kv_heads=1.0, e=128.0):
+    values = (heads, kv_heads, e, 2.0, 2.0, e, 2.0 * kv_heads * e, 2.0 * e)
+    return AttentionShape(*(jnp.asarray(x) for x in values))
+
+
+ON, OFF = jnp.asarray(1.0), jnp.asarray(0.0)
+
+
+def _f(x) -> float:
+    """A behaviour's contribution (``None``: none) as a float."""
+    assert x is not None
+    return float(x)
+
+
+def test_gqa_unaware_decode_rereads_the_cache_per_query_head(h100):
+    """Off: ``(g - 1) r`` extra reads (g = 8 query heads per KV head); on: none."""
+    gqa = ENGINE_BEHAVIOURS["gqa_decode_kernel"]()
+    r = float(h100.efficiency.kv_reread_fraction)
+    assert _f(gqa.kv_rereads(OFF, _shape(), h100)) == pytest.approx(7 * r, rel=1e-12)
+    assert _f(gqa.kv_rereads(ON, _shape(), h100)) == 0.0
+    half = gqa.kv_rereads(jnp.asarray(0.5), _shape(), h100)
+    assert _f(half) == pytest.approx(3.5 * r, rel=1e-12)  # relaxed: linear in the switch
+
+
+def test_separate_dequantization_copies_each_weight_and_adds_a_kernel_per_gemm():
+    """Off with weight-only int8 (W8A16): ``2 a = 4`` bytes more per weight element and one
+    kernel per weight GEMM; nothing when on, or when weights are not weight-only."""
+    fused = ENGINE_BEHAVIOURS["fused_dequant"]()
+    two = jnp.asarray(2.0)
+    assert _f(fused.weight_copy_bytes(OFF, ON, two)) == 4.0
+    assert _f(fused.extra_kernels(OFF, ON)) == 4.0
+    for on, weight_only in ((ON, ON), (OFF, OFF)):
+        assert _f(fused.weight_copy_bytes(on, weight_only, two)) == 0.0
+        assert _f(fused.extra_kernels(on, weight_only)) == 0.0
+
+
+def test_cuda_graphs_trade_per_kernel_launches_for_one_per_pass(h100):
+    """A decode-only pass on a GPU saves ``(1 - f) kernels kernel_launch_s`` per layer and pays
+    one launch per stage; a pass holding prompt tokens, or an engine without graphs, neither."""
+    graphs = ENGINE_BEHAVIOURS["cuda_graphs"]()
+    eff = h100.efficiency
+    f, launch = float(eff.graph_kernel_fraction), float(eff.kernel_launch_s)
+    kernels = jnp.asarray(KERNELS_PER_LAYER_FORWARD)
+    saved = _f(graphs.launch_saved_s(ON, 1.0, kernels, h100))
+    assert saved == pytest.approx((1 - f) * KERNELS_PER_LAYER_FORWARD * launch, rel=1e-12)
+    assert _f(graphs.pass_launch_s(ON, 1.0, h100)) == pytest.approx(launch, rel=1e-12)
+    for on, decode_only in ((ON, 0.0), (OFF, 1.0)):
+        assert _f(graphs.launch_saved_s(on, decode_only, kernels, h100)) == 0.0
+        assert _f(graphs.pass_launch_s(on, decode_only, h100)) == 0.0
+
+
+def test_declarations_derive_from_the_registry():
+    """Each behaviour's plan field is a bool row of SERVE_FIELDS, an engine-profile plan field
+    and a key (with its [source]) of the engine schema; every built-in profile reads them."""
+    fields = {f.name: f for f in SERVE_FIELDS}
+    engine = schema.KINDS["engine"]
+    for name, cls in ENGINE_BEHAVIOURS.items():
+        assert cls.field.name == name and fields[name] is cls.field
+        assert cls.field.kind == "bool" and cls.reference.strip()
+        assert name in ENGINE_PLAN_FIELDS
+        assert engine.top[name].kind == "bool", name
+        allowed = engine.source.allowed or ()
+        assert name in engine.source.required or name in allowed, name
+    assert ENGINE_PLAN_FIELDS == (*ENGINE_BEHAVIOURS, "kv_block")
+    profile = load_engine("trtllm-0.5")
+    assert set(profile.behaviours) <= set(ENGINE_BEHAVIOURS)  # a key left out: the default
+    assert profile.cuda_graphs is False and profile.plan_defaults()["gqa_decode_kernel"] is False
