@@ -96,7 +96,7 @@ def test_the_search_varies_the_choices_its_fields_declare():
     assert names == [f.name for f in searched_choices(TRAIN_FIELDS)]
     assert list(_layout(space))[1:-1] == names
     new = PlanField("new_switch", "bool", False, "a switch", axis=Choices())
-    assert new.axis is not None and new.axis.of(new, space) == (False, True)
+    assert isinstance(new.axis, Choices) and new.axis.of(new, space) == (False, True)
     order = [f.name for f in searched_choices((new, *TRAIN_FIELDS))]
     assert order == ["recompute", "zero", "precision", "new_switch", "sequence_parallel"]
 

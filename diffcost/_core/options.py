@@ -210,6 +210,47 @@ def searched_choices(fields: "tuple[PlanField, ...]") -> "tuple[PlanField, ...]"
 
 
 @dataclass(frozen=True)
+class Degrees:
+    """The search axis of a parallel degree or count: a search tries the integers ``1 .. top``
+    (``top``: the smallest of the sizes named in ``upto``), or the powers of two up to it, that
+    divide the size named ``divides`` and pass ``keep``; relaxed as a log2 variable, exact at
+    the integers the exact evaluation rounds to.
+
+    Attributes:
+        upto: names of the sizes bounding the value: ``chips`` (the largest chip count of the
+            space), an attribute of the search space (``max_cp``) or of the model (``layers``).
+        divides: the name of a size the value must divide (``""``: none).
+        powers_of_two: only powers of two (1 always).
+        keep: a further test ``keep(model, space, value)`` (a framework rule on the model).
+    """
+
+    upto: tuple[str, ...] = ("chips",)
+    divides: str = ""
+    powers_of_two: bool = False
+    keep: Callable[[Any, Any, int], bool] | None = None
+
+    def of(self, model: object, space: object, size: Callable[[str], int]) -> tuple[float, ...]:
+        """The values a search tries (``size(name)``: the size a name in ``upto`` or
+        ``divides`` stands for)."""
+        top = min(size(name) for name in self.upto)
+        if self.powers_of_two:
+            tried = [1] + [2**k for k in range(1, top.bit_length() + 1) if 2**k <= top]
+        else:
+            tried = list(range(1, top + 1))
+        if self.divides:
+            tried = [d for d in tried if size(self.divides) % d == 0]
+        if self.keep is not None:
+            tried = [d for d in tried if self.keep(model, space, d)]
+        return tuple(float(d) for d in tried)
+
+
+def searched_degrees(fields: "tuple[PlanField, ...]") -> "tuple[PlanField, ...]":
+    """The fields a search varies as degrees (declared ``axis=Degrees()``), in declaration
+    order: the order of the search's columns and relaxed log2 variables."""
+    return tuple(f for f in fields if isinstance(f.axis, Degrees))
+
+
+@dataclass(frozen=True)
 class PlanField:
     """One field of a plan.
 
@@ -232,9 +273,9 @@ class PlanField:
             (Megatron-LM ``--tensor-model-parallel-size``, vLLM ``--tensor-parallel-size``).
         short: the column heading of the field in ``diffcost plan``'s table (default: the name).
         axis: how a search varies the field: :class:`Choices` (tried over its values, relaxed
-            as a one-hot blend; :func:`searched_choices`), or ``None`` (not searched as a
-            choice: fixed by the search space, derived, or a degree whose candidates depend on
-            the model, :func:`diffcost._train.space.axes_for`).
+            as a one-hot blend; :func:`searched_choices`), :class:`Degrees` (integers tried
+            over their allowed values, relaxed in log2; :func:`searched_degrees`), or ``None``
+            (not searched: fixed by the search space or derived).
 
     The command-line options of ``diffcost train`` and ``diffcost serve`` are derived from
     these declarations (:func:`diffcost.cli._options.option_group`).
@@ -254,7 +295,7 @@ class PlanField:
     flag: str | None = ""
     launch: tuple[tuple[str, str], ...] = ()
     short: str = ""
-    axis: Choices | None = None
+    axis: Choices | Degrees | None = None
 
     def cli_help(self) -> str:
         """The ``--help`` text of the field's option: ``help``, else a categorical field's
@@ -376,6 +417,7 @@ def one_hot(index: int, size: int) -> Float[Array, " k"]:
 
 __all__ = [
     "Choices",
+    "Degrees",
     "Format",
     "Optimizer",
     "PlanField",
@@ -390,5 +432,6 @@ __all__ = [
     "coerce_all",
     "one_hot",
     "searched_choices",
+    "searched_degrees",
     "values",
 ]

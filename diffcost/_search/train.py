@@ -41,6 +41,8 @@ from .._train.rules import fp8_units
 from .._train.space import (
     _FIELD,
     CHOICE_FIELDS,
+    DEGREE_AXES,
+    DEGREE_FIELDS,
     TrainSearchSpace,
     _device_plans,
     _fixed,
@@ -48,6 +50,7 @@ from .._train.space import (
     _one_hots,
     _Shape,
     axes_for,
+    axis_names,
     choice_values,
     to_plans,
     valid,
@@ -164,7 +167,8 @@ def evaluate_exact(system: System, model: Model, c: Candidates, space: TrainSear
 
 # --- relaxed search ----------------------------------------------------------------------------
 def _layout(space: TrainSearchSpace) -> dict[str, slice]:
-    return layout(7, [(f.name, len(choice_values(space, f.name))) for f in CHOICE_FIELDS])
+    choices = [(f.name, len(choice_values(space, f.name))) for f in CHOICE_FIELDS]
+    return layout(len(axis_names(space)), choices)
 
 
 def relaxed_plan(
@@ -180,9 +184,9 @@ def relaxed_plan(
     """
     lay = _layout(space)
     x = theta[lay["x"]]
-    tp, pp, cp, mb, v = (2.0 ** x[i] for i in range(5))
-    chips = 2.0 ** x[5] if len(space.chips) > 1 else sizes[2]
-    ep = 2.0 ** x[6]
+    deg = {name: 2.0 ** x[i] for i, name in enumerate(axis_names(space))}
+    chips = deg["chips"] if len(space.chips) > 1 else sizes[2]
+    tp, pp, cp = deg["tp"], deg["pp"], deg["cp"]
 
     def soft(name: str) -> jax.Array:
         w = jax.nn.softmax(theta[lay[name]] / tau)
@@ -196,15 +200,10 @@ def relaxed_plan(
     chosen = {f.name: soft(f.name) for f in CHOICE_FIELDS}
     plan = encode_train(
         {
-            "tp": tp,
-            "pp": pp,
-            "cp": cp,
+            **{f.name: deg[f.name] for f in DEGREE_FIELDS},
             "dp": chips / (tp * pp * cp),
-            "ep": ep,
-            "micro_batch": mb,
             "global_batch": sizes[0],
             "seq_len": sizes[1],
-            "virtual_stages": v,
             "flash_attention": jnp.asarray(float(space.flash_attention)),
             "overlap_grad_reduce": jnp.asarray(1.0),
             **chosen,
@@ -229,13 +228,14 @@ def relaxed_loss_and_out(
     sys_ = eqx.tree_at(lambda s: s.num_chips, system, chips)
     out = TrainCost(sys_, model, RELAXED)(plan)
     x = theta[_layout(space)["x"]]
+    at = {name: i for i, name in enumerate(axis_names(space))}
     sq = lambda z: jnp.square(jax.nn.relu(z))  # noqa: E731
     over = jnp.log(out.memory.total_bytes / out.capacity_bytes)
     penalty = 20.0 * jax.nn.relu(over) + 200.0 * sq(over)
     penalty += 10.0 * jnp.sum(sq(lo - x) + sq(x - hi))
-    penalty += 10.0 * sq(x[0] + x[1] + x[2] - jnp.log2(chips))
+    penalty += 10.0 * sq(x[at["tp"]] + x[at["pp"]] + x[at["cp"]] - jnp.log2(chips))
     penalty += 10.0 * sq(jnp.log2(plan.dp * plan.micro_batch / plan.global_batch))
-    penalty += 10.0 * sq(x[6] - jnp.log2(plan.dp))  # ep ranks come from the dp ones
+    penalty += 10.0 * sq(x[at["ep"]] - jnp.log2(plan.dp))  # ep ranks come from the dp ones
     penalty += 0.05 * out.divisibility_violation
     penalty += 10.0 * out.unsupported_format  # a refusal, not a cost: as strong as memory
     return jnp.log(objective_of(out, space.objective)) + penalty, out
@@ -250,11 +250,17 @@ def _structure(space: TrainSearchSpace) -> TrainSearchSpace:
             "global_batch": 0,
             "seq_len": 0,
             "chips": chips,
-            "max_cp": 0,
-            "max_micro_batch": 0,
-            "max_virtual_stages": 0,
+            **{name: 0 for name in _space_bounds()},
         }
     )
+
+
+def _space_bounds() -> tuple[str, ...]:
+    """The space's sizes that bound a degree's candidates (``max_cp``), as the degrees declare
+    them: zeroed in the relaxed solver's key (the bounds ``lo, hi`` are traced)."""
+    names = {n for a in DEGREE_AXES.values() for n in (*a.upto, a.divides)}
+    fields = TrainSearchSpace.__dataclass_fields__
+    return tuple(sorted(n for n in names if n in fields and n != "chips"))
 
 
 @exported_program("train-solve")

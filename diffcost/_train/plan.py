@@ -24,6 +24,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._core.errors import Problem, SpecError
 from .._core.options import (
     Choices,
+    Degrees,
     Optimizer,
     PlanField,
     Recompute,
@@ -36,6 +37,7 @@ from .._core.options import (
 from .._core.shared import once
 from .._inputs import schema as S
 from .._inputs.hardware import FORMATS, host_float, strong_float
+from .._terms.tp_rules import TP_RULES
 
 RECOMPUTE: tuple[str, ...] = values(Recompute)
 ZERO_STAGES: tuple[int, ...] = values(ZeroStage)
@@ -90,13 +92,50 @@ LORA_MATRICES: dict[str, tuple[float, float, float, float]] = {
     LoraTarget.ALL.value: (1.0, 1.0, 1.0, 1.0),
 }
 
+
+def _tp_one_way(model: Any, space: Any, tp: int) -> bool:
+    """The TP rules that hold for every larger model integer's divisor (heads and MLP width
+    divisible by ``tp``): they choose the candidate degrees; the two-way ones are masked
+    (:func:`diffcost._train.space.valid`)."""
+    return all(r.holds(int(getattr(model, r.key)), tp) for r in TP_RULES if not r.either_way)
+
+
+def _pp_split(model: Any, space: Any, pp: int) -> bool:
+    """An even pipeline split needs ``pp`` to divide the layers; an uneven one (first or last
+    stage layers given) is checked jointly (:func:`diffcost._train.space.valid`)."""
+    uneven = space.first_stage_layers > 0 or space.last_stage_layers > 0
+    return uneven or int(model.layers) % pp == 0
+
+
+def _cp_chunks(model: Any, space: Any, cp: int) -> bool:
+    """Context parallelism ``cp > 1`` needs the sequence divisible by ``2 cp`` (Megatron-LM
+    splits it into ``2 cp`` chunks for load balance: ``validate_args``,
+    :mod:`diffcost._train.rules`)."""
+    return cp == 1 or space.seq_len % (2 * cp) == 0
+
+
+def _ep_dense(model: Any, space: Any, ep: int) -> bool:
+    """Expert parallelism divides the routed experts; a dense model has ``ep = 1``."""
+    return int(model.experts) > 0 or ep == 1
+
+
 #: Every field of :func:`train_plan`, in keyword order.
 TRAIN_FIELDS: tuple[PlanField, ...] = (
     PlanField(
-        "tp", "degree", 1, "tensor-parallel degree", launch=_mg("tensor-model-parallel-size")
+        "tp",
+        "degree",
+        1,
+        "tensor-parallel degree",
+        launch=_mg("tensor-model-parallel-size"),
+        axis=Degrees(keep=_tp_one_way),
     ),
     PlanField(
-        "pp", "degree", 1, "pipeline-parallel degree", launch=_mg("pipeline-model-parallel-size")
+        "pp",
+        "degree",
+        1,
+        "pipeline-parallel degree",
+        launch=_mg("pipeline-model-parallel-size"),
+        axis=Degrees(upto=("layers", "chips"), keep=_pp_split),
     ),
     PlanField(
         "dp",
@@ -106,7 +145,14 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         derived=True,
         help="Data-parallel degree (default: chips / (tp*pp*cp)).",
     ),
-    PlanField("cp", "degree", 1, "context-parallel degree", launch=_mg("context-parallel-size")),
+    PlanField(
+        "cp",
+        "degree",
+        1,
+        "context-parallel degree",
+        launch=_mg("context-parallel-size"),
+        axis=Degrees(upto=("max_cp", "chips"), powers_of_two=True, keep=_cp_chunks),
+    ),
     PlanField(
         "micro_batch",
         "count",
@@ -116,6 +162,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         help="Sequences per micro-batch.",
         short="mb",
         launch=_mg("micro-batch-size"),
+        axis=Degrees(upto=("max_micro_batch",), divides="global_batch"),
     ),
     PlanField(
         "global_batch",
@@ -138,6 +185,8 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         help="Interleaved pipeline chunks per rank.",
         short="v",
         launch=_mg("num-virtual-stages-per-pipeline-rank"),
+        # each model chunk holds at least one layer: more chunks than layers cannot exist
+        axis=Degrees(upto=("max_virtual_stages", "layers")),
     ),
     PlanField(
         "sequence_parallel",
@@ -280,6 +329,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "expert-parallel degree: routed experts spread over ep ranks of a stage",
         help="Expert-parallel degree: routed experts over ep ranks of a stage (Megatron EP).",
         launch=_mg("expert-model-parallel-size"),
+        axis=Degrees(divides="experts", keep=_ep_dense),
     ),
     PlanField(
         "expert_tp",

@@ -5,7 +5,6 @@ decoded to exact :class:`~diffcost._train.plan.TrainPlan` pytrees.  The search
 both enumerate it.
 """
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +14,8 @@ import numpy as np
 
 from .._core.discrete import Axis, Candidates, Choice
 from .._core.options import (
+    Choices,
+    Degrees,
     Optimizer,
     Recompute,
     TrainObjective,
@@ -24,6 +25,7 @@ from .._core.options import (
     coerce_all,
     plain_value,
     searched_choices,
+    searched_degrees,
 )
 from .._inputs.model import Model
 from .._terms.tp_rules import TP_RULES
@@ -36,13 +38,18 @@ GRAD_BYTES = np.asarray([4.0, 4.0, 2.0, 2.0, 2.0])
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
 #: The fields a training search varies as choices, as they declare it (``axis=Choices()``).
 CHOICE_FIELDS = searched_choices(TRAIN_FIELDS)
+#: The fields a training search varies as degrees, as they declare it (``axis=Degrees()``).
+DEGREE_FIELDS = searched_degrees(TRAIN_FIELDS)
+#: Each searched degree's declared axis, by name.
+DEGREE_AXES = {f.name: f.axis for f in DEGREE_FIELDS if isinstance(f.axis, Degrees)}
+_CHIPS_AT = 5
 
 
 def choice_values(space: "TrainSearchSpace", name: str) -> tuple[Any, ...]:
     """The values the search tries for the choice field ``name`` (the space's, else the
     declaration's, :class:`~diffcost._core.options.Choices`)."""
     axis = _FIELD[name].axis
-    assert axis is not None, f"{name} is not searched"
+    assert isinstance(axis, Choices), f"{name} is not searched as a choice"
     return axis.of(_FIELD[name], space)
 
 
@@ -93,48 +100,31 @@ class TrainSearchSpace:
             object.__setattr__(self, key, value)
 
 
-def _tp_one_way(model: Model, tp: int) -> bool:
-    """The TP rules that hold for every larger model integer's divisor (heads and MLP width
-    divisible by ``tp``): they choose the candidate degrees; the others are masked
-    (:func:`valid`)."""
-    return all(r.holds(int(getattr(model, r.key)), tp) for r in TP_RULES if not r.either_way)
+def _size(model: Model, space: "TrainSearchSpace", name: str) -> int:
+    """The size a degree's declaration names (:class:`~diffcost._core.options.Degrees`):
+    ``chips`` the space's largest chip count, else the space's attribute, else the model's."""
+    if name == "chips":
+        return max(space.chips)
+    if hasattr(space, name):
+        return int(getattr(space, name))
+    return int(getattr(model, name))
 
 
-def _divisors(n: int, limit: int) -> tuple[float, ...]:
-    return tuple(float(d) for d in range(1, min(n, limit) + 1) if n % d == 0)
+def axis_names(space: "TrainSearchSpace") -> tuple[str, ...]:
+    """The degree axes' names, in column order: the declared degrees
+    (:data:`DEGREE_FIELDS`) with the chip count after the first five (where the relaxed
+    variables have held it since expert parallelism joined)."""
+    names = [f.name for f in DEGREE_FIELDS]
+    return (*names[:_CHIPS_AT], "chips", *names[_CHIPS_AT:])
 
 
 def axes_for(model: Model, space: TrainSearchSpace) -> tuple[list[Axis], list[Choice]]:
-    """The discrete space: allowed values of every degree and categorical.  Context
-    parallelism ``cp > 1`` needs the sequence divisible by ``2 cp`` (Megatron-LM splits it into
-    ``2 cp`` chunks for load balance: ``validate_args``, :mod:`diffcost._train.rules`)."""
-    layers = int(model.layers)
-    n_max = max(space.chips)
-    cps = tuple(
-        float(2**k)
-        for k in range(0, int(math.log2(max(space.max_cp, 1))) + 1)
-        if (k == 0 or space.seq_len % 2 ** (k + 1) == 0) and 2**k <= n_max
-    )
-    axes = [
-        # the TP rules (:data:`~diffcost._terms.tp_rules.TP_RULES`): one-way ones here
-        Axis("tp", tuple(float(t) for t in range(1, n_max + 1) if _tp_one_way(model, t))),
-        Axis(
-            "pp",
-            tuple(float(p) for p in range(1, min(layers, n_max) + 1))
-            if _uneven(space)
-            else _divisors(layers, n_max),
-        ),
-        Axis("cp", cps),
-        Axis("micro_batch", _divisors(space.global_batch, space.max_micro_batch)),
-        # each model chunk holds at least one layer: more chunks than layers cannot exist
-        Axis(
-            "virtual_stages",
-            tuple(float(v) for v in range(1, min(space.max_virtual_stages, layers) + 1)),
-        ),
-        Axis("chips", tuple(float(c) for c in sorted(space.chips))),
-        # expert parallelism: a divisor of the routed experts (1 for a dense model)
-        Axis("ep", _divisors(int(model.experts), n_max) if int(model.experts) else (1.0,)),
-    ]
+    """The discrete space: allowed values of every degree, as each declares them
+    (``axis=Degrees(...)``), of the chip count and of every choice."""
+    chips = Axis("chips", tuple(float(c) for c in sorted(space.chips)))
+    size = lambda name: _size(model, space, name)  # noqa: E731
+    degrees = {k: Axis(k, axis.of(model, space, size)) for k, axis in DEGREE_AXES.items()}
+    axes = [chips if n == "chips" else degrees[n] for n in axis_names(space)]
     choices = [Choice(f.name, choice_values(space, f.name)) for f in CHOICE_FIELDS]
     return axes, choices
 
@@ -235,15 +225,10 @@ def _plan_fields(col: Any, space: TrainSearchSpace, onehot: Any, full: Any) -> d
         for f in CHOICE_FIELDS
     }
     return {
-        "tp": col["tp"],
-        "pp": col["pp"],
-        "cp": col["cp"],
+        **{f.name: col[f.name] for f in DEGREE_FIELDS},
         "dp": col["chips"] / (col["tp"] * col["pp"] * col["cp"]),
-        "ep": col["ep"],
-        "micro_batch": col["micro_batch"],
         "global_batch": full(space.global_batch),
         "seq_len": full(space.seq_len),
-        "virtual_stages": col["virtual_stages"],
         "flash_attention": full(float(space.flash_attention)),
         "overlap_grad_reduce": full(1.0),
         **chosen,
@@ -299,10 +284,13 @@ def plan_row(row: dict, space: TrainSearchSpace) -> dict:
 
 __all__ = [
     "CHOICE_FIELDS",
+    "DEGREE_AXES",
+    "DEGREE_FIELDS",
     "GRAD_BYTES",
     "choice_values",
     "TrainSearchSpace",
     "axes_for",
+    "axis_names",
     "plan_row",
     "to_plans",
     "valid",
