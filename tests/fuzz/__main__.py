@@ -21,7 +21,7 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=1, help="run every K-th case (1: all)")
     parser.add_argument("--start", type=int, default=0, help="skip the cases before this one")
     parser.add_argument(
-        "--offset", type=int, default=0, help="with --every K: the cases i with i % K == offset"
+        "--offset", type=int, default=0, help="with --every K: the cases i with i %% K == offset"
     )
     parser.add_argument("--group", default="", help="only the groups starting with this")
     parser.add_argument("--combinations", type=int, default=1000, help="hypothesis examples")
