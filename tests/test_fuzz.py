@@ -15,7 +15,14 @@ import math
 
 import pytest
 from fuzz import oracle
-from fuzz.cases import all_cases, degree_cases, flag_combinations, key_typos, unit_typo_cases
+from fuzz.cases import (
+    all_cases,
+    command_options,
+    degree_cases,
+    flag_combinations,
+    key_typos,
+    unit_typo_cases,
+)
 from fuzz.harness import BAD, Case, Runner, judge
 from hypothesis import HealthCheck, given, settings
 
@@ -48,6 +55,12 @@ def test_fuzz_long_profile(runner):
 
 
 def _combinations(runner: Runner, examples: int) -> None:
+    # the command line's options read before hypothesis draws: the first ``import diffcost.cli``
+    # of every command (they load lazily) touches the global ``random`` state, which
+    # hypothesis refuses inside a strategy
+    for path in (("train",), ("serve",)):
+        command_options(path)
+
     @settings(
         max_examples=examples,
         deadline=None,
