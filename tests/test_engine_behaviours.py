@@ -89,3 +89,19 @@ def test_declarations_derive_from_the_registry():
     profile = load_engine("trtllm-0.5")
     assert set(profile.behaviours) <= set(ENGINE_BEHAVIOURS)  # a key left out: the default
     assert profile.cuda_graphs is False and profile.plan_defaults()["gqa_decode_kernel"] is False
+
+
+def test_the_engine_line_and_summary_name_every_behaviour():
+    """``diffcost serve`` reports each behaviour of the registry as it names itself (on or
+    off, as the engine's profile sets it): a new behaviour shows up without a change there."""
+    from typer.testing import CliRunner
+
+    from diffcost.cli import app
+
+    profile = load_engine("trtllm-0.6")
+    result = CliRunner().invoke(app, ["serve", "--engine", "trtllm-0.6"])
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("engine: trtllm-0.6"))
+    labels = [b.shown[0 if getattr(profile, n) else 1] for n, b in ENGINE_BEHAVIOURS.items()]
+    assert line.endswith(": " + ", ".join(labels))
+    assert "per-query-head decode" in labels and "per-kernel launches" in labels

@@ -44,6 +44,7 @@ class AbstractEngineBehaviour(AbstractExtension):
             ``name`` is the behaviour's name, the engine profile key and the ``ServePlan``
             leaf; its ``doc`` and ``help`` are the behaviour's help text).
         reference: where its cost effect comes from.
+        shown: how ``diffcost serve``'s engine line names it (on, off).
 
     Every method takes ``on``, the plan's switch (0 or 1; relaxed in between), and returns the
     behaviour's contribution weighted by it, or ``None`` where it has no effect.
@@ -51,6 +52,7 @@ class AbstractEngineBehaviour(AbstractExtension):
 
     field: ClassVar[PlanField]
     reference: ClassVar[str]
+    shown: ClassVar[tuple[str, str]]
 
     def kv_rereads(self, on: Array, shape: AttentionShape, system: System) -> Array | None:
         """Extra reads of the KV cache per decode read (dimensionless, beyond the first)."""
@@ -104,6 +106,7 @@ class GqaDecodeKernel(AbstractEngineBehaviour):
         flag="--gqa-decode-kernel/--per-query-head-decode",
     )
     reference = "TensorRT-LLM 0.10 release notes (XQA kernels for GQA/MQA decode)"
+    shown = ("GQA-aware decode", "per-query-head decode")
 
     def kv_rereads(self, on: Array, shape: AttentionShape, system: System) -> Array:
         return (1.0 - on) * (shape.group() - 1.0) * system.efficiency.kv_reread_fraction
@@ -130,6 +133,7 @@ class FusedDequant(AbstractEngineBehaviour):
         "bigscience-workshop/Megatron-DeepSpeed scripts/bloom-inference-scripts/README.md "
         "(DeepSpeed-Inference int8: a separate dequantization kernel)"
     )
+    shown = ("fused dequant", "separate dequant")
 
     def weight_copy_bytes(self, on: Array, weight_only: Array, act_bytes: Array) -> Array:
         return (1.0 - on) * weight_only * 2.0 * act_bytes
@@ -165,6 +169,7 @@ class CudaGraphs(AbstractEngineBehaviour):
         'NVIDIA, "Getting Started with CUDA Graphs", developer.nvidia.com/blog/cuda-graphs; '
         'vLLM "Capturing cudagraphs for decoding"; SGLang "CUDA graph for decode"'
     )
+    shown = ("CUDA graphs", "per-kernel launches")
 
     def launch_saved_s(
         self, on: Array, decode_only: ArrayLike, kernels: Array, system: System

@@ -8,6 +8,7 @@ import typer
 from .._analysis.coverage import coverage_lines, job_chip, job_coverage
 from .._analysis.uncertainty import Z80, intervals
 from .._core.errors import Problem, SpecError
+from .._serve.behaviours import ENGINE_BEHAVIOURS
 from .._serve.cost import ServeBreakdown, ServeCost, serve_problems
 from .._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
 from .._serve.plan import ServePlan
@@ -236,19 +237,14 @@ def engine_summary(name: str | None, plan: ServePlan) -> dict[str, Any]:
         "display_name": profile.display_name,
         "default": name is None,
         "attention_kernel": profile.attention_kernel,
-        "gqa_decode_kernel": bool(plan.gqa_decode_kernel),
-        "fused_dequant": bool(plan.fused_dequant),
-        "cuda_graphs": bool(plan.cuda_graphs),
+        **{name: bool(getattr(plan, name)) for name in ENGINE_BEHAVIOURS},
     }
 
 
 def engine_line(engine: dict[str, Any]) -> str:
-    """``engine: vllm-0.10 (default; ...): CUDA graphs, GQA-aware decode, fused dequant``."""
-    flags = [
-        "CUDA graphs" if engine["cuda_graphs"] else "per-kernel launches",
-        "GQA-aware decode" if engine["gqa_decode_kernel"] else "per-query-head decode",
-        "fused dequant" if engine["fused_dequant"] else "separate dequant",
-    ]
+    """``engine: vllm-0.10 (default; ...): GQA-aware decode, fused dequant, CUDA graphs``: each
+    behaviour of :data:`~diffcost._serve.behaviours.ENGINE_BEHAVIOURS` as it names itself."""
+    flags = [b.shown[0 if engine[name] else 1] for name, b in ENGINE_BEHAVIOURS.items()]
     default = " (default; --engine NAME to change)" if engine["default"] else ""
     return f"engine: {engine['name']}{default}: {', '.join(flags)}"
 
