@@ -21,6 +21,7 @@ from .._core.errors import Problem, SpecError
 from .._inputs.catalogue import OUTSIDE_FACTOR, outside_catalogue
 from .._inputs.checker import MAX_SI_VALUE
 from .._inputs.loader import load_spec
+from .._inputs.scenario import Scenario
 from .._serve.plan import plan_kwargs
 
 #: Plain output: ``markup=False``, so no text a user wrote (a name with ``[/x]``, a path)
@@ -101,15 +102,17 @@ def merge_inputs(
     refs_flags: dict[str, Any],
     flags: dict[str, Any],
     command: str | None = None,
-) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+) -> tuple[dict[str, Any], dict[str, Any], str | None, Scenario | None]:
     """Scenario file (or the default when no model is given) overridden by command-line flags.
 
-    Returns the references (model, system or chip, chips), the plan values and the scenario used.
+    Returns the references (model, system or chip, chips), the plan values, the scenario used
+    and its contents (read once: the caller needs its other keys, e.g. ``collective``).
     ``refs_flags`` holds the ``model``, ``system``, ``chip`` and ``chips`` flags; ``flags`` the
     plan flags (``None``: not given).
     """
     base: dict[str, Any] = {}
     refs: dict[str, Any] = {"model": None, "system": None, "chip": None, "chips": None}
+    sc = None
     if scenario is None and refs_flags["model"] is None:
         scenario = default_scenario
     if scenario is not None:
@@ -126,7 +129,7 @@ def merge_inputs(
             refs[key] = refs_flags[key]
     if refs["system"] is None and refs["chip"] is None:
         refs["system"] = "dgx-h100"
-    return refs, {**base, **{k: v for k, v in flags.items() if v is not None}}, scenario
+    return refs, {**base, **{k: v for k, v in flags.items() if v is not None}}, scenario, sc
 
 
 def spec_infos(refs: dict[str, Any]) -> tuple[Any, Any]:

@@ -7,7 +7,7 @@ the same inputs the same way.
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .._analysis.plans import collective_problem, load_scenario
+from .._analysis.plans import collective_problem
 from .._core.errors import Problem, SpecError
 from .._inputs.hardware import System
 from .._inputs.loader import load_model, load_spec, load_system
@@ -104,12 +104,11 @@ def resolve_job(
     Raises:
         SpecError: a bad scenario, reference or plan value (every problem at once).
     """
-    refs, values, scenario = merge_inputs(
+    refs, values, scenario, sc = merge_inputs(
         kind, scenario, DEFAULT_SCENARIO[kind], refs_flags, flags, command
     )
     collective, collective_source = refs_flags.get("collective"), "<arguments>"
-    if collective is None and scenario is not None:  # the flag, when given, wins
-        sc = load_scenario(scenario)
+    if collective is None and sc is not None:  # the flag, when given, wins
         collective, collective_source = sc.collective, sc.path
     problems: list[Problem] = []
     system = model = None
