@@ -387,13 +387,7 @@ def _number_problem(key: str, v: Any) -> str | None:
         ok = not isinstance(v, bool) and isinstance(v, int) and v >= 1
         if not ok:
             return f"must be a positive integer, got {v!r}"
-        rng = SYSTEM_CHIPS
-        if v > rng.hi:
-            return (
-                f"{v!r} is outside the plausible range of {rng.what}, {rng.text()} "
-                "(diffcost/_inputs/ranges.py)"
-            )
-        return None
+        return SYSTEM_CHIPS.outside(v) if v > SYSTEM_CHIPS.hi else None
     number = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
     positive = key == "qps" or key.startswith("scale.")
     if not number or v < 0 or (positive and v == 0):

@@ -215,11 +215,7 @@ class Checker:
         unit = split_unit(key) if spec.kind == "quantity" else None
         read = f" (its suffix {key[len(unit[0]) :]} reads {si:.4g} {rng.unit})" if unit else ""
         hint = f"; check the unit suffix (accepted: {accepted_suffixes(spec.dim)})" if unit else ""
-        self.add(
-            full,
-            f"{raw!r}{read} is outside the plausible range of {rng.what}, {rng.text()} "
-            f"(diffcost/_inputs/ranges.py){hint}",
-        )
+        self.add(full, rng.outside(raw, read) + hint)
         return False
 
     def _key(

@@ -31,6 +31,14 @@ class Plausible:
         """``1e10..1e18 FLOP/s`` (as the messages and ``specs/SCHEMA.md`` print it)."""
         return f"{_number(self.lo)}..{_number(self.hi)} {self.unit}"
 
+    def outside(self, raw: object, read: str = "") -> str:
+        """The problem text for a value ``raw`` outside the range (the spec checker's and a
+        sweep file's): ``raw``, what its unit suffix ``read`` makes of it, and the range."""
+        return (
+            f"{raw!r}{read} is outside the plausible range of {self.what}, {self.text()} "
+            "(diffcost/_inputs/ranges.py)"
+        )
+
 
 def _number(x: float) -> str:
     """``1e-08`` as ``1e-8``, ``10000`` as ``1e4``, 660 as ``660``."""
