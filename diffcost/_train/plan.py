@@ -9,6 +9,16 @@ checks (:func:`train_plan`), the scenario schema (:data:`TRAIN_PLAN`), the sweep
 the search's JSON rows derive from it, and one encoder (:func:`encode_train`) turns field values
 (numbers and choice weights) into a :class:`TrainPlan` for the constructor, the sweep (on the
 device) and the search (exact and relaxed).
+
+Adding a field: its :class:`~diffcost._core.options.PlanField` in :data:`TRAIN_FIELDS`
+(domain, default, help, ``launch=_mg(megatron_flag, bridge_key)``, ``axis=Degrees(...)`` or
+``axis=Choices()`` when searched) and its typed attribute on :class:`TrainPlan` (a number the
+plan stores under the field's name), then the cost term that reads it and its test.  The
+keyword of :func:`train_plan`, the scenario key, the command-line option, the sweep and search
+columns, the value every search plan shares (:func:`diffcost._train.space.fixed_fields`) and
+the Megatron-LM / Megatron-Bridge launch flags (emitted when the value differs from the
+default) follow from the declaration.  A degree bounded by a new search-space size (``upto=
+("max_x",)``) also needs that attribute on :class:`~diffcost._train.space.TrainSearchSpace`.
 """
 
 import difflib
