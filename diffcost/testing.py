@@ -129,6 +129,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from ._inputs.schema import PARAMS_TOLERANCE
     from ._launch import (
         Launch,
+        bridge,
         bridge_launch,
         megatron,
         megatron_launch,
@@ -248,7 +249,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         tp_overlap_violation,
         with_padded_vocab,
     )
-    from ._train.space import to_plans
+    from ._train.space import fixed_fields, to_plans
     from .cli import _train_cmd as train_cmd
     from .cli._codesign_cmd import print_buildable, print_starts
     from .cli._common import NonFiniteOutput, check_finite, console, output_problems, print_json
@@ -288,6 +289,7 @@ __all__ = [
     "backends_started",
     "BandwidthProportional",
     "BATCH_RESOLUTION",
+    "bridge",
     "bridge_launch",
     "budget_excess",
     "builtin_index",
@@ -353,6 +355,7 @@ __all__ = [
     "exposed_s",
     "FAMILIES",
     "field_option",
+    "fixed_fields",
     "flag",
     "flags_supported",
     "fleet_evaluate",

@@ -176,3 +176,48 @@ def test_a_bad_flag_value_names_the_flag_as_declared():
     args = ["serve", "--model", "llama-2-7b", "--system", "dgx-h100", "--draft-fraction", "2"]
     out = CliRunner().invoke(app, args).output
     assert "command line: --draft-fraction: must lie in [0, 1), got 2.0" in out
+
+
+def test_train_plan_keywords_are_the_declared_fields():
+    """``train_plan``'s keywords, defaults and checks are :data:`TRAIN_FIELDS`'; an unknown
+    keyword is a problem with the closest field suggested, listed with the others."""
+    params = _options(dc.train_plan)
+    assert list(params) == [*(f.name for f in TRAIN_FIELDS), "source"]
+    assert all(params[f.name].default == f.default for f in TRAIN_FIELDS)
+    with pytest.raises(dc.SpecError) as err:
+        dc.train_plan(tpp=2, pp=0)
+    assert [(p.key, p.reason) for p in err.value.problems] == [
+        ("tpp", "not a training plan field; did you mean 'tp'?"),
+        ("pp", "must be a positive integer, got 0"),
+    ]
+
+
+def test_a_new_number_reaches_both_launch_lines(monkeypatch):
+    """A number that declares a Megatron-LM flag and a Megatron-Bridge key is emitted (flag
+    and value, ``KEY=VALUE``) when it differs from its default, with no change in either
+    launcher."""
+    from diffcost.testing import bridge as br
+    from diffcost.testing import megatron as mg
+
+    new = PlanField(
+        "new_degree", "degree", 1, "d", launch=(("megatron", "--new"), ("bridge", "model.new"))
+    )
+    monkeypatch.setattr(mg, "TRAIN_FIELDS", (*TRAIN_FIELDS, new))
+    monkeypatch.setattr(br, "TRAIN_FIELDS", (*TRAIN_FIELDS, new))
+    assert mg.switch_args({"new_degree": 4, "tp": 8}) == ["--new", "4"]
+    assert mg.switch_args({"new_degree": 1}) == []
+    assert br.declared_overrides({"new_degree": 4, "tp": 8}) == ["model.new=4"]
+    assert br.declared_overrides({}) == []
+
+
+def test_the_fields_a_search_shares_are_declared():
+    """Every training field a search neither varies nor derives per plan takes the space's
+    value, else its default (the launch line's and every evaluated plan's)."""
+    from diffcost.testing import fixed_fields
+
+    space = dc.TrainSearchSpace(global_batch=64, seq_len=2048, chips=(8,), lora_rank=8)
+    fixed = fixed_fields(space)
+    assert fixed["lora_rank"] == 8 and fixed["optimizer"] == "adam"
+    assert fixed["overlap_grad_reduce"] is True and fixed["tp_comm_overlap"] is False
+    assert fixed["global_batch"] == 64
+    assert not {"tp", "recompute", "dp", "expert_tp", "shard_group"} & set(fixed)

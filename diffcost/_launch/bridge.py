@@ -46,37 +46,72 @@ RECIPES = {
 #: Mixed-precision presets by training precision, and the gradient bytes each keeps.
 PRESETS = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_delayed_scaling_mixed"}
 PRESET_GRAD_BYTES = {"bf16": 4.0, "fp8": 4.0, "fp16": 2.0}
+_FIELD = {f.name: f for f in TRAIN_FIELDS}
 
 
 def _bool(x: Any) -> str:
     return "true" if x else "false"
 
 
+def key(name: str) -> str:
+    """Megatron-Bridge's recipe key for a training plan field, as the field declares it
+    (:attr:`~diffcost._core.options.PlanField.launch`)."""
+    spelled = _FIELD[name].launch_flag("bridge")
+    assert spelled is not None, f"{name} declares no Megatron-Bridge key"
+    return spelled
+
+
+def _value(x: Any) -> str:
+    """A value as a recipe override writes it (``true``/``false`` for a switch)."""
+    return _bool(x) if isinstance(x, bool) else str(getattr(x, "value", x))
+
+
+#: Fields :func:`overrides` places itself (by a rule: only when it differs from the recipe's,
+#: ``null`` for the default); any other field that declares a Bridge key and differs from its
+#: default is written by :func:`declared_overrides`.
+_PLACED = ("tp", "pp", "cp", "virtual_stages", "ep", "sequence_parallel", "micro_batch")
+_PLACED += ("global_batch", "seq_len", "overlap_grad_reduce", "expert_tp")
+
+
+def declared_overrides(plan: dict[str, Any]) -> list[str]:
+    """``KEY=VALUE`` of every other field of the plan that declares a Bridge key and differs
+    from its default (in declaration order): a new field with a recipe key needs no change
+    here."""
+    return [
+        f"{spelled}={_value(plan[f.name])}"
+        for f in TRAIN_FIELDS
+        if f.name not in _PLACED and plan.get(f.name, f.default) != f.default
+        for spelled in [f.launch_flag("bridge")]
+        if spelled is not None
+    ]
+
+
 def overrides(plan: dict[str, Any]) -> list[str]:
     """``KEY=VALUE`` overrides for the plan's layout, batch, recomputation, sharding and
     precision (``null`` resets a recipe's value)."""
     v, recompute, zero = int(plan["virtual_stages"]), str(plan["recompute"]), int(plan["zero"])
+    ogr = plan.get("overlap_grad_reduce", True)
     out = [
-        f"model.tensor_model_parallel_size={plan['tp']}",
-        f"model.pipeline_model_parallel_size={plan['pp']}",
-        f"model.context_parallel_size={plan['cp']}",
-        f"model.virtual_pipeline_model_parallel_size={v if v > 1 else 'null'}",
-        f"model.expert_model_parallel_size={plan.get('ep', 1)}",
-        f"model.sequence_parallel={_bool(plan['sequence_parallel'])}",
+        f"{key('tp')}={plan['tp']}",
+        f"{key('pp')}={plan['pp']}",
+        f"{key('cp')}={plan['cp']}",
+        f"{key('virtual_stages')}={v if v > 1 else 'null'}",
+        f"{key('ep')}={plan.get('ep', 1)}",
+        f"{key('sequence_parallel')}={_bool(plan['sequence_parallel'])}",
         f"model.recompute_granularity={'null' if recompute == 'none' else recompute}",
         f"model.recompute_method={'uniform' if recompute == 'full' else 'null'}",
         f"model.recompute_num_layers={1 if recompute == 'full' else 'null'}",
-        f"train.micro_batch_size={plan['micro_batch']}",
-        f"train.global_batch_size={plan['global_batch']}",
+        f"{key('micro_batch')}={plan['micro_batch']}",
+        f"{key('global_batch')}={plan['global_batch']}",
         "train.train_iters=100",
-        f"dataset.seq_length={plan['seq_len']}",
+        f"{key('seq_len')}={plan['seq_len']}",
         f"ddp.use_distributed_optimizer={_bool(zero == 1)}",
-        f"ddp.overlap_grad_reduce={_bool(plan.get('overlap_grad_reduce', True))}",
-        f"ddp.overlap_param_gather={_bool(zero >= 1 and plan.get('overlap_grad_reduce', True))}",
+        f"{key('overlap_grad_reduce')}={_bool(ogr)}",
+        f"ddp.overlap_param_gather={_bool(zero >= 1 and ogr)}",
         f"mixed_precision={PRESETS.get(str(plan.get('precision', 'bf16')), 'bf16_mixed')}",
     ]
     if plan.get("expert_tp") is not None:
-        out.append(f"model.expert_tensor_parallel_size={plan['expert_tp']}")
+        out.append(f"{key('expert_tp')}={plan['expert_tp']}")
     if zero >= 2:
         strategy = "optim_grads" if zero == 2 else "optim_grads_params"
         out += [
@@ -84,7 +119,7 @@ def overrides(plan: dict[str, Any]) -> list[str]:
             f"ddp.data_parallel_sharding_strategy={strategy}",
             "checkpoint.ckpt_format=fsdp_dtensor",
         ]
-    return out
+    return out + declared_overrides(plan)
 
 
 def bridge_refusals(plan: dict[str, Any], name: str, model: Any, spec: dict[str, Any]) -> list:

@@ -30,15 +30,10 @@ from typing import Any
 
 from .._inputs.model import Model
 from .._train.plan import TRAIN_FIELDS
+from .._train.space import fixed_fields
 from .command import Launch, tokens
 
 MEGATRON_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
-
-#: Fields of a searched training row that the search space fixes (the row omits them).
-SPACE_FIELDS = ("optimizer", "flash_attention", "first_stage_layers", "last_stage_layers")
-SPACE_FIELDS += ("lora_rank",)
-#: What the search assumes for every plan (``diffcost._search.train._plan_fields``).
-SEARCH_DEFAULTS = {"grad_bytes_per_param": 2.0, "overlap_grad_reduce": True}
 
 
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
@@ -52,30 +47,37 @@ def flag(name: str) -> str:
     return spelled
 
 
-#: Switches (bool fields) this module places itself; any other switch that declares a
-#: Megatron-LM flag is emitted by :func:`switch_args`.
-_PLACED = ("sequence_parallel", "tp_comm_overlap", "fp8_param_gather", "ep_overlap")
+#: Fields this module places itself (by a rule: only in some plans, or beside other flags); any
+#: other field that declares a Megatron-LM flag is emitted by :func:`switch_args`.
+_PLACED = ("tp", "pp", "cp", "micro_batch", "global_batch", "seq_len", "virtual_stages")
+_PLACED += ("first_stage_layers", "last_stage_layers", "ep", "expert_tp", "optimizer")
+_PLACED += ("sequence_parallel", "tp_comm_overlap", "fp8_param_gather", "ep_overlap")
 _PLACED += ("overlap_grad_reduce", "flash_attention")
 
 
 def switch_args(plan: dict[str, Any]) -> list[str]:
-    """The Megatron-LM flag of every other switch of the plan that is on and declares one (in
-    declaration order): a new switch with a Megatron-LM flag needs no change here."""
-    return [
-        spelled
-        for f in TRAIN_FIELDS
-        if f.kind == "bool" and f.name not in _PLACED and plan.get(f.name)
-        for spelled in [f.launch_flag("megatron")]
-        if spelled is not None
-    ]
+    """The Megatron-LM flag of every other field of the plan that declares one, in declaration
+    order: a switch (bool field) that is on, or a number or choice that differs from its
+    default (the flag and the value).  A new field with a Megatron-LM flag needs no change
+    here."""
+    out: list[str] = []
+    for f in TRAIN_FIELDS:
+        spelled = f.launch_flag("megatron")
+        value = plan.get(f.name, f.default)
+        if f.name in _PLACED or spelled is None or value is None or value == f.default:
+            continue
+        if f.kind == "bool":
+            out += [spelled] if value else []
+        else:
+            out += tokens((spelled, getattr(value, "value", value)))
+    return out
 
 
 def train_launch_plan(best: dict[str, Any], space: Any) -> dict[str, Any]:
-    """A searched training row with the fields the search space fixed and the search assumed
-    (optimizer, attention kernel, pipeline split, LoRA, gradient bytes, overlap)."""
-    fixed = {k: getattr(space, k) for k in SPACE_FIELDS if hasattr(space, k)}
-    fixed = {k: str(v) if hasattr(v, "value") else v for k, v in fixed.items()}
-    return {**SEARCH_DEFAULTS, **fixed, **best}
+    """A searched training row with the fields every plan of the search shared (the space's
+    or the declared default, :func:`~diffcost._train.space.fixed_fields`: optimizer,
+    attention kernel, pipeline split, LoRA, gradient bytes, overlap)."""
+    return {**fixed_fields(space), **best}
 
 
 def _replicas(plan: dict[str, Any]) -> int:

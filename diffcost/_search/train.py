@@ -47,7 +47,6 @@ from .._train.space import (
     _device_plans,
     _fixed,
     _grad_bytes,
-    _one_hots,
     _Shape,
     axes_for,
     axis_names,
@@ -200,16 +199,13 @@ def relaxed_plan(
     chosen = {f.name: soft(f.name) for f in CHOICE_FIELDS}
     plan = encode_train(
         {
+            **{k: jnp.asarray(v) for k, v in _fixed(space).items()},
             **{f.name: deg[f.name] for f in DEGREE_FIELDS},
             "dp": chips / (tp * pp * cp),
             "global_batch": sizes[0],
             "seq_len": sizes[1],
-            "flash_attention": jnp.asarray(float(space.flash_attention)),
-            "overlap_grad_reduce": jnp.asarray(1.0),
             **chosen,
             "grad_bytes_per_param": _grad_bytes(chosen["precision"]),
-            "optimizer": jnp.asarray(_one_hots("optimizer", space.optimizer, 1)[0]),
-            **{k: jnp.asarray(v) for k, v in _fixed(space).items()},
         }
     )
     return plan, chips

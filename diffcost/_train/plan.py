@@ -9,9 +9,21 @@ checks (:func:`train_plan`), the scenario schema (:data:`TRAIN_PLAN`), the sweep
 the search's JSON rows derive from it, and one encoder (:func:`encode_train`) turns field values
 (numbers and choice weights) into a :class:`TrainPlan` for the constructor, the sweep (on the
 device) and the search (exact and relaxed).
+
+Adding a field: its :class:`~diffcost._core.options.PlanField` in :data:`TRAIN_FIELDS`
+(domain, default, help, ``launch=_mg(megatron_flag, bridge_key)``, ``axis=Degrees(...)`` or
+``axis=Choices()`` when searched) and its typed attribute on :class:`TrainPlan` (a number the
+plan stores under the field's name), then the cost term that reads it and its test.  The
+keyword of :func:`train_plan`, the scenario key, the command-line option, the sweep and search
+columns, the value every search plan shares (:func:`diffcost._train.space.fixed_fields`) and
+the Megatron-LM / Megatron-Bridge launch flags (emitted when the value differs from the
+default) follow from the declaration.  A degree bounded by a new search-space size (``upto=
+("max_x",)``) also needs that attribute on :class:`~diffcost._train.space.TrainSearchSpace`.
 """
 
+import difflib
 import enum
+import inspect
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -66,9 +78,10 @@ WEIGHT_BYTES: dict[str, float] = {
 _positive = lambda x: x > 0  # noqa: E731
 
 
-def _mg(flag: str) -> tuple[tuple[str, str], ...]:
-    """A field's Megatron-LM flag (``--`` + ``flag``), as :attr:`PlanField.launch` holds it."""
-    return (("megatron", "--" + flag),)
+def _mg(flag: str, bridge: str = "") -> tuple[tuple[str, str], ...]:
+    """A field's Megatron-LM flag (``--`` + ``flag``) and Megatron-Bridge recipe key
+    (``bridge``, a ``KEY=VALUE`` override), as :attr:`PlanField.launch` holds them."""
+    return (("megatron", "--" + flag),) + ((("bridge", bridge),) if bridge else ())
 
 
 class LoraTarget(enum.StrEnum):
@@ -126,7 +139,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "degree",
         1,
         "tensor-parallel degree",
-        launch=_mg("tensor-model-parallel-size"),
+        launch=_mg("tensor-model-parallel-size", "model.tensor_model_parallel_size"),
         axis=Degrees(keep=_tp_one_way),
     ),
     PlanField(
@@ -134,7 +147,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "degree",
         1,
         "pipeline-parallel degree",
-        launch=_mg("pipeline-model-parallel-size"),
+        launch=_mg("pipeline-model-parallel-size", "model.pipeline_model_parallel_size"),
         axis=Degrees(upto=("layers", "chips"), keep=_pp_split),
     ),
     PlanField(
@@ -150,7 +163,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "degree",
         1,
         "context-parallel degree",
-        launch=_mg("context-parallel-size"),
+        launch=_mg("context-parallel-size", "model.context_parallel_size"),
         axis=Degrees(upto=("max_cp", "chips"), powers_of_two=True, keep=_cp_chunks),
     ),
     PlanField(
@@ -161,7 +174,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         unit="sequences",
         help="Sequences per micro-batch.",
         short="mb",
-        launch=_mg("micro-batch-size"),
+        launch=_mg("micro-batch-size", "train.micro_batch_size"),
         axis=Degrees(upto=("max_micro_batch",), divides="global_batch"),
     ),
     PlanField(
@@ -172,10 +185,15 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         derived=True,
         unit="sequences",
         help="Sequences per optimizer step.",
-        launch=_mg("global-batch-size"),
+        launch=_mg("global-batch-size", "train.global_batch_size"),
     ),
     PlanField(
-        "seq_len", "count", 2048, "tokens per sequence", unit="tokens", launch=_mg("seq-length")
+        "seq_len",
+        "count",
+        2048,
+        "tokens per sequence",
+        unit="tokens",
+        launch=_mg("seq-length", "dataset.seq_length"),
     ),
     PlanField(
         "virtual_stages",
@@ -184,7 +202,9 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "model chunks per pipeline rank (interleaved 1F1B)",
         help="Interleaved pipeline chunks per rank.",
         short="v",
-        launch=_mg("num-virtual-stages-per-pipeline-rank"),
+        launch=_mg(
+            "num-virtual-stages-per-pipeline-rank", "model.virtual_pipeline_model_parallel_size"
+        ),
         # each model chunk holds at least one layer: more chunks than layers cannot exist
         axis=Degrees(upto=("max_virtual_stages", "layers")),
     ),
@@ -197,7 +217,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         help="Shard norm/dropout activations over TP.",
         short="sp",
         axis=Choices(),
-        launch=_mg("sequence-parallel"),
+        launch=_mg("sequence-parallel", "model.sequence_parallel"),
     ),
     PlanField(
         "flash_attention",
@@ -212,7 +232,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         True,
         "overlap the DP gradient reduction",
         flag=None,
-        launch=_mg("overlap-grad-reduce"),
+        launch=_mg("overlap-grad-reduce", "ddp.overlap_grad_reduce"),
     ),
     PlanField(
         "recompute",
@@ -328,7 +348,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         1,
         "expert-parallel degree: routed experts spread over ep ranks of a stage",
         help="Expert-parallel degree: routed experts over ep ranks of a stage (Megatron EP).",
-        launch=_mg("expert-model-parallel-size"),
+        launch=_mg("expert-model-parallel-size", "model.expert_model_parallel_size"),
         axis=Degrees(divides="experts", keep=_ep_dense),
     ),
     PlanField(
@@ -338,7 +358,7 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "expert width split (default tp)",
         derived=True,
         help="Ranks each expert's width is split over (default tp).",
-        launch=_mg("expert-tensor-parallel-size"),
+        launch=_mg("expert-tensor-parallel-size", "model.expert_tensor_parallel_size"),
     ),
     PlanField(
         "ep_overlap",
@@ -487,6 +507,7 @@ def encode_train(v: Mapping[str, ArrayLike], xp: Any = jnp) -> "TrainPlan":
     small programs compiled per process), ``jax.numpy`` (default) works on traced values.
     """
     a = lambda k: xp.asarray(v[k])  # noqa: E731
+    tp = a("tp")
     prec = a("precision")
     pad = [(0, 0)] * (prec.ndim - 1) + [(0, len(FORMATS) - len(TRAINING_PRECISIONS))]
     weights = xp.asarray([WEIGHT_BYTES[p] for p in TrainPrecision], prec.dtype)
@@ -494,42 +515,33 @@ def encode_train(v: Mapping[str, ArrayLike], xp: Any = jnp) -> "TrainPlan":
     opt_bytes = xp.asarray([OPTIMIZER_BYTES[o] for o in Optimizer], opt.dtype)
     targets = a("lora_targets")
     matrices = xp.asarray([LORA_MATRICES[t] for t in LoraTarget], targets.dtype)
+
+    def value(f: PlanField) -> Any:
+        """A field's value as given (broadcast to ``tp``'s shape), else its declared default:
+        a field that holds its own number needs no line here."""
+        if f.name not in v and f.default is not None and f.kind != "categorical":
+            return xp.full_like(tp, float(f.default))
+        x = a(f.name)
+        return x if f.kind == "categorical" or x.shape == tp.shape else x * xp.ones_like(tp)
+
     fields = dict(
-        tp=a("tp"),
-        pp=a("pp"),
-        dp=a("dp"),
-        cp=a("cp"),
-        micro_batch=a("micro_batch"),
-        global_batch=a("global_batch"),
-        seq_len=a("seq_len"),
-        virtual_stages=a("virtual_stages"),
-        sequence_parallel=a("sequence_parallel"),
-        flash_attention=a("flash_attention"),
-        overlap_grad_reduce=a("overlap_grad_reduce"),
-        recompute=a("recompute"),
-        zero=a("zero"),
         precision=xp.pad(prec, pad),
         weight_bytes_per_param=xp.sum(prec * weights, axis=-1),
-        grad_bytes_per_param=a("grad_bytes_per_param"),
         optimizer_bytes_per_param=xp.sum(opt * opt_bytes, axis=-1),
-        first_stage_layers=a("first_stage_layers"),
-        last_stage_layers=a("last_stage_layers"),
-        lora_rank=a("lora_rank"),
         lora_matrices=targets @ matrices,
         shard_replicas=_shard_replicas(v, xp),
-        ep=xp.asarray(v.get("ep", 1.0)) * xp.ones_like(a("tp")),
         expert_tp=_expert_tp(v, xp),
-        # every switch that is off unless given (``tp_comm_overlap``, ``ep_overlap``, ...):
-        # its declaration is all it needs here
-        **{
-            f.name: xp.asarray(v.get(f.name, 0.0)) * xp.ones_like(a("tp"))
-            for f in TRAIN_FIELDS
-            if f.kind == "bool" and f.default is False
-        },
     )
+    fields |= {
+        f.name: value(f) for f in TRAIN_FIELDS if f.name in _ATTRIBUTES and f.name not in fields
+    }
     if xp is not jnp:  # host values: each placed on the device once
         fields = {k: host_float(x) for k, x in fields.items()}
     return TrainPlan(**fields)
+
+
+#: The plan's attributes (a field of :data:`TRAIN_FIELDS` of the same name is stored as given).
+_ATTRIBUTES = frozenset(TrainPlan.__dataclass_fields__)
 
 
 def _expert_tp(v: Mapping[str, ArrayLike], xp: Any) -> ArrayLike:
@@ -573,50 +585,23 @@ def choice_weights(name: str, value: object) -> Float[Array, " k"]:
 # as a SpecError (file, key, reason) itself, so the runtime type-check hook of the tests must not
 # pre-empt that message with its own.
 @typing.no_type_check
-def train_plan(
-    *,
-    tp: int = 1,
-    pp: int = 1,
-    dp: int = 1,
-    cp: int = 1,
-    micro_batch: int = 1,
-    global_batch: int | None = None,
-    seq_len: int = 2048,
-    virtual_stages: int = 1,
-    sequence_parallel: bool | None = None,
-    flash_attention: bool = True,
-    overlap_grad_reduce: bool = True,
-    recompute: Recompute | str = "selective",
-    zero: ZeroStage | int = 1,
-    precision: TrainPrecision | str = "bf16",
-    optimizer: Optimizer | str = "adam",
-    grad_bytes_per_param: float = 2.0,
-    first_stage_layers: int = 0,
-    last_stage_layers: int = 0,
-    lora_rank: int = 0,
-    lora_targets: LoraTarget | str = "attention_qkv",
-    shard_group: int | None = None,
-    tp_comm_overlap: bool = False,
-    fp8_param_gather: bool = False,
-    ep: int = 1,
-    expert_tp: int | None = None,
-    ep_overlap: bool = False,
-    ep_dedup: bool = False,
-    source: str = "plan",
-) -> TrainPlan:
-    """Build an exact (integer, one-hot) training plan, checking every field at once
-    (the checks are those of :data:`TRAIN_FIELDS`).
+def train_plan(*, source: str = "plan", **fields: Any) -> TrainPlan:
+    """Build an exact (integer, one-hot) training plan, checking every field at once.
 
-    ``global_batch`` defaults to ``dp * micro_batch`` (no gradient accumulation);
-    ``sequence_parallel`` defaults to on when ``tp > 1`` (Megatron-LM/NeMo default);
-    ``shard_group`` to ``dp`` (full sharding); ``expert_tp`` to ``tp``.
+    The keywords are the fields of :data:`TRAIN_FIELDS` (``tp``, ``pp``, ``dp``, ``cp``,
+    ``micro_batch``, ``recompute``, ``zero``, ``precision``, ...), each with its declared
+    default and check; the signature lists them with their defaults
+    (``inspect.signature(train_plan)``).  ``global_batch`` defaults to ``dp * micro_batch``
+    (no gradient accumulation); ``sequence_parallel`` defaults to on when ``tp > 1``
+    (Megatron-LM/NeMo default); ``shard_group`` to ``dp`` (full sharding); ``expert_tp`` to
+    ``tp``.
 
     Raises:
-        SpecError: listing every invalid field, named as ``source: field``.
+        SpecError: listing every invalid or unknown field, named as ``source: field``.
     """
-    args = dict(locals())
-    given = {k: v for k, v in args.items() if k in _FIELD}
-    problems: list[Problem] = check_fields(TRAIN_FIELDS, given, source, listing="tuple")
+    problems: list[Problem] = [_unknown(k, source) for k in fields if k not in _FIELD]
+    given = {f.name: fields.get(f.name, f.default) for f in TRAIN_FIELDS}
+    problems += check_fields(TRAIN_FIELDS, given, source, listing="tuple")
     if problems:
         raise SpecError(problems)
     values_ = _with_defaults(given)
@@ -625,6 +610,33 @@ def train_plan(
         for k, v in values_.items()
     }
     return encode_train(encoded, np)
+
+
+def _unknown(name: str, source: str) -> Problem:
+    """The problem of a keyword that names no training plan field (the closest suggested)."""
+    close = difflib.get_close_matches(name, list(_FIELD), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return Problem(source, name, f"not a training plan field{hint}")
+
+
+def _signature() -> inspect.Signature:
+    """:func:`train_plan`'s keywords as :data:`TRAIN_FIELDS` declares them (``help()``,
+    editors): each field's default and value type."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        inspect.Parameter(
+            f.name,
+            keyword,
+            default=f.default,
+            annotation=f.cli_type() if f.default is not None else f.cli_type() | None,
+        )
+        for f in TRAIN_FIELDS
+    ]
+    params.append(inspect.Parameter("source", keyword, default="plan", annotation=str))
+    return inspect.Signature(params, return_annotation=TrainPlan)
+
+
+train_plan.__signature__ = _signature()  # type: ignore[attr-defined]
 
 
 __all__ = [

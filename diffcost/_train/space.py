@@ -194,15 +194,31 @@ def _one_hots(name: str, chosen: Any, n: int) -> np.ndarray:
     return np.eye(len(options))[[options.index(_FIELD[name].plain(v)) for v in picks]]
 
 
+def fixed_fields(space: Any) -> dict[str, Any]:
+    """The plain value of every training field a search keeps the same for all its plans, as
+    the fields declare it: the space's attribute of the field's name (``optimizer``,
+    ``flash_attention``, the pipeline split, LoRA, ``global_batch``), else the field's default
+    (``overlap_grad_reduce``, a switch that is off).  Not in it: the searched fields (declared
+    with an ``axis``) and those derived per plan (``dp``, ``shard_group``, ``expert_tp``:
+    ``derived=True``) unless the space gives them.  An uneven split is a user's choice of a
+    layout the even split cannot express (126 layers on 16 stages), and LoRA changes what is
+    trained, not how: neither is searched."""
+    out = {}
+    for f in TRAIN_FIELDS:
+        if f.axis is not None:
+            continue
+        if hasattr(space, f.name):
+            out[f.name] = plain_value(_FIELD, f.name, getattr(space, f.name))
+        elif not f.derived and f.default is not None:
+            out[f.name] = f.default
+    return out
+
+
 def _fixed(space: TrainSearchSpace) -> dict[str, np.ndarray]:
-    """The fields a search keeps fixed (discrete-only): the pipeline split and LoRA, as the
-    space gives them.  An uneven split is a user's choice of a layout the even split cannot
-    express (126 layers on 16 stages), and LoRA changes what is trained, not how."""
+    """:func:`fixed_fields` encoded: numbers as float arrays, choices as one-hot rows."""
     return {
-        "first_stage_layers": np.asarray(float(space.first_stage_layers)),
-        "last_stage_layers": np.asarray(float(space.last_stage_layers)),
-        "lora_rank": np.asarray(float(space.lora_rank)),
-        "lora_targets": _one_hots("lora_targets", space.lora_targets, 1)[0],
+        k: _one_hots(k, v, 1)[0] if _FIELD[k].kind == "categorical" else np.asarray(float(v))
+        for k, v in fixed_fields(space).items()
     }
 
 
@@ -225,16 +241,11 @@ def _plan_fields(col: Any, space: TrainSearchSpace, onehot: Any, full: Any) -> d
         for f in CHOICE_FIELDS
     }
     return {
+        **{k: full(v) for k, v in _fixed(space).items()},
         **{f.name: col[f.name] for f in DEGREE_FIELDS},
         "dp": col["chips"] / (col["tp"] * col["pp"] * col["cp"]),
-        "global_batch": full(space.global_batch),
-        "seq_len": full(space.seq_len),
-        "flash_attention": full(float(space.flash_attention)),
-        "overlap_grad_reduce": full(1.0),
         **chosen,
         "grad_bytes_per_param": _grad_bytes(chosen["precision"]),
-        "optimizer": onehot("optimizer"),
-        **{k: full(v) for k, v in _fixed(space).items()},
     }
 
 
@@ -254,7 +265,6 @@ def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
     dtype = dtype or jnp.result_type(float)
     f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64), dtype=dtype)  # noqa: E731
     chosen: dict[str, Any] = {f.name: _plain_column(f.name, col[f.name]) for f in CHOICE_FIELDS}
-    chosen["optimizer"] = space.optimizer
     onehot = lambda name: _one_hots(name, chosen[name], n)  # noqa: E731
     full = lambda v: np.broadcast_to(v, (n, *np.shape(v)))  # noqa: E731
     return encode_train({k: f(v) for k, v in _plan_fields(col, space, onehot, full).items()})
@@ -264,8 +274,6 @@ def _device_plans(cols: dict, index: dict, space: TrainSearchSpace, n: int) -> T
     """:func:`to_plans` inside ``jit``, from :func:`device_columns` (choices by option index)."""
 
     def onehot(name: str) -> jax.Array:
-        if name == "optimizer":
-            return full(_one_hots(name, space.optimizer, 1)[0])
         options = choice_values(space, name)
         table = _one_hots(name, _plain_column(name, options), len(options))
         return jnp.asarray(table, jnp.result_type(float))[index[name]]
@@ -288,6 +296,7 @@ __all__ = [
     "DEGREE_FIELDS",
     "GRAD_BYTES",
     "choice_values",
+    "fixed_fields",
     "TrainSearchSpace",
     "axes_for",
     "axis_names",
