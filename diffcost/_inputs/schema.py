@@ -673,6 +673,32 @@ LOAD_MEASURED = {
     "as_published": AS_PUBLISHED,
 }
 
+#: One published kernel timing (``specs/kernels/``, :mod:`diffcost._inputs.kernel_measurements`):
+#: the kernel's operation and shape, the chip it ran on and the number as published.  Only
+#: GEMMs for now (attention and collectives need their own shape keys: issue 41).
+KERNEL_OPS = ("gemm",)
+KERNEL_DTYPES = ("bf16", "fp16", "fp8")
+KERNEL_SOURCE_KEYS = ("reference", "conventions", "hardware", "data")
+KERNEL_POINT = {
+    "id": Field("str", required=True, doc="unique over all kernel files"),
+    "op": Field("enum", required=True, choices=KERNEL_OPS, doc="the kernel's operation"),
+    "chip": Field("str", required=True, doc="built-in chip name or path it ran on"),
+    "dtype": Field(
+        "enum", required=True, choices=KERNEL_DTYPES, doc="input format of the matrix units"
+    ),
+    "m": C("GEMM rows (tokens)", R.GEMM_DIM, required=True),
+    "n": C("GEMM columns (output features)", R.GEMM_DIM, required=True),
+    "k": C("GEMM depth (input features)", R.GEMM_DIM, required=True),
+    "time": Q("s", doc="measured time of one call", plausible=R.KERNEL_TIME),
+    "achieved": Q(
+        "flop_per_s", doc="published FLOP/s of one call (2 m n k / time)", plausible=R.PEAK
+    ),
+    "as_published": AS_PUBLISHED,
+    "verified": Field("bool", required=True, doc="number read in the primary source"),
+    "notes": Field("str", doc="free text"),
+    "flags": Field("list", doc="assumptions, mappings"),
+}
+
 #: Fields of a serving-engine profile (``specs/engines/``): the kernel and runtime choices of
 #: one engine release that change the bytes moved or the launches paid
 #: (:mod:`diffcost._serve.engine`).  Each one needs its own ``[source]`` key.
@@ -776,6 +802,18 @@ KINDS: dict[str, Kind] = {
         ),
         doc="published serving measurements under an arrival rate (percentiles), one [[point]] "
         "each: a serving plan, the offered load and what was measured",
+    ),
+    "kernel-measurements": Kind(
+        "kernel-measurements",
+        "kernels",
+        arrays={"kernel": KERNEL_POINT},
+        source=Source(
+            "say where the kernel timings come from",
+            required=KERNEL_SOURCE_KEYS,
+            allowed=(*KERNEL_SOURCE_KEYS, "unreported", "notes"),
+        ),
+        doc="published per-kernel timings of one source, one [[kernel]] each (exactly one of "
+        "time and achieved); read by `diffcost validate --kernels` only",
     ),
     "engine": Kind(
         "engine",
