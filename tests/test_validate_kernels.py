@@ -4,18 +4,22 @@ term's own, and the command runs."""
 
 import json
 
+import jax.numpy as jnp
 import pytest
 from typer.testing import CliRunner
 
 import diffcost as dc
 from diffcost.cli import app
 from diffcost.testing import (
+    AttentionShape,
     GemmFormat,
+    decode_attention,
     format_index,
     gemm_time_s,
     kernel_rows,
     kernel_table,
     kernels_dir,
+    prefill_attention,
     read_kernel_measurements,
     validate_kernels,
 )
@@ -84,6 +88,66 @@ def test_bad_files_name_file_key_and_reason_all_at_once(tmp_path):
     assert got[(missing, "")] == "file not found"
     # the second file is read although the first has problems; its id is unique so far
     assert all(f in (bad, missing) for f, _ in got)
+
+
+DECODE = """
+[[kernel]]
+id = "{id}"
+op = "attention_decode"
+chip = "h200"
+dtype = "bf16"
+batch = 8
+q_len = 1
+kv_len = 8192
+heads = 64
+kv_heads = 8
+head_dim = 128
+{extra}
+time_ms = 0.072
+as_published = "x"
+verified = true
+"""
+
+
+def test_shape_keys_belong_to_their_op(tmp_path):
+    bad = _file(
+        tmp_path,
+        "ops",
+        DECODE.format(id="a", extra="m = 4"),
+        DECODE.format(id="b", extra="").replace("heads = 64\n", ""),
+        DECODE.format(id="c", extra="").replace("time_ms = 0.072", "achieved_tflop_per_s = 30"),
+        GEMM.format(id="d", value="time_us = 10\ncausal = true"),
+    )
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([bad])
+    got = {p.key: p.reason for p in err.value.problems}
+    assert "not a key of op 'attention_decode'" in got["kernel[a].m"]
+    assert "needs batch, q_len, kv_len, heads, kv_heads, head_dim" in got["kernel[b].heads"]
+    assert "only a gemm may give achieved FLOP/s" in got["kernel[c].achieved"]
+    assert "not a key of op 'gemm'" in got["kernel[d].causal"]
+
+
+def test_attention_points_are_the_serving_terms(tmp_path):
+    prefill = (
+        DECODE.format(id="p", extra="causal = true")
+        .replace("attention_decode", "attention_prefill")
+        .replace("q_len = 1", "q_len = 8192")
+        .replace("batch = 8", "batch = 1")
+    )
+    path = _file(tmp_path, "attn", DECODE.format(id="d", extra=""), prefill)
+    decode_row, prefill_row = kernel_rows(read_kernel_measurements([path]))
+    system = dc.load_system(chip="h200")
+    peak = system.chip.peak_flop_per_s[format_index("bf16")]
+    one = lambda x: jnp.asarray(float(x))  # noqa: E731
+    shape = AttentionShape(
+        one(64), one(8), one(128), one(2), one(2), one(128), one(8 * 256), one(256)
+    )
+    want = decode_attention(8.0, 1.0, 8192.0, shape, 0.0, peak, system, dc.EXACT).time_s
+    assert decode_row["predicted_s"] == pytest.approx(float(want), rel=1e-6)
+    # causal prefill of s tokens over themselves: each attends s / 2 keys on average
+    want = prefill_attention(8192.0, 8192.0, 4096.0, shape, peak, system, dc.EXACT).time_s
+    assert prefill_row["predicted_s"] == pytest.approx(float(want), rel=1e-6)
+    assert (decode_row["regime"], prefill_row["regime"]) == ("long", "long")
 
 
 def test_duplicate_ids_across_files(tmp_path):

@@ -14,10 +14,23 @@ model (:data:`~diffcost._core.smooth.EXACT`):
   (:func:`~diffcost._terms.kernels.quantize_bytes`); so each point also gets ``term + one
   launch`` (``launch_s(0, system) / KERNELS_PER_LAYER_FORWARD``), never the quantization (the
   published fp8 timings below take inputs already in fp8).
+* fused prefill attention of ``batch`` sequences of ``q_len`` new tokens over ``kv_len`` keys:
+  :func:`diffcost._terms.attention.prefill_attention` with ``tokens = batch q_len``, one chunk
+  per sequence (``piece = q_len``) and the mean attended keys ``context = kv_len - q_len / 2``
+  (causal, bottom-right aligned: ``s / 2`` for ``q_len = kv_len = s``, as the serving step's
+  :meth:`~diffcost._inputs.model.Model.prompt_attended_tokens`) or ``kv_len`` (no mask).
+* decode attention: :func:`diffcost._terms.attention.decode_attention` with ``seqs = batch``,
+  ``query_tokens = q_len``, ``context = kv_len`` and no re-read of the KV cache (the measured
+  kernels are GQA-aware: a KV head is read once for its query group).
+  Both take the :class:`~diffcost._terms.attention.AttentionShape` of the point (standard
+  attention: ``kv_elements = kv_heads (e + e_v)``, ``decode_dim = e + e_v``), the peak of
+  ``dtype`` and the bytes of ``dtype`` (Q, O) and ``kv_dtype`` (K, V).  The serving step also
+  charges one launch per attention kernel, apart: the ``+launch`` column again.
 
 Error ``= predicted / measured - 1``.  The table groups the points by operation, chip, format and
 regime (GEMM rows ``m``: small ``m <= 64``, medium ``64 < m <= 1024``, large ``m > 1024``, the
-regimes of issue 41) and gives the median |error| of the term and of the term plus one launch.
+regimes of issue 41; attention by keys per sequence: short ``kv_len <= 4096``, long beyond)
+and gives the median |error| of the term and of the term plus one launch.
 Nothing is fitted to these points yet, so the leave-one-source-out error is the error on each
 source's points alone (the "by source" rows); once kernel constants are fitted on them, it
 becomes the error of a fit without that source.
@@ -33,6 +46,7 @@ from .._core.smooth import EXACT
 from .._inputs.hardware import System, format_index
 from .._inputs.kernel_measurements import KernelMeasurement, read_kernel_measurements
 from .._inputs.loader import load_system
+from .._terms.attention import AttentionShape, decode_attention, prefill_attention
 from .._terms.gemm import GemmFormat, gemm_time_s
 from .._terms.kernels import KERNELS_PER_LAYER_FORWARD, launch_s
 
@@ -40,6 +54,9 @@ from .._terms.kernels import KERNELS_PER_LAYER_FORWARD, launch_s
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 #: Upper bounds of the GEMM row regimes (``m``), in order; above the last: "large".
 GEMM_REGIMES = (("small", 64), ("medium", 1024))
+#: Largest ``kv_len`` of a "short" attention call; beyond: "long".
+SHORT_ATTENTION = 4096
+_REGIME_ORDER = ("small", "medium", "large", "short", "long")
 
 
 def gemm_regime(m: int) -> str:
@@ -51,8 +68,10 @@ def gemm_regime(m: int) -> str:
 
 
 def regime(k: KernelMeasurement) -> str:
-    """The regime of a point (by its operation's size axis)."""
-    return gemm_regime(k.shape["m"])
+    """The regime of a point: a GEMM's by its rows, an attention call's by its keys."""
+    if k.op == "gemm":
+        return gemm_regime(k.shape["m"])
+    return "short" if k.shape["kv_len"] <= SHORT_ATTENTION else "long"
 
 
 @dataclass(frozen=True)
@@ -71,11 +90,63 @@ def predict_gemm(k: KernelMeasurement, system: System) -> KernelPrediction:
     )
     s = k.shape
     term = gemm_time_s(float(s["m"]), float(s["n"]), float(s["k"]), fmt, system, EXACT)
-    launch = launch_s(0.0, system) / KERNELS_PER_LAYER_FORWARD
-    return KernelPrediction(float(term), float(launch))
+    return KernelPrediction(float(term), _one_launch(system))
 
 
-_PREDICT = {"gemm": predict_gemm}
+def _one_launch(system: System) -> float:
+    """Launch latency of one kernel (:func:`~diffcost._terms.kernels.launch_s` per kernel)."""
+    return float(launch_s(0.0, system) / KERNELS_PER_LAYER_FORWARD)
+
+
+def attention_shape(k: KernelMeasurement) -> AttentionShape:
+    """The :class:`~diffcost._terms.attention.AttentionShape` of an attention point."""
+    s = k.shape
+    e, ev = float(s["head_dim"]), float(s["v_head_dim"])
+    f = lambda x: jnp.asarray(float(x))  # noqa: E731
+    return AttentionShape(
+        heads=f(s["heads"]),
+        kv_heads=f(s["kv_heads"]),
+        head_dim=f(e),
+        kv_bytes=f(DTYPE_BYTES[s["kv_dtype"]]),
+        act_bytes=f(DTYPE_BYTES[k.dtype]),
+        v_dim=f(ev),
+        kv_elements=f(s["kv_heads"] * (e + ev)),
+        decode_dim=f(e + ev),
+    )
+
+
+def predict_prefill(k: KernelMeasurement, system: System) -> KernelPrediction:
+    """:func:`~diffcost._terms.attention.prefill_attention` of the point (module docstring)."""
+    s = k.shape
+    q, kv = float(s["q_len"]), float(s["kv_len"])
+    context = kv - 0.5 * q if s["causal"] else kv
+    peak = system.chip.peak_flop_per_s[format_index(k.dtype)]
+    got = prefill_attention(s["batch"] * q, q, context, attention_shape(k), peak, system, EXACT)
+    return KernelPrediction(float(got.time_s), _one_launch(system))
+
+
+def predict_decode(k: KernelMeasurement, system: System) -> KernelPrediction:
+    """:func:`~diffcost._terms.attention.decode_attention` of the point (module docstring)."""
+    s = k.shape
+    peak = system.chip.peak_flop_per_s[format_index(k.dtype)]
+    got = decode_attention(
+        float(s["batch"]),
+        float(s["q_len"]),
+        float(s["kv_len"]),
+        attention_shape(k),
+        0.0,
+        peak,
+        system,
+        EXACT,
+    )
+    return KernelPrediction(float(got.time_s), _one_launch(system))
+
+
+_PREDICT = {
+    "gemm": predict_gemm,
+    "attention_prefill": predict_prefill,
+    "attention_decode": predict_decode,
+}
 
 
 def kernel_rows(
@@ -132,8 +203,7 @@ def kernel_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["op"], r["chip"], r["dtype"], r["regime"]), []).append(r)
-    order = {name: i for i, (name, _) in enumerate(GEMM_REGIMES)}
-    keys = sorted(groups, key=lambda g: (g[0], g[1], g[2], order.get(g[3], len(order))))
+    keys = sorted(groups, key=lambda g: (g[0], g[1], g[2], _REGIME_ORDER.index(g[3])))
     by_group = [
         {"op": g[0], "chip": g[1], "dtype": g[2], "regime": g[3], **_stats(groups[g])} for g in keys
     ]
@@ -160,7 +230,7 @@ def validate_kernels(
 def error_lines(result: dict[str, Any]) -> list[str]:
     """The summary as plain text lines (``diffcost validate --kernels``)."""
     head = (
-        f"{'op':<6} {'chip':<10} {'dtype':<5} {'regime':<7} {'n':>4} "
+        f"{'op':<17} {'chip':<10} {'dtype':<5} {'regime':<7} {'n':>4} "
         f"{'med |err|':>9} {'med err':>8} {'+launch |err|':>13} {'+launch err':>11}"
     )
 
@@ -177,10 +247,10 @@ def error_lines(result: dict[str, Any]) -> list[str]:
         head,
     ]
     for g in summary["by_group"]:
-        lines.append(line(f"{g['op']:<6} {g['chip']:<10} {g['dtype']:<5} {g['regime']:<7}", g))
+        lines.append(line(f"{g['op']:<17} {g['chip']:<10} {g['dtype']:<5} {g['regime']:<7}", g))
     lines += ["", "by source (no fit yet: each source's error is out of sample)"]
     for src, s in summary["by_source"].items():
-        lines.append(line(f"{src:<31}", s))
+        lines.append(line(f"{src:<42}", s))
     return lines
 
 

@@ -19,8 +19,20 @@ from .._core.errors import Problem, SpecError
 from . import schema as S
 from .checker import Checker, builtin_names, read_toml, specs_dir
 
-#: Keys that are part of a kernel's shape, per operation (all required for that operation).
-SHAPE_KEYS: dict[str, tuple[str, ...]] = {"gemm": ("m", "n", "k")}
+_ATTENTION = ("batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim")
+#: Keys of a kernel's shape that each operation requires (every other shape key is refused).
+SHAPE_KEYS: dict[str, tuple[str, ...]] = {
+    "gemm": ("m", "n", "k"),
+    "attention_prefill": (*_ATTENTION, "causal"),
+    "attention_decode": _ATTENTION,
+}
+#: Shape keys an operation may give (default in :func:`_shape`).
+OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {
+    "gemm": (),
+    "attention_prefill": ("v_head_dim", "kv_dtype"),
+    "attention_decode": ("v_head_dim", "kv_dtype"),
+}
+_SHAPE = {k for keys in (*SHAPE_KEYS.values(), *OPTIONAL_KEYS.values()) for k in keys}
 
 
 @dataclass(frozen=True)
@@ -32,7 +44,8 @@ class KernelMeasurement:
         op: the operation (:data:`~diffcost._inputs.schema.KERNEL_OPS`).
         chip: built-in chip name or resolved path.
         dtype: input format (:data:`~diffcost._inputs.schema.KERNEL_DTYPES`).
-        shape: the operation's shape keys (:data:`SHAPE_KEYS`) -> value.
+        shape: the operation's shape keys (:data:`SHAPE_KEYS`, :data:`OPTIONAL_KEYS` with their
+            defaults: ``v_head_dim = head_dim``, ``kv_dtype = dtype``) -> value.
         time_s: measured seconds of one call (converted from ``achieved`` where published so).
         published: ``"time"`` or ``"achieved"``: which quantity the source gave.
         as_published: the source's own words.
@@ -43,7 +56,7 @@ class KernelMeasurement:
     op: str
     chip: str
     dtype: str
-    shape: dict[str, int]
+    shape: dict[str, Any]
     time_s: float
     published: str
     as_published: str
@@ -149,9 +162,14 @@ def _kernel(
             "give exactly one of time_<unit> and achieved_<unit>"
             + (f" (got both: {', '.join(given)})" if given else ""),
         )
+    op = v.get("op")
+    if op is not None:
+        _check_shape(ck, pre, op, v)
+        if op != "gemm" and "achieved_flop_per_s" in v:
+            ck.add(pre + "achieved", f"only a gemm may give achieved FLOP/s; give {op}'s time")
     if len(ck.problems) > before:
         return None
-    shape = {key: int(v[key]) for key in SHAPE_KEYS[v["op"]]}
+    shape = _shape(v)
     if given[0] == "time_s":
         time_s, published = float(v["time_s"]), "time"
     else:
@@ -172,6 +190,26 @@ def _kernel(
         path=str(path),
         source_info=info,
     )
+
+
+def _check_shape(ck: Checker, pre: str, op: str, v: dict[str, Any]) -> None:
+    """The operation's shape keys are all there, and no other operation's."""
+    for key in SHAPE_KEYS[op]:
+        if key not in v:
+            ck.add(pre + key, f"missing: a kernel of op {op!r} needs {', '.join(SHAPE_KEYS[op])}")
+    allowed = {*SHAPE_KEYS[op], *OPTIONAL_KEYS[op]}
+    for key in sorted(_SHAPE & set(v) - allowed):
+        ck.add(pre + key, f"not a key of op {op!r} (its keys: {', '.join(sorted(allowed))})")
+
+
+def _shape(v: dict[str, Any]) -> dict[str, Any]:
+    """The shape of a checked kernel, with its defaults."""
+    op = v["op"]
+    shape = {key: v[key] for key in SHAPE_KEYS[op]}
+    if op != "gemm":
+        shape["v_head_dim"] = v.get("v_head_dim", v["head_dim"])
+        shape["kv_dtype"] = v.get("kv_dtype", v["dtype"])
+    return shape
 
 
 __all__ = ["KernelMeasurement", "kernels_dir", "read_kernel_measurements"]

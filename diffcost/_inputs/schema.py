@@ -674,9 +674,9 @@ LOAD_MEASURED = {
 }
 
 #: One published kernel timing (``specs/kernels/``, :mod:`diffcost._inputs.kernel_measurements`):
-#: the kernel's operation and shape, the chip it ran on and the number as published.  Only
-#: GEMMs for now (attention and collectives need their own shape keys: issue 41).
-KERNEL_OPS = ("gemm",)
+#: the kernel's operation and shape, the chip it ran on and the number as published.  The shape
+#: keys of each operation are required for it and refused for the others (the reader checks).
+KERNEL_OPS = ("gemm", "attention_prefill", "attention_decode")
 KERNEL_DTYPES = ("bf16", "fp16", "fp8")
 KERNEL_SOURCE_KEYS = ("reference", "conventions", "hardware", "data")
 KERNEL_POINT = {
@@ -686,12 +686,25 @@ KERNEL_POINT = {
     "dtype": Field(
         "enum", required=True, choices=KERNEL_DTYPES, doc="input format of the matrix units"
     ),
-    "m": C("GEMM rows (tokens)", R.GEMM_DIM, required=True),
-    "n": C("GEMM columns (output features)", R.GEMM_DIM, required=True),
-    "k": C("GEMM depth (input features)", R.GEMM_DIM, required=True),
+    "m": C("gemm: rows (tokens)", R.GEMM_DIM),
+    "n": C("gemm: columns (output features)", R.GEMM_DIM),
+    "k": C("gemm: depth (input features)", R.GEMM_DIM),
+    "batch": C("attention: sequences", R.GEMM_DIM),
+    "q_len": C("attention: query tokens per sequence (decode: 1 + speculative)", R.CONTEXT),
+    "kv_len": C("attention: key/value tokens per sequence (cached + new)", R.CONTEXT),
+    "heads": C("attention: query heads", R.HEADS),
+    "kv_heads": C("attention: key/value heads", R.HEADS),
+    "head_dim": C("attention: query/key head size", R.WIDTH),
+    "v_head_dim": C("attention: value head size (default head_dim)", R.WIDTH),
+    "causal": Field("bool", doc="attention_prefill: causal mask (bottom-right aligned)"),
+    "kv_dtype": Field(
+        "enum", choices=KERNEL_DTYPES, doc="attention: KV-cache format (default dtype)"
+    ),
     "time": Q("s", doc="measured time of one call", plausible=R.KERNEL_TIME),
     "achieved": Q(
-        "flop_per_s", doc="published FLOP/s of one call (2 m n k / time)", plausible=R.PEAK
+        "flop_per_s",
+        doc="gemm only: published FLOP/s of one call (2 m n k / time)",
+        plausible=R.PEAK,
     ),
     "as_published": AS_PUBLISHED,
     "verified": Field("bool", required=True, doc="number read in the primary source"),
