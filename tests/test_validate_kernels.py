@@ -223,3 +223,5 @@ def test_cli_kernels_bad_file_is_a_message(tmp_path):
     assert "--measurements" in res.output and "Traceback" not in res.output
     res = runner.invoke(app, ["validate", "--kernels", "--load"])
     assert res.exit_code == 2 and "at most one of --kernels and --load" in res.output
+    res = runner.invoke(app, ["validate", "--kernels", "--source", "megatron-readme"])
+    assert res.exit_code == 2 and "--source: not used with --kernels" in res.output

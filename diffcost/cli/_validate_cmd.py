@@ -221,6 +221,11 @@ def validate(
             [Problem("<flags>", "--kernels", "give at most one of --kernels and --load")]
         )
     if kernels:
+        given = {"--source": source, "--point": point, "--plot": plot}
+        given["--write-scenarios"] = write_scenarios
+        if unused := [flag for flag, value in given.items() if value]:
+            reason = f"{', '.join(unused)}: not used with --kernels (it reads specs/kernels)"
+            raise SpecError([Problem("<flags>", "--kernels", reason)])
         _validate_kernels(calibration, measurements, json_out)
         return
     if load:
