@@ -47,6 +47,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from ._analysis.uncertainty import MOE_REGIME, intervals
     from ._analysis.validate import prepare, scenario_toml, train_space
     from ._analysis.validate import summarise as summarise_validation
+    from ._analysis.validate_kernels import kernel_rows, kernel_table, validate_kernels
     from ._analysis.validate_load import validate_load
     from ._codesign import design, optimize, technology, workloads
     from ._codesign.compare import (
@@ -122,6 +123,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from ._inputs.hardware import ARCHITECTURES, NearMemory, format_index
     from ._inputs.hf_config import FAMILIES, hf_document
     from ._inputs.hf_values import ACTIVATIONS
+    from ._inputs.kernel_measurements import kernels_dir, read_kernel_measurements
     from ._inputs.loader import efficiency_for, resolve
     from ._inputs.measurements import measurements_dir
     from ._inputs.ranges import Plausible
@@ -388,6 +390,9 @@ __all__ = [
     "is_fleet",
     "iteration_s",
     "jitter_s",
+    "kernel_rows",
+    "kernel_table",
+    "kernels_dir",
     "KERNELS_PER_LAYER_FORWARD",
     "kv_bytes_per_token",
     "largest_batches",
@@ -472,6 +477,7 @@ __all__ = [
     "quick_compile",
     "random_search",
     "read_json",
+    "read_kernel_measurements",
     "read_toml",
     "reference_chip",
     "reference_technology",
@@ -560,6 +566,7 @@ __all__ = [
     "unique",
     "UNITS",
     "valid",
+    "validate_kernels",
     "validate_load",
     "values",
     "violation",

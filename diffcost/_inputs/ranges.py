@@ -313,3 +313,21 @@ VARIATION = Plausible(
     "a coefficient of variation",
     "standard deviation over mean (0: constant, 1: Poisson arrivals); catalogue 0.77 .. 1.1",
 )
+
+# --- per-kernel measurements (specs/kernels/) ---------------------------------------------------
+KERNEL_TIME = Plausible(
+    1e-7,
+    10.0,
+    "s",
+    "one kernel's time",
+    "one GPU kernel: 0.1 us (below any launch, ~2 us) .. 10 s (a 64k^3 bf16 GEMM on an A100 "
+    "takes ~2 s); catalogue (specs/kernels) 10 us .. 0.5 ms",
+)
+GEMM_DIM = Plausible(
+    1,
+    1e7,
+    "elements",
+    "a GEMM dimension",
+    "rows, columns or depth of one GEMM: 1 (a GEMV) .. 1e7 (a long sequence's tokens in one "
+    "call); catalogue 64 .. 32,768",
+)

@@ -673,6 +673,45 @@ LOAD_MEASURED = {
     "as_published": AS_PUBLISHED,
 }
 
+#: One published kernel timing (``specs/kernels/``, :mod:`diffcost._inputs.kernel_measurements`):
+#: the kernel's operation and shape, the chip it ran on and the number as published.  The shape
+#: keys of each operation are required for it and refused for the others (the reader checks).
+KERNEL_OPS = ("gemm", "attention_prefill", "attention_decode")
+KERNEL_DTYPES = ("bf16", "fp16", "fp8")
+KERNEL_SOURCE_KEYS = ("reference", "conventions", "hardware", "data")
+KERNEL_POINT = {
+    "id": Field("str", required=True, doc="unique over all kernel files"),
+    "op": Field("enum", required=True, choices=KERNEL_OPS, doc="the kernel's operation"),
+    "chip": Field("str", required=True, doc="built-in chip name or path it ran on"),
+    "dtype": Field(
+        "enum", required=True, choices=KERNEL_DTYPES, doc="input format of the matrix units"
+    ),
+    "m": C("gemm: rows (tokens)", R.GEMM_DIM),
+    "n": C("gemm: columns (output features)", R.GEMM_DIM),
+    "k": C("gemm: depth (input features)", R.GEMM_DIM),
+    "batch": C("attention: sequences", R.GEMM_DIM),
+    "q_len": C("attention: query tokens per sequence (decode: 1 + speculative)", R.CONTEXT),
+    "kv_len": C("attention: key/value tokens per sequence (cached + new)", R.CONTEXT),
+    "heads": C("attention: query heads", R.HEADS),
+    "kv_heads": C("attention: key/value heads", R.HEADS),
+    "head_dim": C("attention: query/key head size", R.WIDTH),
+    "v_head_dim": C("attention: value head size (default head_dim)", R.WIDTH),
+    "causal": Field("bool", doc="attention_prefill: causal mask (bottom-right aligned)"),
+    "kv_dtype": Field(
+        "enum", choices=KERNEL_DTYPES, doc="attention: KV-cache format (default dtype)"
+    ),
+    "time": Q("s", doc="measured time of one call", plausible=R.KERNEL_TIME),
+    "achieved": Q(
+        "flop_per_s",
+        doc="gemm only: published FLOP/s of one call (2 m n k / time)",
+        plausible=R.PEAK,
+    ),
+    "as_published": AS_PUBLISHED,
+    "verified": Field("bool", required=True, doc="number read in the primary source"),
+    "notes": Field("str", doc="free text"),
+    "flags": Field("list", doc="assumptions, mappings"),
+}
+
 #: Fields of a serving-engine profile (``specs/engines/``): the kernel and runtime choices of
 #: one engine release that change the bytes moved or the launches paid
 #: (:mod:`diffcost._serve.engine`).  Each one needs its own ``[source]`` key.
@@ -776,6 +815,18 @@ KINDS: dict[str, Kind] = {
         ),
         doc="published serving measurements under an arrival rate (percentiles), one [[point]] "
         "each: a serving plan, the offered load and what was measured",
+    ),
+    "kernel-measurements": Kind(
+        "kernel-measurements",
+        "kernels",
+        arrays={"kernel": KERNEL_POINT},
+        source=Source(
+            "say where the kernel timings come from",
+            required=KERNEL_SOURCE_KEYS,
+            allowed=(*KERNEL_SOURCE_KEYS, "unreported", "notes"),
+        ),
+        doc="published per-kernel timings of one source, one [[kernel]] each (exactly one of "
+        "time and achieved); read by `diffcost validate --kernels` only",
     ),
     "engine": Kind(
         "engine",

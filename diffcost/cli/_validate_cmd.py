@@ -14,8 +14,11 @@ from .._analysis.calibrate import calibration_toml, report, write_calibration
 from .._analysis.plans import load_load_measurements, load_measurements
 from .._analysis.validate import prepare, scenario_toml
 from .._analysis.validate import validate as run
+from .._analysis.validate_kernels import error_lines as kernel_error_lines
+from .._analysis.validate_kernels import validate_kernels
 from .._analysis.validate_load import error_table, validate_load
 from .._core.errors import Problem, SpecError
+from .._inputs.kernel_measurements import read_kernel_measurements
 from .._inputs.loader import is_builtin, specs_dir
 from .._inputs.measurements import METRIC_LABELS
 from ._app import app
@@ -182,6 +185,16 @@ LoadFlag = Annotated[
     ),
 ]
 
+#: ``--kernels``: the kernel terms against per-kernel timings
+#: (:mod:`diffcost._analysis.validate_kernels`).
+KernelsFlag = Annotated[
+    bool,
+    Opt(
+        "Check the cost model's kernel terms (GEMM roofline, with and without one launch) against "
+        "published per-kernel timings instead (specs/kernels; --measurements: kernel files)."
+    ),
+]
+
 
 @app.command()
 @friendly_errors
@@ -199,9 +212,22 @@ def validate(
         Opt("Write every point as a scenario file (diffcost train|serve --scenario) here."),
     ] = None,
     load: LoadFlag = False,
+    kernels: KernelsFlag = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Predict every published measurement and report the errors (median, 90th percentile)."""
+    if kernels and load:
+        raise SpecError(
+            [Problem("<flags>", "--kernels", "give at most one of --kernels and --load")]
+        )
+    if kernels:
+        given = {"--source": source, "--point": point, "--plot": plot}
+        given["--write-scenarios"] = write_scenarios
+        if unused := [flag for flag, value in given.items() if value]:
+            reason = f"{', '.join(unused)}: not used with --kernels (it reads specs/kernels)"
+            raise SpecError([Problem("<flags>", "--kernels", reason)])
+        _validate_kernels(calibration, measurements, json_out)
+        return
     if load:
         _validate_load(calibration, measurements, json_out)
         return
@@ -255,6 +281,20 @@ def _validate_load(calibration: str, files: list[str] | None, json_out: bool) ->
         print_json({"calibration": calibration, **result})
         return
     for line in error_table(result):
+        console.print(line, highlight=False, markup=False)
+
+
+def _validate_kernels(calibration: str, files: list[str] | None, json_out: bool) -> None:
+    """``diffcost validate --kernels``: :mod:`diffcost._analysis.validate_kernels`."""
+    try:
+        points = read_kernel_measurements(files or None)
+    except SpecError as err:
+        raise naming_flag("--measurements", err, list(files or [])) from None
+    result = validate_kernels(points, calibration)
+    if json_out:
+        print_json({"calibration": calibration, **result})
+        return
+    for line in kernel_error_lines(result):
         console.print(line, highlight=False, markup=False)
 
 

@@ -1,0 +1,257 @@
+"""``diffcost validate --kernels``: the cost model's kernel terms against published kernel timings.
+
+Each point of ``specs/kernels/*.toml`` (:mod:`diffcost._inputs.kernel_measurements`) is
+predicted with the term the cost models charge for that kernel, on the chip's own default system
+with the calibration's constants (:func:`diffcost._inputs.loader.load_system`), in the exact
+model (:data:`~diffcost._core.smooth.EXACT`):
+
+* GEMM ``m x k @ k x n`` in format ``dtype``: :func:`diffcost._terms.gemm.gemm_time_s` with
+  :class:`~diffcost._terms.gemm.GemmFormat` ``(peak of dtype, bytes of dtype)`` for every
+  operand (bf16/fp16: 2 bytes, fp8: 1), the roofline the training and serving steps charge per
+  GEMM (``max(2 m n k / (peak eff(m, n, k)), bytes / (bw f_bw))``).  The steps charge the
+  kernel's launch apart, per layer (:func:`diffcost._terms.kernels.launch_s`: ``kernel_launch_s``
+  per kernel on a GPU), and the quantization of fp8 inputs apart too
+  (:func:`~diffcost._terms.kernels.quantize_bytes`); so each point also gets ``term + one
+  launch`` (``launch_s(0, system) / KERNELS_PER_LAYER_FORWARD``), never the quantization (the
+  published fp8 timings below take inputs already in fp8).
+* fused prefill attention of ``batch`` sequences of ``q_len`` new tokens over ``kv_len`` keys:
+  :func:`diffcost._terms.attention.prefill_attention` with ``tokens = batch q_len``, one chunk
+  per sequence (``piece = q_len``) and the mean attended keys ``context = kv_len - q_len / 2``
+  (causal, bottom-right aligned: ``s / 2`` for ``q_len = kv_len = s``, as the serving step's
+  :meth:`~diffcost._inputs.model.Model.prompt_attended_tokens`) or ``kv_len`` (no mask).
+* decode attention: :func:`diffcost._terms.attention.decode_attention` with ``seqs = batch``,
+  ``query_tokens = q_len``, ``context = kv_len`` and no re-read of the KV cache (the measured
+  kernels are GQA-aware: a KV head is read once for its query group).
+  Both take the :class:`~diffcost._terms.attention.AttentionShape` of the point (standard
+  attention: ``kv_elements = kv_heads (e + e_v)``, ``decode_dim = e + e_v``), the peak of
+  ``dtype`` and the bytes of ``dtype`` (Q, O) and ``kv_dtype`` (K, V).  The serving step also
+  charges one launch per attention kernel, apart: the ``+launch`` column again.
+
+Error ``= predicted / measured - 1``.  The table groups the points by operation, chip, format and
+regime (GEMM rows ``m``: small ``m <= 64``, medium ``64 < m <= 1024``, large ``m > 1024``, the
+regimes of issue 41; attention by keys per sequence: short ``kv_len <= 4096``, long beyond)
+and gives the median |error| of the term and of the term plus one launch.
+Nothing is fitted to these points yet, so the leave-one-source-out error is the error on each
+source's points alone (the "by source" rows); once kernel constants are fitted on them, it
+becomes the error of a fit without that source.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._core.smooth import EXACT
+from .._inputs.hardware import System, format_index
+from .._inputs.kernel_measurements import KernelMeasurement, read_kernel_measurements
+from .._inputs.loader import load_system
+from .._terms.attention import AttentionShape, decode_attention, prefill_attention
+from .._terms.gemm import GemmFormat, gemm_time_s
+from .._terms.kernels import KERNELS_PER_LAYER_FORWARD, launch_s
+
+#: Bytes per element of each kernel input format.
+DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+#: Upper bounds of the GEMM row regimes (``m``), in order; above the last: "large".
+GEMM_REGIMES = (("small", 64), ("medium", 1024))
+#: Largest ``kv_len`` of a "short" attention call; beyond: "long".
+SHORT_ATTENTION = 4096
+_REGIME_ORDER = ("small", "medium", "large", "short", "long")
+
+
+def gemm_regime(m: int) -> str:
+    """``small`` (``m <= 64``), ``medium`` (``<= 1024``) or ``large``."""
+    for name, top in GEMM_REGIMES:
+        if m <= top:
+            return name
+    return "large"
+
+
+def regime(k: KernelMeasurement) -> str:
+    """The regime of a point: a GEMM's by its rows, an attention call's by its keys."""
+    if k.op == "gemm":
+        return gemm_regime(k.shape["m"])
+    return "short" if k.shape["kv_len"] <= SHORT_ATTENTION else "long"
+
+
+@dataclass(frozen=True)
+class KernelPrediction:
+    """The model's seconds for one kernel: the term, and one launch charged beside it."""
+
+    term_s: float
+    launch_s: float
+
+
+def predict_gemm(k: KernelMeasurement, system: System) -> KernelPrediction:
+    """:func:`~diffcost._terms.gemm.gemm_time_s` of the point's shape and format on ``system``,
+    and the launch latency of one kernel (module docstring)."""
+    fmt = GemmFormat(
+        system.chip.peak_flop_per_s[format_index(k.dtype)], jnp.asarray(DTYPE_BYTES[k.dtype])
+    )
+    s = k.shape
+    term = gemm_time_s(float(s["m"]), float(s["n"]), float(s["k"]), fmt, system, EXACT)
+    return KernelPrediction(float(term), _one_launch(system))
+
+
+def _one_launch(system: System) -> float:
+    """Launch latency of one kernel (:func:`~diffcost._terms.kernels.launch_s` per kernel)."""
+    return float(launch_s(0.0, system) / KERNELS_PER_LAYER_FORWARD)
+
+
+def attention_shape(k: KernelMeasurement) -> AttentionShape:
+    """The :class:`~diffcost._terms.attention.AttentionShape` of an attention point."""
+    s = k.shape
+    e, ev = float(s["head_dim"]), float(s["v_head_dim"])
+    f = lambda x: jnp.asarray(float(x))  # noqa: E731
+    return AttentionShape(
+        heads=f(s["heads"]),
+        kv_heads=f(s["kv_heads"]),
+        head_dim=f(e),
+        kv_bytes=f(DTYPE_BYTES[s["kv_dtype"]]),
+        act_bytes=f(DTYPE_BYTES[k.dtype]),
+        v_dim=f(ev),
+        kv_elements=f(s["kv_heads"] * (e + ev)),
+        decode_dim=f(e + ev),
+    )
+
+
+def predict_prefill(k: KernelMeasurement, system: System) -> KernelPrediction:
+    """:func:`~diffcost._terms.attention.prefill_attention` of the point (module docstring)."""
+    s = k.shape
+    q, kv = float(s["q_len"]), float(s["kv_len"])
+    context = kv - 0.5 * q if s["causal"] else kv
+    peak = system.chip.peak_flop_per_s[format_index(k.dtype)]
+    got = prefill_attention(s["batch"] * q, q, context, attention_shape(k), peak, system, EXACT)
+    return KernelPrediction(float(got.time_s), _one_launch(system))
+
+
+def predict_decode(k: KernelMeasurement, system: System) -> KernelPrediction:
+    """:func:`~diffcost._terms.attention.decode_attention` of the point (module docstring)."""
+    s = k.shape
+    peak = system.chip.peak_flop_per_s[format_index(k.dtype)]
+    got = decode_attention(
+        float(s["batch"]),
+        float(s["q_len"]),
+        float(s["kv_len"]),
+        attention_shape(k),
+        0.0,
+        peak,
+        system,
+        EXACT,
+    )
+    return KernelPrediction(float(got.time_s), _one_launch(system))
+
+
+_PREDICT = {
+    "gemm": predict_gemm,
+    "attention_prefill": predict_prefill,
+    "attention_decode": predict_decode,
+}
+
+
+def kernel_rows(
+    points: list[KernelMeasurement], calibration: str = "default"
+) -> list[dict[str, Any]]:
+    """One row per point: measured and predicted seconds, errors, regime, source."""
+    systems: dict[str, System] = {}
+    rows = []
+    for k in points:
+        if k.chip not in systems:
+            systems[k.chip] = load_system(chip=k.chip, calibration=calibration)
+        p = _PREDICT[k.op](k, systems[k.chip])
+        rows.append(
+            {
+                "id": k.id,
+                "source": k.source,
+                "op": k.op,
+                "chip": _chip_label(k.chip),
+                "dtype": k.dtype,
+                "regime": regime(k),
+                "shape": dict(k.shape),
+                "measured_s": k.time_s,
+                "predicted_s": p.term_s,
+                "launch_s": p.launch_s,
+                "error": p.term_s / k.time_s - 1.0,
+                "error_with_launch": (p.term_s + p.launch_s) / k.time_s - 1.0,
+                "published": k.published,
+                "as_published": k.as_published,
+            }
+        )
+    return rows
+
+
+def _chip_label(chip: str) -> str:
+    """A built-in chip's name, or a chip file's stem."""
+    return chip.rsplit("/", 1)[-1].removesuffix(".toml")
+
+
+def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    e = np.asarray([r["error"] for r in rows], dtype=float)
+    el = np.asarray([r["error_with_launch"] for r in rows], dtype=float)
+    return {
+        "n": len(rows),
+        "median_abs_error": float(np.median(np.abs(e))),
+        "median_error": float(np.median(e)),
+        "median_abs_error_with_launch": float(np.median(np.abs(el))),
+        "median_error_with_launch": float(np.median(el)),
+    }
+
+
+def kernel_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median errors by (op, chip, dtype, regime), and by source (leave-one-source-out: with
+    no fit yet, each source's own error)."""
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["op"], r["chip"], r["dtype"], r["regime"]), []).append(r)
+    keys = sorted(groups, key=lambda g: (g[0], g[1], g[2], _REGIME_ORDER.index(g[3])))
+    by_group = [
+        {"op": g[0], "chip": g[1], "dtype": g[2], "regime": g[3], **_stats(groups[g])} for g in keys
+    ]
+    sources = sorted({r["source"] for r in rows})
+    by_source = {s: _stats([r for r in rows if r["source"] == s]) for s in sources}
+    return {
+        "by_group": by_group,
+        "by_source": by_source,
+        "all": _stats(rows) if rows else None,
+        "leave_one_source_out": "no kernel constant is fitted to these points yet: each source's "
+        "error (by_source) is already out of sample",
+    }
+
+
+def validate_kernels(
+    points: list[KernelMeasurement] | None = None, calibration: str = "default"
+) -> dict[str, Any]:
+    """Predict every published kernel timing (default: every ``specs/kernels`` file)."""
+    points = read_kernel_measurements() if points is None else points
+    rows = kernel_rows(points, calibration)
+    return {"rows": rows, "summary": kernel_table(rows)}
+
+
+def error_lines(result: dict[str, Any]) -> list[str]:
+    """The summary as plain text lines (``diffcost validate --kernels``)."""
+    head = (
+        f"{'op':<17} {'chip':<10} {'dtype':<5} {'regime':<7} {'n':>4} "
+        f"{'med |err|':>9} {'med err':>8} {'+launch |err|':>13} {'+launch err':>11}"
+    )
+
+    def line(label: str, s: dict[str, Any]) -> str:
+        return (
+            f"{label} {s['n']:>4} {s['median_abs_error']:>9.1%} {s['median_error']:>+8.1%} "
+            f"{s['median_abs_error_with_launch']:>13.1%} {s['median_error_with_launch']:>+11.1%}"
+        )
+
+    summary = result["summary"]
+    lines = [
+        "kernel terms vs published kernel timings (error = predicted / measured - 1; "
+        "+launch: one kernel_launch_s added)",
+        head,
+    ]
+    for g in summary["by_group"]:
+        lines.append(line(f"{g['op']:<17} {g['chip']:<10} {g['dtype']:<5} {g['regime']:<7}", g))
+    lines += ["", "by source (no fit yet: each source's error is out of sample)"]
+    for src, s in summary["by_source"].items():
+        lines.append(line(f"{src:<42}", s))
+    return lines
+
+
+__all__ = ["error_lines", "gemm_regime", "kernel_rows", "kernel_table", "validate_kernels"]

@@ -1,0 +1,227 @@
+"""Per-kernel timings (specs/kernels) and ``diffcost validate --kernels``: the reader refuses bad
+files with file, key and reason (every problem at once), the error of a hand-made point is the
+term's own, and the command runs."""
+
+import json
+
+import jax.numpy as jnp
+import pytest
+from typer.testing import CliRunner
+
+import diffcost as dc
+from diffcost.cli import app
+from diffcost.testing import (
+    AttentionShape,
+    GemmFormat,
+    decode_attention,
+    format_index,
+    gemm_time_s,
+    kernel_rows,
+    kernel_table,
+    kernels_dir,
+    prefill_attention,
+    read_kernel_measurements,
+    validate_kernels,
+)
+
+runner = CliRunner()
+
+HEAD = """schema_version = 1
+kind = "kernel-measurements"
+name = "{name}"
+display_name = "test"
+
+[source]
+reference = "a test"
+conventions = "2 m n k / t"
+hardware = "h100-sxm"
+data = "hand-made"
+"""
+GEMM = """
+[[kernel]]
+id = "{id}"
+op = "gemm"
+chip = "h100-sxm"
+dtype = "bf16"
+m = 4096
+n = 4096
+k = 4096
+{value}
+as_published = "x"
+verified = true
+"""
+
+
+def _file(tmp_path, name: str, *kernels: str) -> str:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(HEAD.format(name=name) + "".join(kernels))
+    return str(path)
+
+
+def test_every_builtin_file_reads_and_is_not_an_end_to_end_point():
+    points = read_kernel_measurements()
+    assert points and all(p.time_s > 0 for p in points)
+    # specs/kernels is not under specs/measurements: `diffcost validate` never reads it
+    assert not kernels_dir().is_relative_to(dc.specs_dir() / "measurements")
+    assert {p.source for p in points} == {p.stem for p in kernels_dir().glob("*.toml")}
+
+
+def test_bad_files_name_file_key_and_reason_all_at_once(tmp_path):
+    bad = _file(
+        tmp_path,
+        "bad",
+        GEMM.format(id="a", value="time_us = 10\nachieved_tflop_per_s = 500"),
+        GEMM.format(id="b", value="time_parsec = 3").replace('"h100-sxm"', '"h999"'),
+        GEMM.format(id="c", value="time_us = 1e9"),
+        GEMM.format(id="d", value="").replace('op = "gemm"', 'op = "conv"'),
+    )
+    other = _file(tmp_path, "other", GEMM.format(id="a", value="time_us = 10"))
+    missing = str(tmp_path / "nope.toml")
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([bad, other, missing])
+    got = {(p.file, p.key): p.reason for p in err.value.problems}
+    assert "exactly one of time_<unit> and achieved_<unit>" in got[(bad, "kernel[a].time")]
+    assert "unknown key" in got[(bad, "kernel[b].time_parsec")]
+    assert "unknown chip 'h999'" in got[(bad, "kernel[b].chip")]
+    assert "plausible range of one kernel's time" in got[(bad, "kernel[c].time_us")]
+    assert "must be one of gemm" in got[(bad, "kernel[d].op")]
+    assert got[(missing, "")] == "file not found"
+    # the second file is read although the first has problems; its id is unique so far
+    assert all(f in (bad, missing) for f, _ in got)
+
+
+DECODE = """
+[[kernel]]
+id = "{id}"
+op = "attention_decode"
+chip = "h200"
+dtype = "bf16"
+batch = 8
+q_len = 1
+kv_len = 8192
+heads = 64
+kv_heads = 8
+head_dim = 128
+{extra}
+time_ms = 0.072
+as_published = "x"
+verified = true
+"""
+
+
+def test_shape_keys_belong_to_their_op(tmp_path):
+    bad = _file(
+        tmp_path,
+        "ops",
+        DECODE.format(id="a", extra="m = 4"),
+        DECODE.format(id="b", extra="").replace("heads = 64\n", ""),
+        DECODE.format(id="c", extra="").replace("time_ms = 0.072", "achieved_tflop_per_s = 30"),
+        GEMM.format(id="d", value="time_us = 10\ncausal = true"),
+    )
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([bad])
+    got = {p.key: p.reason for p in err.value.problems}
+    assert "not a key of op 'attention_decode'" in got["kernel[a].m"]
+    assert "needs batch, q_len, kv_len, heads, kv_heads, head_dim" in got["kernel[b].heads"]
+    assert "only a gemm may give achieved FLOP/s" in got["kernel[c].achieved"]
+    assert "not a key of op 'gemm'" in got["kernel[d].causal"]
+
+
+def test_attention_points_are_the_serving_terms(tmp_path):
+    prefill = (
+        DECODE.format(id="p", extra="causal = true")
+        .replace("attention_decode", "attention_prefill")
+        .replace("q_len = 1", "q_len = 8192")
+        .replace("batch = 8", "batch = 1")
+    )
+    path = _file(tmp_path, "attn", DECODE.format(id="d", extra=""), prefill)
+    decode_row, prefill_row = kernel_rows(read_kernel_measurements([path]))
+    system = dc.load_system(chip="h200")
+    peak = system.chip.peak_flop_per_s[format_index("bf16")]
+    one = lambda x: jnp.asarray(float(x))  # noqa: E731
+    shape = AttentionShape(
+        one(64), one(8), one(128), one(2), one(2), one(128), one(8 * 256), one(256)
+    )
+    want = decode_attention(8.0, 1.0, 8192.0, shape, 0.0, peak, system, dc.EXACT).time_s
+    assert decode_row["predicted_s"] == pytest.approx(float(want), rel=1e-6)
+    # causal prefill of s tokens over themselves: each attends s / 2 keys on average
+    want = prefill_attention(8192.0, 8192.0, 4096.0, shape, peak, system, dc.EXACT).time_s
+    assert prefill_row["predicted_s"] == pytest.approx(float(want), rel=1e-6)
+    assert (decode_row["regime"], prefill_row["regime"]) == ("long", "long")
+
+
+def test_duplicate_ids_across_files(tmp_path):
+    one = _file(tmp_path, "one", GEMM.format(id="a", value="time_us = 10"))
+    two = _file(tmp_path, "two", GEMM.format(id="a", value="time_us = 20"))
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([one, two])
+    assert [(p.file, p.key) for p in err.value.problems] == [(two, "kernel[a]")]
+    assert "duplicate id (also in" in err.value.problems[0].reason
+
+
+def test_error_of_a_hand_made_point_is_the_gemm_term(tmp_path):
+    path = _file(
+        tmp_path,
+        "hand",
+        GEMM.format(id="t", value="time_us = 200"),
+        GEMM.format(id="f", value="achieved_tflop_per_s = 687.2"),
+    )
+    points = read_kernel_measurements([path])
+    # achieved FLOP/s converted once, in the reader: 2 m n k / X
+    assert points[1].time_s == pytest.approx(2 * 4096**3 / 687.2e12)
+    system = dc.load_system(chip="h100-sxm")
+    fmt = GemmFormat(system.chip.peak_flop_per_s[format_index("bf16")], 2.0)
+    term = float(gemm_time_s(4096.0, 4096.0, 4096.0, fmt, system, dc.EXACT))
+    rows = kernel_rows(points)
+    assert rows[0]["predicted_s"] == pytest.approx(term, rel=1e-6)
+    assert rows[0]["error"] == pytest.approx(term / 200e-6 - 1, rel=1e-6)
+    launch = rows[0]["launch_s"]
+    assert launch == pytest.approx(float(system.efficiency.kernel_launch_s), rel=1e-6)
+    assert rows[0]["error_with_launch"] == pytest.approx((term + launch) / 200e-6 - 1, rel=1e-6)
+    table = kernel_table(rows)
+    (group,) = table["by_group"]
+    assert (group["chip"], group["dtype"], group["regime"], group["n"]) == (
+        "h100-sxm",
+        "bf16",
+        "large",
+        2,
+    )
+    errs = sorted(abs(r["error"]) for r in rows)
+    assert group["median_abs_error"] == pytest.approx(sum(errs) / 2)
+    assert table["by_source"]["hand"]["n"] == 2
+
+
+@pytest.mark.parametrize(
+    "m,regime", [(1, "small"), (64, "small"), (65, "medium"), (1024, "medium"), (1025, "large")]
+)
+def test_regimes_by_rows(tmp_path, m, regime):
+    kernel = GEMM.format(id="r", value="time_us = 100").replace("m = 4096", f"m = {m}")
+    (row,) = kernel_rows(read_kernel_measurements([_file(tmp_path, "r", kernel)]))
+    assert row["regime"] == regime
+
+
+def test_builtin_table_is_finite():
+    result = validate_kernels()
+    assert all(abs(r["error"]) < 10 for r in result["rows"])
+    assert result["summary"]["by_group"]
+
+
+def test_cli_kernels_table_and_json(tmp_path):
+    res = runner.invoke(app, ["validate", "--kernels"])
+    assert res.exit_code == 0, res.output
+    assert "med |err|" in res.output and "by source" in res.output
+    path = _file(tmp_path, "cli", GEMM.format(id="t", value="time_us = 200"))
+    res = runner.invoke(app, ["validate", "--kernels", "--measurements", path, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert set(out) == {"calibration", "rows", "summary"} and out["rows"][0]["id"] == "t"
+
+
+def test_cli_kernels_bad_file_is_a_message(tmp_path):
+    res = runner.invoke(app, ["validate", "--kernels", "--measurements", str(tmp_path / "x.toml")])
+    assert res.exit_code == 2
+    assert "--measurements" in res.output and "Traceback" not in res.output
+    res = runner.invoke(app, ["validate", "--kernels", "--load"])
+    assert res.exit_code == 2 and "at most one of --kernels and --load" in res.output
+    res = runner.invoke(app, ["validate", "--kernels", "--source", "megatron-readme"])
+    assert res.exit_code == 2 and "--source: not used with --kernels" in res.output
