@@ -31,9 +31,11 @@ fields (like ``TrainPlan.flash_attention``) whose defaults come from a named eng
   every kernel from the host (TensorRT-LLM 0.5/0.6 tables, DeepSpeed-Inference 2022).
 """
 
+import difflib
+import inspect
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -44,7 +46,7 @@ from .._core.options import Format, PlanField, ServeMode, check_fields, one_hot,
 from .._core.shared import once
 from .._inputs import schema as S
 from .._inputs.hardware import FORMATS, host_float, strong_float
-from .behaviours import BEHAVIOUR_FIELDS
+from .behaviours import BEHAVIOUR_FIELDS, ENGINE_BEHAVIOURS
 from .engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, load_engine
 
 #: Serving modes, in the order of ``ServePlan.mode``.  Disaggregation is a separate flag.
@@ -74,12 +76,10 @@ class ServePlan(eqx.Module):
         kv_block: tokens per paged-KV block (1: contiguous cache, no rounding waste).
         accuracy_cost: user-set cost per use of a format (weights, compute or KV cache),
             over :data:`diffcost.FORMATS`; reported, never optimized away silently.
-        gqa_decode_kernel: 1 if decode attention reads each KV head once per group, 0 if once
-            per query head (see the module docstring).
-        fused_dequant: 1 if weight-only formats are dequantized inside the GEMM, 0 if a
-            separate kernel writes a compute-format copy first.
-        cuda_graphs: 1 if decode-only steps replay a CUDA graph (one host launch per step),
-            0 if every kernel is launched from the host.
+        <behaviour>: one switch per engine behaviour, named and ordered as
+            :data:`~diffcost._serve.behaviours.ENGINE_BEHAVIOURS` (``gqa_decode_kernel``,
+            ``fused_dequant``, ``cuda_graphs``): 1 on, 0 off; declared by the behaviour's class
+            (its ``field``), not here.
         expert_parallel: 1 if a mixture of experts' routed experts are spread whole over the
             instance's ``tp`` ranks (``E / tp`` experts each, at full width: vLLM
             ``--enable-expert-parallel``, SGLang ``--ep-size``), 0 if every expert is split by
@@ -108,10 +108,13 @@ class ServePlan(eqx.Module):
     decode_chips: Float[Array, "*batch"]
     kv_block: Float[Array, "*batch"]
     accuracy_cost: Float[Array, "*batch 8"]
-    gqa_decode_kernel: Float[Array, "*batch"]
-    fused_dequant: Float[Array, "*batch"]
-    cuda_graphs: Float[Array, "*batch"]
+    # One leaf per engine behaviour, in registry order (each is declared by its class).
+    __annotations__.update(dict.fromkeys(ENGINE_BEHAVIOURS, Float[Array, "*batch"]))
     expert_parallel: Float[Array, "*batch"]
+
+    if TYPE_CHECKING:  # the behaviours' leaves, which a type checker cannot list
+
+        def __getattr__(self, name: str) -> Array: ...
 
     @once
     def instance_chips(self) -> Array:
@@ -399,33 +402,33 @@ def serve_plan(
     decode_chips: int | None = None,
     kv_block: int | None = None,
     accuracy_cost: dict[str, float] | None = None,
-    gqa_decode_kernel: bool | None = None,
-    fused_dequant: bool | None = None,
-    cuda_graphs: bool | None = None,
     expert_parallel: bool = False,
     engine: str | None = None,
     source: str = "plan",
+    **switches: bool | None,
 ) -> ServePlan:
     """Build an exact (integer, one-hot) serving plan, checking every field at once (the
     checks of :data:`SERVE_FIELDS` and the rules between fields).
 
     ``compute_format`` defaults to the weight format, except bf16 for the weight-only int8 and
     int4 formats (W8A16, W4A16).  ``prefill_chips`` and ``decode_chips`` default to one
-    instance (``tp * pp``) each.  ``gqa_decode_kernel``, ``fused_dequant``, ``cuda_graphs`` and
+    instance (``tp * pp``) each.  ``switches``: one keyword per engine behaviour
+    (:data:`~diffcost._serve.behaviours.ENGINE_BEHAVIOURS`, e.g. ``cuda_graphs=False``); they and
     ``kv_block`` default to the profile of ``engine`` (a built-in name of ``specs/engines/`` or
     a file; default :data:`~diffcost._serve.engine.DEFAULT_ENGINE`; ``kv_block`` 16 without one).
 
     Raises:
         SpecError: listing every invalid field, named as ``source: field``.
     """
-    args = dict(locals())
-    given = {k: v for k, v in args.items() if k in _FIELD}
+    args = dict(locals()) | dict.fromkeys(ENGINE_BEHAVIOURS) | switches
+    unknown = [_unknown_keyword(k, source) for k in switches if k not in ENGINE_BEHAVIOURS]
+    given = {k: args[k] for k in _FIELD}
     given.update(engine_values(given, engine, source))
     if compute_format is None:
         given["compute_format"] = default_compute_format(weight_format)
     costs = dict(accuracy_cost or {})
     problems = check_fields(SERVE_FIELDS, given, source) + _cross_problems(given, source)
-    problems = _order(problems) + _cost_problems(costs, source)
+    problems = _order(problems) + _cost_problems(costs, source) + unknown
     if problems:
         raise SpecError(problems)
     instance = tp * pp
@@ -439,6 +442,28 @@ def serve_plan(
     encoded["accuracy_cost"] = host_float([float(costs.get(fmt, 0.0)) for fmt in FORMATS])
     return encode_serve(encoded)
 
+
+def _unknown_keyword(key: str, source: str) -> Problem:
+    close = difflib.get_close_matches(key, [*_FIELD, "accuracy_cost", "engine"], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return Problem(source, key, f"unknown serve_plan field{hint}")
+
+
+def _keyword(name: str) -> inspect.Parameter:
+    """A behaviour switch as the keyword :func:`serve_plan` takes (``None``: the engine's)."""
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=bool | None
+    )
+
+
+# serve_plan's signature lists each behaviour's switch where ServePlan holds it (they arrive as
+# ``**switches``, checked against the registry): introspection sees one keyword per field.
+_params = list(inspect.signature(serve_plan).parameters.values())
+_at = [p.name for p in _params].index("expert_parallel")
+serve_plan.__signature__ = inspect.Signature(  # pyright: ignore[reportFunctionMemberAccess]
+    [*_params[:_at], *map(_keyword, ENGINE_BEHAVIOURS), *_params[_at:-1]],
+    return_annotation=ServePlan,
+)
 
 #: ``[plan]`` table of a ``kind = "serve"`` scenario (keys of :func:`serve_plan`; the accuracy
 #: cost of a format is written ``accuracy_cost_<format>``).
