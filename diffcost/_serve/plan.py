@@ -39,13 +39,24 @@ from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._core.errors import Problem, SpecError
-from .._core.options import Format, PlanField, ServeMode, check_fields, one_hot, values
+from .._core.options import (
+    Choices,
+    Degrees,
+    Format,
+    PlanField,
+    ServeMode,
+    check_fields,
+    one_hot,
+    values,
+)
 from .._core.shared import once
 from .._inputs import schema as S
 from .._inputs.hardware import FORMATS, host_float, strong_float
+from .._terms.tp_rules import tp_allowed
 from .behaviours import BEHAVIOUR_FIELDS, ENGINE_BEHAVIOURS
 from .engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, load_engine
 
@@ -149,6 +160,30 @@ _flag = lambda name, doc, **kw: PlanField(  # noqa: E731
 )
 
 
+def default_batch_grid() -> Array:
+    """Batches 1..256, then 64 geometric steps to 16384 (rounded): what ``at_slo`` searches."""
+    dense = jnp.arange(1.0, 257.0)
+    sparse = jnp.round(jnp.geomspace(264.0, 16384.0, 64))
+    return jnp.concatenate([dense, sparse])
+
+
+def _batches(top: int) -> list[float]:
+    """The batches a serving search tries up to ``top``: :func:`default_batch_grid` and the
+    powers of two engines are often set to."""
+    grid = set(np.asarray(default_batch_grid()).tolist()) | {2.0**k for k in range(15)}
+    return sorted(float(b) for b in grid if b <= top)
+
+
+def _tp_ok(model: Any, space: Any, tp: int) -> bool:
+    del space
+    return tp_allowed(model, tp)
+
+
+def _pp_ok(model: Any, space: Any, pp: int) -> bool:
+    del space
+    return int(model.layers) % pp == 0
+
+
 def _vllm(flag: str, trtllm: str = "") -> tuple[tuple[str, str], ...]:
     """A field's vLLM (and TensorRT-LLM ``trtllm-serve``) flag, as :attr:`PlanField.launch`
     holds it."""
@@ -164,6 +199,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         1,
         "tensor-parallel degree of one instance",
         launch=_vllm("--tensor-parallel-size", "--tp_size"),
+        axis=Degrees(divides="chips", keep=_tp_ok),
     ),
     PlanField(
         "pp",
@@ -171,6 +207,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         1,
         "pipeline-parallel degree of one instance",
         launch=_vllm("--pipeline-parallel-size", "--pp_size"),
+        axis=Degrees(divides="chips", keep=_pp_ok),
     ),
     PlanField(
         "replicas",
@@ -188,6 +225,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         "concurrent sequences per instance",
         unit="sequences",
         launch=_vllm("--max-num-seqs", "--max_batch_size"),
+        axis=Degrees(upto=("max_batch",), grid=_batches),
     ),
     PlanField("input_len", "count", 1024, "prompt tokens per request", unit="tokens"),
     PlanField("output_len", "count", 256, "generated tokens per request", unit="tokens"),
@@ -197,6 +235,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         "format weights are stored and streamed in",
         help="Weights: bf16|fp16|fp8|int8|int4|fp4|...",
         short="w",
+        axis=Choices(listed_as="weight_formats"),
     ),
     PlanField(
         "compute_format",
@@ -214,6 +253,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         "KV-cache element format",
         help="KV-cache format (default bf16).",
         short="kv",
+        axis=Choices(listed_as="kv_formats"),
     ),
     PlanField("mode", "categorical", "continuous", "batching mode", choices=ServeMode),
     PlanField(
@@ -291,6 +331,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         help="Mixture of experts: spread whole experts over the tp ranks (vLLM "
         "--enable-expert-parallel), or split every expert by width (default).",
         launch=_vllm("--enable-expert-parallel"),
+        axis=Choices(),
     ),
 )
 _FIELD = {f.name: f for f in SERVE_FIELDS}
@@ -495,6 +536,7 @@ __all__ = [
     "SERVE_FIELDS",
     "SERVE_PLAN",
     "ServePlan",
+    "default_batch_grid",
     "default_compute_format",
     "encode_serve",
     "engine_values",
