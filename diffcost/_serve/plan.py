@@ -382,8 +382,11 @@ _REPORT_ORDER = (
 
 
 def _order(problems: list[Problem]) -> list[Problem]:
-    """Problems in :data:`_REPORT_ORDER` (a cross-field rule is reported with its field)."""
-    return sorted(problems, key=lambda p: _REPORT_ORDER.index(p.key))
+    """Problems in :data:`_REPORT_ORDER` (a cross-field rule is reported with its field), then
+    those of fields it does not list, in declaration order (a new field needs no entry)."""
+    listed = {k: i for i, k in enumerate(_REPORT_ORDER)}
+    order = {k: len(listed) + i for i, k in enumerate(_FIELD)} | listed
+    return sorted(problems, key=lambda p: order[p.key])
 
 
 def engine_values(given: Mapping[str, Any], engine: str | None, source: str) -> dict[str, Any]:
