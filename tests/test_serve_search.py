@@ -221,8 +221,12 @@ def test_the_serving_axes_are_the_fields_declared_searched():
     space = dc.ServeSearchSpace(input_len=512, output_len=64, chips=8, max_batch=300)
     problem = ServeProblem(None, model, space)
     searched = [f.name for f in SERVE_FIELDS if f.axis is not None]
-    assert [a.name for a in problem.axes] == ["tp", "pp", "batch"]
-    assert [c.name for c in problem.choices] == ["weight_format", "kv_format", "expert_parallel"]
+    assert [a.name for a in problem.axes][:3] == ["tp", "pp", "batch"]
+    assert [c.name for c in problem.choices][:3] == [
+        "weight_format",
+        "kv_format",
+        "expert_parallel",
+    ]
     assert sorted(searched) == sorted(a.name for a in (*problem.axes, *problem.choices))
     values = {a.name: a.values for a in problem.axes}
     assert values["tp"] == values["pp"] == (1.0, 2.0, 4.0, 8.0)
