@@ -23,6 +23,7 @@ import json
 from typing import Any
 
 from .._serve.behaviours import ENGINE_BEHAVIOURS
+from .._serve.plan import SERVE_FIELDS
 from .command import Launch, tokens
 
 #: Weight formats a server loads from a published 16-bit checkpoint (``--dtype``).
@@ -59,6 +60,19 @@ def _refused(plan: dict[str, Any]) -> str:
     return ""
 
 
+def switch_flags(server: str, plan: dict[str, Any]) -> list[str]:
+    """The flags of the plan's bool fields that are on and declare one for ``server``
+    (:attr:`~diffcost._core.options.PlanField.launch`: vLLM ``--enable-expert-parallel``), in
+    declaration order."""
+    return [
+        flag
+        for f in SERVE_FIELDS
+        if f.kind == "bool" and plan.get(f.name)
+        for who, flag in f.launch
+        if who == server
+    ]
+
+
 def behaviour_options(server: str, plan: dict[str, Any]) -> list[str]:
     """What ``server`` is told for each engine behaviour (:data:`ENGINE_BEHAVIOURS`, in order),
     as the behaviour declares it (``launch``) for the plan's switch (absent: on, the current
@@ -93,8 +107,7 @@ def vllm_launch(plan: dict[str, Any], model_arg: str, name: str, chips_per_node:
         args += tokens(("--kv-cache-dtype", "fp8"))
     if int(plan.get("kv_block", 16)) != 16:
         args += tokens(("--block-size", plan["kv_block"]))
-    if plan.get("expert_parallel"):
-        args.append("--enable-expert-parallel")
+    args += switch_flags("vllm", plan)
     args += behaviour_options("vllm", plan)
     args += _vllm_replicas(plan, chips_per_node, notes)
     if int(plan.get("draft_len", 0)):
@@ -164,4 +177,11 @@ def serving_launches(
     ]
 
 
-__all__ = ["behaviour_options", "checkpoint", "serving_launches", "trtllm_launch", "vllm_launch"]
+__all__ = [
+    "behaviour_options",
+    "checkpoint",
+    "serving_launches",
+    "switch_flags",
+    "trtllm_launch",
+    "vllm_launch",
+]
