@@ -146,7 +146,13 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from ._search.train import TrainProblem, enumerate_space, objective_of, valid
     from ._search.train import _layout as train_layout
     from ._serve.behaviours import ENGINE_BEHAVIOURS, AbstractEngineBehaviour
-    from ._serve.engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, engine_names, load_engine
+    from ._serve.engine import (
+        DEFAULT_ENGINE,
+        ENGINE_KIND,
+        ENGINE_PLAN_FIELDS,
+        engine_names,
+        load_engine,
+    )
     from ._serve.kv import kv_bytes_per_token
     from ._serve.load import goodput_qps, iteration_s, steady_state
     from ._serve.passes import Work, consts, expected_tokens_per_step, gemm_s, layer_time, pass_time
@@ -336,6 +342,7 @@ __all__ = [
     "efficiency_for",
     "elementwise_elements",
     "ENGINE_BEHAVIOURS",
+    "ENGINE_KIND",
     "engine_names",
     "ENGINE_PLAN_FIELDS",
     "enumerate_all",

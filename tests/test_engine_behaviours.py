@@ -8,12 +8,14 @@ import pytest
 import diffcost as dc
 from diffcost.testing import (
     ENGINE_BEHAVIOURS,
+    ENGINE_KIND,
     ENGINE_PLAN_FIELDS,
     KERNELS_PER_LAYER_FORWARD,
     SERVE_FIELDS,
     AttentionShape,
     load_engine,
     schema,
+    serving_launches,
 )
 
 
@@ -74,18 +76,28 @@ def test_cuda_graphs_trade_per_kernel_launches_for_one_per_pass(h100):
 
 
 def test_declarations_derive_from_the_registry():
-    """Each behaviour's plan field is a bool row of SERVE_FIELDS, an engine-profile plan field
-    and a key (with its [source]) of the engine schema; every built-in profile reads them."""
+    """Each behaviour's plan field is a bool row of SERVE_FIELDS, a ServePlan leaf, a keyword
+    of serve_plan, an engine-profile plan field and a key (with its [source]) of the engine
+    schema (completed above the schema's layer: the base kind has none); every built-in
+    profile reads them."""
+    import inspect
+
     fields = {f.name: f for f in SERVE_FIELDS}
-    engine = schema.KINDS["engine"]
+    engine = ENGINE_KIND
+    params = inspect.signature(dc.serve_plan).parameters
+    plan = dc.serve_plan(**{name: False for name in ENGINE_BEHAVIOURS})
     for name, cls in ENGINE_BEHAVIOURS.items():
         assert cls.field.name == name and fields[name] is cls.field
         assert cls.field.kind == "bool" and cls.reference.strip()
         assert name in ENGINE_PLAN_FIELDS
-        assert engine.top[name].kind == "bool", name
+        assert engine.top[name].kind == "bool" and name not in schema.KINDS["engine"].top, name
+        assert params[name].default is None and float(getattr(plan, name)) == 0.0, name
         allowed = engine.source.allowed or ()
         assert name in engine.source.required or name in allowed, name
     assert ENGINE_PLAN_FIELDS == (*ENGINE_BEHAVIOURS, "kv_block")
+    assert [k for k in dc.ServePlan.__dataclass_fields__ if k in ENGINE_BEHAVIOURS] == list(
+        ENGINE_BEHAVIOURS
+    )
     profile = load_engine("trtllm-0.5")
     assert set(profile.behaviours) <= set(ENGINE_BEHAVIOURS)  # a key left out: the default
     assert profile.cuda_graphs is False and profile.plan_defaults()["gqa_decode_kernel"] is False
@@ -105,3 +117,32 @@ def test_the_engine_line_and_summary_name_every_behaviour():
     labels = [b.shown[0 if getattr(profile, n) else 1] for n, b in ENGINE_BEHAVIOURS.items()]
     assert line.endswith(": " + ", ".join(labels))
     assert "per-query-head decode" in labels and "per-kernel launches" in labels
+
+
+def test_a_misspelt_switch_is_named_with_the_closest_field():
+    """Switches arrive as keywords checked against the registry: a typo is a SpecError naming
+    the field it is closest to, with the other problems of the plan."""
+    with pytest.raises(dc.SpecError) as err:
+        dc.serve_plan(cuda_graph=False, tp=0, source="s.toml")
+    text = str(err.value)
+    assert "s.toml: cuda_graph: unknown serve_plan field; did you mean 'cuda_graphs'?" in text
+
+
+@pytest.mark.parametrize("name", list(ENGINE_BEHAVIOURS))
+def test_launch_lines_carry_each_behaviours_declared_options(name):
+    """A behaviour's launch options (``launch``: per server, on and off) are what the vLLM line
+    and the TensorRT-LLM YAML say for the plan's switch: a new behaviour with a server switch
+    needs no change in the launch module."""
+    declared = ENGINE_BEHAVIOURS[name].launch
+    assert set(declared) <= {"vllm", "trtllm"}
+    row = dict(tp=1, pp=1, replicas=1, batch=32, input_len=1024, output_len=256)
+    row |= dict(weight_format="bf16", kv_format="bf16", prefill_chunk=2048, kv_block=16)
+    for state, on in ((0, True), (1, False)):
+        vllm, trt = serving_launches(row | {name: on}, "org/m", "m", 8)
+        yaml = dict(trt.files)["extra.yaml"]
+        for option in declared.get("vllm", ((), ()))[state]:
+            assert option in vllm.args, (name, on, option)
+        for option in declared.get("trtllm", ((), ()))[state]:
+            assert option.format_map(row) in yaml, (name, on, option)
+        for option in declared.get("vllm", ((), ()))[1 - state]:
+            assert option not in vllm.args, (name, on, option)

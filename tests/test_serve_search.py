@@ -208,3 +208,34 @@ def test_plan_serve_cli_launch_lines():
     assert out["launch"][0]["argv"][:3] == ["vllm", "serve", "meta-llama/Llama-2-7b-hf"]
     bad = CliRunner().invoke(app, ["plan", "serve", "--accuracy-cost", "int4=x"])
     assert bad.exit_code == 2 and "--accuracy-cost" in bad.output
+
+
+def test_the_serving_axes_are_the_fields_declared_searched():
+    """The search's degrees and choices are the serving fields that declare an ``axis``, in
+    declaration order (categorical choices, then bool ones), with the values the old
+    hand-written axes had: tp and pp dividing the chips (pp the layers too), the batch grid up
+    to ``max_batch``, the space's formats and expert layouts."""
+    from diffcost.testing import SERVE_FIELDS, Choices
+
+    model = dc.load_model("llama-2-7b")
+    space = dc.ServeSearchSpace(input_len=512, output_len=64, chips=8, max_batch=300)
+    problem = ServeProblem(None, model, space)
+    searched = [f.name for f in SERVE_FIELDS if f.axis is not None]
+    assert [a.name for a in problem.axes][:3] == ["tp", "pp", "batch"]
+    assert [c.name for c in problem.choices][:3] == [
+        "weight_format",
+        "kv_format",
+        "expert_parallel",
+    ]
+    assert sorted(searched) == sorted(a.name for a in (*problem.axes, *problem.choices))
+    values = {a.name: a.values for a in problem.axes}
+    assert values["tp"] == values["pp"] == (1.0, 2.0, 4.0, 8.0)
+    batches = values["batch"]
+    assert batches[:256] == tuple(float(b) for b in range(1, 257))
+    assert batches[-1] <= 300 and 264.0 in batches and list(batches) == sorted(set(batches))
+    assert dict((c.name, c.options) for c in problem.choices)["expert_parallel"] == (False,)
+    assert all(
+        isinstance(f.axis, Choices)
+        for f in SERVE_FIELDS
+        if f.name.endswith("_format") and f.axis is not None
+    )

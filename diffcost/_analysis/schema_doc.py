@@ -14,6 +14,7 @@ from .._core.units import UNITS
 from .._inputs import schema as S
 from .._inputs.checker import specs_dir
 from .._inputs.schema import KINDS, MEASURED, POINT_PLAN_REQUIRED, TOP, Field, Kind
+from .._serve.engine import ENGINE_KIND
 from .plans import PLAN_SCHEMAS
 
 BEGIN = (
@@ -148,7 +149,8 @@ def reference() -> str:
         "accepted) is an error: the ranges and their sources are in diffcost/_inputs/ranges.py.",
         "",
     ]
-    for kind in KINDS.values():
+    # the engine kind with its behaviours' switches (completed above the schema's layer)
+    for kind in (KINDS | {"engine": ENGINE_KIND}).values():
         lines += _kind(kind)
     lines += _technology()
     return "\n".join([*lines, END])

@@ -14,7 +14,7 @@ JSON rows are derived.
 """
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -187,13 +187,16 @@ class Choices:
         values: the values a search tries when its space does not list them (default: every
             choice of a categorical field; ``False, True`` for a bool field).  A search space
             with an attribute of the field's name (``TrainSearchSpace.recompute``) lists them.
+        listed_as: the name of that attribute where it is not the field's
+            (``ServeSearchSpace.weight_formats``).
     """
 
     values: tuple[Any, ...] = ()
+    listed_as: str = ""
 
     def of(self, field: "PlanField", space: object) -> tuple[Any, ...]:
         """The values ``space`` lets the search try for ``field``."""
-        given = getattr(space, field.name, None)
+        given = getattr(space, self.listed_as or field.name, None)
         if given is not None:
             return tuple(given)
         if self.values:
@@ -222,18 +225,23 @@ class Degrees:
         divides: the name of a size the value must divide (``""``: none).
         powers_of_two: only powers of two (1 always).
         keep: a further test ``keep(model, space, value)`` (a framework rule on the model).
+        grid: the values tried up to ``top`` (``grid(top)``), instead of every integer or power
+            of two (a serving batch: every batch to 256, then ~6% steps).
     """
 
     upto: tuple[str, ...] = ("chips",)
     divides: str = ""
     powers_of_two: bool = False
     keep: Callable[[Any, Any, int], bool] | None = None
+    grid: Callable[[int], Iterable[float]] | None = None
 
     def of(self, model: object, space: object, size: Callable[[str], int]) -> tuple[float, ...]:
         """The values a search tries (``size(name)``: the size a name in ``upto`` or
         ``divides`` stands for)."""
         top = min(size(name) for name in self.upto)
-        if self.powers_of_two:
+        if self.grid is not None:
+            tried = list(self.grid(top))
+        elif self.powers_of_two:
             tried = [1] + [2**k for k in range(1, top.bit_length() + 1) if 2**k <= top]
         else:
             tried = list(range(1, top + 1))

@@ -22,7 +22,7 @@ from .hardware import Chip, Efficiency, Reliability, System, strong_float
 from .hf_config import hf_document
 from .model import Model
 from .reserve import runtime_reserve_bytes
-from .schema import KIND_DIRS, KINDS, PARAMS_TOLERANCE
+from .schema import KIND_DIRS, KINDS, PARAMS_TOLERANCE, Kind
 
 
 @dataclass(frozen=True)
@@ -95,28 +95,35 @@ def is_builtin(path: str | Path) -> bool:
     return Path(path).resolve().is_relative_to(specs_dir().resolve())
 
 
-def check_document(path: Path, kind: str, data: dict[str, Any], stem: str | None) -> Spec:
-    """Check a file's data against the schema of ``kind``; every problem at once."""
+def check_document(
+    path: Path, kind: str, data: dict[str, Any], stem: str | None, schema: Kind | None = None
+) -> Spec:
+    """Check a file's data against the schema of ``kind`` (``schema``: instead of
+    :data:`KINDS` ``[kind]``); every problem at once."""
     ck = Checker(str(path))
-    values, source = ck.document(data, KINDS[kind], stem)
+    values, source = ck.document(data, schema or KINDS[kind], stem)
     ck.raise_if_any()
     return Spec(SpecInfo(kind, values["name"], values["display_name"], str(path), source), values)
 
 
 @cache
-def _load_spec_cached(kind: str, path: str) -> Spec:
+def _load_spec_cached(kind: str, path: str, schema: Kind | None) -> Spec:
     p = Path(path)
     if kind not in ("chip", "system", "model", "calibration", "engine"):
         raise ValueError(kind)
     if kind == "model" and p.suffix == ".json":
-        return check_document(p, kind, hf_document(p), None)
-    return check_document(p, kind, read_toml(p), p.stem if p.suffix == ".toml" else None)
+        return check_document(p, kind, hf_document(p), None, schema)
+    return check_document(p, kind, read_toml(p), p.stem if p.suffix == ".toml" else None, schema)
 
 
-def load_spec(kind: str, name_or_path: str | Path, where: str = "<arguments>") -> Spec:
+def load_spec(
+    kind: str, name_or_path: str | Path, where: str = "<arguments>", schema: Kind | None = None
+) -> Spec:
     """Validated spec of ``kind`` ("chip", "system", "model", "calibration", "engine") by name
-    or path; ``where``: the file that names it, for the message when it is unknown."""
-    return _load_spec_cached(kind, str(resolve(kind, name_or_path, where).resolve()))
+    or path; ``where``: the file that names it, for the message when it is unknown;
+    ``schema``: the kind's schema where a higher layer completes it (an engine's behaviour
+    switches, :data:`diffcost._serve.engine.ENGINE_KIND`; default :data:`KINDS` ``[kind]``)."""
+    return _load_spec_cached(kind, str(resolve(kind, name_or_path, where).resolve()), schema)
 
 
 def clear_cache() -> None:

@@ -87,7 +87,7 @@ class Source:
 Rule = Callable[[dict[str, Any], Callable[[str, str], None]], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: a cache key of the loader
 class Kind:
     """One kind of input file.
 
@@ -712,23 +712,12 @@ KERNEL_POINT = {
     "flags": Field("list", doc="assumptions, mappings"),
 }
 
-#: Fields of a serving-engine profile (``specs/engines/``): the kernel and runtime choices of
-#: one engine release that change the bytes moved or the launches paid
-#: (:mod:`diffcost._serve.engine`).  Each one needs its own ``[source]`` key.
+#: Fields of a serving-engine profile (``specs/engines/``) besides its behaviours' switches
+#: (:func:`engine_kind`): the kernel and runtime choices of one engine release that change the
+#: bytes moved or the launches paid (:mod:`diffcost._serve.engine`).
 ENGINE_FIELDS: dict[str, Field] = {
     "framework": Field("str", required=True, doc="the serving framework (TensorRT-LLM, vLLM, ...)"),
     "version": Field("str", required=True, doc="the release the profile describes"),
-    "gqa_decode_kernel": Field(
-        "bool", required=True, doc="decode attention reads each KV head once per query group"
-    ),
-    "fused_dequant": Field(
-        "bool", required=True, doc="weight-only formats are dequantized inside the GEMM"
-    ),
-    "cuda_graphs": Field(
-        "bool",
-        required=True,
-        doc="decode steps replay a captured CUDA graph (one launch per step, not per kernel)",
-    ),
     "attention_kernel": Field("str", required=True, doc="decode attention kernel family"),
     "kv_block": Field(
         "count",
@@ -736,7 +725,29 @@ ENGINE_FIELDS: dict[str, Field] = {
         plausible=R.KV_BLOCK,
     ),
 }
-ENGINE_SOURCE_KEYS = ("gqa_decode_kernel", "fused_dequant", "cuda_graphs", "attention_kernel")
+
+
+def engine_kind(switches: Iterable[PlanField]) -> Kind:
+    """The engine-profile kind with one required bool key per behaviour switch (the bool plan
+    fields the engine behaviours declare, :data:`diffcost._serve.behaviours.BEHAVIOUR_FIELDS`,
+    passed down by :mod:`diffcost._serve.engine`), after ``version``; each switch and the
+    attention kernel need their own ``[source]`` key."""
+    rows = {f.name: Field("bool", required=True, doc=f.doc) for f in switches}
+    top = dict(ENGINE_FIELDS)
+    top = {k: top[k] for k in ("framework", "version")} | rows | top
+    sourced = (*rows, "attention_kernel")
+    return Kind(
+        "engine",
+        "engines",
+        top=top,
+        source=Source(
+            "every engine choice needs a source",
+            required=sourced,
+            allowed=(*sourced, "kv_block", "notes"),
+        ),
+        doc="a serving engine release: its kernel and runtime choices, each with a source",
+    )
+
 
 SPEC_SOURCE = Source(
     "every number needs a source", per_table="say where the numbers of [{}] come from"
@@ -828,17 +839,8 @@ KINDS: dict[str, Kind] = {
         doc="published per-kernel timings of one source, one [[kernel]] each (exactly one of "
         "time and achieved); read by `diffcost validate --kernels` only",
     ),
-    "engine": Kind(
-        "engine",
-        "engines",
-        top=ENGINE_FIELDS,
-        source=Source(
-            "every engine choice needs a source",
-            required=ENGINE_SOURCE_KEYS,
-            allowed=(*ENGINE_SOURCE_KEYS, "kv_block", "notes"),
-        ),
-        doc="a serving engine release: its kernel and runtime choices, each with a source",
-    ),
+    # its behaviours' switches are passed down by diffcost._serve.engine (ENGINE_KIND)
+    "engine": engine_kind(()),
     "sweep": Kind(
         "sweep",
         "sweeps",

@@ -22,6 +22,8 @@ TensorRT-LLM's ``trtllm-serve`` (``tensorrt_llm/commands/serve.py``, click optio
 import json
 from typing import Any
 
+from .._serve.behaviours import ENGINE_BEHAVIOURS
+from .._serve.plan import SERVE_FIELDS
 from .command import Launch, tokens
 
 #: Weight formats a server loads from a published 16-bit checkpoint (``--dtype``).
@@ -58,10 +60,36 @@ def _refused(plan: dict[str, Any]) -> str:
     return ""
 
 
+def switch_flags(server: str, plan: dict[str, Any]) -> list[str]:
+    """The flags of the plan's bool fields that are on and declare one for ``server``
+    (:attr:`~diffcost._core.options.PlanField.launch`: vLLM ``--enable-expert-parallel``), in
+    declaration order."""
+    return [
+        flag
+        for f in SERVE_FIELDS
+        if f.kind == "bool" and plan.get(f.name)
+        for who, flag in f.launch
+        if who == server
+    ]
+
+
+def behaviour_options(server: str, plan: dict[str, Any]) -> list[str]:
+    """What ``server`` is told for each engine behaviour (:data:`ENGINE_BEHAVIOURS`, in order),
+    as the behaviour declares it (``launch``) for the plan's switch (absent: on, the current
+    engines' default); a value in an option (``{batch}``) is the plan's, integers unpadded."""
+    values = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in plan.items()}
+    out: list[str] = []
+    for name, behaviour in ENGINE_BEHAVIOURS.items():
+        if server in behaviour.launch:
+            state = behaviour.launch[server][0 if plan.get(name) is not False else 1]
+            out += [option.format_map(values) for option in state]
+    return out
+
+
 def vllm_launch(plan: dict[str, Any], model_arg: str, name: str, chips_per_node: int) -> Launch:
     """The ``vllm serve`` command of a serving plan (``plan``: the searched row with the
     template's ``input_len``, ``output_len``, ``prefill_chunk``, ``kv_block``, ``mode``,
-    ``cuda_graphs``, ``draft_len``)."""
+    ``draft_len`` and the engine behaviours' switches)."""
     fmt = str(plan["weight_format"])
     arg, notes = checkpoint(model_arg, name, fmt, "vLLM")
     args = tokens(
@@ -79,10 +107,8 @@ def vllm_launch(plan: dict[str, Any], model_arg: str, name: str, chips_per_node:
         args += tokens(("--kv-cache-dtype", "fp8"))
     if int(plan.get("kv_block", 16)) != 16:
         args += tokens(("--block-size", plan["kv_block"]))
-    if plan.get("expert_parallel"):
-        args.append("--enable-expert-parallel")
-    if plan.get("cuda_graphs") is False:
-        args.append("--enforce-eager")
+    args += switch_flags("vllm", plan)
+    args += behaviour_options("vllm", plan)
     args += _vllm_replicas(plan, chips_per_node, notes)
     if int(plan.get("draft_len", 0)):
         spec = {"model": "$DRAFT_MODEL", "num_speculative_tokens": int(plan["draft_len"])}
@@ -131,8 +157,7 @@ def trtllm_launch(plan: dict[str, Any], model_arg: str, name: str) -> Launch:
     args += tokens(("--extra_llm_api_options", "extra.yaml"))
     kv = "fp8" if str(plan.get("kv_format", "bf16")) == "fp8" else "auto"
     yaml = [f"kv_cache_config:\n  dtype: {kv}", "enable_chunked_prefill: true"]
-    if plan.get("cuda_graphs") is not False:
-        yaml.append(f"cuda_graph_config:\n  max_batch_size: {int(plan['batch'])}")
+    yaml += behaviour_options("trtllm", plan)
     if int(plan.get("replicas", 1)) > 1:
         notes.append(f"one server per instance: {plan['replicas']} replicas behind a router")
     if int(plan.get("draft_len", 0)):
@@ -152,4 +177,11 @@ def serving_launches(
     ]
 
 
-__all__ = ["checkpoint", "serving_launches", "trtllm_launch", "vllm_launch"]
+__all__ = [
+    "behaviour_options",
+    "checkpoint",
+    "serving_launches",
+    "switch_flags",
+    "trtllm_launch",
+    "vllm_launch",
+]

@@ -20,22 +20,27 @@ import numpy as np
 from .._core.errors import Problem, SpecError
 from .._core.exported import exported_program
 from .._core.options import (
+    Choices,
+    Degrees,
     Format,
+    PlanField,
     ServeMode,
     ServeObjective,
     coerce,
     coerce_all,
+    searched_choices,
+    searched_degrees,
     values,
 )
 from .._core.smooth import RELAXED
 from .._inputs.hardware import FORMATS, System, one_hot_format
 from .._inputs.model import Model
 from .._inputs.posterior import required_risk
-from .._serve.cost import ServeBreakdown, ServeCost, default_batch_grid
+from .._serve.cost import ServeBreakdown, ServeCost
 from .._serve.load import goodput_qps
 from .._serve.plan import SERVE_FIELDS, ServePlan, default_compute_format, encode_serve, serve_plan
 from .._terms.risk import log_sigma, upper_quantile
-from .._terms.tp_rules import EXPERT_LAYOUT_RULES, tp_allowed
+from .._terms.tp_rules import EXPERT_LAYOUT_RULES
 from .core import (
     Axis,
     Candidates,
@@ -56,6 +61,30 @@ SERVE_OBJECTIVES: tuple[str, ...] = values(ServeObjective)
 _CHUNK = 16384
 _NO_LIMIT = 1e9  # seconds: stands for "no latency limit" inside traced code
 _FIELD = {f.name: f for f in SERVE_FIELDS}
+#: The fields a serving search varies as degrees, as they declare it (``axis=Degrees()``).
+DEGREE_FIELDS = searched_degrees(SERVE_FIELDS)
+#: The fields a serving search varies as choices, as they declare it (``axis=Choices()``).
+CHOICE_FIELDS = searched_choices(SERVE_FIELDS)
+
+
+def _degrees(field: PlanField) -> Degrees:
+    assert isinstance(field.axis, Degrees), field.name
+    return field.axis
+
+
+def _size(model: Model, space: "ServeSearchSpace", name: str) -> int:
+    """The size a degree's declaration names: ``chips`` and the other attributes of the
+    search space (``max_batch``), else the model's (``layers``)."""
+    return int(getattr(space, name) if hasattr(space, name) else getattr(model, name))
+
+
+def choice_values(space: "ServeSearchSpace", name: str) -> tuple[Any, ...]:
+    """The values the search tries for the choice field ``name`` (the space's, else the
+    declaration's, :class:`~diffcost._core.options.Choices`; a bool field's as bools)."""
+    field = _FIELD[name]
+    assert isinstance(field.axis, Choices), f"{name} is not searched as a choice"
+    tried = field.axis.of(field, space)
+    return tuple(bool(v) for v in tried) if field.kind == "bool" else tried
 
 
 def _accuracy_costs(items: Any) -> tuple[tuple[Format, float], ...]:
@@ -138,19 +167,9 @@ class ServeProblem(SearchProblem):
         self.objective = space.objective
         require_price(system, space.objective)
         serve_risk(space)  # a p90 search without a posterior fails here, before any solving
-        n = space.chips
-        layers = int(model.layers)
-        tps = tuple(float(t) for t in range(1, n + 1) if n % t == 0 and tp_allowed(model, t))
-        pps = tuple(float(p) for p in range(1, n + 1) if n % p == 0 and layers % p == 0)
-        # every batch to 256, then ~6% steps, plus the powers of two engines are often set to
-        grid = set(np.asarray(default_batch_grid()).tolist()) | {2.0**k for k in range(15)}
-        batches = tuple(sorted(float(b) for b in grid if b <= space.max_batch))
-        self.axes = (Axis("tp", tps), Axis("pp", pps), Axis("batch", batches))
-        self.choices = (
-            Choice("weight_format", tuple(space.weight_formats)),
-            Choice("kv_format", tuple(space.kv_formats)),
-            Choice("expert_parallel", tuple(bool(e) for e in space.expert_parallel)),
-        )
+        size = lambda name: _size(model, space, name)  # noqa: E731
+        self.axes = tuple(Axis(f.name, _degrees(f).of(model, space, size)) for f in DEGREE_FIELDS)
+        self.choices = tuple(Choice(f.name, choice_values(space, f.name)) for f in CHOICE_FIELDS)
 
     def coupled(self) -> dict[str, tuple[str, ...]]:
         """The batch an instance holds scales with its size (tp * pp)."""
@@ -199,15 +218,17 @@ class ServeProblem(SearchProblem):
             lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), self.template()
         )
         inst = col["tp"] * col["pp"]
-        searched = {
-            "tp": f(col["tp"]),
-            "pp": f(col["pp"]),
+        searched = {a.name: f(col[a.name]) for a in self.axes}
+        searched |= {
+            c.name: onehots(col[c.name])
+            if _FIELD[c.name].kind == "categorical"
+            else f(col[c.name].astype(float))
+            for c in self.choices
+        }
+        # the fields the searched ones determine
+        searched |= {
             "replicas": f(self.space.chips // inst),
-            "batch": f(col["batch"]),
-            "weight_format": onehots(col["weight_format"]),
             "compute_format": onehots([compute_format_for(w) for w in col["weight_format"]]),
-            "kv_format": onehots(col["kv_format"]),
-            "expert_parallel": f(col["expert_parallel"].astype(float)),
             "prefill_chips": f(inst),
             "decode_chips": f(inst),
         }
@@ -376,36 +397,34 @@ def _evaluate(cost: ServeCost, plans: ServePlan, limits, objective: str, risk=No
 
 
 def _layout(space: ServeSearchSpace) -> dict[str, slice]:
-    return layout(
-        3,
-        [
-            ("weight_format", len(space.weight_formats)),
-            ("kv_format", len(space.kv_formats)),
-            ("expert_parallel", len(space.expert_parallel)),
-        ],
-    )
+    """The relaxed variables: one log2 per searched degree (:data:`DEGREE_FIELDS`), then the
+    logits of every searched choice (:data:`CHOICE_FIELDS`)."""
+    choices = [(f.name, len(choice_values(space, f.name))) for f in CHOICE_FIELDS]
+    return layout(len(DEGREE_FIELDS), choices)
+
+
+def _pick(field: PlanField, weights: jax.Array, options: tuple[Any, ...]) -> Any:
+    """A relaxed choice: the blend of its options' one-hot formats, or of 0 and 1."""
+    if field.kind == "categorical":
+        return sum(weights[i] * one_hot_format(n) for i, n in enumerate(options))
+    return sum(weights[i] * float(v) for i, v in enumerate(options))
 
 
 def relaxed_serve_plan(
     theta, tau, template: ServePlan, space: ServeSearchSpace, chips
 ) -> ServePlan:
-    """The relaxed plan of ``theta`` (log2 tp, pp, batch; format logits) at temperature ``tau``."""
-    tp, pp, batch = 2.0 ** theta[0], 2.0 ** theta[1], 2.0 ** theta[2]
+    """The relaxed plan of ``theta`` (log2 of every searched degree: tp, pp, batch; the logits
+    of every searched choice: weight and KV formats, expert layout) at temperature ``tau``."""
+    searched = {f.name: 2.0 ** theta[i] for i, f in enumerate(DEGREE_FIELDS)}
     lay = _layout(space)
-    w = jax.nn.softmax(theta[lay["weight_format"]] / tau)
-    k = jax.nn.softmax(theta[lay["kv_format"]] / tau)
-    e = jax.nn.softmax(theta[lay["expert_parallel"]] / tau)
-    pick = lambda weights, names: sum(weights[i] * one_hot_format(n) for i, n in enumerate(names))  # noqa: E731
-    compute = [compute_format_for(n) for n in space.weight_formats]
-    searched = {
-        "tp": tp,
-        "pp": pp,
+    weights = {f.name: jax.nn.softmax(theta[lay[f.name]] / tau) for f in CHOICE_FIELDS}
+    for f in CHOICE_FIELDS:
+        searched[f.name] = _pick(f, weights[f.name], choice_values(space, f.name))
+    tp, pp = searched["tp"], searched["pp"]
+    compute = tuple(compute_format_for(n) for n in choice_values(space, "weight_format"))
+    searched |= {  # the fields the searched ones determine
         "replicas": chips / (tp * pp),
-        "batch": batch,
-        "weight_format": pick(w, space.weight_formats),
-        "compute_format": pick(w, compute),
-        "kv_format": pick(k, space.kv_formats),
-        "expert_parallel": sum(e[i] * float(v) for i, v in enumerate(space.expert_parallel)),
+        "compute_format": _pick(_FIELD["compute_format"], weights["weight_format"], compute),
         "prefill_chips": tp * pp,
         "decode_chips": tp * pp,
     }
@@ -417,7 +436,7 @@ def relaxed_serve_penalty(out: ServeBreakdown, theta, lo, hi, sizes) -> jax.Arra
     their limits (``sizes = [chips, ttft_slo_s, tpot_slo_s]``), log2 degrees outside
     ``[lo, hi]``, ``tp * pp`` over the chips and the divisibility violation (dimensionless)."""
     sq = lambda z: jnp.square(jax.nn.relu(z))  # noqa: E731
-    x = theta[:3]
+    x = theta[: len(DEGREE_FIELDS)]  # x[0] + x[1]: log2 tp*pp
     pen = 0.0
     for z in (
         jnp.log(out.memory.total_bytes / out.capacity_bytes),

@@ -17,13 +17,16 @@ between) as the weight of its effect, so the relaxed model and its gradients sta
   added to a pass.
 
 A method left at its default returns ``None`` (no effect, nothing traced).  A new behaviour is
-one final class plus its entry in :data:`ENGINE_BEHAVIOURS` and its ``ServePlan`` leaf (and
-:func:`~diffcost._serve.plan.serve_plan` keyword); ``tests/test_extension_points.py`` tests it.
+one final class plus its entry in :data:`ENGINE_BEHAVIOURS`: its ``ServePlan`` leaf, its
+:func:`~diffcost._serve.plan.serve_plan` keyword and command-line flag, its engine-profile key
+(:data:`diffcost._serve.engine.ENGINE_KIND`), its place on ``diffcost serve``'s engine line
+and its launch options (:mod:`diffcost._launch.serving`) are derived from the class;
+``tests/test_extension_points.py`` tests it.
 """
 
 import functools
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import ClassVar, final
 
 import jax.numpy as jnp
@@ -45,6 +48,11 @@ class AbstractEngineBehaviour(AbstractExtension):
             leaf; its ``doc`` and ``help`` are the behaviour's help text).
         reference: where its cost effect comes from.
         shown: how ``diffcost serve``'s engine line names it (on, off).
+        launch: how a server is told to run it: ``{server: (on, off)}``, each the server's
+            options for that state (``vllm``: ``vllm serve`` arguments; ``trtllm``: entries of
+            ``trtllm-serve``'s ``extra_llm_api_options`` YAML), ``{name}`` filled with the
+            plan's value (:mod:`diffcost._launch.serving`); a server not named has no switch
+            for it.
 
     Every method takes ``on``, the plan's switch (0 or 1; relaxed in between), and returns the
     behaviour's contribution weighted by it, or ``None`` where it has no effect.
@@ -53,6 +61,7 @@ class AbstractEngineBehaviour(AbstractExtension):
     field: ClassVar[PlanField]
     reference: ClassVar[str]
     shown: ClassVar[tuple[str, str]]
+    launch: ClassVar[Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
 
     def kv_rereads(self, on: Array, shape: AttentionShape, system: System) -> Array | None:
         """Extra reads of the KV cache per decode read (dimensionless, beyond the first)."""
@@ -170,6 +179,10 @@ class CudaGraphs(AbstractEngineBehaviour):
         'vLLM "Capturing cudagraphs for decoding"; SGLang "CUDA graph for decode"'
     )
     shown = ("CUDA graphs", "per-kernel launches")
+    launch = {
+        "vllm": ((), ("--enforce-eager",)),
+        "trtllm": (("cuda_graph_config:\n  max_batch_size: {batch}",), ()),
+    }
 
     def launch_saved_s(
         self, on: Array, decode_only: ArrayLike, kernels: Array, system: System

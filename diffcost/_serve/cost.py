@@ -78,7 +78,7 @@ from .modes import (
     static_mode,
 )
 from .passes import Consts, PassTime, Work, consts, pass_time
-from .plan import ServePlan
+from .plan import ServePlan, default_batch_grid
 
 
 class ServeBreakdown(eqx.Module):
@@ -145,13 +145,6 @@ class SloResult(eqx.Module):
     batch: Float[Array, ""]
     feasible: Float[Array, ""]
     breakdown: ServeBreakdown
-
-
-def default_batch_grid() -> Array:
-    """Batches 1..256, then 64 geometric steps to 16384 (rounded): what ``at_slo`` searches."""
-    dense = jnp.arange(1.0, 257.0)
-    sparse = jnp.round(jnp.geomspace(264.0, 16384.0, 64))
-    return jnp.concatenate([dense, sparse])
 
 
 def memory_and_limits(c: Consts, plan: ServePlan, r: Regime) -> tuple[ServeMemory, Array, Array]:

@@ -32,13 +32,18 @@ from pathlib import Path
 
 from .._inputs.checker import builtin_names
 from .._inputs.loader import load_spec
-from .behaviours import ENGINE_BEHAVIOURS
+from .._inputs.schema import engine_kind
+from .behaviours import BEHAVIOUR_FIELDS, ENGINE_BEHAVIOURS
 
 #: The engine a plan that names none is served with: a current release.
 DEFAULT_ENGINE = "vllm-0.10"
 
 #: Plan fields an engine profile supplies (their defaults when the plan does not give them).
 ENGINE_PLAN_FIELDS: tuple[str, ...] = (*ENGINE_BEHAVIOURS, "kv_block")
+
+#: What an engine profile file may contain: one required switch per behaviour, derived from
+#: its declaration (:func:`diffcost._inputs.schema.engine_kind`).
+ENGINE_KIND = engine_kind(BEHAVIOUR_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ def load_engine(name_or_path: str | Path, where: str = "<arguments>") -> EngineP
     Raises:
         SpecError: an unknown name (listing the built-in ones) or an invalid file.
     """
-    spec = load_spec("engine", name_or_path, where)
+    spec = load_spec("engine", name_or_path, where, ENGINE_KIND)
     v = spec.values
     return EngineProfile(
         name=v["name"],
@@ -103,4 +108,11 @@ def load_engine(name_or_path: str | Path, where: str = "<arguments>") -> EngineP
     )
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINE_PLAN_FIELDS", "EngineProfile", "engine_names", "load_engine"]
+__all__ = [
+    "DEFAULT_ENGINE",
+    "ENGINE_KIND",
+    "ENGINE_PLAN_FIELDS",
+    "EngineProfile",
+    "engine_names",
+    "load_engine",
+]

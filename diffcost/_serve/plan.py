@@ -31,20 +31,33 @@ fields (like ``TrainPlan.flash_attention``) whose defaults come from a named eng
   every kernel from the host (TensorRT-LLM 0.5/0.6 tables, DeepSpeed-Inference 2022).
 """
 
+import difflib
+import inspect
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._core.errors import Problem, SpecError
-from .._core.options import Format, PlanField, ServeMode, check_fields, one_hot, values
+from .._core.options import (
+    Choices,
+    Degrees,
+    Format,
+    PlanField,
+    ServeMode,
+    check_fields,
+    one_hot,
+    values,
+)
 from .._core.shared import once
 from .._inputs import schema as S
 from .._inputs.hardware import FORMATS, host_float, strong_float
-from .behaviours import BEHAVIOUR_FIELDS
+from .._terms.tp_rules import tp_allowed
+from .behaviours import BEHAVIOUR_FIELDS, ENGINE_BEHAVIOURS
 from .engine import DEFAULT_ENGINE, ENGINE_PLAN_FIELDS, load_engine
 
 #: Serving modes, in the order of ``ServePlan.mode``.  Disaggregation is a separate flag.
@@ -74,12 +87,10 @@ class ServePlan(eqx.Module):
         kv_block: tokens per paged-KV block (1: contiguous cache, no rounding waste).
         accuracy_cost: user-set cost per use of a format (weights, compute or KV cache),
             over :data:`diffcost.FORMATS`; reported, never optimized away silently.
-        gqa_decode_kernel: 1 if decode attention reads each KV head once per group, 0 if once
-            per query head (see the module docstring).
-        fused_dequant: 1 if weight-only formats are dequantized inside the GEMM, 0 if a
-            separate kernel writes a compute-format copy first.
-        cuda_graphs: 1 if decode-only steps replay a CUDA graph (one host launch per step),
-            0 if every kernel is launched from the host.
+        <behaviour>: one switch per engine behaviour, named and ordered as
+            :data:`~diffcost._serve.behaviours.ENGINE_BEHAVIOURS` (``gqa_decode_kernel``,
+            ``fused_dequant``, ``cuda_graphs``): 1 on, 0 off; declared by the behaviour's class
+            (its ``field``), not here.
         expert_parallel: 1 if a mixture of experts' routed experts are spread whole over the
             instance's ``tp`` ranks (``E / tp`` experts each, at full width: vLLM
             ``--enable-expert-parallel``, SGLang ``--ep-size``), 0 if every expert is split by
@@ -108,10 +119,13 @@ class ServePlan(eqx.Module):
     decode_chips: Float[Array, "*batch"]
     kv_block: Float[Array, "*batch"]
     accuracy_cost: Float[Array, "*batch 8"]
-    gqa_decode_kernel: Float[Array, "*batch"]
-    fused_dequant: Float[Array, "*batch"]
-    cuda_graphs: Float[Array, "*batch"]
+    # One leaf per engine behaviour, in registry order (each is declared by its class).
+    __annotations__.update(dict.fromkeys(ENGINE_BEHAVIOURS, Float[Array, "*batch"]))
     expert_parallel: Float[Array, "*batch"]
+
+    if TYPE_CHECKING:  # the behaviours' leaves, which a type checker cannot list
+
+        def __getattr__(self, name: str) -> Array: ...
 
     @once
     def instance_chips(self) -> Array:
@@ -146,6 +160,30 @@ _flag = lambda name, doc, **kw: PlanField(  # noqa: E731
 )
 
 
+def default_batch_grid() -> Array:
+    """Batches 1..256, then 64 geometric steps to 16384 (rounded): what ``at_slo`` searches."""
+    dense = jnp.arange(1.0, 257.0)
+    sparse = jnp.round(jnp.geomspace(264.0, 16384.0, 64))
+    return jnp.concatenate([dense, sparse])
+
+
+def _batches(top: int) -> list[float]:
+    """The batches a serving search tries up to ``top``: :func:`default_batch_grid` and the
+    powers of two engines are often set to."""
+    grid = set(np.asarray(default_batch_grid()).tolist()) | {2.0**k for k in range(15)}
+    return sorted(float(b) for b in grid if b <= top)
+
+
+def _tp_ok(model: Any, space: Any, tp: int) -> bool:
+    del space
+    return tp_allowed(model, tp)
+
+
+def _pp_ok(model: Any, space: Any, pp: int) -> bool:
+    del space
+    return int(model.layers) % pp == 0
+
+
 def _vllm(flag: str, trtllm: str = "") -> tuple[tuple[str, str], ...]:
     """A field's vLLM (and TensorRT-LLM ``trtllm-serve``) flag, as :attr:`PlanField.launch`
     holds it."""
@@ -161,6 +199,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         1,
         "tensor-parallel degree of one instance",
         launch=_vllm("--tensor-parallel-size", "--tp_size"),
+        axis=Degrees(divides="chips", keep=_tp_ok),
     ),
     PlanField(
         "pp",
@@ -168,6 +207,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         1,
         "pipeline-parallel degree of one instance",
         launch=_vllm("--pipeline-parallel-size", "--pp_size"),
+        axis=Degrees(divides="chips", keep=_pp_ok),
     ),
     PlanField(
         "replicas",
@@ -185,6 +225,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         "concurrent sequences per instance",
         unit="sequences",
         launch=_vllm("--max-num-seqs", "--max_batch_size"),
+        axis=Degrees(upto=("max_batch",), grid=_batches),
     ),
     PlanField("input_len", "count", 1024, "prompt tokens per request", unit="tokens"),
     PlanField("output_len", "count", 256, "generated tokens per request", unit="tokens"),
@@ -194,6 +235,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         "format weights are stored and streamed in",
         help="Weights: bf16|fp16|fp8|int8|int4|fp4|...",
         short="w",
+        axis=Choices(listed_as="weight_formats"),
     ),
     PlanField(
         "compute_format",
@@ -211,6 +253,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         "KV-cache element format",
         help="KV-cache format (default bf16).",
         short="kv",
+        axis=Choices(listed_as="kv_formats"),
     ),
     PlanField("mode", "categorical", "continuous", "batching mode", choices=ServeMode),
     PlanField(
@@ -288,6 +331,7 @@ SERVE_FIELDS: tuple[PlanField, ...] = (
         help="Mixture of experts: spread whole experts over the tp ranks (vLLM "
         "--enable-expert-parallel), or split every expert by width (default).",
         launch=_vllm("--enable-expert-parallel"),
+        axis=Choices(),
     ),
 )
 _FIELD = {f.name: f for f in SERVE_FIELDS}
@@ -338,8 +382,11 @@ _REPORT_ORDER = (
 
 
 def _order(problems: list[Problem]) -> list[Problem]:
-    """Problems in :data:`_REPORT_ORDER` (a cross-field rule is reported with its field)."""
-    return sorted(problems, key=lambda p: _REPORT_ORDER.index(p.key))
+    """Problems in :data:`_REPORT_ORDER` (a cross-field rule is reported with its field), then
+    those of fields it does not list, in declaration order (a new field needs no entry)."""
+    listed = {k: i for i, k in enumerate(_REPORT_ORDER)}
+    order = {k: len(listed) + i for i, k in enumerate(_FIELD)} | listed
+    return sorted(problems, key=lambda p: order[p.key])
 
 
 def engine_values(given: Mapping[str, Any], engine: str | None, source: str) -> dict[str, Any]:
@@ -399,33 +446,33 @@ def serve_plan(
     decode_chips: int | None = None,
     kv_block: int | None = None,
     accuracy_cost: dict[str, float] | None = None,
-    gqa_decode_kernel: bool | None = None,
-    fused_dequant: bool | None = None,
-    cuda_graphs: bool | None = None,
     expert_parallel: bool = False,
     engine: str | None = None,
     source: str = "plan",
+    **switches: bool | None,
 ) -> ServePlan:
     """Build an exact (integer, one-hot) serving plan, checking every field at once (the
     checks of :data:`SERVE_FIELDS` and the rules between fields).
 
     ``compute_format`` defaults to the weight format, except bf16 for the weight-only int8 and
     int4 formats (W8A16, W4A16).  ``prefill_chips`` and ``decode_chips`` default to one
-    instance (``tp * pp``) each.  ``gqa_decode_kernel``, ``fused_dequant``, ``cuda_graphs`` and
+    instance (``tp * pp``) each.  ``switches``: one keyword per engine behaviour
+    (:data:`~diffcost._serve.behaviours.ENGINE_BEHAVIOURS`, e.g. ``cuda_graphs=False``); they and
     ``kv_block`` default to the profile of ``engine`` (a built-in name of ``specs/engines/`` or
     a file; default :data:`~diffcost._serve.engine.DEFAULT_ENGINE`; ``kv_block`` 16 without one).
 
     Raises:
         SpecError: listing every invalid field, named as ``source: field``.
     """
-    args = dict(locals())
-    given = {k: v for k, v in args.items() if k in _FIELD}
+    args = dict(locals()) | dict.fromkeys(ENGINE_BEHAVIOURS) | switches
+    unknown = [_unknown_keyword(k, source) for k in switches if k not in ENGINE_BEHAVIOURS]
+    given = {k: args[k] for k in _FIELD}
     given.update(engine_values(given, engine, source))
     if compute_format is None:
         given["compute_format"] = default_compute_format(weight_format)
     costs = dict(accuracy_cost or {})
     problems = check_fields(SERVE_FIELDS, given, source) + _cross_problems(given, source)
-    problems = _order(problems) + _cost_problems(costs, source)
+    problems = _order(problems) + _cost_problems(costs, source) + unknown
     if problems:
         raise SpecError(problems)
     instance = tp * pp
@@ -439,6 +486,28 @@ def serve_plan(
     encoded["accuracy_cost"] = host_float([float(costs.get(fmt, 0.0)) for fmt in FORMATS])
     return encode_serve(encoded)
 
+
+def _unknown_keyword(key: str, source: str) -> Problem:
+    close = difflib.get_close_matches(key, [*_FIELD, "accuracy_cost", "engine"], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return Problem(source, key, f"unknown serve_plan field{hint}")
+
+
+def _keyword(name: str) -> inspect.Parameter:
+    """A behaviour switch as the keyword :func:`serve_plan` takes (``None``: the engine's)."""
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=bool | None
+    )
+
+
+# serve_plan's signature lists each behaviour's switch where ServePlan holds it (they arrive as
+# ``**switches``, checked against the registry): introspection sees one keyword per field.
+_params = list(inspect.signature(serve_plan).parameters.values())
+_at = [p.name for p in _params].index("expert_parallel")
+serve_plan.__signature__ = inspect.Signature(  # pyright: ignore[reportFunctionMemberAccess]
+    [*_params[:_at], *map(_keyword, ENGINE_BEHAVIOURS), *_params[_at:-1]],
+    return_annotation=ServePlan,
+)
 
 #: ``[plan]`` table of a ``kind = "serve"`` scenario (keys of :func:`serve_plan`; the accuracy
 #: cost of a format is written ``accuracy_cost_<format>``).
@@ -470,6 +539,7 @@ __all__ = [
     "SERVE_FIELDS",
     "SERVE_PLAN",
     "ServePlan",
+    "default_batch_grid",
     "default_compute_format",
     "encode_serve",
     "engine_values",
