@@ -1,6 +1,7 @@
 """Benchmark sweeps: full-model evaluations per second for a 1,000,000-point sweep.
 
-Run: python benchmarks/bench_sweep.py [--job train|serve] [--repeats 3] [--chunk N]
+Run: python benchmarks/bench_sweep.py [--job train|serve] [--repeats 3] [--chunk N] [--block N]
+[--no-intervals] [--cpu-devices N]
 
 The sweep is a grid of 5 models x 5 systems x 5 TP x 5 PP x 5 micro-batches x 5 sequence
 lengths x 2 recomputation x 4 ZeRO stages x 2 precisions x 4 CP degrees = 1,000,000 training
@@ -9,7 +10,12 @@ breakdown kept (XLA drops outputs nobody reads, so nothing is skipped), in float
 default), sharded over every device JAX sees.  Reported: compile time, evaluations per second
 after compilation (best of ``--repeats``, the device work and the copy of every output to host
 memory), the time to build the tidy pandas table, and the peak resident memory of the process
-(``resource.getrusage``).
+(``resource.getrusage``).  The headline outputs' p10/p90 interval columns are kept too; their
+log-Jacobian over the calibrated constants takes most of each point's time (``--no-intervals``
+leaves them out).  On a CPU each chunk runs in blocks of ``--block`` points
+(``diffcost._analysis.sweep.CPU_BLOCK`` by default).  XLA runs one CPU device's program on one
+core: ``--cpu-devices N`` makes JAX show N CPU devices (``jax_num_cpu_devices``), one per core,
+and the sweep is sharded over them.
 """
 
 import argparse
@@ -75,17 +81,24 @@ def main() -> None:
     parser.add_argument("--job", choices=["train", "serve"], default="train")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chunk", type=int, default=None)
+    parser.add_argument("--block", type=int, default=None)
+    parser.add_argument("--intervals", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--cpu-devices", type=int, default=1)
     args = parser.parse_args()
+    jax.config.update("jax_num_cpu_devices", args.cpu_devices)  # before JAX's backend starts
     sweep = train_sweep() if args.job == "train" else serve_sweep()
     assert sweep.size() == 1_000_000, sweep.size()
     print(
         f"devices: {jax.devices()}; {sweep.size():,} points, "
         f"{len(prepare(sweep).structure.outputs)} outputs each"
+        + (" and their intervals" if args.intervals else "")
     )
     best = None
     for i in range(max(1, args.repeats)):
         t0 = time.perf_counter()
-        result = run_sweep(sweep, progress=False, chunk=args.chunk)
+        result = run_sweep(
+            sweep, progress=False, chunk=args.chunk, block=args.block, intervals=args.intervals
+        )
         total = time.perf_counter() - t0
         table_s = total - result.compile_s - result.run_s
         print(

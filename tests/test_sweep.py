@@ -276,7 +276,9 @@ def test_interval_band_is_drawn(serve_result, tmp_path):
 @pytest.mark.slow  # a subprocess with four host devices: about 8 s on 2 cores
 def test_sharded_over_four_cpu_devices_in_chunks_gives_identical_results(train_result, tmp_path):
     """The same sweep in a process that sees 4 CPU devices, in 6 chunks of 12 points sharded
-    over all four, equals the one-device, one-chunk result of this process."""
+    over all four (each device's 3 points in blocks of 2: ``shard_map`` and ``lax.map``, where a
+    reverse pass must not be summed over the devices), equals the one-device, one-chunk result
+    of this process."""
     assert train_result.devices == 1 and train_result.chunks == 1
     out = tmp_path / "four.parquet"
     script = textwrap.dedent(f"""
@@ -284,7 +286,7 @@ def test_sharded_over_four_cpu_devices_in_chunks_gives_identical_results(train_r
         jax.config.update("jax_enable_x64", True)
         from diffcost import Sweep, run_sweep
         assert len(jax.devices()) == 4, jax.devices()
-        res = run_sweep(Sweep(**{TRAIN.__dict__!r}), chunk=12)  # with a progress bar
+        res = run_sweep(Sweep(**{TRAIN.__dict__!r}), chunk=12, block=2)  # a progress bar
         assert (res.devices, res.chunk, res.chunks) == (4, 12, 6), res
         assert res.output_devices == (0, 1, 2, 3), res.output_devices
         res.to_parquet({str(out)!r})
@@ -304,6 +306,17 @@ def test_sharded_over_four_cpu_devices_in_chunks_gives_identical_results(train_r
     # identical up to the last bit of rounding: XLA vectorises a 3-point shard differently
     pd.testing.assert_frame_equal(
         four, train_result.table, check_categorical=False, check_exact=False, rtol=1e-14
+    )
+
+
+def test_a_chunk_in_blocks_gives_identical_results(train_result):
+    """A chunk evaluated in blocks of 5 points (``lax.map``, a last block of 4) equals it in
+    one ``vmap``, interval columns included."""
+    blocks = run_sweep(TRAIN, progress=False, block=5)
+    assert train_result.chunk == blocks.chunk == 64
+    assert any(c.endswith("_p90") for c in blocks.table.columns)
+    pd.testing.assert_frame_equal(
+        blocks.table, train_result.table, check_categorical=False, check_exact=False, rtol=1e-14
     )
 
 
