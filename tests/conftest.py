@@ -37,7 +37,9 @@ TEST_FLAGS_IN_TIME: bool | None = None
 def pytest_configure(config: pytest.Config) -> None:
     """Add :data:`TEST_XLA_FLAGS` to ``XLA_FLAGS`` outside the slow pass, before the first
     computation (importing diffcost runs none: tests/test_xla.py); an option already in
-    ``XLA_FLAGS`` is left as given."""
+    ``XLA_FLAGS`` is left as given.  Both runs are spread over 2 processes (pytest-xdist, ``-n 2``
+    in the pytest options of pyproject.toml): each worker runs this hook with the run's options
+    before its own first computation, and inherits the flags the main process added."""
     global TEST_FLAGS_IN_TIME
     if not _slow_pass(config):
         TEST_FLAGS_IN_TIME = not backends_started()
@@ -51,7 +53,7 @@ def _release_compiled_code(request: pytest.FixtureRequest):
     (searches, calibrations, notebooks) grew until XLA's compiler crashed on a 23 GiB machine (a
     segfault in backend_compile_and_load, test_uncertainty, slow pass of stop 25).  The fast
     pass keeps its caches: its modules share compiled cost models (1-2 minutes of recompiling)
-    and it peaks near 3 GiB."""
+    and each of its 2 worker processes peaks near 3.3 GiB."""
     yield
     if _slow_pass(request.config):
         jax.clear_caches()
