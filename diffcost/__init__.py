@@ -19,7 +19,7 @@ __version__ = VERSION
 
 if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: lazy_exports
     from ._analysis.calibrate import calibrate
-    from ._analysis.plans import load_measurements, load_scenario
+    from ._analysis.plans import load_measurements, load_scenario, load_spec
     from ._analysis.sensitivity import (
         Sensitivity,
         sensitivity,
@@ -56,7 +56,6 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         builtin_names,
         load_chip,
         load_model,
-        load_spec,
         load_system,
         specs_dir,
     )

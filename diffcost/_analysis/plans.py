@@ -14,10 +14,13 @@ from typing import Any
 
 from .._inputs.hardware import System
 from .._inputs.load_measurements import LoadMeasurement, read_load_measurements
+from .._inputs.loader import Spec
+from .._inputs.loader import load_spec as _load_spec
 from .._inputs.measurements import Measurement, read_measurements
 from .._inputs.plan_tables import PlanTable
 from .._inputs.scenario import Scenario, read_scenario
 from .._inputs.schema import Field
+from .._serve.engine import ENGINE_KIND
 from .._serve.plan import SERVE_PLAN, plan_kwargs, serve_plan
 from .._terms.collectives import COLLECTIVES
 from .._train.plan import TRAIN_PLAN, train_plan
@@ -61,6 +64,15 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     return read_scenario(name_or_path, PLANS, collective_problem)
 
 
+def load_spec(kind: str, name_or_path: str | Path, where: str = "<arguments>") -> Spec:
+    """Validated spec of ``kind`` ("chip", "system", "model", "calibration", "engine") by name or
+    path, checked against the kind's whole schema: an engine profile's includes the switch of
+    every engine behaviour (:data:`diffcost._serve.engine.ENGINE_KIND`, which the input layer
+    below the behaviours cannot name); ``where``: the file that names it, for the message when
+    it is unknown."""
+    return _load_spec(kind, name_or_path, where, ENGINE_KIND if kind == "engine" else None)
+
+
 def load_measurements(paths: Sequence[str | Path] | None = None) -> list[Measurement]:
     """Every point of the given measurement files (default: all built-in ones), in file order.
 
@@ -87,4 +99,5 @@ __all__ = [
     "load_load_measurements",
     "load_measurements",
     "load_scenario",
+    "load_spec",
 ]

@@ -2,8 +2,8 @@
 
 from rich.table import Table
 
-from .._analysis.plans import load_scenario
-from .._inputs.loader import builtin_names, load_spec
+from .._analysis.plans import load_scenario, load_spec
+from .._inputs.loader import builtin_names
 from ._app import app
 from ._common import JsonFlag, console, friendly_errors, print_json
 
