@@ -29,6 +29,14 @@ from ._core.lazy import lazy_exports
 if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: lazy_exports
     from ._analysis import calibrate as calibration
     from ._analysis import coverage, distributed, plots, schema_doc, uncertainty
+    from ._analysis.calibrate_kernels import (
+        KERNEL_FAMILIES,
+        fit_attention,
+        fit_family,
+        fit_kernels,
+        fixed_s,
+        with_constants,
+    )
     from ._analysis.coverage import builtin_index, index
     from ._analysis.plans import PLAN_SCHEMAS, load_load_measurements
     from ._analysis.program_size import BUDGETS as PROGRAM_BUDGETS
@@ -158,10 +166,12 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from ._serve.passes import Work, consts, expected_tokens_per_step, gemm_s, layer_time, pass_time
     from ._serve.plan import SERVE_FIELDS, SERVE_PLAN, plan_kwargs
     from ._terms.attention import (
+        ATTENTION_TILE_ROWS,
         AttentionShape,
         attention_gemms,
         causal_skip,
         decode_attention,
+        fused_prefill_efficiency,
         gemm_attention_s,
         prefill_attention,
     )
@@ -214,6 +224,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         placement_share,
     )
     from ._terms.moe import active_expert_fraction, expert_imbalance, mixed_active_fraction
+    from ._terms.power import DVFS_ENERGY_EXPONENT, burst, clock_slowdown, sustained
     from ._terms.reliability import (
         checkpoint_interval_s,
         expected_max_normal,
@@ -291,6 +302,7 @@ __all__ = [
     "ARCHITECTURES",
     "array_tiles",
     "attention_gemms",
+    "ATTENTION_TILE_ROWS",
     "AttentionShape",
     "augmented_lagrangian",
     "Axis",
@@ -302,6 +314,7 @@ __all__ = [
     "budget_excess",
     "builtin_index",
     "builtin_workload",
+    "burst",
     "cached_json",
     "calibration",
     "Candidates",
@@ -314,6 +327,7 @@ __all__ = [
     "chip_module",
     "Choice",
     "Choices",
+    "clock_slowdown",
     "cma_search",
     "CODESIGN_BUDGETS",
     "CodesignProblem",
@@ -339,6 +353,7 @@ __all__ = [
     "design_power_w",
     "device_columns",
     "distributed",
+    "DVFS_ENERGY_EXPONENT",
     "efficiency_for",
     "elementwise_elements",
     "ENGINE_BEHAVIOURS",
@@ -364,7 +379,11 @@ __all__ = [
     "exposed_s",
     "FAMILIES",
     "field_option",
+    "fit_attention",
+    "fit_family",
+    "fit_kernels",
     "fixed_fields",
+    "fixed_s",
     "flag",
     "flags_supported",
     "fleet_evaluate",
@@ -372,6 +391,7 @@ __all__ = [
     "format_index",
     "fp8_units",
     "framework_problems",
+    "fused_prefill_efficiency",
     "gathered_weight_bytes",
     "gemm_attention_s",
     "gemm_bytes",
@@ -397,6 +417,7 @@ __all__ = [
     "is_fleet",
     "iteration_s",
     "jitter_s",
+    "KERNEL_FAMILIES",
     "kernel_rows",
     "kernel_table",
     "kernels_dir",
@@ -536,6 +557,7 @@ __all__ = [
     "stream_time_s",
     "summarise_codesign",
     "summarise_validation",
+    "sustained",
     "sustained_efficiency",
     "switch_args",
     "sync_wait_s",
@@ -578,6 +600,7 @@ __all__ = [
     "values",
     "violation",
     "wasted_fraction",
+    "with_constants",
     "with_memory_check",
     "with_options",
     "with_padded_vocab",

@@ -13,6 +13,7 @@ from diffcost.cli import app
 from diffcost.testing import (
     AttentionShape,
     GemmFormat,
+    burst,
     decode_attention,
     format_index,
     gemm_time_s,
@@ -30,6 +31,7 @@ HEAD = """schema_version = 1
 kind = "kernel-measurements"
 name = "{name}"
 display_name = "test"
+timing = "{timing}"
 
 [source]
 reference = "a test"
@@ -52,9 +54,9 @@ verified = true
 """
 
 
-def _file(tmp_path, name: str, *kernels: str) -> str:
+def _file(tmp_path, name: str, *kernels: str, timing: str = "kernel") -> str:
     path = tmp_path / f"{name}.toml"
-    path.write_text(HEAD.format(name=name) + "".join(kernels))
+    path.write_text(HEAD.format(name=name, timing=timing) + "".join(kernels))
     return str(path)
 
 
@@ -134,19 +136,24 @@ def test_attention_points_are_the_serving_terms(tmp_path):
         .replace("q_len = 1", "q_len = 8192")
         .replace("batch = 8", "batch = 1")
     )
-    path = _file(tmp_path, "attn", DECODE.format(id="d", extra=""), prefill)
+    path = _file(tmp_path, "attn", DECODE.format(id="d", extra=""), prefill, timing="call")
     decode_row, prefill_row = kernel_rows(read_kernel_measurements([path]))
-    system = dc.load_system(chip="h200")
+    # timed alone in a short loop: the top clock (no power limit)
+    system = burst(dc.load_system(chip="h200"))
     peak = system.chip.peak_flop_per_s[format_index("bf16")]
     one = lambda x: jnp.asarray(float(x))  # noqa: E731
     shape = AttentionShape(
         one(64), one(8), one(128), one(2), one(2), one(128), one(8 * 256), one(256)
     )
     want = decode_attention(8.0, 1.0, 8192.0, shape, 0.0, peak, system, dc.EXACT).time_s
-    assert decode_row["predicted_s"] == pytest.approx(float(want), rel=1e-6)
+    assert decode_row["term_s"] == pytest.approx(float(want), rel=1e-6)
     # causal prefill of s tokens over themselves: each attends s / 2 keys on average
     want = prefill_attention(8192.0, 8192.0, 4096.0, shape, peak, system, dc.EXACT).time_s
-    assert prefill_row["predicted_s"] == pytest.approx(float(want), rel=1e-6)
+    assert prefill_row["term_s"] == pytest.approx(float(want), rel=1e-6)
+    # host-side timing around the call: the whole per-kernel cost is in it
+    whole = float(system.efficiency.kernel_launch_s)
+    assert decode_row["fixed_s"] == pytest.approx(whole, rel=1e-6)
+    assert prefill_row["predicted_s"] == pytest.approx(float(want) + whole, rel=1e-6)
     assert (decode_row["regime"], prefill_row["regime"]) == ("long", "long")
 
 
@@ -171,13 +178,16 @@ def test_error_of_a_hand_made_point_is_the_gemm_term(tmp_path):
     assert points[1].time_s == pytest.approx(2 * 4096**3 / 687.2e12)
     system = dc.load_system(chip="h100-sxm")
     fmt = GemmFormat(system.chip.peak_flop_per_s[format_index("bf16")], 2.0)
-    term = float(gemm_time_s(4096.0, 4096.0, 4096.0, fmt, system, dc.EXACT))
+    term = float(gemm_time_s(4096.0, 4096.0, 4096.0, fmt, burst(system), dc.EXACT))
     rows = kernel_rows(points)
-    assert rows[0]["predicted_s"] == pytest.approx(term, rel=1e-6)
-    assert rows[0]["error"] == pytest.approx(term / 200e-6 - 1, rel=1e-6)
-    launch = rows[0]["launch_s"]
-    assert launch == pytest.approx(float(system.efficiency.kernel_launch_s), rel=1e-6)
-    assert rows[0]["error_with_launch"] == pytest.approx((term + launch) / 200e-6 - 1, rel=1e-6)
+    assert rows[0]["term_s"] == pytest.approx(term, rel=1e-6)
+    # a profiler's kernel time: the GPU-side share of the per-kernel cost
+    eff = system.efficiency
+    fixed = float(eff.kernel_launch_s * eff.graph_kernel_fraction)
+    assert rows[0]["fixed_s"] == pytest.approx(fixed, rel=1e-6)
+    assert rows[0]["predicted_s"] == pytest.approx(term + fixed, rel=1e-6)
+    assert rows[0]["error"] == pytest.approx((term + fixed) / 200e-6 - 1, rel=1e-6)
+    assert rows[0]["held_out_s"] is None  # one source: nothing held out
     table = kernel_table(rows)
     (group,) = table["by_group"]
     assert (group["chip"], group["dtype"], group["regime"], group["n"]) == (
@@ -225,3 +235,23 @@ def test_cli_kernels_bad_file_is_a_message(tmp_path):
     assert res.exit_code == 2 and "at most one of --kernels and --load" in res.output
     res = runner.invoke(app, ["validate", "--kernels", "--source", "megatron-readme"])
     assert res.exit_code == 2 and "--source: not used with --kernels" in res.output
+
+
+def test_timing_is_required_and_checked(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text(HEAD.format(name="t", timing="wall") + GEMM.format(id="a", value="time_us = 9"))
+    text = path.read_text().replace('timing = "wall"\n', "")
+    other = tmp_path / "u.toml"
+    other.write_text(text.replace('name = "t"', 'name = "u"'))
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([path, other])
+    got = {(p.file, p.key): p.reason for p in err.value.problems}
+    assert "kernel, call" in got[(str(path), "timing")]
+    assert "missing" in got[(str(other), "timing")]
+
+
+def test_builtin_table_has_held_out_errors_where_a_family_has_several_sources():
+    result = validate_kernels()
+    by_op = result["summary"]["by_op"]
+    assert by_op["gemm"]["n_held_out"] > 0 and by_op["attention_prefill"]["n_held_out"] > 0
+    assert by_op["attention_decode"]["n_held_out"] == 0

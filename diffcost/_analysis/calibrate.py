@@ -103,15 +103,72 @@ def constants(theta: dict[str, jax.Array]) -> dict[str, dict[str, float]]:
     return out
 
 
-def efficiency_rows(theta: dict[str, jax.Array], family: jax.Array, base: Efficiency) -> Efficiency:
-    """Per-row efficiency: the row's family offsets on the global values (none: global)."""
+class KernelPrior(NamedTuple):
+    """Constants fitted on per-kernel timings (:mod:`diffcost._analysis.calibrate_kernels`), by
+    end-to-end family row (:data:`FAMILY_NAMES` then "none"): the fitted ones (:data:`PARAMS`)
+    enter the fit as tight priors (``mask``, ``log_value``), the others (``extra``: field ->
+    value per row, NaN where the family has none) replace the calibration's value."""
+
+    mask: jax.Array  # (families, params) 1 where a kernel constant is the family's prior
+    log_value: jax.Array  # (families, params)
+    extra: dict[str, jax.Array]  # field -> (families + 1,)
+
+
+#: Weight and log-space width of a kernel-fitted constant's prior in the end-to-end fit: a 10%
+#: move costs as much as a 10%-off point, so the end-to-end data barely moves what the kernel
+#: timings fixed.
+KERNEL_PRIOR_WEIGHT = 1.0
+KERNEL_PRIOR_WIDTH = 0.05
+
+
+def kernel_prior(constants: dict[str, dict[str, float]] | None) -> KernelPrior | None:
+    """:class:`KernelPrior` of kernel-fitted constants ``{family: {field: value}}`` (the
+    families of :data:`FAMILIES` only: the others have no end-to-end row)."""
+    if not constants:
+        return None
+    mask = np.zeros((len(FAMILIES), len(PARAMS)))
+    value = np.ones((len(FAMILIES), len(PARAMS)))
+    extra: dict[str, np.ndarray] = {}
+    for f, fam in enumerate(FAMILY_NAMES):
+        for name, v in constants.get(fam, {}).items():
+            if name in NAMES:
+                mask[f, NAMES.index(name)] = 1.0
+                value[f, NAMES.index(name)] = v
+            else:
+                extra.setdefault(name, np.full(len(FAMILIES) + 1, np.nan))[f] = v
+    return KernelPrior(
+        jnp.asarray(mask),
+        jnp.asarray(np.log(value)),
+        {k: jnp.asarray(v) for k, v in extra.items()},
+    )
+
+
+def efficiency_rows(
+    theta: dict[str, jax.Array],
+    family: jax.Array,
+    base: Efficiency,
+    kernel: KernelPrior | None = None,
+) -> Efficiency:
+    """Per-row efficiency: the row's family offsets on the global values (none: global), and
+    the family's kernel-fitted constants outside :data:`PARAMS` (``kernel.extra``)."""
     offsets = jnp.concatenate([theta["family"], jnp.zeros((1, len(PARAMS)))])
     vals = from_u(theta["global"][None, :] + offsets[family])
-    return eqx.tree_at(
+    dtype = base.matmul_peak_fraction.dtype
+    eff = eqx.tree_at(
         lambda e: tuple(getattr(e, n) for n in NAMES),
         base,
-        tuple(vals[:, k].astype(base.matmul_peak_fraction.dtype) for k in range(len(NAMES))),
+        tuple(vals[:, k].astype(dtype) for k in range(len(NAMES))),
     )
+    if kernel is None or not kernel.extra:
+        return eff
+    names = tuple(kernel.extra)
+    rows = tuple(
+        jnp.where(
+            jnp.isnan(kernel.extra[n][family]), getattr(eff, n), kernel.extra[n][family]
+        ).astype(dtype)
+        for n in names
+    )
+    return eqx.tree_at(lambda e: tuple(getattr(e, n) for n in names), eff, rows)
 
 
 # --- data --------------------------------------------------------------------------------------
@@ -125,9 +182,10 @@ class FitData(NamedTuple):
     serve_metric: jax.Array  # 0 throughput, 1 TTFT, 2 per-token latency
     serve_output_len: jax.Array
     log_measured: jax.Array  # per point (training points first)
+    kernel: KernelPrior | None = None  # constants fitted on per-kernel timings, by family
 
 
-def fit_data(prep: Prepared) -> FitData:
+def fit_data(prep: Prepared, kernel: dict[str, dict[str, float]] | None = None) -> FitData:
     fam = np.asarray([family_of(c) for c in prep.chips])
     n_train = prep.n_train
     row_point = prep.train.row_point if prep.train is not None else np.zeros(0, dtype=int)
@@ -141,6 +199,7 @@ def fit_data(prep: Prepared) -> FitData:
         serve_metric=jnp.asarray([code[m.metric] for m in serve], dtype=int),
         serve_output_len=jnp.asarray([float(m.plan["output_len"]) for m in serve]),
         log_measured=jnp.asarray(np.log([m.measured for m in prep.points])),
+        kernel=kernel_prior(kernel),
     )
 
 
@@ -177,12 +236,12 @@ def log_predictions(theta, data: FitData, chosen: jax.Array) -> jax.Array:
     parts = []
     if data.train is not None:
         systems, models, plans = jax.tree_util.tree_map(lambda x: x[chosen], data.train)
-        eff = efficiency_rows(theta, data.train_family[chosen], systems.efficiency)
+        eff = efficiency_rows(theta, data.train_family[chosen], systems.efficiency, data.kernel)
         out = train_rows(with_efficiency(systems, eff), models, plans)
         parts.append(jnp.log(out.tokens_per_s))
     if data.serve is not None:
         systems, models, plans = data.serve
-        eff = efficiency_rows(theta, data.serve_family, systems.efficiency)
+        eff = efficiency_rows(theta, data.serve_family, systems.efficiency, data.kernel)
         out = serve_rows(with_efficiency(systems, eff), models, plans)
         metric = jnp.stack(
             [
@@ -200,23 +259,29 @@ def loss(theta, data: FitData, chosen: jax.Array, weights: jax.Array) -> jax.Arr
     r = log_predictions(theta, data, chosen) - data.log_measured
     a = jnp.abs(r)
     huber = jnp.where(a < HUBER_DELTA, 0.5 * r**2, HUBER_DELTA * (a - 0.5 * HUBER_DELTA))
-    return jnp.sum(weights * huber) + prior_penalty(theta)
+    return jnp.sum(weights * huber) + prior_penalty(theta, data.kernel)
 
 
-def prior_penalty(theta) -> jax.Array:
+def prior_penalty(theta, kernel: KernelPrior | None = None) -> jax.Array:
     """Gaussian priors in log space: global constants around the microbenchmark priors, family
-    constants around the global ones."""
+    constants around the global ones, or, where the family has a kernel-fitted value
+    (``kernel``), tightly around that value (:data:`KERNEL_PRIOR_WIDTH`)."""
     log_g = jnp.log(from_u(theta["global"]))
     log_f = jnp.log(from_u(theta["global"][None, :] + theta["family"]))
     glob = 0.5 * jnp.sum(((log_g - _LOG_PRIOR) / _WIDTH) ** 2)
-    fam = 0.5 * jnp.sum(((log_f - log_g[None, :]) / _FAMILY_WIDTH) ** 2)
-    return PRIOR_WEIGHT * glob + FAMILY_WEIGHT * fam
+    around = ((log_f - log_g[None, :]) / _FAMILY_WIDTH) ** 2
+    if kernel is None:
+        return PRIOR_WEIGHT * glob + FAMILY_WEIGHT * 0.5 * jnp.sum(around)
+    tight = ((log_f - kernel.log_value) / KERNEL_PRIOR_WIDTH) ** 2
+    fam = 0.5 * jnp.sum((1.0 - kernel.mask) * around)
+    ker = 0.5 * jnp.sum(kernel.mask * tight)
+    return PRIOR_WEIGHT * glob + FAMILY_WEIGHT * fam + KERNEL_PRIOR_WEIGHT * ker
 
 
 def _candidate_times(theta, data: FitData):
     assert data.train is not None  # only called with training points
     systems, models, plans = data.train
-    eff = efficiency_rows(theta, data.train_family, systems.efficiency)
+    eff = efficiency_rows(theta, data.train_family, systems.efficiency, data.kernel)
     out = train_rows(with_efficiency(systems, eff), models, plans)
     return out.step_time_s, out.headroom_bytes
 
@@ -274,9 +339,16 @@ class Fit:
     loso_rows: list[dict[str, Any]]  # every point predicted by the fold that held its source out
     fit_rows: list[dict[str, Any]]  # every point predicted by the fit on all sources
     prior_rows: list[dict[str, Any]]  # every point predicted with the priors (before the fit)
+    kernel: dict[str, dict[str, float]] | None = None  # kernel-fitted constants by family
 
     def constants(self, fold: int = 0) -> dict[str, dict[str, float]]:
-        return constants(jax.tree_util.tree_map(lambda x: x[fold], self.thetas))
+        """Fitted constants (SI) of fold ``fold`` by "global" and family, with each family's
+        kernel-fitted constants outside :data:`PARAMS`."""
+        out = constants(jax.tree_util.tree_map(lambda x: x[fold], self.thetas))
+        for fam, values in (self.kernel or {}).items():
+            if fam in out:
+                out[fam].update({k: v for k, v in values.items() if k not in NAMES})
+        return out
 
 
 def calibrate(
@@ -286,10 +358,12 @@ def calibrate(
     rounds: int = 3,
     learning_rate: float = 0.05,
     loso: bool = True,
+    kernel: dict[str, dict[str, float]] | None = None,
 ) -> Fit:
     """Fit fold 0 (all sources) and, with ``loso``, one fold per held-out source, every fold
-    starting from the priors."""
-    data = fit_data(prep)
+    starting from the priors; ``kernel``: constants fitted on per-kernel timings by family
+    (:func:`diffcost._analysis.calibrate_kernels.kernel_constants`), tight priors of the fit."""
+    data = fit_data(prep, kernel)
     folds, weights = fold_weights(
         [m.source for m in prep.points], [m.unmodelled for m in prep.points]
     )
@@ -320,7 +394,14 @@ def calibrate(
         )
         loso_rows = _rows(prep, held)
     return Fit(
-        folds, thetas, chosen, np.concatenate(losses, axis=1), loso_rows, fit_rows, prior_rows
+        folds,
+        thetas,
+        chosen,
+        np.concatenate(losses, axis=1),
+        loso_rows,
+        fit_rows,
+        prior_rows,
+        kernel,
     )
 
 
@@ -382,8 +463,10 @@ def calibration_toml(
     calibration: str = "default",
     date: str | None = None,
     name: str = "default",
+    kernel_note: str | None = None,
 ) -> str:
-    """The calibration file with the fitted constants (fold 0) and the fit's provenance.
+    """The calibration file with the fitted constants (fold 0) and the fit's provenance
+    (``kernel_note``: the kernel fit's, :mod:`diffcost._analysis.calibrate_kernels`).
 
     ``calibration``: the file whose unfitted (memory) constants and per-chip priors
     (:func:`prior_overrides`) are kept; ``name``: the new file's name, which must be its file
@@ -416,43 +499,99 @@ def calibration_toml(
     for fam, members in FAMILIES.items():
         if not used & set(members):
             continue
+        extras = {k: v for k, v in c[fam].items() if k not in NAMES}
         for chip in members:
             lines.append(f"[overrides.{chip}]  # {fam}")
             lines += [f"{p.toml_key} = {_fmt(p, c[fam][p.name])}" for p in PARAMS]
+            lines += [f"{k} = {_fmt_extra(k, v)}" for k, v in extras.items()]
             lines.append("")
     written = {chip for members in FAMILIES.values() if used & set(members) for chip in members}
-    priors, prior_sources = prior_overrides(spec.values, spec.info.source, written)
+    by_chip = kernel_by_chip(fit.kernel or {}, written)
+    priors, prior_sources = prior_overrides(spec.values, spec.info.source, written, by_chip)
     provenance = _provenance(fit, prep, summary, command, date)
+    if kernel_note:
+        provenance += "\n" + kernel_note
     lines += [*priors, "[source]", 'efficiency = """', provenance, '"""', *prior_sources]
     return "\n".join(lines) + "\n"
+
+
+def kernel_by_chip(
+    kernel: dict[str, dict[str, float]], written: set[str]
+) -> dict[str, dict[str, float]]:
+    """Kernel-fitted constants of every member of a kernel family
+    (:data:`~diffcost._analysis.calibrate_kernels.KERNEL_FAMILIES`) that the end-to-end fit did
+    not write: they overlay the chip's prior override."""
+    from .calibrate_kernels import KERNEL_FAMILIES
+
+    return {
+        chip: dict(values)
+        for fam, values in kernel.items()
+        for chip in KERNEL_FAMILIES.get(fam, ())
+        if chip not in written
+    }
+
+
+def _fmt_extra(name: str, value: float) -> str:
+    """A kernel-fitted constant outside :data:`PARAMS` as the calibration file writes it."""
+    if name.startswith("attention_"):
+        return str(int(round(value)))
+    return f"{float(f'{value:.4g}')}"
 
 
 #: Calibration keys (SI name -> file key and scale) of every constant a prior may set.
 _TOML_KEYS = {
     **{p.name: (p.toml_key, p.toml_scale) for p in PARAMS},
+    "narrow_matmul_fraction": ("narrow_matmul_fraction", 1.0),
+    "attention_softmax_dim": ("attention_softmax_dim", 1.0),
+    "attention_half_span": ("attention_half_span", 1.0),
+    "attention_half_tiles": ("attention_half_tiles", 1.0),
     "memory_reserved_bytes": ("memory_reserved_gb", 1e-9),
     "memory_fragmentation_fraction": ("memory_fragmentation_fraction", 1.0),
 }
 
 
+#: Keys written as whole numbers.
+_WHOLE_KEYS = (
+    "matmul_half_dim",
+    "attention_softmax_dim",
+    "attention_half_span",
+    "attention_half_tiles",
+)
+
+
 def prior_overrides(
-    values: dict[str, Any], source: dict[str, str], fitted: set[str]
+    values: dict[str, Any],
+    source: dict[str, str],
+    fitted: set[str],
+    kernel: dict[str, dict[str, float]] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """The per-chip priors of a calibration file, to carry into a refitted one unchanged:
-    every ``[overrides.<chip>]`` with its own ``source.<chip>`` (a chip with no measurement,
-    whose constants come from public microbenchmarks, not from the fit), except chips of a
-    family the fit wrote (``fitted``).  Returns the override lines and the source lines."""
+    """The per-chip priors of a calibration file, to carry into a refitted one: every
+    ``[overrides.<chip>]`` with its own ``source.<chip>`` (a chip with no measurement, whose
+    constants come from public microbenchmarks, not from the fit), except chips of a family
+    the fit wrote (``fitted``), each overlaid with its kernel-fitted constants (``kernel``:
+    chip -> field -> SI value, :func:`kernel_by_chip`).  Returns the override lines and the
+    source lines."""
     lines: list[str] = []
     sources: list[str] = []
+    kernel = kernel or {}
     overrides = values.get("overrides", {})
     for chip in sorted(c for c in overrides if c in source and c not in fitted):
         lines.append(f"[overrides.{chip}]  # prior (not fitted): see source.{chip}")
-        for name, value in overrides[chip].items():
+        merged = {**overrides[chip], **kernel.get(chip, {})}
+        for name, value in merged.items():
             key, scale = _TOML_KEYS[name]
             v = value * scale
-            lines.append(f"{key} = {round(v) if key == 'matmul_half_dim' else float(f'{v:.4g}')}")
+            lines.append(f"{key} = {round(v) if key in _WHOLE_KEYS else float(f'{v:.4g}')}")
         lines.append("")
-        sources.append(f"{chip} = {json.dumps(source[chip])}")
+        note = source[chip]
+        if chip in kernel:
+            fitted_names = ", ".join(sorted(kernel[chip]))
+            note = (
+                f"{fitted_names}: fitted on the per-kernel timings of specs/kernels "
+                "(diffcost/_analysis/calibrate_kernels.py; see the efficiency source). "
+                "Otherwise: " + note.split(" Otherwise: ", 1)[-1]
+            )
+        sources.append(f"{chip} = {json.dumps(note)}")
     return lines, sources
 
 

@@ -112,7 +112,7 @@ def _laplace_parts(x, data: C.FitData, chosen, weights):
     """Hessian of the loss, of the prior penalty alone, the log-error Jacobian and residuals."""
     f = lambda y: C.loss(_unflat(y), data, chosen, weights)  # noqa: E731
     h = jax.hessian(f)(x)
-    h_prior = jax.hessian(lambda y: C.prior_penalty(_unflat(y)))(x)
+    h_prior = jax.hessian(lambda y: C.prior_penalty(_unflat(y), data.kernel))(x)
     pred = lambda y: C.log_predictions(_unflat(y), data, chosen)  # noqa: E731
     r = pred(x) - data.log_measured
     return h, h_prior, r, jax.jacfwd(pred)(x)
@@ -265,7 +265,7 @@ def _family_discrepancy(
 
 def fold_laplace(fit: C.Fit, prep: Prepared) -> list[tuple[np.ndarray, float, np.ndarray]]:
     """:func:`laplace` of every fold of a fit (fold 0: all sources; fold k: k-th held out)."""
-    data = C.fit_data(prep)
+    data = C.fit_data(prep, fit.kernel)
     _, weights = C.fold_weights(
         [m.source for m in prep.points], [m.unmodelled for m in prep.points]
     )

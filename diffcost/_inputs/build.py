@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .hardware import (
+    ATTENTION_PRIOR,
     FORMAT_FALLBACK,
     FORMATS,
     GRAPH_KERNEL_FRACTION_PRIOR,
@@ -104,6 +105,8 @@ def efficiency_module(values: dict[str, Any]) -> Efficiency:
         overlap_contention=_f(values["overlap_contention"]),
         kv_reread_fraction=_f(values["kv_reread_fraction"]),
         graph_kernel_fraction=_f(values.get("graph_kernel_fraction", GRAPH_KERNEL_FRACTION_PRIOR)),
+        narrow_matmul_fraction=_f(values.get("narrow_matmul_fraction", 1.0)),
+        **{k: _f(values.get(k, v)) for k, v in ATTENTION_PRIOR.items()},
     )
 
 

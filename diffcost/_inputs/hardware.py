@@ -48,6 +48,10 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "int4": 0.5,
 }
 
+#: 1 for the formats of 8 bits or fewer (:data:`FORMATS` order): their GEMMs reach
+#: ``Efficiency.narrow_matmul_fraction`` of the 16-bit share of peak.
+_NARROW_FORMATS = np.asarray([BYTES_PER_ELEMENT[f] <= 1.0 for f in FORMATS])
+
 #: A format a chip lacks runs at the peak of the next wider format it has (an upcasting kernel).
 FORMAT_FALLBACK: dict[str, str | None] = {
     "fp32": None,
@@ -64,6 +68,14 @@ FORMAT_FALLBACK: dict[str, str | None] = {
 #: Share of ``kernel_launch_s`` a kernel still pays inside a replayed CUDA graph until a
 #: calibration fits it: 1 (no saving assumed; see ``Efficiency.graph_kernel_fraction``).
 GRAPH_KERNEL_FRACTION_PRIOR = 1.0
+
+#: Fused attention constants until a calibration sets them (fitted on the cuDNN H200/B200 prefill
+#: timings of ``specs/kernels``, :mod:`diffcost._analysis.calibrate_kernels`).
+ATTENTION_PRIOR = {
+    "attention_softmax_dim": 24.0,
+    "attention_half_span": 480.0,
+    "attention_half_tiles": 32.0,
+}
 
 #: Execution classes, in the order of ``Chip.architecture``: GPU kernels launched one by one
 #: (NVIDIA, AMD), systolic matrix arrays run by a whole-program compiler (TPU MXU, Gaudi MME),
@@ -107,6 +119,26 @@ class Efficiency(eqx.Module):
             fraction of a memory read (dimensionless): part of the re-reads hit the L2 cache.
             Between the L2 bound (memory/L2 bandwidth, ~0.3 on A100 and H200) and 1 (every
             re-read misses).  Used for GQA-unaware decode attention.
+        narrow_matmul_fraction: share of ``matmul_peak_fraction`` a GEMM in an 8-bit or
+            narrower format reaches of its own (higher) peak (dimensionless, in (0, 1]; default 1):
+            Hopper's FP8 tensor cores accumulate in reduced precision, so FP8 GEMM libraries
+            promote partial sums to FP32 on the CUDA cores every few MMA steps (DeepSeek-V3
+            technical report, arXiv:2412.19437, §3.3.2; DeepGEMM README), which costs issue
+            slots a 16-bit GEMM does not pay.  Fitted on per-kernel timings
+            (:mod:`diffcost._analysis.calibrate_kernels`).
+        attention_softmax_dim: head dim ``d_s`` (elements) at which a fused attention kernel's
+            softmax (exponentials on the special-function units, scaling and row statistics on
+            the CUDA cores) costs as much as its two GEMMs: the kernel reaches ``e / (e + d_s)``
+            of the GEMM rate at head dim ``e`` (Shah et al., "FlashAttention-3", arXiv:2407.08608,
+            §3: 989 TFLOP/s of matmul against 3.9 T exponentials/s on an H100, 512 FLOP per
+            exponential at head dim 128).  :func:`diffcost._terms.attention.
+            fused_prefill_efficiency`; fitted on per-kernel timings.
+        attention_half_span: keys (tokens) over which a fused attention tile's fixed work
+            (loading its queries, the final softmax rescale, writing its output) costs as much as
+            its inner loop: ``span / (span + d)``.
+        attention_half_tiles: query tiles (128 rows of one head of one sequence) at which a
+            fused attention launch fills half the chip: ``C / (C + c)``, the last wave and the
+            causal imbalance of few tiles.
         graph_kernel_fraction: share of the per-kernel cost ``kernel_launch_s`` a kernel still
             pays inside a replayed CUDA graph (dimensionless, in [0, 1]): 0 if all of it is the
             host launch the graph removes, 1 if all of it is GPU-side (grid launch, ramp and
@@ -127,6 +159,23 @@ class Efficiency(eqx.Module):
     graph_kernel_fraction: Float[Array, ""] = eqx.field(
         default_factory=lambda: strong_float(GRAPH_KERNEL_FRACTION_PRIOR)
     )
+    narrow_matmul_fraction: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(1.0))
+    attention_softmax_dim: Float[Array, ""] = eqx.field(
+        default_factory=lambda: strong_float(ATTENTION_PRIOR["attention_softmax_dim"])
+    )
+    attention_half_span: Float[Array, ""] = eqx.field(
+        default_factory=lambda: strong_float(ATTENTION_PRIOR["attention_half_span"])
+    )
+    attention_half_tiles: Float[Array, ""] = eqx.field(
+        default_factory=lambda: strong_float(ATTENTION_PRIOR["attention_half_tiles"])
+    )
+
+    def achievable_peaks(self, peak_flop_per_s: ArrayLike) -> Array:
+        """The per-format peaks (:data:`FORMATS` order, FLOP/s) with the formats of 8 bits or
+        fewer scaled by ``narrow_matmul_fraction``: the peaks the GEMM law's
+        ``matmul_peak_fraction`` applies to."""
+        scale = jnp.where(jnp.asarray(_NARROW_FORMATS), self.narrow_matmul_fraction, 1.0)
+        return jnp.asarray(peak_flop_per_s) * scale
 
 
 class ChipEnergy(eqx.Module):

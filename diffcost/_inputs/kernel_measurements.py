@@ -49,6 +49,9 @@ class KernelMeasurement:
         time_s: measured seconds of one call (converted from ``achieved`` where published so).
         published: ``"time"`` or ``"achieved"``: which quantity the source gave.
         as_published: the source's own words.
+        timing: what the time includes, the file's ``timing``
+            (:data:`~diffcost._inputs.schema.KERNEL_TIMINGS`): ``kernel`` (GPU time of the
+            kernel alone) or ``call`` (host-side timing, the launch in it).
     """
 
     id: str
@@ -63,6 +66,7 @@ class KernelMeasurement:
     verified: bool
     flags: tuple[str, ...] = ()
     notes: str | None = None
+    timing: str = "call"
     path: str = ""
     source_info: dict[str, str] = field(default_factory=dict)
 
@@ -120,7 +124,7 @@ def _read_file(path: Path) -> list[KernelMeasurement]:
     out: list[KernelMeasurement] = []
     ids: set[str] = set()
     for i, table in enumerate(raw):
-        k = _kernel(ck, path, name, i, table, info, chips)
+        k = _kernel(ck, path, name, i, table, info, chips, top.get("timing", "call"))
         if k is None:
             continue
         if k.id in ids:
@@ -139,6 +143,7 @@ def _kernel(
     raw: Any,
     info: dict[str, str],
     chips: set[str],
+    timing: str,
 ) -> KernelMeasurement | None:
     """One ``[[kernel]]``: checked, its chip resolved, its number made seconds."""
     if not isinstance(raw, dict):
@@ -189,6 +194,7 @@ def _kernel(
         notes=v.get("notes"),
         path=str(path),
         source_info=info,
+        timing=timing,
     )
 
 

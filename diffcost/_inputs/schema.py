@@ -515,6 +515,26 @@ CALIBRATION_FIELDS = {
         positive=False,
         doc="share of the per-kernel cost still paid inside a replayed CUDA graph (default 1)",
     ),
+    "narrow_matmul_fraction": Field(
+        "fraction",
+        doc="share of matmul_peak_fraction an 8-bit or narrower GEMM reaches of its own peak "
+        "(default 1)",
+    ),
+    "attention_softmax_dim": Field(
+        "number",
+        positive=False,
+        doc="head dim at which fused attention's softmax costs as much as its GEMMs",
+    ),
+    "attention_half_span": Field(
+        "number",
+        positive=False,
+        doc="keys over which a fused attention tile's fixed work is amortised by half",
+    ),
+    "attention_half_tiles": Field(
+        "number",
+        positive=False,
+        doc="query tiles at which a fused attention launch fills half the chip",
+    ),
 }
 FRACTIONS = tuple(k for k, f in CALIBRATION_FIELDS.items() if f.kind == "fraction")
 
@@ -679,6 +699,19 @@ LOAD_MEASURED = {
 KERNEL_OPS = ("gemm", "attention_prefill", "attention_decode")
 KERNEL_DTYPES = ("bf16", "fp16", "fp8")
 KERNEL_SOURCE_KEYS = ("reference", "conventions", "hardware", "data")
+#: What a kernel file's times include: ``kernel``, the GPU time of the kernel alone (a
+#: profiler's kernel duration: no host launch); ``call``, host-side timing around calls (CUDA
+#: events, a wall clock): the launch is in it.
+KERNEL_TIMINGS = ("kernel", "call")
+KERNEL_TOP = {
+    "timing": Field(
+        "enum",
+        required=True,
+        choices=KERNEL_TIMINGS,
+        doc="what the times include: kernel (profiler GPU time, no host launch) or call "
+        "(host-side timing around calls, launch included)",
+    )
+}
 KERNEL_POINT = {
     "id": Field("str", required=True, doc="unique over all kernel files"),
     "op": Field("enum", required=True, choices=KERNEL_OPS, doc="the kernel's operation"),
@@ -830,6 +863,7 @@ KINDS: dict[str, Kind] = {
     "kernel-measurements": Kind(
         "kernel-measurements",
         "kernels",
+        top=KERNEL_TOP,
         arrays={"kernel": KERNEL_POINT},
         source=Source(
             "say where the kernel timings come from",

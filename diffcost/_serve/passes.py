@@ -88,7 +88,8 @@ class Consts(NamedTuple):
     sm: Smoothing
     tp: Array
     pp: Array
-    peak_flop_per_s: Array  # dense peak of the compute format
+    peak_flop_per_s: Array  # dense peak of the compute format (Efficiency.achievable_peaks)
+    flop_j: Array  # dynamic energy per FLOP of the compute format (power limit)
     weight_bytes: Array  # per parameter
     act_bytes: Array  # per activation element read or written by a GEMM
     kv_bytes: Array  # per KV-cache element
@@ -113,7 +114,9 @@ class Consts(NamedTuple):
     def gemm_format(self) -> GemmFormat:
         """Format of the weight GEMMs: compute-format peak and activation bytes, weight bytes
         :meth:`weight_element_bytes` (the ``k x n`` operand is the weight)."""
-        return GemmFormat(self.peak_flop_per_s, self.act_bytes, self.weight_element_bytes())
+        return GemmFormat(
+            self.peak_flop_per_s, self.act_bytes, self.weight_element_bytes(), self.flop_j
+        )
 
     def attention_shape(self) -> AttentionShape:
         """Heads of one layer on one chip: ``heads / tp`` query heads, the local KV heads."""
@@ -149,7 +152,10 @@ def consts(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Cons
         sm=sm,
         tp=plan.tp,
         pp=plan.pp,
-        peak_flop_per_s=mix(plan.compute_format, system.chip.peak_flop_per_s),
+        peak_flop_per_s=mix(
+            plan.compute_format, system.efficiency.achievable_peaks(system.chip.peak_flop_per_s)
+        ),
+        flop_j=mix(plan.compute_format, system.chip.energy.flop_j),
         weight_bytes=mix(plan.weight_format, _as(ELEMENT_BYTES, plan.weight_format)),
         act_bytes=act_bytes,
         kv_bytes=mix(plan.kv_format, _as(ELEMENT_BYTES, plan.kv_format)),
@@ -293,8 +299,11 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
         peak,
         system,
         sm,
+        c.flop_j,
     )
-    prefill = prefill_attention(pre, w.prefill_piece, w.prefill_ctx, shape, peak, system, sm)
+    prefill = prefill_attention(
+        pre, w.prefill_piece, w.prefill_ctx, shape, peak, system, sm, c.flop_j
+    )
     elementwise = 2.0 * elementwise_elements(tokens, model, t)
     quant = quantize_bytes(tokens, model, t, c.quantized_acts, c.act_bytes)
     kv_write = tokens * shape.kv_token_bytes()

@@ -24,8 +24,9 @@ from jaxtyping import Array, ArrayLike
 from .._core.smooth import Smoothing, safe_div, smax
 from .._inputs.hardware import System
 from .._inputs.model import Model
-from .gemm import GemmFormat, matmul_efficiency, stream_time_s
+from .gemm import GemmFormat, matmul_efficiency, nonzero_rows, stream_time_s
 from .layer import GemmOp
+from .power import sustained
 
 #: Names of the two attention GEMMs of :func:`attention_gemms`, in order.
 ATTENTION_GEMMS = ("QK^T", "AV")
@@ -125,6 +126,51 @@ class AttentionShape(NamedTuple):
         return self.heads / self.kv_heads
 
 
+#: Query rows of one fused attention tile: FlashAttention-2 and -3 and cuDNN's fused SDPA run
+#: 128-row query blocks per head (Dao, "FlashAttention-2", arXiv:2307.08691, §3.3; Shah et al.,
+#: "FlashAttention-3", arXiv:2407.08608, §4: block size 128 for head dims 64-256).
+ATTENTION_TILE_ROWS = 128.0
+
+
+def fused_prefill_efficiency(
+    tiles: ArrayLike,
+    keys: ArrayLike,
+    head_dim: ArrayLike,
+    rows: ArrayLike,
+    span: ArrayLike,
+    system: System,
+    sm: Smoothing,
+) -> Array:
+    """Fraction of peak FLOP/s of a fused (flash) attention kernel (dimensionless, in (0, 1)).
+
+    On a GPU: ``f * e / (e + d_s) * c / (c + d_c) * C / (C + d_t)`` with ``f =
+    matmul_peak_fraction`` (the tensor cores' share of peak in a large GEMM), ``e`` the head dim
+    and ``d_s = attention_softmax_dim`` (the softmax's exponentials and row statistics per score,
+    against ``2 (e + e_v)`` FLOP of its two GEMMs: FlashAttention-3 §3), ``c`` the keys a query
+    tile attends and ``d_c = attention_half_span`` (each tile's fixed work: loading its queries,
+    the last rescale, writing its output), ``C = tiles`` query tiles (:data:`ATTENTION_TILE_ROWS`
+    rows of one head) and ``d_t = attention_half_tiles`` (a launch of few tiles leaves SMs idle
+    in its last wave, and causal tiles are uneven).  No GEMM shape penalty at ``k = e``: the two
+    GEMMs of a tile stay in registers and shared memory.  Other execution classes run attention
+    as GEMMs on their arrays: :func:`~diffcost._terms.gemm.matmul_efficiency` of ``rows x e @ e x
+    span`` (the class weights mix the two; one-hot for every built-in chip).
+    """
+    eff = system.efficiency
+    e = jnp.asarray(head_dim)
+    # no query tile or no key (a pass without prefill): the limit of a tiny kernel, not 0, so
+    # that ``flop / (peak eff)`` stays 0 / positive with finite gradients
+    c, t = nonzero_rows(keys), nonzero_rows(tiles)
+    gpu = (
+        eff.matmul_peak_fraction
+        * (e / (e + eff.attention_softmax_dim))
+        * (c / (c + eff.attention_half_span))
+        * (t / (t + eff.attention_half_tiles))
+    )
+    w_gpu = system.chip.gpu_weight()
+    arrays = matmul_efficiency(rows, span, head_dim, system, sm)
+    return w_gpu * gpu + (1.0 - w_gpu) * arrays
+
+
 def decode_attention(
     seqs: ArrayLike,
     query_tokens: ArrayLike,
@@ -134,6 +180,7 @@ def decode_attention(
     peak_flop_per_s: ArrayLike,
     system: System,
     sm: Smoothing,
+    flop_j: ArrayLike | None = None,
 ) -> FusedAttention:
     """Decode (or draft verification) attention of ``seqs`` sequences with ``query_tokens`` new
     tokens each over ``context`` cached tokens.
@@ -142,9 +189,11 @@ def decode_attention(
     ``seqs c kv_token (1 + x)`` (``x = kv_rereads``, the extra reads of the cache of the
     engine's kernel: ``(g - 1) r`` for a GQA-unaware one,
     :class:`diffcost._serve.behaviours.GqaDecodeKernel`); compute at the large-GEMM achievable
-    peak (split-KV kernel).
+    peak (split-KV kernel), sustained under the power limit for ``flop_j`` J/FLOP
+    (:func:`~diffcost._terms.power.sustained`; None: the top clock).
     """
-    eff = system.efficiency
+    held = system if flop_j is None else sustained(system, peak_flop_per_s, flop_j, sm)
+    eff = held.efficiency
     seqs, query_tokens, context = (jnp.asarray(x) for x in (seqs, query_tokens, context))
     flop = 2.0 * seqs * query_tokens * context * shape.heads * shape.decode_dim
     reads = 1.0 + jnp.asarray(kv_rereads)
@@ -162,33 +211,42 @@ def prefill_attention(
     peak_flop_per_s: ArrayLike,
     system: System,
     sm: Smoothing,
+    flop_j: ArrayLike | None = None,
 ) -> FusedAttention:
     """Flash prefill attention of ``tokens`` prompt tokens in chunks of ``piece`` attending on
     average ``context`` earlier tokens.
 
     FLOP ``2 tokens c heads (e + e_v)`` (MLA prefill up-projects its keys and values: vLLM
     and SGLang run it unabsorbed); each of the ``tokens / piece`` chunks reads the context at its
-    end, ``c + piece / 2`` on average, once; efficiency ``eff(group * piece, c + piece / 2, e)``.
+    end, ``c + piece / 2`` on average, once; efficiency :func:`fused_prefill_efficiency` of
+    ``tokens heads / 128`` query tiles over ``c`` keys at head dim ``e``;
+    ``flop_j``: the compute format's J/FLOP, for the sustained fraction under the power limit
+    (:func:`~diffcost._terms.power.sustained`; None: the top clock).
     """
     tokens, piece, context = (jnp.asarray(x) for x in (tokens, piece, context))
     flop = 2.0 * tokens * context * shape.heads * (shape.head_dim + shape.v_dim)
     span = context + 0.5 * piece
     kv = tokens / piece * span * shape.kv_token_bytes()
-    eff = matmul_efficiency(shape.group() * piece, span, shape.head_dim, system, sm)
-    traffic = kv + shape.qo_bytes(tokens)
-    return FusedAttention(
-        flop, kv, fused_attention_s(flop, traffic, eff, peak_flop_per_s, system, sm)
+    tiles = tokens * shape.heads / ATTENTION_TILE_ROWS
+    held = system if flop_j is None else sustained(system, peak_flop_per_s, flop_j, sm)
+    eff = fused_prefill_efficiency(
+        tiles, context, shape.head_dim, shape.group() * piece, span, held, sm
     )
+    traffic = kv + shape.qo_bytes(tokens)
+    time = fused_attention_s(flop, traffic, eff, peak_flop_per_s, system, sm)
+    return FusedAttention(flop, kv, time)
 
 
 __all__ = [
     "ATTENTION_GEMMS",
+    "ATTENTION_TILE_ROWS",
     "AttentionShape",
     "FusedAttention",
     "attention_gemms",
     "causal_skip",
     "decode_attention",
     "fused_attention_s",
+    "fused_prefill_efficiency",
     "gemm_attention_s",
     "prefill_attention",
 ]

@@ -68,6 +68,7 @@ from .execution import gpu_matmul_efficiency as gpu_matmul_efficiency
 from .execution import matmul_efficiency
 from .execution import sustained_efficiency as sustained_efficiency
 from .execution import systolic_fill as systolic_fill
+from .power import sustained
 
 
 class GemmFormat(NamedTuple):
@@ -79,11 +80,15 @@ class GemmFormat(NamedTuple):
             ``k x n`` operand when ``weight_bytes`` is None).
         weight_bytes: bytes moved per element of the ``k x n`` weight operand, when it differs
             from ``act_bytes`` (None: every operand has ``act_bytes``).
+        flop_j: dynamic energy per FLOP of the compute format, J/FLOP: its matrix work then
+            runs at the sustained fraction under the board power limit
+            (:func:`diffcost._terms.power.sustained`); None: at the top clock.
     """
 
     peak_flop_per_s: ArrayLike
     act_bytes: ArrayLike
     weight_bytes: ArrayLike | None = None
+    flop_j: ArrayLike | None = None
 
 
 def gemm_flop(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike = 1.0) -> Array:
@@ -128,13 +133,17 @@ def gemm_time_s(
     """Seconds for ``count`` independent ``m x k x n`` GEMMs in the formats ``fmt``.
 
     ``max(2 m n k count / (peak * eff(m, n, k)), bytes / (bw * f_bw))`` with ``bytes`` from
-    :func:`gemm_bytes` and ``eff`` from :func:`matmul_efficiency` (Roofline, CACM 2009).
+    :func:`gemm_bytes` and ``eff`` from :func:`matmul_efficiency` (Roofline, CACM 2009), whose
+    large-GEMM fraction is the format's sustained one under the board power limit
+    (:func:`~diffcost._terms.power.sustained`) when ``fmt.flop_j`` is given, the top-clock one
+    otherwise.
     """
     m, n, k = (jnp.asarray(x) for x in (m, n, k))
     # ``flop / eff`` tends to a finite limit as m -> 0 (eff is proportional to m there): an
     # empty GEMM (no tokens) takes that limit, not 0 / 0, and its gradient stays finite
     rows = nonzero_rows(m)
-    eff = matmul_efficiency(rows, n, k, system, sm)
+    held = system if fmt.flop_j is None else sustained(system, fmt.peak_flop_per_s, fmt.flop_j, sm)
+    eff = matmul_efficiency(rows, n, k, held, sm)
     compute_s = gemm_flop(rows, n, k, count) / (fmt.peak_flop_per_s * eff)
     memory_s = stream_time_s(gemm_bytes(m, n, k, fmt, count), system)
     return smax(compute_s, memory_s, sm)

@@ -33,7 +33,14 @@ from .._core.shared import evaluation, once
 from .._core.smooth import EXACT, Smoothing, clip01, is_one, relu, smax, smin, step
 from .._inputs.hardware import BYTES_PER_ELEMENT, FORMATS, System, format_index
 from .._inputs.model import Model
-from .._terms.attention import attention_gemms, causal_skip, gemm_attention_s
+from .._terms.attention import (
+    ATTENTION_TILE_ROWS,
+    attention_gemms,
+    causal_skip,
+    fused_attention_s,
+    fused_prefill_efficiency,
+    gemm_attention_s,
+)
 from .._terms.comm import (
     all_gather_s,
     all_reduce_s,
@@ -54,6 +61,7 @@ from .._terms.kernels import (
 from .._terms.layer import ExpertSplit, GemmOp, layer_gemm_s, layer_gemms, logits_gemm
 from .._terms.memory_levels import placed_system
 from .._terms.moe import remote_dispatch_bytes
+from .._terms.power import sustained
 from .._terms.reliability import checkpoint_interval_s, expected_max_normal, goodput_fraction
 from .memory import (
     TrainMemory,
@@ -128,12 +136,24 @@ def replicated_fraction(plan: TrainPlan) -> Array:
 
 @once
 def gemm_format(system: System, plan: TrainPlan) -> GemmFormat:
-    """Format of the weight GEMMs: the peak FLOP/s and element bytes of the plan's precision
-    (a mixture when relaxed); every operand in that format."""
-    peak = jnp.sum(plan.precision * system.chip.peak_flop_per_s)
+    """Format of the weight GEMMs: the peak FLOP/s (:meth:`~diffcost.Efficiency.
+    achievable_peaks`) and element bytes of the plan's precision (a mixture when relaxed),
+    every operand in that format, and its energy per FLOP for the power limit
+    (:mod:`diffcost._terms.power`)."""
+    peaks = system.efficiency.achievable_peaks(system.chip.peak_flop_per_s)
+    peak = jnp.sum(plan.precision * peaks)
     return GemmFormat(
-        peak, jnp.sum(plan.precision * jnp.asarray(_ELEMENT_BYTES, plan.precision.dtype))
+        peak,
+        jnp.sum(plan.precision * jnp.asarray(_ELEMENT_BYTES, plan.precision.dtype)),
+        flop_j=jnp.sum(plan.precision * system.chip.energy.flop_j),
     )
+
+
+@once
+def bf16_format(system: System) -> GemmFormat:
+    """Format of the bf16 GEMMs (attention, adapters): bf16 peak, 2 bytes, bf16 energy."""
+    chip = system.chip
+    return GemmFormat(chip.peak_flop_per_s[_BF16], 2.0, flop_j=chip.energy.flop_j[_BF16])
 
 
 @once
@@ -141,7 +161,7 @@ def attention_ops(system: System, model: Model, plan: TrainPlan) -> tuple[GemmOp
     """The attention GEMMs of one layer and micro-batch on one chip: ``QK^T`` and ``AV`` of
     ``s / cp`` queries over ``s`` keys, per local head and sequence, in bf16 (2 bytes, bf16
     peak; flash attention keeps 16-bit operands even in FP8 training)."""
-    fmt = GemmFormat(system.chip.peak_flop_per_s[_BF16], 2.0)
+    fmt = bf16_format(system)
     heads_local = model.heads / plan.tp * plan.micro_batch
     q_len, e, e_v = plan.seq_len / plan.cp, model.head_dim, model.v_head_dim
     return attention_gemms(q_len, plan.seq_len, e, heads_local, fmt, e_v)
@@ -152,7 +172,7 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     """Forward of one layer, one micro-batch, one chip (seconds by term).
 
     GEMMs: :func:`~diffcost._terms.layer.layer_gemm_s`; attention core:
-    :func:`~diffcost._terms.attention.gemm_attention_s`; memory-bound kernels stream
+    :func:`attention_core_s`; memory-bound kernels stream
     ``2 (elementwise + scores) + casts`` bytes: the elementwise kernels
     (:func:`~diffcost._terms.kernels.elementwise_elements`), unfused softmax and dropout over
     the score matrix (read + write, plus the mask: ``(1 - flash)(3 + 2 dropout) heads s_q s``)
@@ -163,15 +183,40 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     tokens = tokens_per_chip(plan)
     split = expert_split(plan, tokens, sm)
     t_gemm = layer_gemm_s(tokens, model, t, gemm_format(system, plan), system, sm, split)
-    t_attn = gemm_attention_s(
-        attention_ops(system, model, plan),
-        causal_skip(model, plan.flash_attention, plan.seq_len, sm),
-        system,
-        sm,
-    )
+    t_attn = attention_core_s(system, model, plan, sm)
     scores = score_elements(model, plan)
     t_elem = stream_time_s(layer_stream_bytes(model, plan), system)
     return LayerForward(t_gemm, t_attn, t_elem, launch_s(0.0, system), scores)
+
+
+@once
+def attention_core_s(system: System, model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
+    """Forward seconds of one layer's attention core, one micro-batch, one chip.
+
+    ``flash * fused + (1 - flash) * unfused``: a fused (flash) kernel computes the kept part of
+    the score matrix (:func:`~diffcost._terms.attention.causal_skip`) at
+    :func:`~diffcost._terms.attention.fused_prefill_efficiency` of its ``heads_local s_q / 128``
+    query tiles over the mean attended keys, against Q, K, V and O streamed once
+    (:func:`~diffcost._terms.attention.fused_attention_s`, in bf16 with its power limit); an
+    unfused one runs the whole ``QK^T`` and ``AV`` as batched GEMMs
+    (:func:`~diffcost._terms.attention.gemm_attention_s`).
+    """
+    ops = attention_ops(system, model, plan)
+    flash = plan.flash_attention
+    unfused = gemm_attention_s(ops, causal_skip(model, 0.0, plan.seq_len, sm), system, sm)
+    kept = causal_skip(model, 1.0, plan.seq_len, sm)
+    flop = kept * (ops[0].flop() + ops[1].flop())
+    heads = model.heads / plan.tp * plan.micro_batch
+    s_q, s = plan.seq_len / plan.cp, plan.seq_len
+    e, e_v = model.head_dim, model.v_head_dim
+    chip = system.chip
+    peak, flop_j = chip.peak_flop_per_s[_BF16], chip.energy.flop_j[_BF16]
+    held = sustained(system, peak, flop_j, sm)
+    tiles = heads * s_q / ATTENTION_TILE_ROWS
+    eff = fused_prefill_efficiency(tiles, kept * s, e, s_q, s, held, sm)
+    qkvo_bytes = 2.0 * heads * (s_q * (e + e_v) + s * (e + e_v))
+    fused = fused_attention_s(flop, qkvo_bytes, eff, peak, system, sm)
+    return flash * fused + (1.0 - flash) * unfused
 
 
 @once
@@ -281,7 +326,7 @@ def adapter_forward_s(
     (``nemo/collections/nlp/modules/common/megatron/adapters/parallel_adapters.py``).  The
     adapters' own TP collectives on ``T x r`` tensors are not charged.
     """
-    fmt = GemmFormat(system.chip.peak_flop_per_s[_BF16], 2.0)
+    fmt = bf16_format(system)
     r = smax(plan.lora_rank, 1.0, sm, integer=True)  # shape guard; weighted by lora_on below
     total = jnp.asarray(0.0)
     for i, op in enumerate(layer_gemms(tokens, model, plan.tp, fmt)):

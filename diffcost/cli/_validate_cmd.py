@@ -11,6 +11,7 @@ from rich.table import Table
 from .._analysis import uncertainty
 from .._analysis.calibrate import calibrate as fit_constants
 from .._analysis.calibrate import calibration_toml, report, write_calibration
+from .._analysis.calibrate_kernels import fit_kernels, kernel_note
 from .._analysis.plans import load_load_measurements, load_measurements
 from .._analysis.validate import prepare, scenario_toml
 from .._analysis.validate import validate as run
@@ -359,12 +360,16 @@ def calibrate(
     if write is not None:
         _check_write_target(write)
     prep = prepare(_points(measurements, None), calibration)
-    fit = fit_constants(prep, steps=steps, rounds=rounds, loso=loso)
+    kernel_points = read_kernel_measurements()
+    with stage(f"fitting the kernel constants on {len(kernel_points)} per-kernel timings"):
+        kernel = fit_kernels(kernel_points, calibration)
+    fit = fit_constants(prep, steps=steps, rounds=rounds, loso=loso, kernel=kernel.constants)
     summary = report(fit)
     written = None
     if write is not None:
         flags = dict(steps=steps, rounds=rounds, loso=loso, measurements=measurements)
-        written = _write_fit(fit, prep, summary, calibration, write, flags)
+        note = kernel_note(kernel, kernel_points)
+        written = _write_fit(fit, prep, summary, calibration, write, flags, note)
     if json_out:
         print_json(_fit_json(fit, summary, written))
         return
@@ -387,7 +392,9 @@ def _check_write_target(write: str) -> None:
     check_outputs({"--write": write})
 
 
-def _write_fit(fit, prep, summary, calibration: str, write: str, flags: dict[str, Any]) -> str:
+def _write_fit(
+    fit, prep, summary, calibration: str, write: str, flags: dict[str, Any], note: str
+) -> str:
     """Write the fit as a calibration file at ``write``, its command in the provenance, and,
     when the leave-one-source-out folds ran (the model discrepancy is estimated from them), its
     posterior (:mod:`diffcost._analysis.uncertainty`) beside it as ``<stem>.posterior.json``;
@@ -398,7 +405,7 @@ def _write_fit(fit, prep, summary, calibration: str, write: str, flags: dict[str
     command += "" if calibration == "default" else f" --calibration {shlex.quote(calibration)}"
     command += f" --write {shlex.quote(write)}"
     name = Path(write).stem if Path(write).suffix == ".toml" else Path(write).name
-    text = calibration_toml(fit, prep, summary, command, calibration, name=name)
+    text = calibration_toml(fit, prep, summary, command, calibration, name=name, kernel_note=note)
     written = write_calibration(text, write)
     if flags["loso"]:
         uncertainty.write_posterior(fit, prep, uncertainty.posterior_path(written), command)

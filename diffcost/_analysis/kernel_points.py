@@ -1,0 +1,55 @@
+"""A published kernel timing as the inputs of the cost model's term for it.
+
+Shared by the kernel validation (:mod:`diffcost._analysis.validate_kernels`) and the kernel fit
+(:mod:`diffcost._analysis.calibrate_kernels`): the format's bytes and achievable peak, and the
+:class:`~diffcost._terms.attention.AttentionShape` and prefill arguments of an attention point
+(conventions in :mod:`diffcost._analysis.validate_kernels`' docstring).
+"""
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from .._inputs.hardware import System, format_index
+from .._inputs.kernel_measurements import KernelMeasurement
+from .._terms.attention import AttentionShape
+
+#: Bytes per element of each kernel input format.
+DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+
+
+def peak_of(k: KernelMeasurement, system: System) -> Any:
+    """The achievable peak of the point's format (:meth:`diffcost.Efficiency.achievable_peaks`)."""
+    peaks = system.efficiency.achievable_peaks(system.chip.peak_flop_per_s)
+    return peaks[format_index(k.dtype)]
+
+
+def attention_shape(k: KernelMeasurement) -> AttentionShape:
+    """The :class:`~diffcost._terms.attention.AttentionShape` of an attention point."""
+    s = k.shape
+    e, ev = float(s["head_dim"]), float(s["v_head_dim"])
+    f = lambda x: jnp.asarray(float(x))  # noqa: E731
+    return AttentionShape(
+        heads=f(s["heads"]),
+        kv_heads=f(s["kv_heads"]),
+        head_dim=f(e),
+        kv_bytes=f(DTYPE_BYTES[s["kv_dtype"]]),
+        act_bytes=f(DTYPE_BYTES[k.dtype]),
+        v_dim=f(ev),
+        kv_elements=f(s["kv_heads"] * (e + ev)),
+        decode_dim=f(e + ev),
+    )
+
+
+def prefill_args(k: KernelMeasurement, system: System) -> tuple[Any, Any, Any, Any, Any]:
+    """``(tokens, piece, context, shape, peak)`` of
+    :func:`~diffcost._terms.attention.prefill_attention` for a prefill point (module
+    docstring)."""
+    s = k.shape
+    q, kv = float(s["q_len"]), float(s["kv_len"])
+    context = kv - 0.5 * q if s["causal"] else kv
+    f = lambda x: jnp.asarray(float(x))  # noqa: E731
+    return f(s["batch"] * q), f(q), f(context), attention_shape(k), peak_of(k, system)
+
+
+__all__ = ["DTYPE_BYTES", "attention_shape", "peak_of", "prefill_args"]
