@@ -20,7 +20,7 @@ Leave-one-source-out: for a family with several sources, each source is predicte
 the others; a family with one source has no held-out error (its fit is in sample only).
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import equinox as eqx
@@ -188,6 +188,20 @@ def _best(
     return best[1], best[2], best[3]
 
 
+def held_out_s(
+    sources: Sequence[str], fit_without: Callable[[np.ndarray], np.ndarray]
+) -> tuple[float, ...] | None:
+    """Each point predicted by the fit without its own source: ``fit_without(keep)`` fits on
+    the points where ``keep`` is true and predicts every point; None for a single source."""
+    if len(set(sources)) < 2:
+        return None
+    out = np.zeros(len(sources))
+    for name in sorted(set(sources)):
+        mask = np.asarray([x == name for x in sources])
+        out[mask] = fit_without(~mask)[mask]
+    return tuple(map(float, out))
+
+
 def fit_family(
     family: str, points: Sequence[KernelMeasurement], calibration: str = "default"
 ) -> FamilyFit:
@@ -206,14 +220,10 @@ def fit_family(
     def predict(r: int, i: int, j: int) -> np.ndarray:
         return terms[r, i, j] + host
 
-    held = None
-    if len(set(sources)) > 1:
-        held_out = np.zeros(len(pts))
-        for s in sorted(set(sources)):
-            mask = np.asarray([x == s for x in sources])
-            got = _best(terms[..., ~mask], host[~mask], measured[~mask], w[~mask])
-            held_out[mask] = predict(*got)[mask]
-        held = tuple(map(float, held_out))
+    held = held_out_s(
+        sources,
+        lambda keep: predict(*_best(terms[..., keep], host[keep], measured[keep], w[keep])),
+    )
     r, i, j = best
     constants = {
         "matmul_peak_fraction": float(FRACTION_GRID[i]),
@@ -333,14 +343,7 @@ def fit_attention(
 
     everything = np.ones(len(pts), dtype=bool)
     a, b, c = best(everything)
-    held = None
-    if len(set(sources)) > 1:
-        held_out = np.zeros(len(pts))
-        for s in sorted(set(sources)):
-            mask = np.asarray([x == s for x in sources])
-            ha, hb, hc = best(~mask)
-            held_out[mask] = pred[ha, hb, hc][mask]
-        held = tuple(map(float, held_out))
+    held = held_out_s(sources, lambda keep: pred[best(keep)])
     constants = {
         "attention_softmax_dim": float(SOFTMAX_DIM_GRID[a]),
         "attention_half_span": float(HALF_SPAN_GRID[b]),
