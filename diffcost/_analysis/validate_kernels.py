@@ -26,10 +26,16 @@ model (:data:`~diffcost._core.smooth.EXACT`):
   attention: ``kv_elements = kv_heads (e + e_v)``, ``decode_dim = e + e_v``), the peak of
   ``dtype`` and the bytes of ``dtype`` (Q, O) and ``kv_dtype`` (K, V).  The serving step also
   charges one launch per attention kernel, apart: the ``+launch`` column again.
+* all-reduce of ``message`` bytes per rank over ``ranks`` ranks of one node:
+  :func:`diffcost._terms.comm.all_reduce_s` ``(message, ranks, stride 1)``, the term every
+  tensor-parallel and data-parallel all-reduce of the steps is charged, on the chip's default
+  system (one scale-up domain of ``scale_up_domain_chips``); the ``+launch`` column adds one
+  kernel launch as for the others.
 
 Error ``= predicted / measured - 1``.  The table groups the points by operation, chip, format and
 regime (GEMM rows ``m``: small ``m <= 64``, medium ``64 < m <= 1024``, large ``m > 1024``, the
-regimes of issue 41; attention by keys per sequence: short ``kv_len <= 4096``, long beyond)
+regimes of issue 41; attention by keys per sequence: short ``kv_len <= 4096``, long beyond;
+all-reduce by bytes per rank: small ``<= 1 MiB``, large beyond, :data:`SMALL_ALL_REDUCE_BYTES`)
 and gives the median |error| of the term and of the term plus one launch.
 Nothing is fitted to these points yet, so the leave-one-source-out error is the error on each
 source's points alone (the "by source" rows); once kernel constants are fitted on them, it
@@ -47,15 +53,23 @@ from .._inputs.hardware import System, format_index
 from .._inputs.kernel_measurements import KernelMeasurement, read_kernel_measurements
 from .._inputs.loader import load_system
 from .._terms.attention import AttentionShape, decode_attention, prefill_attention
+from .._terms.comm import all_reduce_s
 from .._terms.gemm import GemmFormat, gemm_time_s
 from .._terms.kernels import KERNELS_PER_LAYER_FORWARD, launch_s
 
 #: Bytes per element of each kernel input format.
-DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0}
 #: Upper bounds of the GEMM row regimes (``m``), in order; above the last: "large".
 GEMM_REGIMES = (("small", 64), ("medium", 1024))
 #: Largest ``kv_len`` of a "short" attention call; beyond: "long".
 SHORT_ATTENTION = 4096
+#: Largest message (bytes per rank) of a "small" all-reduce; beyond: "large".  1 MiB lies
+#: between the sizes where the latency and the bandwidth terms of the two kinds of kernels
+#: cross on an 8-GPU NVLink 4 node (busbw ~365 GB/s): a one-shot kernel's ~5 us floor equals
+#: its ``7 B / bw`` at ~0.26 MB, a ring's 14 steps x 2.5 us equal its ``1.75 B / bw`` at ~7 MB;
+#: it is also where the serving engines leave one-shot kernels (vLLM's custom all-reduce runs
+#: one-shot up to 512 KiB at 8 ranks, two-shot beyond) and NCCL its LL protocol.
+SMALL_ALL_REDUCE_BYTES = 2**20
 _REGIME_ORDER = ("small", "medium", "large", "short", "long")
 
 
@@ -71,6 +85,8 @@ def regime(k: KernelMeasurement) -> str:
     """The regime of a point: a GEMM's by its rows, an attention call's by its keys."""
     if k.op == "gemm":
         return gemm_regime(k.shape["m"])
+    if k.op == "all_reduce":
+        return "small" if k.shape["message_bytes"] <= SMALL_ALL_REDUCE_BYTES else "large"
     return "short" if k.shape["kv_len"] <= SHORT_ATTENTION else "long"
 
 
@@ -142,10 +158,19 @@ def predict_decode(k: KernelMeasurement, system: System) -> KernelPrediction:
     return KernelPrediction(float(got.time_s), _one_launch(system))
 
 
+def predict_all_reduce(k: KernelMeasurement, system: System) -> KernelPrediction:
+    """:func:`~diffcost._terms.comm.all_reduce_s` of ``message_bytes`` per rank over ``ranks``
+    ranks one apart (one node) on ``system`` (module docstring)."""
+    s = k.shape
+    term = all_reduce_s(float(s["message_bytes"]), float(s["ranks"]), 1.0, system, EXACT)
+    return KernelPrediction(float(term), _one_launch(system))
+
+
 _PREDICT = {
     "gemm": predict_gemm,
     "attention_prefill": predict_prefill,
     "attention_decode": predict_decode,
+    "all_reduce": predict_all_reduce,
 }
 
 
