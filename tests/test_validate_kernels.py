@@ -249,7 +249,13 @@ def _all_reduce(id="a", ranks=8, size=1, unit="mib", impl="nccl") -> str:
 
 
 def test_all_reduce_point_is_the_all_reduce_term(tmp_path):
-    path = _file(tmp_path, "ar", _all_reduce(), _all_reduce(id="b", ranks=2, size=64))
+    path = _file(
+        tmp_path,
+        "ar",
+        _all_reduce(),
+        _all_reduce(id="b", ranks=2, size=64),
+        _all_reduce(id="c", impl="custom"),
+    )
     points = read_kernel_measurements([path])
     assert points[0].shape == {
         "ranks": 8,
@@ -259,12 +265,19 @@ def test_all_reduce_point_is_the_all_reduce_term(tmp_path):
     }
     rows = kernel_rows(points)
     for point, row in zip(points, rows, strict=True):
-        system = dc.load_system(chip="h100-sxm")
+        # each timing is checked against the algorithm that ran it
+        algorithm = {"nccl": "nccl", "custom": "custom"}[point.shape["implementation"]]
+        system = dc.with_collective(dc.load_system(chip="h100-sxm"), algorithm)
         s = point.shape
         want = all_reduce_s(float(s["message_bytes"]), float(s["ranks"]), 1.0, system, dc.EXACT)
         assert row["predicted_s"] == pytest.approx(float(want), rel=1e-6)
         assert row["measured_s"] == pytest.approx(20e-6)
-    assert [r["regime"] for r in rows] == ["small", "large"]
+    assert [r["regime"] for r in rows] == ["small", "large", "small"]
+    # the default's choice, on the node, is the faster of the two (1 MiB over 8 ranks)
+    node = dc.load_system(chip="h100-sxm")
+    assert float(all_reduce_s(2.0**20, 8.0, 1.0, node, dc.EXACT)) == pytest.approx(
+        min(r["predicted_s"] for r in rows[::2]), rel=1e-6
+    )
 
 
 @pytest.mark.parametrize(

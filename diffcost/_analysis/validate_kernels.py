@@ -29,8 +29,13 @@ model (:data:`~diffcost._core.smooth.EXACT`):
 * all-reduce of ``message`` bytes per rank over ``ranks`` ranks of one node:
   :func:`diffcost._terms.comm.all_reduce_s` ``(message, ranks, stride 1)``, the term every
   tensor-parallel and data-parallel all-reduce of the steps is charged, on the chip's default
-  system (one scale-up domain of ``scale_up_domain_chips``); the ``+launch`` column adds one
-  kernel launch as for the others.
+  system (one scale-up domain of ``scale_up_domain_chips``) with the collective algorithm of
+  the implementation that was timed (:data:`IMPLEMENTATION_COLLECTIVE`: NCCL's choice, the
+  engines' custom kernel, one-shot or two-shot forced, NVLS multimem on a system that
+  reduces in the network), so each part of the default's choice
+  (:class:`~diffcost._terms.collectives.Fastest`) is checked against its own timings; the
+  ``+launch`` column adds one kernel launch as for the others (the points timed without a
+  CUDA graph hold a host launch each).
 
 Error ``= predicted / measured - 1``.  The table groups the points by operation, chip, format and
 regime (GEMM rows ``m``: small ``m <= 64``, medium ``64 < m <= 1024``, large ``m > 1024``, the
@@ -39,9 +44,13 @@ all-reduce by bytes per rank: small ``<= 1 MiB``, large beyond, :data:`SMALL_ALL
 and gives the median |error| of the term and of the term plus one launch.
 Nothing is fitted to these points yet, so the leave-one-source-out error is the error on each
 source's points alone (the "by source" rows); once kernel constants are fitted on them, it
-becomes the error of a fit without that source.
+becomes the error of a fit without that source.  One exception: the custom all-reduce kernel's
+three constants (:data:`~diffcost._terms.collectives.CUSTOM_BASE_S`, ``CUSTOM_PEER_S``,
+``CUSTOM_LINK_EFFICIENCY``) were read off ``sglang-custom-allreduce-h100``, so that source's
+error is in sample.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +62,7 @@ from .._inputs.hardware import System, format_index
 from .._inputs.kernel_measurements import KernelMeasurement, read_kernel_measurements
 from .._inputs.loader import load_system
 from .._terms.attention import AttentionShape, decode_attention, prefill_attention
+from .._terms.collectives import with_collective
 from .._terms.comm import all_reduce_s
 from .._terms.gemm import GemmFormat, gemm_time_s
 from .._terms.kernels import KERNELS_PER_LAYER_FORWARD, launch_s
@@ -158,10 +168,26 @@ def predict_decode(k: KernelMeasurement, system: System) -> KernelPrediction:
     return KernelPrediction(float(got.time_s), _one_launch(system))
 
 
+#: The collective algorithm (:data:`~diffcost._terms.collectives.COLLECTIVES`) of each timed
+#: all-reduce implementation (``implementation`` of a kernel file).
+IMPLEMENTATION_COLLECTIVE = {
+    "nccl": "nccl",
+    "custom": "custom",
+    "one_shot": "one_shot",
+    "two_shot": "two_shot",
+    "multimem": "nvls",
+}
+
+
 def predict_all_reduce(k: KernelMeasurement, system: System) -> KernelPrediction:
     """:func:`~diffcost._terms.comm.all_reduce_s` of ``message_bytes`` per rank over ``ranks``
-    ranks one apart (one node) on ``system`` (module docstring)."""
+    ranks one apart (one node) on ``system``, run by the timed implementation's algorithm
+    (module docstring).  A multimem timing shows the switches reduce in the network: the
+    system is given ``in_network_reduction``."""
     s = k.shape
+    if s["implementation"] == "multimem":
+        system = dataclasses.replace(system, in_network_reduction=jnp.ones(()))
+    system = with_collective(system, IMPLEMENTATION_COLLECTIVE[s["implementation"]])
     term = all_reduce_s(float(s["message_bytes"]), float(s["ranks"]), 1.0, system, EXACT)
     return KernelPrediction(float(term), _one_launch(system))
 
@@ -239,7 +265,8 @@ def kernel_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "by_source": by_source,
         "all": _stats(rows) if rows else None,
         "leave_one_source_out": "no kernel constant is fitted to these points yet: each source's "
-        "error (by_source) is already out of sample",
+        "error (by_source) is already out of sample, except sglang-custom-allreduce-h100's (the "
+        "custom all-reduce kernel's floor and link efficiency were read off it)",
     }
 
 
