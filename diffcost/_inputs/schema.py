@@ -553,8 +553,9 @@ SCENARIO_TOP = {
     "collective": Field(
         "str",
         doc="collective algorithm of the all-reduces and all-gathers (a name of "
-        "diffcost.COLLECTIVES: ring, tree, hierarchical, nvls; nvls needs a system with "
-        "in_network_reduction; default: the system's); the command line's --collective wins",
+        "diffcost.COLLECTIVES: fastest, hierarchical, ring, tree, nvls, nccl, custom, one_shot, "
+        "two_shot; nvls needs a system with in_network_reduction; default: the system's, "
+        "fastest); the command line's --collective wins",
     ),
 }
 
