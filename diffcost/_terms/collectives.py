@@ -355,10 +355,12 @@ RING_BANDWIDTH_RATIO = (141.0 / 450.0, 0.92, 1.0)
 #: Fixed cost of NCCL's NVLS (NVLink SHARP) all-reduce inside a domain, s: NCCL's NVLink
 #: ``hwLatencies`` NVLS Simple, 25 us (its ``baseLatencies`` for NVLS are 0).
 NVLS_LATENCY_S = 25e-6
-#: NVLS algorithm bandwidth as a fraction of a ring's achievable link bandwidth: 8 H100 reach
-#: 480 GB/s bus bandwidth with NVLS (NVIDIA GTC 2024 S62129, quoted in NVIDIA/nccl issue
-#: 1374), algorithm bandwidth 480 x 8 / 14 = 274 GB/s, 0.61 of NVLink 4's 450 GB/s, 0.75 of
-#: the 365 GB/s a ring achieves (link_bandwidth_fraction 0.81, calibration default).
+#: NVLS algorithm bandwidth as a fraction of a ring's achievable link bandwidth: "On 8 GPUs,
+#: you should reach a peak busBw of ~480GB/s (algbw ~275GB/s)" with NVLink SHARP, where a ring
+#: gets "an effective NVLink bandwidth of 370GB/s" (S. Jeaugey, NCCL maintainer, NVIDIA/
+#: nccl-tests issue 212, 2024-05-06; also NVIDIA GTC 2024 S62129): 275 GB/s is 0.61 of NVLink
+#: 4's 450 GB/s, 0.75 of the 365 GB/s a ring achieves here (link_bandwidth_fraction 0.81,
+#: calibration default).
 NVLS_EFFICIENCY = 0.75
 #: Fixed cost of a serving engine's custom all-reduce kernel (vLLM ``custom_all_reduce``,
 #: TensorRT-LLM's one-shot and two-shot kernels), s: the launch and a flag barrier, plus
