@@ -58,7 +58,7 @@ def test_the_scenario_collective_is_used_and_the_flag_wins(tmp_path):
     default = _step_time(plain)
     assert _step_time(tree) != pytest.approx(default, rel=1e-3)
     assert _step_time(tree) == _step_time(plain, "--collective", "tree")
-    assert _step_time(tree, "--collective", "hierarchical") == default
+    assert _step_time(tree, "--collective", "fastest") == default
     result = runner.invoke(app, ["train", "--scenario", str(tree), "--json"])
     assert json.loads(result.output)["collective"] == "tree"
 

@@ -27,7 +27,7 @@ def test_group_of_one_has_zero_time_and_zero_gradient(system, sm):
 def test_larger_groups_are_unchanged():
     """``1 - is_one(g)`` is exactly 1 for every integer group above one: the hierarchical ring
     closed form (Thakur et al. 2005) over 8 ranks of one NVLink domain."""
-    s = dc.load_system("dgx-h100")
+    s = dc.with_collective(dc.load_system("dgx-h100"), "hierarchical")
     b = 1e8
     beta = float(s.scale_up_bandwidth_bytes_per_s * s.efficiency.link_bandwidth_fraction)
     want = 2 * 7 * (b / (8 * beta) + float(s.scale_up_latency_s))

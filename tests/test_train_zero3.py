@@ -24,7 +24,7 @@ def test_ring_latency_counts_every_intra_domain_step():
     """NCCL's ring model: ``2 (g - 1)`` steps, ``2 (nodes - 1)`` of them across nodes, the other
     ``2 (g - nodes)`` over NVLink (``src/graph/tuning.cc``).  64 ranks on 8 DGX nodes: 112
     NVLink steps (the old count, ``2 (l - 1) = 14``, charged one node's ring only)."""
-    s = dc.load_system("dgx-a100", chips=64)
+    s = dc.with_collective(dc.load_system("dgx-a100", chips=64), "hierarchical")
     want = 2 * (64 - 8) * float(s.scale_up_latency_s) + 2 * (8 - 1) * float(s.scale_out_latency_s)
     assert float(all_reduce_s(0.0, 64.0, 1.0, s, dc.EXACT)) == pytest.approx(want, rel=1e-6)
     # inside one node nothing changes: 2 (l - 1) steps

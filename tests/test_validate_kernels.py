@@ -13,6 +13,7 @@ from diffcost.cli import app
 from diffcost.testing import (
     AttentionShape,
     GemmFormat,
+    all_reduce_s,
     burst,
     decode_attention,
     format_index,
@@ -255,3 +256,89 @@ def test_builtin_table_has_held_out_errors_where_a_family_has_several_sources():
     by_op = result["summary"]["by_op"]
     assert by_op["gemm"]["n_held_out"] > 0 and by_op["attention_prefill"]["n_held_out"] > 0
     assert by_op["attention_decode"]["n_held_out"] == 0
+
+
+ALL_REDUCE = """
+[[kernel]]
+id = "{id}"
+op = "all_reduce"
+chip = "h100-sxm"
+dtype = "bf16"
+ranks = {ranks}
+message_{unit} = {size}
+implementation = "{impl}"
+cuda_graph = true
+time_us = 20
+as_published = "x"
+verified = true
+"""
+
+
+def _all_reduce(id="a", ranks=8, size=1, unit="mib", impl="nccl") -> str:
+    return ALL_REDUCE.format(id=id, ranks=ranks, size=size, unit=unit, impl=impl)
+
+
+def test_all_reduce_point_is_the_all_reduce_term(tmp_path):
+    path = _file(
+        tmp_path,
+        "ar",
+        _all_reduce(),
+        _all_reduce(id="b", ranks=2, size=64),
+        _all_reduce(id="c", impl="custom"),
+    )
+    points = read_kernel_measurements([path])
+    assert points[0].shape == {
+        "ranks": 8,
+        "message_bytes": 2**20,
+        "implementation": "nccl",
+        "cuda_graph": True,
+    }
+    rows = kernel_rows(points)
+    for point, row in zip(points, rows, strict=True):
+        # each timing is checked against the algorithm that ran it
+        algorithm = {"nccl": "nccl", "custom": "custom"}[point.shape["implementation"]]
+        system = dc.with_collective(dc.load_system(chip="h100-sxm"), algorithm)
+        s = point.shape
+        want = all_reduce_s(float(s["message_bytes"]), float(s["ranks"]), 1.0, system, dc.EXACT)
+        assert row["term_s"] == pytest.approx(float(want), rel=1e-6)
+        assert row["measured_s"] == pytest.approx(20e-6)
+        # replayed in a CUDA graph: the GPU-side share of the launch
+        eff = system.efficiency
+        assert row["fixed_s"] == pytest.approx(
+            float(eff.kernel_launch_s * eff.graph_kernel_fraction), rel=1e-6
+        )
+    assert [r["regime"] for r in rows] == ["small", "large", "small"]
+    # the default's choice, on the node, is the faster of the two (1 MiB over 8 ranks)
+    node = dc.load_system(chip="h100-sxm")
+    assert float(all_reduce_s(2.0**20, 8.0, 1.0, node, dc.EXACT)) == pytest.approx(
+        min(r["term_s"] for r in rows[::2]), rel=1e-6
+    )
+
+
+@pytest.mark.parametrize(
+    "size,unit,regime", [(1024, "bytes", "small"), (1, "mib", "small"), (1048577, "bytes", "large")]
+)
+def test_all_reduce_regimes_by_message(tmp_path, size, unit, regime):
+    path = _file(tmp_path, "r", _all_reduce(size=size, unit=unit))
+    (row,) = kernel_rows(read_kernel_measurements([path]))
+    assert row["regime"] == regime
+
+
+def test_all_reduce_keys_are_checked(tmp_path):
+    bad = _file(
+        tmp_path,
+        "arbad",
+        _all_reduce(id="a").replace("ranks = 8\n", ""),
+        _all_reduce(id="b", impl="mpi"),
+        _all_reduce(id="c", ranks=1),
+        _all_reduce(id="d") + "m = 4\n",
+        GEMM.format(id="e", value="time_us = 10").replace('"bf16"', '"fp32"'),
+    )
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([bad])
+    got = {p.key: p.reason for p in err.value.problems}
+    assert "needs ranks, message_<unit>, implementation" in got["kernel[a].ranks"]
+    assert "must be one of nccl, custom" in got["kernel[b].implementation"]
+    assert "plausible range of a collective's group" in got["kernel[c].ranks"]
+    assert "not a key of op 'all_reduce'" in got["kernel[d].m"]
+    assert "fp32 is an all_reduce format only" in got["kernel[e].dtype"]

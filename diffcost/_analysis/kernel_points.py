@@ -15,7 +15,7 @@ from .._inputs.kernel_measurements import KernelMeasurement
 from .._terms.attention import AttentionShape
 
 #: Bytes per element of each kernel input format.
-DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0}
 
 
 def peak_of(k: KernelMeasurement, system: System) -> Any:

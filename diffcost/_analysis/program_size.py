@@ -28,13 +28,16 @@ from .._train.plan import train_plan
 SLACK = 0.10
 
 #: Equations per reference program: ceilings measured on jax 0.10.2 (see the module docstring).
+#: Raised by issue 41's all-reduce (the default collective chooses among NCCL's protocols,
+#: NVLS and the engines' kernels by message size: +7-18%; before it 2630, 4510, 13040, 1840,
+#: 2980, 8170).
 BUDGETS: dict[str, int] = {
-    "train_exact_value": 2630,
-    "train_relaxed_value": 4510,
-    "train_relaxed_grad": 13040,
-    "serve_exact_value": 1840,
-    "serve_relaxed_value": 2980,
-    "serve_relaxed_grad": 8170,
+    "train_exact_value": 2950,
+    "train_relaxed_value": 5220,
+    "train_relaxed_grad": 15400,
+    "serve_exact_value": 1950,
+    "serve_relaxed_value": 3220,
+    "serve_relaxed_grad": 9070,
 }
 
 #: Issue 38's targets for the same programs (exact values <= 1,500; relaxed gradient <= 5,000).

@@ -28,17 +28,33 @@ timing around calls):
   Both take the :class:`~diffcost._terms.attention.AttentionShape` of the point (standard
   attention: ``kv_elements = kv_heads (e + e_v)``, ``decode_dim = e + e_v``), the achievable
   peak of ``dtype`` and the bytes of ``dtype`` (Q, O) and ``kv_dtype`` (K, V).
+* all-reduce of ``message`` bytes per rank over ``ranks`` ranks of one node:
+  :func:`diffcost._terms.comm.all_reduce_s` ``(message, ranks, stride 1)``, the term every
+  tensor-parallel and data-parallel all-reduce of the steps is charged, on the chip's default
+  system (one scale-up domain of ``scale_up_domain_chips``) with the collective algorithm of
+  the implementation that was timed (:data:`IMPLEMENTATION_COLLECTIVE`: NCCL's choice, the
+  engines' custom kernel, one-shot or two-shot forced, NVLS multimem on a system that
+  reduces in the network), so each part of the default's choice
+  (:class:`~diffcost._terms.collectives.Fastest`) is checked against its own timings; a point
+  replayed in a CUDA graph is charged the GPU-side share of the launch whatever the file's
+  timing.
 
 Error ``= predicted / measured - 1``.  The table groups the points by operation, chip, format and
 regime (GEMM rows ``m``: small ``m <= 64``, medium ``64 < m <= 1024``, large ``m > 1024``, the
-regimes of issue 41; attention by keys per sequence: short ``kv_len <= 4096``, long beyond)
+regimes of issue 41; attention by keys per sequence: short ``kv_len <= 4096``, long beyond;
+all-reduce by bytes per rank: small ``<= 1 MiB``, large beyond, :data:`SMALL_ALL_REDUCE_BYTES`)
 and gives the median |error| and median error.  Leave-one-source-out: the GEMM and fused
 attention constants of a chip family are fitted on these points
 (:mod:`diffcost._analysis.calibrate_kernels`); each GEMM and prefill point of a family with
 several sources is also predicted by the family's fit without its own source (``held_out``),
-the honest error of those constants; decode attention has no constant fitted on these points.
+the honest error of those constants; decode attention has no constant fitted on these points,
+nor has the all-reduce, except that the custom all-reduce kernel's three constants
+(:data:`~diffcost._terms.collectives.CUSTOM_BASE_S`, ``CUSTOM_PEER_S``,
+``CUSTOM_LINK_EFFICIENCY``) were read off ``sglang-custom-allreduce-h100``, so that source's
+error is in sample.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +66,8 @@ from .._inputs.hardware import System
 from .._inputs.kernel_measurements import KernelMeasurement, read_kernel_measurements
 from .._inputs.loader import load_system
 from .._terms.attention import decode_attention, prefill_attention
+from .._terms.collectives import with_collective
+from .._terms.comm import all_reduce_s
 from .._terms.gemm import GemmFormat, gemm_time_s
 from .._terms.power import burst
 from .calibrate_kernels import fit_kernels, fixed_s
@@ -59,6 +77,13 @@ from .kernel_points import DTYPE_BYTES, attention_shape, peak_of, prefill_args
 GEMM_REGIMES = (("small", 64), ("medium", 1024))
 #: Largest ``kv_len`` of a "short" attention call; beyond: "long".
 SHORT_ATTENTION = 4096
+#: Largest message (bytes per rank) of a "small" all-reduce; beyond: "large".  1 MiB lies
+#: between the sizes where the latency and the bandwidth terms of the two kinds of kernels
+#: cross on an 8-GPU NVLink 4 node (busbw ~365 GB/s): a one-shot kernel's ~5 us floor equals
+#: its ``7 B / bw`` at ~0.26 MB, a ring's 14 steps x 2.5 us equal its ``1.75 B / bw`` at ~7 MB;
+#: it is also where the serving engines leave one-shot kernels (vLLM's custom all-reduce runs
+#: one-shot up to 512 KiB at 8 ranks, two-shot beyond) and NCCL its LL protocol.
+SMALL_ALL_REDUCE_BYTES = 2**20
 _REGIME_ORDER = ("small", "medium", "large", "short", "long")
 
 
@@ -74,6 +99,8 @@ def regime(k: KernelMeasurement) -> str:
     """The regime of a point: a GEMM's by its rows, an attention call's by its keys."""
     if k.op == "gemm":
         return gemm_regime(k.shape["m"])
+    if k.op == "all_reduce":
+        return "small" if k.shape["message_bytes"] <= SMALL_ALL_REDUCE_BYTES else "large"
     return "short" if k.shape["kv_len"] <= SHORT_ATTENTION else "long"
 
 
@@ -117,10 +144,35 @@ def predict_decode(k: KernelMeasurement, system: System) -> KernelPrediction:
     return KernelPrediction(float(got.time_s), fixed_s(system, k.timing))
 
 
+#: The collective algorithm (:data:`~diffcost._terms.collectives.COLLECTIVES`) of each timed
+#: all-reduce implementation (``implementation`` of a kernel file).
+IMPLEMENTATION_COLLECTIVE = {
+    "nccl": "nccl",
+    "custom": "custom",
+    "one_shot": "one_shot",
+    "two_shot": "two_shot",
+    "multimem": "nvls",
+}
+
+
+def predict_all_reduce(k: KernelMeasurement, system: System) -> KernelPrediction:
+    """:func:`~diffcost._terms.comm.all_reduce_s` of ``message_bytes`` per rank over ``ranks``
+    ranks one apart (one node) on ``system``, run by the timed implementation's algorithm
+    (module docstring).  A multimem timing shows the switches reduce in the network: the
+    system is given ``in_network_reduction``."""
+    s = k.shape
+    if s["implementation"] == "multimem":
+        system = dataclasses.replace(system, in_network_reduction=jnp.ones(()))
+    system = with_collective(system, IMPLEMENTATION_COLLECTIVE[s["implementation"]])
+    term = all_reduce_s(float(s["message_bytes"]), float(s["ranks"]), 1.0, system, EXACT)
+    return KernelPrediction(float(term), fixed_s(system, "kernel" if s["cuda_graph"] else k.timing))
+
+
 _PREDICT = {
     "gemm": predict_gemm,
     "attention_prefill": predict_prefill,
     "attention_decode": predict_decode,
+    "all_reduce": predict_all_reduce,
 }
 
 
@@ -202,7 +254,9 @@ def kernel_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "all": _stats(rows) if rows else None,
         "leave_one_source_out": "GEMM and prefill attention points of a chip family with "
         "several sources: predicted by the family's kernel fit without their source (held_out); "
-        "decode attention: no constant is fitted on these points",
+        "decode attention and all-reduce: no constant is fitted on these points (the custom "
+        "all-reduce kernel's floor and link efficiency were read off "
+        "sglang-custom-allreduce-h100: that source is in sample)",
     }
 
 

@@ -330,7 +330,8 @@ class System(eqx.Module):
     reliability: Reliability = eqx.field(default_factory=Reliability)
     #: Algorithm of the all-reduces and all-gathers (:mod:`diffcost._terms.collectives`;
     #: :func:`~diffcost._terms.collectives.with_collective` sets it); ``None``: the default,
-    #: the hierarchical ring.  Static: it chooses the formula, not a number.
+    #: :class:`~diffcost._terms.collectives.Fastest`.  Static: it chooses the formula, not a
+    #: number.
     collective: AbstractExtension | None = eqx.field(static=True, default=None)
     #: 1.0 when the scale-up switches reduce in the network (NVLink SHARP on third-generation
     #: NVSwitch and later), else 0.0: only then is the NVLS collective selectable.  A flag like

@@ -1,8 +1,9 @@
 """Published per-kernel timings: ``specs/kernels/*.toml``, read strictly.
 
 One file per source (a library's README table, a paper's table, a benchmark log).  Each
-``[[kernel]]`` is one kernel call: its operation (``op``, only ``"gemm"`` so far), the chip it
-ran on, its input format and shape, and the number as published, either the time of one call
+``[[kernel]]`` is one kernel call: its operation (``op``: a GEMM, a fused attention call or an
+all-reduce over ``ranks`` ranks of ``message_<unit>`` bytes each), the chip it ran on, its
+input format and shape, and the number as published, either the time of one call
 (``time_<unit>``) or the FLOP/s the source computed from it (``achieved_<unit>``, converted here
 to seconds as ``2 m n k / achieved``).  The files are not end-to-end measurements:
 ``diffcost validate`` does not read them, ``diffcost validate --kernels`` does
@@ -25,12 +26,14 @@ SHAPE_KEYS: dict[str, tuple[str, ...]] = {
     "gemm": ("m", "n", "k"),
     "attention_prefill": (*_ATTENTION, "causal"),
     "attention_decode": _ATTENTION,
+    "all_reduce": ("ranks", "message_bytes", "implementation", "cuda_graph"),
 }
 #: Shape keys an operation may give (default in :func:`_shape`).
 OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {
     "gemm": (),
     "attention_prefill": ("v_head_dim", "kv_dtype"),
     "attention_decode": ("v_head_dim", "kv_dtype"),
+    "all_reduce": (),
 }
 _SHAPE = {k for keys in (*SHAPE_KEYS.values(), *OPTIONAL_KEYS.values()) for k in keys}
 
@@ -45,7 +48,8 @@ class KernelMeasurement:
         chip: built-in chip name or resolved path.
         dtype: input format (:data:`~diffcost._inputs.schema.KERNEL_DTYPES`).
         shape: the operation's shape keys (:data:`SHAPE_KEYS`, :data:`OPTIONAL_KEYS` with their
-            defaults: ``v_head_dim = head_dim``, ``kv_dtype = dtype``) -> value.
+            defaults: ``v_head_dim = head_dim``, ``kv_dtype = dtype``) -> value; an all-reduce's
+            ``message_bytes`` in bytes per rank.
         time_s: measured seconds of one call (converted from ``achieved`` where published so).
         published: ``"time"`` or ``"achieved"``: which quantity the source gave.
         as_published: the source's own words.
@@ -172,6 +176,10 @@ def _kernel(
         _check_shape(ck, pre, op, v)
         if op != "gemm" and "achieved_flop_per_s" in v:
             ck.add(pre + "achieved", f"only a gemm may give achieved FLOP/s; give {op}'s time")
+        if op != "all_reduce" and v.get("dtype") == "fp32":
+            ck.add(
+                pre + "dtype", f"fp32 is an all_reduce format only (a {op} runs on matrix units)"
+            )
     if len(ck.problems) > before:
         return None
     shape = _shape(v)
@@ -200,9 +208,14 @@ def _kernel(
 
 def _check_shape(ck: Checker, pre: str, op: str, v: dict[str, Any]) -> None:
     """The operation's shape keys are all there, and no other operation's."""
+    flagged = {p.key for p in ck.problems}  # present but refused: not "missing" as well
     for key in SHAPE_KEYS[op]:
-        if key not in v:
-            ck.add(pre + key, f"missing: a kernel of op {op!r} needs {', '.join(SHAPE_KEYS[op])}")
+        stem = key.removesuffix("_bytes")
+        if key not in v and not any(
+            f == pre + stem or f.startswith(pre + stem + "_") for f in flagged
+        ):
+            needs = ", ".join(k.replace("_bytes", "_<unit>") for k in SHAPE_KEYS[op])
+            ck.add(pre + key, f"missing: a kernel of op {op!r} needs {needs}")
     allowed = {*SHAPE_KEYS[op], *OPTIONAL_KEYS[op]}
     for key in sorted(_SHAPE & set(v) - allowed):
         ck.add(pre + key, f"not a key of op {op!r} (its keys: {', '.join(sorted(allowed))})")
@@ -212,7 +225,7 @@ def _shape(v: dict[str, Any]) -> dict[str, Any]:
     """The shape of a checked kernel, with its defaults."""
     op = v["op"]
     shape = {key: v[key] for key in SHAPE_KEYS[op]}
-    if op != "gemm":
+    if op in ("attention_prefill", "attention_decode"):
         shape["v_head_dim"] = v.get("v_head_dim", v["head_dim"])
         shape["kv_dtype"] = v.get("kv_dtype", v["dtype"])
     return shape

@@ -331,3 +331,18 @@ GEMM_DIM = Plausible(
     "rows, columns or depth of one GEMM: 1 (a GEMV) .. 1e7 (a long sequence's tokens in one "
     "call); catalogue 64 .. 32,768",
 )
+MESSAGE = Plausible(
+    1,
+    1e11,
+    "bytes",
+    "a collective's message",
+    "bytes each rank contributes to one collective: 1 byte .. 100 GB (more than any accelerator "
+    "holds); catalogue 1 KiB .. 2 GiB",
+)
+GROUP_RANKS = Plausible(
+    2,
+    1e6,
+    "ranks",
+    "a collective's group",
+    "ranks of one collective: 2 (the least that communicates) .. 1e6; catalogue 2 .. 8",
+)

@@ -573,8 +573,9 @@ SCENARIO_TOP = {
     "collective": Field(
         "str",
         doc="collective algorithm of the all-reduces and all-gathers (a name of "
-        "diffcost.COLLECTIVES: ring, tree, hierarchical, nvls; nvls needs a system with "
-        "in_network_reduction; default: the system's); the command line's --collective wins",
+        "diffcost.COLLECTIVES: fastest, hierarchical, ring, tree, nvls, nccl, custom, one_shot, "
+        "two_shot; nvls needs a system with in_network_reduction; default: the system's, "
+        "fastest); the command line's --collective wins",
     ),
 }
 
@@ -696,8 +697,8 @@ LOAD_MEASURED = {
 #: One published kernel timing (``specs/kernels/``, :mod:`diffcost._inputs.kernel_measurements`):
 #: the kernel's operation and shape, the chip it ran on and the number as published.  The shape
 #: keys of each operation are required for it and refused for the others (the reader checks).
-KERNEL_OPS = ("gemm", "attention_prefill", "attention_decode")
-KERNEL_DTYPES = ("bf16", "fp16", "fp8")
+KERNEL_OPS = ("gemm", "attention_prefill", "attention_decode", "all_reduce")
+KERNEL_DTYPES = ("bf16", "fp16", "fp8", "fp32")
 KERNEL_SOURCE_KEYS = ("reference", "conventions", "hardware", "data")
 #: What a kernel file's times include: ``kernel``, the GPU time of the kernel alone (a
 #: profiler's kernel duration: no host launch); ``call``, host-side timing around calls (CUDA
@@ -712,12 +713,22 @@ KERNEL_TOP = {
         "(host-side timing around calls, launch included)",
     )
 }
+#: How a measured all-reduce ran (``implementation`` of an ``all_reduce`` point): ``nccl``:
+#: NCCL's own choice of algorithm and protocol; ``custom``: a serving engine's custom
+#: all-reduce kernel, one-shot or two-shot as it picks by size (vLLM ``custom_all_reduce``,
+#: TensorRT-LLM's); ``one_shot`` / ``two_shot``: one of them forced; ``multimem``: NVLink SHARP
+#: loads and stores from the kernel (``torch.distributed._symmetric_memory`` multimem).
+ALL_REDUCE_IMPLEMENTATIONS = ("nccl", "custom", "one_shot", "two_shot", "multimem")
 KERNEL_POINT = {
     "id": Field("str", required=True, doc="unique over all kernel files"),
     "op": Field("enum", required=True, choices=KERNEL_OPS, doc="the kernel's operation"),
     "chip": Field("str", required=True, doc="built-in chip name or path it ran on"),
     "dtype": Field(
-        "enum", required=True, choices=KERNEL_DTYPES, doc="input format of the matrix units"
+        "enum",
+        required=True,
+        choices=KERNEL_DTYPES,
+        doc="input format of the matrix units (all_reduce: of the reduced elements, fp32 "
+        "only there)",
     ),
     "m": C("gemm: rows (tokens)", R.GEMM_DIM),
     "n": C("gemm: columns (output features)", R.GEMM_DIM),
@@ -733,6 +744,18 @@ KERNEL_POINT = {
     "kv_dtype": Field(
         "enum", choices=KERNEL_DTYPES, doc="attention: KV-cache format (default dtype)"
     ),
+    "ranks": C("all_reduce: ranks of the group", R.GROUP_RANKS),
+    "message": Q(
+        "bytes",
+        doc="all_reduce: bytes per rank (each rank's buffer, reduced in place)",
+        plausible=R.MESSAGE,
+    ),
+    "implementation": Field(
+        "enum",
+        choices=ALL_REDUCE_IMPLEMENTATIONS,
+        doc="all_reduce: the library or kernel that ran it",
+    ),
+    "cuda_graph": Field("bool", doc="all_reduce: timed as a replayed CUDA graph"),
     "time": Q("s", doc="measured time of one call", plausible=R.KERNEL_TIME),
     "achieved": Q(
         "flop_per_s",
@@ -871,7 +894,9 @@ KINDS: dict[str, Kind] = {
             allowed=(*KERNEL_SOURCE_KEYS, "unreported", "notes"),
         ),
         doc="published per-kernel timings of one source, one [[kernel]] each (exactly one of "
-        "time and achieved); read by `diffcost validate --kernels` only",
+        "time and achieved; the shape keys of its op: gemm m, n, k; attention batch, q_len, "
+        "kv_len, heads, kv_heads, head_dim; all_reduce ranks, message, implementation, "
+        "cuda_graph); read by `diffcost validate --kernels` only",
     ),
     # its behaviours' switches are passed down by diffcost._serve.engine (ENGINE_KIND)
     "engine": engine_kind(()),

@@ -4,12 +4,13 @@ Alpha-beta cost (Hockney 1994; Thakur, Rabenseifner, Gropp, "Optimization of Col
 Communication Operations in MPICH", IJHPCA 2005): a ring all-reduce of ``B`` bytes over ``g``
 ranks takes ``2 (g-1)/g * B / beta + 2 (g-1) * alpha``; all-gather and reduce-scatter take half.
 The all-reduce and all-gather algorithm is the system's (:mod:`diffcost._terms.collectives`:
-hierarchical ring by default, flat ring, tree, NVLS); this module holds the other patterns.
+by default the fastest of what NCCL and the serving engines run, by message size; or the
+hierarchical ring, flat ring, tree, NVLS, ...); this module holds the other patterns.
 
 A group of ``g`` ranks whose members are ``stride`` ranks apart (Megatron order: TP innermost,
 then CP, DP, PP) has ``l = clip(domain / stride, 1, g)`` members inside one scale-up domain and
-spans ``g / l`` domains.  The default all-reduce is hierarchical (as NCCL's rings over NVLink
-then InfiniBand): a reduce-scatter + all-gather inside the domain over the fast links, and
+spans ``g / l`` domains.  Across domains every all-reduce is hierarchical (as NCCL's rings over
+NVLink then InfiniBand): a reduce-scatter + all-gather inside the domain over the fast links, and
 between domains each of the ``l`` local ranks carries ``B / l`` over its own network share.  A
 TP group that spills out of its node therefore pays scale-out bandwidth.
 """
@@ -31,8 +32,9 @@ def all_reduce_s(
 ) -> Array:
     """Seconds for an all-reduce of ``bytes_per_rank`` bytes over ``group`` ranks ``stride``
     apart, by the system's collective algorithm (:func:`~diffcost._terms.collectives.
-    collective_of`; default the hierarchical ring,
-    :class:`~diffcost._terms.collectives.HierarchicalRing`, whose docstring has the formula).
+    collective_of`; default :class:`~diffcost._terms.collectives.Fastest`: on a GPU the faster
+    of NCCL's protocols and NVLS and the serving engines' one-shot and two-shot kernels, by
+    message size, whose docstrings have the formulas; otherwise the hierarchical ring).
     Zero for a group of one, with zero derivatives."""
     return collective_of(system).all_reduce_s(bytes_per_rank, group, stride, system, sm)
 

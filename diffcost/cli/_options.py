@@ -32,8 +32,10 @@ SystemChips = Annotated[int | None, Opt("Number of chips in the system.")]
 Collective = Annotated[
     str | None,
     Opt(
-        "Collective algorithm of every all-reduce and all-gather: hierarchical (the default), "
-        "ring, tree, or nvls (only on a system with in-network reduction)."
+        "Collective algorithm of every all-reduce and all-gather: fastest (the default: on a "
+        "GPU the faster of NCCL's choice and the serving engines' one-shot/two-shot kernels, "
+        "by message size), hierarchical, ring, tree, nvls (only on a system with in-network "
+        "reduction), nccl, custom, one_shot or two_shot."
     ),
 ]
 
