@@ -11,7 +11,9 @@ gpu_matmul_efficiency`).  For each chip family with GEMM points in ``specs/kerne
 calibration's launch constants, not fitted here: the sources' floors differ by library, 3 us
 for DeepGEMM's kernels on H800 and 8-10 us for XLA's smallest dots on B200), a source of ``n``
 points weighing ``sqrt(n)`` in total (as the end-to-end fit, :mod:`diffcost._analysis.
-calibrate`).  A third constant, ``narrow_matmul_fraction``, scales the 8-bit peaks.  The
+calibrate`).  A third constant, ``narrow_matmul_fraction``, scales the 8-bit peaks.  A point
+with an ``unmodelled`` effect (a quantization kernel inside the timed call, a locked clock, a
+lowered power limit) weighs nothing.  The
 prediction is the GEMM term at the top clock (:func:`~diffcost._terms.power.burst`: the
 kernels are timed alone in short loops) plus the fixed cost a cost model charges per kernel as
 the source timed it (:func:`fixed_s`), with every other constant the calibration's.
@@ -214,7 +216,8 @@ def fit_family(
     sources = [p.source for p in pts]
     # only points whose time the shape constants decide weigh in the fit (module docstring)
     shaped = measured >= SHAPE_DOMINATED * host
-    w = np.where(shaped, source_weights(sources), 0.0)
+    modelled = np.asarray([p.unmodelled is None for p in pts])
+    w = np.where(shaped & modelled, source_weights(sources), 0.0)
     best = _best(terms, host, measured, w)
 
     def predict(r: int, i: int, j: int) -> np.ndarray:
@@ -333,7 +336,8 @@ def fit_attention(
         fixed[idx] = fixed_s(system, timing)
     measured = np.asarray([p.time_s for p in pts])
     sources = [p.source for p in pts]
-    w = source_weights(sources)
+    modelled = np.asarray([p.unmodelled is None for p in pts])
+    w = np.where(modelled, source_weights(sources), 0.0)
     pred = grid + fixed
 
     def best(mask: np.ndarray) -> tuple[int, int, int]:

@@ -28,9 +28,15 @@ from .._inputs.hardware import System, format_index
 from .._inputs.model import Model
 from .._serve.passes import consts
 from .._serve.plan import ServePlan
-from .._terms.attention import ATTENTION_GEMMS, causal_skip
+from .._terms.attention import causal_skip
 from .._terms.layer import LAYER_GEMMS, GemmOp, layer_gemms, logits_gemm
-from .._train.cost import attention_ops, gemm_format, tokens_per_chip
+from .._train.cost import (
+    attention_core_s,
+    attention_ops,
+    flash_attention_bytes,
+    gemm_format,
+    tokens_per_chip,
+)
 from .._train.plan import TrainPlan
 
 #: Axis labels (with units) of the common sweep columns; others read as their words.
@@ -121,24 +127,32 @@ def roofline_ops(system: System, model: Model, plan: TrainPlan | ServePlan) -> p
     ``intensity`` (FLOP/byte) and ``achieved_flop_per_s``.
 
     Training: forward GEMMs of one micro-batch (QKV, attention output, MLP in/out, logits) and
-    the attention core (``QK^T``, ``AV`` per local head, scaled by the causal skip of a fused
-    kernel).  Serving: the decode step's GEMMs for the plan's batch and the prefill GEMMs of one
-    prompt, with the weight bytes the pass charges (a separately dequantized weight included).
+    the attention core (``attention``: one fused kernel over the kept scores, or the unfused
+    ``QK^T`` and ``AV`` GEMMs, :func:`~diffcost._train.cost.attention_core_s`).  Serving: the
+    decode step's GEMMs for the plan's batch and the prefill GEMMs of one prompt, with the weight
+    bytes the pass charges (a separately dequantized weight included).
     Every row comes from the shapes of :mod:`diffcost._terms.layer` and
     :mod:`diffcost._terms.attention` that the cost models sum, so the plot cannot drift from them.
     """
     ops: list[tuple[str, GemmOp, ArrayLike]] = []  # (name, op, scale)
+    extra: list[tuple[str, float, float, float]] = []  # (name, flop, bytes, seconds)
     if isinstance(plan, TrainPlan):
         tokens, fmt = tokens_per_chip(plan), gemm_format(system, plan)
-        skip = causal_skip(model, plan.flash_attention, plan.seq_len, EXACT)
         ops += [
             (n, op, 1.0)
             for n, op in zip(LAYER_GEMMS, layer_gemms(tokens, model, plan.tp, fmt), strict=True)
         ]
-        ops += [
-            (n, op, skip)
-            for n, op in zip(ATTENTION_GEMMS, attention_ops(system, model, plan), strict=True)
-        ]
+        # the attention core as the step charges it: a fused kernel over the kept scores, or
+        # the unfused QK^T and AV GEMMs over the whole matrix
+        qk, av = attention_ops(system, model, plan)
+        flash = plan.flash_attention
+        skip = causal_skip(model, flash, plan.seq_len, EXACT)
+        flop = skip * (qk.flop() + av.flop())
+        moved = flash * flash_attention_bytes(model, plan) + (1.0 - flash) * (
+            qk.bytes() + av.bytes()
+        )
+        seconds = attention_core_s(system, model, plan, EXACT)
+        extra.append(("attention", float(flop), float(moved), float(seconds)))
         ops.append(("logits", logits_gemm(tokens, model, plan.tp, fmt), 1.0))
     else:
         fmt = consts(system, model, plan, EXACT).gemm_format()
@@ -150,7 +164,7 @@ def roofline_ops(system: System, model: Model, plan: TrainPlan | ServePlan) -> p
     rows = [
         (name, *(float(scale * x) for x in (op.flop(), op.bytes(), op.time_s(system, EXACT))))
         for name, op, scale in ops
-    ]
+    ] + extra
     df = pd.DataFrame(rows, columns=["op", "flop", "bytes", "time_s"])
     df["intensity"] = df.flop / df.bytes
     df["achieved_flop_per_s"] = df.flop / df.time_s

@@ -209,6 +209,7 @@ def kernel_rows(
                 "error": predicted / k.time_s - 1.0,
                 "held_out_s": held_s,
                 "held_out_error": None if held_s is None else held_s / k.time_s - 1.0,
+                "unmodelled": k.unmodelled,
                 "published": k.published,
                 "as_published": k.as_published,
             }

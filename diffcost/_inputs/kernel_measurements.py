@@ -53,6 +53,8 @@ class KernelMeasurement:
         time_s: measured seconds of one call (converted from ``achieved`` where published so).
         published: ``"time"`` or ``"achieved"``: which quantity the source gave.
         as_published: the source's own words.
+        unmodelled: an effect in the timing the term does not model: the point is predicted
+            and shown but weighs nothing in the kernel fit.
         timing: what the time includes, the file's ``timing``
             (:data:`~diffcost._inputs.schema.KERNEL_TIMINGS`): ``kernel`` (GPU time of the
             kernel alone) or ``call`` (host-side timing, the launch in it).
@@ -71,6 +73,7 @@ class KernelMeasurement:
     flags: tuple[str, ...] = ()
     notes: str | None = None
     timing: str = "call"
+    unmodelled: str | None = None
     path: str = ""
     source_info: dict[str, str] = field(default_factory=dict)
 
@@ -203,6 +206,7 @@ def _kernel(
         path=str(path),
         source_info=info,
         timing=timing,
+        unmodelled=v.get("unmodelled"),
     )
 
 

@@ -766,6 +766,10 @@ KERNEL_POINT = {
     "verified": Field("bool", required=True, doc="number read in the primary source"),
     "notes": Field("str", doc="free text"),
     "flags": Field("list", doc="assumptions, mappings"),
+    "unmodelled": Field(
+        "str",
+        doc="an effect in the timing that the term does not model (shown, never fitted)",
+    ),
 }
 
 #: Fields of a serving-engine profile (``specs/engines/``) besides its behaviours' switches

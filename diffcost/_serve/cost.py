@@ -52,6 +52,7 @@ from .._inputs.model import Model
 from .._terms.energy import activity_energy_j
 from .._terms.execution import wasted_rows
 from .._terms.memory_levels import placed_system
+from .._terms.power import sustained
 from .._terms.tp_rules import EXPERT_LAYOUT_RULES
 from .kv import (
     ServeMemory,
@@ -204,7 +205,9 @@ def memory_and_limits(c: Consts, plan: ServePlan, r: Regime) -> tuple[ServeMemor
 def critical_batch(c: Consts, plan: ServePlan, r: Regime) -> Array:
     """Decode batch above which the weight GEMMs turn compute-bound, sequences.
 
-    The ridge ``w * peak * f_peak / (2 bw_eff)`` tokens (Williams et al. 2009), less
+    The ridge ``w * peak * f_peak / (2 bw_eff)`` tokens (Williams et al. 2009; ``peak`` the
+    compute format's achievable peak, ``f_peak`` its sustained large-GEMM fraction,
+    :func:`~diffcost._terms.power.sustained`), less
     ``f_peak * d`` for the rows the chip's class wastes on a skinny GEMM,
     ``d = w_gpu * d_half + w_sys * R``, times ``pp / q`` (micro-batches and verified tokens per
     sequence).  With :func:`~diffcost._terms.gemm.matmul_efficiency` at large ``k, n`` (fill
@@ -215,7 +218,9 @@ def critical_batch(c: Consts, plan: ServePlan, r: Regime) -> Array:
     (Kung 1982), and 0 on a dataflow chip (no row penalty).  The idle rows run at the full
     clock, so they cost ``f_peak d``, not ``d`` (module docstring of diffcost._terms.gemm).
     """
-    chip, eff = c.system.chip, c.system.efficiency
+    chip = c.system.chip
+    # the GEMM law's large-GEMM fraction: sustained under the power limit (diffcost._terms.power)
+    eff = sustained(c.system, c.peak_flop_per_s, c.flop_j, c.sm).efficiency
     bw_eff = chip.memory_bandwidth_bytes_per_s * eff.memory_bandwidth_fraction
     ridge = c.weight_bytes * c.peak_flop_per_s * eff.matmul_peak_fraction / (2.0 * bw_eff)
     wasted = wasted_rows(chip, eff)

@@ -208,15 +208,23 @@ def attention_core_s(system: System, model: Model, plan: TrainPlan, sm: Smoothin
     flop = kept * (ops[0].flop() + ops[1].flop())
     heads = model.heads / plan.tp * plan.micro_batch
     s_q, s = plan.seq_len / plan.cp, plan.seq_len
-    e, e_v = model.head_dim, model.v_head_dim
+    e = model.head_dim
     chip = system.chip
     peak, flop_j = chip.peak_flop_per_s[_BF16], chip.energy.flop_j[_BF16]
     held = sustained(system, peak, flop_j, sm)
     tiles = heads * s_q / ATTENTION_TILE_ROWS
     eff = fused_prefill_efficiency(tiles, kept * s, e, s_q, s, held, sm)
-    qkvo_bytes = 2.0 * heads * (s_q * (e + e_v) + s * (e + e_v))
-    fused = fused_attention_s(flop, qkvo_bytes, eff, peak, system, sm)
+    fused = fused_attention_s(flop, flash_attention_bytes(model, plan), eff, peak, system, sm)
     return flash * fused + (1.0 - flash) * unfused
+
+
+def flash_attention_bytes(model: Model, plan: TrainPlan) -> Array:
+    """Bytes a fused attention kernel streams per layer and micro-batch on one chip: Q and O of
+    the ``s / cp`` local queries and K and V of the ``s`` keys, 2 bytes each, per local head:
+    ``2 heads_local (s_q + s)(e + e_v)``."""
+    heads = model.heads / plan.tp * plan.micro_batch
+    s_q, s = plan.seq_len / plan.cp, plan.seq_len
+    return 2.0 * heads * (s_q + s) * (model.head_dim + model.v_head_dim)
 
 
 @once
