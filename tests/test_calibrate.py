@@ -260,7 +260,9 @@ def test_write_calibration_refuses_the_builtin_specs(serving, fit, tmp_path):
     "chip,matmul,memory,cited",
     [
         ("mi300x", 0.45, 0.81, "arXiv:2510.27583"),
-        ("b200", 0.43, 0.75, "arXiv:2512.02189"),
+        # B200: the GEMM constants fitted on per-kernel timings (issue 41; a range, refitted
+        # with the kernel data), the rest a prior
+        ("b200", (0.6, 0.8), 0.75, "specs/kernels"),
         ("tpu-v5p", 0.654, 0.8474, "MaxText"),  # worst family bw (ada); 0.8483 before the refit
     ],
 )
@@ -269,7 +271,10 @@ def test_unmeasured_chips_use_their_own_priors_with_sources(chip, matmul, memory
     each has its own prior from public microbenchmarks, cited in the calibration file."""
     spec = load_spec("calibration", "default")
     eff, glob = efficiency_for(chip), spec.values["efficiency"]
-    assert float(eff.matmul_peak_fraction) == pytest.approx(matmul, rel=1e-6)
+    if isinstance(matmul, tuple):
+        assert matmul[0] <= float(eff.matmul_peak_fraction) <= matmul[1]
+    else:
+        assert float(eff.matmul_peak_fraction) == pytest.approx(matmul, rel=1e-6)
     assert float(eff.memory_bandwidth_fraction) == pytest.approx(memory, rel=1e-6)
     assert float(eff.matmul_peak_fraction) < glob["matmul_peak_fraction"]
     assert cited in spec.info.source[chip]

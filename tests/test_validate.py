@@ -44,8 +44,14 @@ PINNED = {
     ("serve_throughput", "modelled"): (0.05, 0.13),
     # median 0.0424 -> 0.0510: skinny GEMM rows at the full clock (issue 17 item 4) speed up
     # the 128-token prefills by ~7%, which trtllm-0.5 on H100 does not show
-    ("ttft", "all"): (0.052, 0.20),
-    ("token_latency", "all"): (0.26, 0.35),
+    # median 0.051 -> 0.062 (issue 41): prefills now run at the sustained fraction under the
+    # power limit (H100 2048-token prompts +5-8%: an isolated short prefill may run nearer the
+    # top clock than a loaded server) and the all-reduce's NCCL/custom choice
+    ("ttft", "all"): (0.065, 0.20),
+    # p90 0.337 -> 0.356 (issue 41): decode all-reduces at NCCL's small-message latency or the
+    # engines' custom kernel instead of 14 ring steps; BLOOM's 2022 runtimes, on NCCL, were
+    # already predicted too fast
+    ("token_latency", "all"): (0.26, 0.37),
     # current engines (gpt-fast, NIM 1.8, vLLM CI: CUDA-graph decode) without BLOOM's
     # Python-driven 2022 runtimes: median 0.064, p90 0.144 after the graph_kernel_fraction fit
     ("token_latency", "modelled"): (0.07, 0.16),
@@ -61,15 +67,18 @@ PINNED_SOURCES = {
     ("train_throughput", "mt-nlg-530b"): (0.25, 0.29),
     # mixture-of-experts pre-training on H100 (Megatron-Bridge): unmodelled MoE layer efficiency
     # and layouts; predicted +78% (Qwen3-30B-A3B), +75% (Qwen3-235B-A22B), -8% (DeepSeek-V3)
-    ("train_throughput", "megatron-bridge-moe"): (0.8, 0.8),
+    # p90 0.80 -> 0.88 (issue 41): the expert GEMMs' fp8 share (narrow_matmul_fraction) and the
+    # sustained fraction under the power limit; still an unmodelled MoE regime (issue 42)
+    ("train_throughput", "megatron-bridge-moe"): (0.8, 0.9),
     # Mixtral serving (unmodelled MoE kernels): TensorRT-LLM 0.9 static batches, -52% .. +132%
     # (median 23%); gpt-fast batch-1 decode on A100, -35% .. +5% (median 30%)
     ("serve_throughput", "trtllm-0.9-mixtral"): (0.25, 1.0),
-    ("token_latency", "gpt-fast-mixtral"): (0.31, 0.36),
+    ("token_latency", "gpt-fast-mixtral"): (0.32, 0.36),  # median 0.30 -> 0.313 (issue 41)
     # median 0.0732 -> 0.0864 after the issue-17 item-4 refit (hopper f 0.6253 -> 0.6308)
-    ("train_throughput", "nemo-24.07"): (0.088, 0.19),
+    # p90 0.19 -> 0.196 (issue 41; median 0.086 -> 0.070): fp8 GEMMs at their own share of peak
+    ("train_throughput", "nemo-24.07"): (0.088, 0.20),
     ("serve_throughput", "trtllm-0.6.1-throughput"): (0.05, 0.13),  # as above
-    ("ttft", "trtllm-0.5-latency"): (0.052, 0.20),  # median 0.0424 -> 0.0510, as above
+    ("ttft", "trtllm-0.5-latency"): (0.065, 0.20),  # median 0.051 -> 0.062, as above
 }
 
 

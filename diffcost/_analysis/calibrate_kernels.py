@@ -246,9 +246,9 @@ def fit_family(
 #: The fused attention constants, fitted per chip family on its prefill points (the softmax's
 #: share differs by architecture: the special-function units' rate against the tensor cores').
 ATTENTION_CONSTANTS = ("attention_softmax_dim", "attention_half_span", "attention_half_tiles")
-SOFTMAX_DIM_GRID = np.arange(0.0, 96.1, 4.0)
-HALF_SPAN_GRID = np.arange(0.0, 1536.1, 32.0)
-HALF_TILES_GRID = np.asarray([0.0, 4.0, 8.0, 16.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0])
+SOFTMAX_DIM_GRID = np.concatenate([[1.0, 2.0], np.arange(4.0, 96.1, 4.0)])
+HALF_SPAN_GRID = np.concatenate([[1.0, 16.0], np.arange(32.0, 1536.1, 32.0)])
+HALF_TILES_GRID = np.asarray([1.0, 4.0, 8.0, 16.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0])
 
 
 def with_constants(system: System, constants: dict[str, float]) -> System:

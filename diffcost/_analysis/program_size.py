@@ -28,16 +28,18 @@ from .._train.plan import train_plan
 SLACK = 0.10
 
 #: Equations per reference program: ceilings measured on jax 0.10.2 (see the module docstring).
-#: Raised by issue 41's all-reduce (the default collective chooses among NCCL's protocols,
-#: NVLS and the engines' kernels by message size: +7-18%; before it 2630, 4510, 13040, 1840,
-#: 2980, 8170).
+#: Raised by issue 41 (before it 2630, 4510, 13040, 1840, 2980, 8170): the default collective
+#: chooses among NCCL's protocols, NVLS and the engines' kernels by message size (+6-18%), and
+#: the kernel terms gained the sustained fraction under the power limit once per format and the
+#: fused attention law in training (+3-6%); measured together 3095, 5453, 16022, 1992, 3285,
+#: 9329.
 BUDGETS: dict[str, int] = {
-    "train_exact_value": 2950,
-    "train_relaxed_value": 5220,
-    "train_relaxed_grad": 15400,
-    "serve_exact_value": 1950,
-    "serve_relaxed_value": 3220,
-    "serve_relaxed_grad": 9070,
+    "train_exact_value": 3100,
+    "train_relaxed_value": 5460,
+    "train_relaxed_grad": 16030,
+    "serve_exact_value": 2000,
+    "serve_relaxed_value": 3290,
+    "serve_relaxed_grad": 9330,
 }
 
 #: Issue 38's targets for the same programs (exact values <= 1,500; relaxed gradient <= 5,000).

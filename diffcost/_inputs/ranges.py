@@ -193,6 +193,28 @@ HALF_DIM = Plausible(
     "GEMM dimension at half the peak fraction: 1 .. 1e5; calibrated 112 .. 123",
 )
 
+ATTENTION_DIM = Plausible(
+    1,
+    1024,
+    "elements",
+    "a fused attention constant in head-dim elements",
+    "head dim at which softmax costs as much as the GEMMs: 1 .. 1024; fitted 1 .. 40",
+)
+ATTENTION_SPAN = Plausible(
+    1,
+    1e5,
+    "tokens",
+    "a fused attention tile's half span",
+    "keys over which a tile's fixed work halves its rate: 1 .. 1e5; fitted 320 .. 608",
+)
+ATTENTION_TILES = Plausible(
+    1,
+    1e5,
+    "tiles",
+    "a fused attention launch's half fill",
+    "query tiles at which a launch fills half the chip: 1 .. 1e5; fitted 32 .. 64",
+)
+
 # --- relations -------------------------------------------------------------------------------
 PEAK_RATIO = Plausible(
     1 / 100,

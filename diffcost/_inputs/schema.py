@@ -522,18 +522,18 @@ CALIBRATION_FIELDS = {
     ),
     "attention_softmax_dim": Field(
         "number",
-        positive=False,
         doc="head dim at which fused attention's softmax costs as much as its GEMMs",
+        plausible=R.ATTENTION_DIM,
     ),
     "attention_half_span": Field(
         "number",
-        positive=False,
         doc="keys over which a fused attention tile's fixed work is amortised by half",
+        plausible=R.ATTENTION_SPAN,
     ),
     "attention_half_tiles": Field(
         "number",
-        positive=False,
         doc="query tiles at which a fused attention launch fills half the chip",
+        plausible=R.ATTENTION_TILES,
     ),
 }
 FRACTIONS = tuple(k for k, f in CALIBRATION_FIELDS.items() if f.kind == "fraction")
