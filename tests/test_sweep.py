@@ -448,7 +448,7 @@ def test_roofline_ops_sit_under_the_achievable_roof(tmp_path):
         ops = _plots.roofline_ops(system, model, plan)
         roof = np.minimum(peak, ops.intensity * bw)
         assert (ops.achieved_flop_per_s <= roof * (1 + 1e-9)).all()
-        assert len(ops) >= 7
+        assert len(ops) >= 6  # training: four layer GEMMs, the attention core, the logits
         _plots.save(_plots.roofline(ops, system), tmp_path / "roofline.png")
     decode = ops[ops.op.str.startswith("decode")]
     assert (decode.intensity < 20).all()  # 16 tokens: memory-bound side of the ridge

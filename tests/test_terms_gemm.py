@@ -80,15 +80,15 @@ def test_sustained_efficiency_limits_and_monotonicity():
 
 def test_skinny_gemm_loses_its_fill_not_the_sustained_fraction_too(h100):
     """A one-row GEMM's efficiency is its fill, whatever the large-GEMM fraction: a chip whose
-    sustained fraction is 0.45 (MI300X, arXiv:2510.27583) loses under 1% at one row, where the
-    product ``f * u`` lost 55%."""
+    sustained fraction is 0.45 (MI300X, arXiv:2510.27583) loses about 1% at one row (1.1% at
+    a half dimension of 108), where the product ``f * u`` lost 55%."""
     n = k = 8192.0
     d = float(h100.efficiency.matmul_half_dim)
     fill = 1.0 / (1.0 + d) * n / (n + d) * k / (k + d)
     assert fill == pytest.approx(float(gpu_fill(1.0, n, k, h100.efficiency)), rel=1e-6)
     for f_max in [0.45, 0.625, 0.8]:
         eff = float(matmul_efficiency(1.0, n, k, _with_peak_fraction(h100, f_max), EXACT))
-        assert 0.99 * fill < eff <= fill
+        assert 0.985 * fill < eff <= fill
 
 
 def test_small_batch_w8a16_decode_sits_at_the_weight_read_floor_at_a_low_peak_fraction(h100):
