@@ -35,6 +35,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         fit_family,
         fit_kernels,
         fixed_s,
+        kernel_constants,
         with_constants,
     )
     from ._analysis.coverage import builtin_index, index
@@ -437,6 +438,7 @@ __all__ = [
     "is_fleet",
     "iteration_s",
     "jitter_s",
+    "kernel_constants",
     "KERNEL_FAMILIES",
     "kernel_rows",
     "kernel_table",

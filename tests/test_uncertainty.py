@@ -15,7 +15,7 @@ import diffcost as dc
 from diffcost import load_measurements
 from diffcost.cli import app
 from diffcost.testing import calibration as C
-from diffcost.testing import prepare
+from diffcost.testing import kernel_constants, prepare
 from diffcost.testing import uncertainty as U
 
 runner = CliRunner()
@@ -272,7 +272,7 @@ def test_stored_posterior_matches_the_fit():
     """The stored posterior is the one of today's fit (else: regenerate it with
     ``python -m diffcost._analysis.uncertainty --write``)."""
     prep = prepare()
-    fit = C.calibrate(prep)
+    fit = C.calibrate(prep, kernel=kernel_constants())  # as `diffcost calibrate` fits
     post, stored = U.posterior(fit, prep), U.load_posterior("default")
     assert stored is not None
     # the file is written in float32 (as `diffcost calibrate` fits), the test runs in float64:

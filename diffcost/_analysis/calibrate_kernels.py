@@ -408,6 +408,14 @@ def fit_kernels(points: Sequence[KernelMeasurement], calibration: str = "default
     return KernelFits(gemm, attention)
 
 
+def kernel_constants(calibration: str = "default") -> dict[str, dict[str, float]]:
+    """The kernel-fitted constants by family from every built-in kernel file, with the
+    calibration's other constants (what ``diffcost calibrate`` fits first)."""
+    from .._inputs.kernel_measurements import read_kernel_measurements
+
+    return fit_kernels(read_kernel_measurements(), calibration).constants
+
+
 def kernel_note(fits: KernelFits, points: Sequence[KernelMeasurement]) -> str:
     """The kernel fit's provenance for a calibration file: constants by family, points used and
     the leave-one-source-out median |error| where a family has several sources."""
@@ -450,6 +458,7 @@ __all__ = [
     "fit_kernels",
     "fixed_s",
     "grid_terms",
+    "kernel_constants",
     "kernel_note",
     "launch_parts_s",
     "with_constants",

@@ -86,6 +86,7 @@ from .._inputs.posterior import (
 from .._terms.risk import Z80, scaled_efficiency
 from .._train.regimes import zero3_multinode_weight
 from . import calibrate as C
+from .calibrate_kernels import kernel_constants
 from .validate import Prepared, prepare
 
 #: The metric kinds of the measurements (:data:`diffcost._inputs.measurements.METRICS`).
@@ -617,7 +618,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--write", nargs="?", const="", default=None, metavar="PATH")
     args = ap.parse_args(argv)
     prep = prepare(calibration=args.calibration)
-    fit = C.calibrate(prep)
+    fit = C.calibrate(prep, kernel=kernel_constants(args.calibration))
     for row in loso_coverage(fit, prep):
         print(json.dumps(row))
     if args.write is not None:
