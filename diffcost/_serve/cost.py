@@ -52,7 +52,7 @@ from .._inputs.model import Model
 from .._terms.energy import activity_energy_j
 from .._terms.execution import wasted_rows
 from .._terms.memory_levels import placed_system
-from .._terms.power import sustained
+from .._terms.power import sustained, sustained_energy
 from .._terms.tp_rules import EXPERT_LAYOUT_RULES
 from .kv import (
     ServeMemory,
@@ -347,14 +347,16 @@ def energy_per_token_j(
 ) -> Array:
     """Energy per output token, J: :func:`~diffcost._terms.energy.activity_energy_j` of one
     second of the deployment (``chips`` powered, :func:`activity_per_token` times
-    ``tokens_per_s`` of work, plus the system's power besides the chips) over
+    ``tokens_per_s`` of work, its FLOP at the sustained clock's J/FLOP,
+    :func:`~diffcost._terms.power.sustained_energy`, plus the system's power besides the
+    chips) over
     ``tokens_per_s``.  Without chip energy figures or system overhead:
     ``chips * TDP / tokens_per_s``."""
     both = _mixer(plan)
     flop, memory, link = (activity_per_token(plan, r, a, both) for a in pass_activity(c, w, pt))
     chip = c.system.chip
     energy = activity_energy_j(
-        chip.energy,
+        sustained_energy(c.system, c.sm),
         chip.tdp_w,
         time_s=1.0,
         chips=plan.num_chips(),

@@ -40,7 +40,7 @@ from jaxtyping import Array, ArrayLike
 
 from .._core.shared import once
 from .._core.smooth import Smoothing, smax
-from .._inputs.hardware import System
+from .._inputs.hardware import ChipEnergy, System
 
 #: Exponent ``g`` of dynamic energy per operation against SM clock, ``e(r) = e(1) r^g``
 #: (dimensionless).  From the H100 SXM power check (``benchmarks/results/power-check-h100-
@@ -101,6 +101,26 @@ def sustained(
     return eqx.tree_at(lambda s: s.efficiency.matmul_peak_fraction, system, f * r)
 
 
+@once
+def sustained_energy(system: System, sm: Smoothing) -> ChipEnergy:
+    """The chip's energy figures with each format's J/FLOP at its sustained clock,
+    ``e_f r_f^g`` (J/FLOP; ``g`` = :data:`DVFS_ENERGY_EXPONENT`), for activity energy.
+
+    ``r_f = 1 / clock_slowdown`` of one second of a large GEMM in format ``f``, as
+    :func:`sustained` computes it: the power manager lowers the voltage with the clock, so a
+    throttled GEMM draws exactly the power limit (``P f r e r^g = TDP - P_idle``) and not the
+    top-clock energy over a longer time (module docstring; Le Sueur and Heiser, HotPower 2010).
+    Every FLOP of a format is charged at that clock: the FLOP of memory-bound work (a batch-1
+    decode) are a small part of its energy, which its bytes set.  Unchanged where the limit
+    does not bind (``r = 1``) and for a :func:`burst` system.  Once per evaluation.
+    """
+    energy = system.chip.energy
+    dynamic = system.chip.peak_flop_per_s * system.efficiency.matmul_peak_fraction * energy.flop_j
+    slowdown = clock_slowdown(dynamic, 1.0, system, sm)  # elementwise over the formats
+    flop_j = energy.flop_j * slowdown ** (-DVFS_ENERGY_EXPONENT)
+    return eqx.tree_at(lambda e: e.flop_j, energy, flop_j)
+
+
 def burst(system: System) -> System:
     """``system`` with no power limit (``tdp_w`` infinite): a kernel timed alone in a short
     loop, at the top clock (module docstring)."""
@@ -108,4 +128,10 @@ def burst(system: System) -> System:
     return eqx.tree_at(lambda s: s.chip.tdp_w, system, jnp.full_like(tdp, jnp.inf))
 
 
-__all__ = ["DVFS_ENERGY_EXPONENT", "burst", "clock_slowdown", "sustained"]
+__all__ = [
+    "DVFS_ENERGY_EXPONENT",
+    "burst",
+    "clock_slowdown",
+    "sustained",
+    "sustained_energy",
+]

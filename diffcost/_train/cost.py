@@ -61,7 +61,7 @@ from .._terms.kernels import (
 from .._terms.layer import ExpertSplit, GemmOp, layer_gemm_s, layer_gemms, logits_gemm
 from .._terms.memory_levels import placed_system
 from .._terms.moe import remote_dispatch_bytes
-from .._terms.power import sustained
+from .._terms.power import sustained, sustained_energy
 from .._terms.reliability import checkpoint_interval_s, expected_max_normal, goodput_fraction
 from .memory import (
     TrainMemory,
@@ -747,11 +747,13 @@ def step_energy_j(
     system: System, model: Model, built: Model, plan: TrainPlan, step_s: Array, sm: Smoothing
 ) -> Array:
     """Energy of one step, J: :func:`~diffcost._terms.energy.activity_energy_j` of the step's
-    FLOP by format, memory and link bytes on every chip, plus the system's node overhead
-    (``built``: the model with its padded vocabulary, as the step runs it)."""
+    FLOP by format (at the sustained clock's J/FLOP,
+    :func:`~diffcost._terms.power.sustained_energy`), memory and link bytes on every chip, plus
+    the system's node overhead (``built``: the model with its padded vocabulary, as the step
+    runs it)."""
     chip, chips = system.chip, plan.num_chips()
     return activity_energy_j(
-        chip.energy,
+        sustained_energy(system, sm),
         chip.tdp_w,
         time_s=step_s,
         chips=chips,
