@@ -239,7 +239,13 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         placement_share,
     )
     from ._terms.moe import active_expert_fraction, expert_imbalance, mixed_active_fraction
-    from ._terms.power import DVFS_ENERGY_EXPONENT, burst, clock_slowdown, sustained
+    from ._terms.power import (
+        DVFS_ENERGY_EXPONENT,
+        burst,
+        clock_slowdown,
+        sustained,
+        sustained_energy,
+    )
     from ._terms.reliability import (
         checkpoint_interval_s,
         expected_max_normal,
@@ -588,6 +594,7 @@ __all__ = [
     "summarise_validation",
     "sustained",
     "sustained_efficiency",
+    "sustained_energy",
     "switch_args",
     "sync_wait_s",
     "table",

@@ -101,12 +101,14 @@ def test_energy_never_above_tdp_and_overhead(h100, llama70):
     assert float(out.energy_j) <= chips * 700.0 * t + overhead
     hot = eqx.tree_at(lambda s: s.chip.energy.flop_j, h100, h100.chip.energy.flop_j * 1e3)
     capped = dc.TrainCost(hot, llama70)(dc.train_plan(**TRAIN_PLAN))
-    # a thousand times the FLOP energy: the clock falls (diffcost._terms.power) and the board
-    # still draws at most its limit for the (longer) step
+    # a thousand times the FLOP energy: the clock falls (diffcost._terms.power) until its GEMMs
+    # draw the limit, at e r^g J/FLOP (sustained_energy), so the (longer) step draws at most the
+    # limit and, mostly GEMM time, nearly all of it (measured 96%)
     t_hot = float(capped.step_time_s)
     assert t_hot > t
     over = float(h100.node_overhead_w) * chips / 8 * t_hot
-    assert float(capped.energy_j) == pytest.approx(chips * 700.0 * t_hot + over, rel=1e-6)
+    chips_j = float(capped.energy_j) - over
+    assert 0.9 * chips * 700.0 * t_hot < chips_j <= chips * 700.0 * t_hot
 
 
 def test_batch1_decode_draws_less_power_than_a_compute_bound_training_step(h100, llama70):

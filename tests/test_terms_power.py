@@ -16,6 +16,7 @@ from diffcost.testing import (
     format_index,
     gemm_time_s,
     sustained,
+    sustained_energy,
     with_constants,
 )
 
@@ -106,3 +107,25 @@ def test_gradients_finite_across_the_limit(h100):
         g = float(jax.grad(t)(jnp.asarray(m)))
         fd = (float(t(m * (1 + 1e-4))) - float(t(m * (1 - 1e-4)))) / (2e-4 * m)
         assert np.isfinite(g) and g == pytest.approx(fd, rel=2e-2)
+
+
+def test_a_throttled_gemm_draws_the_limit_at_its_sustained_energy(h100):
+    """Activity energy at the sustained clock (sustained_energy): a large bf16 GEMM at the
+    sustained fraction ``f r`` and ``e r^g`` J/FLOP draws exactly ``TDP - P_idle`` of dynamic
+    power when the limit binds (the DVFS law solved for r); a chip whose energies are top-down
+    (the TPU v5p: its limit binds at its datasheet peak) keeps its figures."""
+    bf16 = format_index("bf16")
+    for sm in (EXACT, RELAXED):
+        peak = h100.chip.peak_flop_per_s[bf16]
+        held = float(
+            sustained(h100, peak, h100.chip.energy.flop_j[bf16], sm).efficiency.matmul_peak_fraction
+        )
+        assert held < 0.9  # the H100's measured J/FLOP: the limit binds
+        e = float(sustained_energy(h100, sm).flop_j[bf16])
+        assert e < float(h100.chip.energy.flop_j[bf16])
+        if sm is EXACT:
+            assert float(peak) * held * e == pytest.approx(_available_w(h100), rel=1e-5)
+    tpu = dc.load_system(chip="tpu-v5p")
+    np.testing.assert_array_equal(
+        np.asarray(sustained_energy(tpu, EXACT).flop_j), np.asarray(tpu.chip.energy.flop_j)
+    )
