@@ -32,14 +32,15 @@ SLACK = 0.10
 #: chooses among NCCL's protocols, NVLS and the engines' kernels by message size (+6-18%), and
 #: the kernel terms gained the sustained fraction under the power limit once per format and the
 #: fused attention law in training (+3-6%); measured together 3095, 5453, 16022, 1992, 3285,
-#: 9329.
+#: 9329; then activity energy at the sustained clock's J/FLOP (every format's clock under the
+#: limit, once per evaluation: +12 to +34 equations): 3107, 5487, 16056, 2004, 3319, 9363.
 BUDGETS: dict[str, int] = {
-    "train_exact_value": 3100,
-    "train_relaxed_value": 5460,
-    "train_relaxed_grad": 16030,
-    "serve_exact_value": 2000,
-    "serve_relaxed_value": 3290,
-    "serve_relaxed_grad": 9330,
+    "train_exact_value": 3110,
+    "train_relaxed_value": 5490,
+    "train_relaxed_grad": 16060,
+    "serve_exact_value": 2010,
+    "serve_relaxed_value": 3320,
+    "serve_relaxed_grad": 9370,
 }
 
 #: Issue 38's targets for the same programs (exact values <= 1,500; relaxed gradient <= 5,000).
