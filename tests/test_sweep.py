@@ -527,6 +527,8 @@ def test_serving_knee_sweep_matches_under_load_and_plots_the_knee(tmp_path):
     res = run_sweep(sw, progress=False)
     t = res.table
     stable = t[t["load_stable"] > 0]
+    # Saturation is at 26.7 requests/s (the sweep file says why the grid ends at 30): 14 points
+    # below it, 27, 28 and 30 past it; the test holds while it stays between 20 and 30.
     assert len(stable) >= 10 and bool((t["load_stable"] <= 0).any())
     assert pd.Series(stable["load_ttft_p99_s"]).is_monotonic_increasing
     assert bool((stable["load_ttft_p50_s"] <= stable["load_ttft_p99_s"]).all())
