@@ -263,8 +263,16 @@ def test_cli_tables_have_an_interval_column():
     assert line.count("%") == 3  # the MFU, its p10 and its p90
 
 
+@pytest.fixture(scope="module")
+def full_fit():
+    """Every measurement, fitted as ``diffcost calibrate`` fits (kernel constants first): the
+    fit the stored posterior comes from."""
+    prep = prepare()
+    return prep, C.calibrate(prep, kernel=kernel_constants())
+
+
 @pytest.mark.slow
-def test_leave_one_source_out_coverage():
+def test_leave_one_source_out_coverage(full_fit):
     """Honest coverage: every held-out source's points against the nominal 80% interval of the
     fold that never saw it.  Figures of the 2026-11-23 data (9 sources, 38 training and 70
     serving held-out points), with the ZeRO-3-across-nodes runs (SC'21 Table 2, never fitted)
@@ -274,8 +282,7 @@ def test_leave_one_source_out_coverage():
     55/70 = 79% (met) with BLOOM's DeepSpeed-Inference / HF Accelerate points (never fitted)
     in their engines' regimes: pooled into the A100 token-latency regime they made every
     A100 serving interval +-35% wide, 66/70 = 94%."""
-    prep = prepare()
-    fit = C.calibrate(prep)
+    prep, fit = full_fit
     rows = U.loso_coverage(fit, prep)
     by = {r["source"]: r for r in rows}
     assert set(by) == set(fit.folds[1:])
@@ -289,11 +296,10 @@ def test_leave_one_source_out_coverage():
 
 
 @pytest.mark.slow
-def test_stored_posterior_matches_the_fit():
+def test_stored_posterior_matches_the_fit(full_fit):
     """The stored posterior is the one of today's fit (else: regenerate it with
     ``python -m diffcost._analysis.uncertainty --write``)."""
-    prep = prepare()
-    fit = C.calibrate(prep, kernel=kernel_constants())  # as `diffcost calibrate` fits
+    prep, fit = full_fit
     post, stored = U.posterior(fit, prep), U.load_posterior("default")
     assert stored is not None
     # the file is written in float32 (as `diffcost calibrate` fits), the test runs in float64:
