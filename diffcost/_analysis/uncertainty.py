@@ -22,9 +22,15 @@ s)) [I, I_f]``.
 JRSS B 63(3)): what the constants cannot explain.  Its variance per regime (metric kind x chip
 family) is the mean square of the leave-one-source-out log errors of that regime (each point
 predicted by the fit that never saw its source), bias included.  A regime with fewer than
-:data:`MIN_POINTS` held-out points takes at least its kind's pooled value; a regime with none (a
-family or a kind never measured) takes the worst regime's value: a prediction with no
-measurement behind it gets the widest interval the data justify, not a narrow one.
+:data:`MIN_POINTS` held-out points takes at least its kind's pooled value.  A regime with none
+in a family measured on other metrics takes that family's value pooled over all its held-out
+points: the prediction extrapolates across metrics within the family, with the family's
+constants, so the family's own evidence of how well its constants transfer is the relevant
+error (the metric's value pooled over other families is not: when the family's only source of
+that metric is held out, the other families' errors are those of other constants; NeMo's FP8
+Hopper training, 2026-11: 4/18 covered by the pooled training value).  A regime of a family
+never measured takes the worst regime's value: a prediction with no measurement behind it gets
+the widest interval the data justify, not a narrow one.
 
 A parallel-layout axis: within one chip the discrepancy also depends on the plan.  Training
 plans that shard ZeRO-3 over a group spanning more than one scale-up domain (node) form the
@@ -94,8 +100,6 @@ from .validate import Prepared, prepare
 
 #: The metric kinds of the measurements (:data:`diffcost._inputs.measurements.METRICS`).
 KINDS = ("train_throughput", "serve_throughput", "ttft", "token_latency")
-_JOB = {"train_throughput": "train", "serve_throughput": "serve", "ttft": "serve"}
-_JOB["token_latency"] = "serve"
 #: Prefix of the regime of any other point with a named unmodelled effect (by its source): its
 #: error is that effect's, not its chip family's; no prediction is mapped to it.
 UNMODELLED_REGIME = "unmodelled "
@@ -260,15 +264,12 @@ def _family_discrepancy(
         for k in KINDS
         if any(kk == k for kk, _ in res)
     }
-    job = {
-        j: excess([x for (kk, _), v in res.items() if _JOB[kk] == j for x in v])
-        if any(_JOB[kk] == j for kk, _ in res)
-        else None
-        for j in ("train", "serve")
-    }
     full = [excess(v) for v in res.values() if len(v) >= MIN_POINTS]
     default = max(full or list(pooled.values()) or [1.0])
-    measured = {fam for _, fam in res}
+    family = {  # a family's own transfer error, over all its metrics (module docstring)
+        fam: excess([x for (_, f), v in res.items() if f == fam for x in v])
+        for fam in {f for _, f in res}
+    }
     out: dict[str, dict[str, float]] = {}
     counts: dict[str, dict[str, int]] = {}
     for k in KINDS:
@@ -280,10 +281,8 @@ def _family_discrepancy(
                 out[k][fam] = excess(v)
             elif v:
                 out[k][fam] = max(excess(v), pooled[k])
-            elif fam in measured and k in pooled:
-                out[k][fam] = pooled[k]
-            elif fam in measured and (pooled_job := job[_JOB[k]]) is not None:
-                out[k][fam] = pooled_job
+            elif fam in family:
+                out[k][fam] = family[fam]
             else:
                 out[k][fam] = default
     return out, default, counts
