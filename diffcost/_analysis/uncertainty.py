@@ -9,7 +9,10 @@ errors ``r_i = log(predicted_i / measured_i)`` (for a Gaussian likelihood of var
 w_i`` the quadratic part of the loss is exactly that). Around the fitted optimum ``u*`` (global
 and per-family unconstrained parameters, ``n + 3 n`` for ``n`` constants) the posterior is
 Gaussian with covariance ``Sigma_u = s2 H^-1``, ``H = jax.hessian(loss)(u*)`` (the chosen
-training plans held fixed). Eigenvalues of ``H`` below the prior's smallest curvature (a
+training plans held fixed), except for the priors of kernel-fitted constants
+(:func:`diffcost._analysis.calibrate.kernel_prior`): those are measurements on other data (the
+per-kernel timings), so their curvature enters at their own width, untempered (:func:`laplace`).
+Eigenvalues of ``H`` below the prior's smallest curvature (a
 direction the data leave flat or, away from convergence, slightly concave) are raised to it. The
 covariance of a family's log constants follows from ``log v = log lo + (log hi - log lo)
 sigmoid(u_g + u_f)``: ``Sigma_f = J_f Sigma_u J_f^T`` with ``J_f = diag((log hi - log lo) s (1 -
@@ -19,9 +22,15 @@ s)) [I, I_f]``.
 JRSS B 63(3)): what the constants cannot explain.  Its variance per regime (metric kind x chip
 family) is the mean square of the leave-one-source-out log errors of that regime (each point
 predicted by the fit that never saw its source), bias included.  A regime with fewer than
-:data:`MIN_POINTS` held-out points takes at least its kind's pooled value; a regime with none (a
-family or a kind never measured) takes the worst regime's value: a prediction with no
-measurement behind it gets the widest interval the data justify, not a narrow one.
+:data:`MIN_POINTS` held-out points takes at least its kind's pooled value.  A regime with none
+in a family measured on other metrics takes that family's value pooled over all its held-out
+points: the prediction extrapolates across metrics within the family, with the family's
+constants, so the family's own evidence of how well its constants transfer is the relevant
+error (the metric's value pooled over other families is not: when the family's only source of
+that metric is held out, the other families' errors are those of other constants; NeMo's FP8
+Hopper training, 2026-11: 4/18 covered by the pooled training value).  A regime of a family
+never measured takes the worst regime's value: a prediction with no measurement behind it gets
+the widest interval the data justify, not a narrow one.
 
 A parallel-layout axis: within one chip the discrepancy also depends on the plan.  Training
 plans that shard ZeRO-3 over a group spanning more than one scale-up domain (node) form the
@@ -91,8 +100,6 @@ from .validate import Prepared, prepare
 
 #: The metric kinds of the measurements (:data:`diffcost._inputs.measurements.METRICS`).
 KINDS = ("train_throughput", "serve_throughput", "ttft", "token_latency")
-_JOB = {"train_throughput": "train", "serve_throughput": "serve", "ttft": "serve"}
-_JOB["token_latency"] = "serve"
 #: Prefix of the regime of any other point with a named unmodelled effect (by its source): its
 #: error is that effect's, not its chip family's; no prediction is mapped to it.
 UNMODELLED_REGIME = "unmodelled "
@@ -110,25 +117,47 @@ def _unflat(x: jax.Array) -> dict[str, jax.Array]:
 
 @eqx.filter_jit
 def _laplace_parts(x, data: C.FitData, chosen, weights):
-    """Hessian of the loss, of the prior penalty alone, the log-error Jacobian and residuals."""
+    """Hessian of the loss, of the prior penalty alone, of the kernel priors' part of it, the
+    log-error Jacobian and residuals."""
     f = lambda y: C.loss(_unflat(y), data, chosen, weights)  # noqa: E731
     h = jax.hessian(f)(x)
     h_prior = jax.hessian(lambda y: C.prior_penalty(_unflat(y), data.kernel))(x)
+    kernel = data.kernel
+    h_kernel = (
+        jnp.zeros_like(h)
+        if kernel is None
+        else jax.hessian(lambda y: _kernel_penalty(_unflat(y), kernel))(x)
+    )
     pred = lambda y: C.log_predictions(_unflat(y), data, chosen)  # noqa: E731
     r = pred(x) - data.log_measured
-    return h, h_prior, r, jax.jacfwd(pred)(x)
+    return h, h_prior, h_kernel, r, jax.jacfwd(pred)(x)
+
+
+def _kernel_penalty(theta, kernel: C.KernelPrior) -> jax.Array:
+    """The kernel priors' part of :func:`diffcost._analysis.calibrate.prior_penalty`."""
+    log_f = jnp.log(C.from_u(theta["global"][None, :] + theta["family"]))
+    tight = ((log_f - kernel.log_value) / C.KERNEL_PRIOR_WIDTH) ** 2
+    return C.KERNEL_PRIOR_WEIGHT * 0.5 * jnp.sum(kernel.mask * tight)
 
 
 def laplace(theta, data: C.FitData, chosen, weights) -> tuple[np.ndarray, float, np.ndarray]:
     """Covariance of the unconstrained parameters at a fit's optimum, ``s2 H^-1`` (module
     docstring), the temperature ``s2`` and the Jacobian of every point's log prediction
-    ``(points, 28)``."""
+    ``(points, 28)``.
+
+    A kernel-fitted constant's prior (:data:`~diffcost._analysis.calibrate.KERNEL_PRIOR_WIDTH`)
+    is a measurement of its own, on other data: its curvature enters at its own width, not at
+    the end-to-end temperature (``s2 / KERNEL_PRIOR_WEIGHT`` of it in ``H``).  Tempered like
+    the rest, a 5% prior would read as +-0.4% (``0.05 sqrt(s2)``) and the family's GEMM
+    constants as exact."""
     x = _flat(theta)
-    h, h_prior, r, jac = (
+    h, h_prior, h_kernel, r, jac = (
         np.asarray(a, dtype=float) for a in _laplace_parts(x, data, jnp.asarray(chosen), weights)
     )
     w = np.asarray(weights, dtype=float)
     s2 = float(np.sum(w * r**2) / np.sum(w))
+    relax = h_kernel * (s2 / C.KERNEL_PRIOR_WEIGHT - 1.0)
+    h, h_prior = h + relax, h_prior + relax
     floor = float(np.min(np.linalg.eigvalsh(0.5 * (h_prior + h_prior.T))))
     lam, vec = np.linalg.eigh(0.5 * (h + h.T))
     lam = np.maximum(lam, max(floor, 1e-12))
@@ -235,15 +264,12 @@ def _family_discrepancy(
         for k in KINDS
         if any(kk == k for kk, _ in res)
     }
-    job = {
-        j: excess([x for (kk, _), v in res.items() if _JOB[kk] == j for x in v])
-        if any(_JOB[kk] == j for kk, _ in res)
-        else None
-        for j in ("train", "serve")
-    }
     full = [excess(v) for v in res.values() if len(v) >= MIN_POINTS]
     default = max(full or list(pooled.values()) or [1.0])
-    measured = {fam for _, fam in res}
+    family = {  # a family's own transfer error, over all its metrics (module docstring)
+        fam: excess([x for (_, f), v in res.items() if f == fam for x in v])
+        for fam in {f for _, f in res}
+    }
     out: dict[str, dict[str, float]] = {}
     counts: dict[str, dict[str, int]] = {}
     for k in KINDS:
@@ -255,10 +281,8 @@ def _family_discrepancy(
                 out[k][fam] = excess(v)
             elif v:
                 out[k][fam] = max(excess(v), pooled[k])
-            elif fam in measured and k in pooled:
-                out[k][fam] = pooled[k]
-            elif fam in measured and (pooled_job := job[_JOB[k]]) is not None:
-                out[k][fam] = pooled_job
+            elif fam in family:
+                out[k][fam] = family[fam]
             else:
                 out[k][fam] = default
     return out, default, counts
