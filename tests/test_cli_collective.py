@@ -31,6 +31,7 @@ def test_the_flag_lists_every_registered_algorithm():
     assert all(issubclass(cls, dc.AbstractCollective) for cls in dc.COLLECTIVES.values())
 
 
+@pytest.mark.slow  # 12 s on 2 cores (two CLI predictions): kept out of the default run
 def test_tree_changes_a_multi_node_step_and_fastest_is_the_default():
     default = _step_time()
     assert _step_time("--collective", "fastest") == default
@@ -52,6 +53,7 @@ def test_the_table_title_names_a_chosen_collective():
     assert "8x 400 Gb/s IB), tree collectives" in result.output
 
 
+@pytest.mark.slow  # 9 s on 2 cores (two CLI predictions): kept out of the default run
 def test_nvls_runs_where_the_system_reduces_in_the_network():
     assert _step_time("--collective", "nvls") <= _step_time("--collective", "hierarchical")
 

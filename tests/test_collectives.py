@@ -336,6 +336,7 @@ def test_fastest_is_the_least_of_nccl_and_the_engines_kernels(h100, b, g):
     assert got == pytest.approx(min(nccl, custom), rel=1e-12)
 
 
+@pytest.mark.slow  # 39 s on 2 cores (relaxed gradients on a grid): out of the default run
 def test_fastest_is_smooth_across_a_crossover(node):
     """Relaxed, the choice is C1 and its gradient in the bytes finite and positive everywhere,
     through the crossovers of one-shot, two-shot and NCCL's protocols; it stays within the

@@ -309,6 +309,7 @@ def test_sharded_over_four_cpu_devices_in_chunks_gives_identical_results(train_r
     )
 
 
+@pytest.mark.slow  # 19 s on 2 cores (a sweep compiled per block): kept out of the default run
 def test_a_chunk_in_blocks_gives_identical_results(train_result):
     """A chunk evaluated in blocks of 5 points (``lax.map``, a last block of 4) equals it in
     one ``vmap``, interval columns included."""
