@@ -262,20 +262,29 @@ def loss(theta, data: FitData, chosen: jax.Array, weights: jax.Array) -> jax.Arr
     return jnp.sum(weights * huber) + prior_penalty(theta, data.kernel)
 
 
+def _log_family(theta) -> jax.Array:
+    """Log of every family's constants, ``(families, constants)``."""
+    return jnp.log(from_u(theta["global"][None, :] + theta["family"]))
+
+
+def kernel_prior_penalty(theta, kernel: KernelPrior) -> jax.Array:
+    """The kernel priors' part of :func:`prior_penalty`: each kernel-fitted family constant
+    tightly around its value (:data:`KERNEL_PRIOR_WIDTH`, weight :data:`KERNEL_PRIOR_WEIGHT`)."""
+    tight = ((_log_family(theta) - kernel.log_value) / KERNEL_PRIOR_WIDTH) ** 2
+    return KERNEL_PRIOR_WEIGHT * (0.5 * jnp.sum(kernel.mask * tight))
+
+
 def prior_penalty(theta, kernel: KernelPrior | None = None) -> jax.Array:
     """Gaussian priors in log space: global constants around the microbenchmark priors, family
     constants around the global ones, or, where the family has a kernel-fitted value
-    (``kernel``), tightly around that value (:data:`KERNEL_PRIOR_WIDTH`)."""
+    (``kernel``), tightly around that value (:func:`kernel_prior_penalty`)."""
     log_g = jnp.log(from_u(theta["global"]))
-    log_f = jnp.log(from_u(theta["global"][None, :] + theta["family"]))
     glob = 0.5 * jnp.sum(((log_g - _LOG_PRIOR) / _WIDTH) ** 2)
-    around = ((log_f - log_g[None, :]) / _FAMILY_WIDTH) ** 2
+    around = ((_log_family(theta) - log_g[None, :]) / _FAMILY_WIDTH) ** 2
     if kernel is None:
         return PRIOR_WEIGHT * glob + FAMILY_WEIGHT * 0.5 * jnp.sum(around)
-    tight = ((log_f - kernel.log_value) / KERNEL_PRIOR_WIDTH) ** 2
     fam = 0.5 * jnp.sum((1.0 - kernel.mask) * around)
-    ker = 0.5 * jnp.sum(kernel.mask * tight)
-    return PRIOR_WEIGHT * glob + FAMILY_WEIGHT * fam + KERNEL_PRIOR_WEIGHT * ker
+    return PRIOR_WEIGHT * glob + FAMILY_WEIGHT * fam + kernel_prior_penalty(theta, kernel)
 
 
 def _candidate_times(theta, data: FitData):

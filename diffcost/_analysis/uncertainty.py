@@ -126,18 +126,11 @@ def _laplace_parts(x, data: C.FitData, chosen, weights):
     h_kernel = (
         jnp.zeros_like(h)
         if kernel is None
-        else jax.hessian(lambda y: _kernel_penalty(_unflat(y), kernel))(x)
+        else jax.hessian(lambda y: C.kernel_prior_penalty(_unflat(y), kernel))(x)
     )
     pred = lambda y: C.log_predictions(_unflat(y), data, chosen)  # noqa: E731
     r = pred(x) - data.log_measured
     return h, h_prior, h_kernel, r, jax.jacfwd(pred)(x)
-
-
-def _kernel_penalty(theta, kernel: C.KernelPrior) -> jax.Array:
-    """The kernel priors' part of :func:`diffcost._analysis.calibrate.prior_penalty`."""
-    log_f = jnp.log(C.from_u(theta["global"][None, :] + theta["family"]))
-    tight = ((log_f - kernel.log_value) / C.KERNEL_PRIOR_WIDTH) ** 2
-    return C.KERNEL_PRIOR_WEIGHT * 0.5 * jnp.sum(kernel.mask * tight)
 
 
 def laplace(theta, data: C.FitData, chosen, weights) -> tuple[np.ndarray, float, np.ndarray]:
