@@ -13,11 +13,13 @@ as the strings the page prints; everything else is derived here:
   Performance*, 1984, ch. 3) ties it to the latencies, ``c = X R`` with
   ``R = TTFT + (output_len - 1) ITL`` (AIPerf's ITL is ``(latency - TTFT) / (osl - 1)``,
   ``aiperf/metrics/types/inter_token_latency_metric.py``).  :func:`closed_loop_deviation` is
-  ``X R / c - 1`` for every row; the file's ``qps`` is ``X``.
-* A point is excluded when it has fewer than :data:`MIN_CLIENTS` clients (one client's arrivals
-  are deterministic, not the Poisson stream the superposition of many tends to) or when the
-  closed loop is at capacity (:func:`saturated`: the next concurrency's throughput within 5 %
-  and TTFT more than 5x the previous concurrency's).
+  ``X R / c - 1`` for every row (a check of the transcription); the file records each point
+  as a closed loop, ``concurrency = c`` with the plan's ``batch = c``, which ``diffcost
+  validate --load`` predicts with the continuous mode (a closed loop of ``batch`` clients).
+* A point is excluded when the server no longer runs all ``c`` requests at once
+  (:func:`saturated`: at a knee, TTFT more than 5x the previous concurrency's with the next
+  concurrency's throughput within 5 % (or no next row), and every later row of its table): the
+  other clients then queue for the server's own cap, which the plan does not state.
 
     python benchmarks/nim_concurrency_points.py [--check]
 
@@ -38,20 +40,15 @@ COPY = (
     "tested_benchmarks/"
 )
 
-#: Fewest clients whose superposed arrivals are taken as Poisson (arrival_cv 1).
-MIN_CLIENTS = 5
 #: Saturation rule: the next concurrency's throughput within this share of a point's ...
 PLATEAU = 0.05
 #: ... and the point's TTFT more than this multiple of the previous concurrency's.
 TTFT_JUMP = 5.0
 
-EXCLUDED_FEW = (
-    "one client: deterministic arrivals, one request at a time (a closed loop of fewer than "
-    f"{MIN_CLIENTS} clients is not the Poisson arrival stream the model is given)"
-)
 EXCLUDED_SATURATED = (
-    "closed loop at capacity: requests queue behind the c-client cap, a bounded queue an "
-    "open-loop arrival model cannot represent"
+    "closed loop at the server's capacity: throughput has plateaued and TTFT jumped, so the "
+    "server runs fewer than c requests at once (its KV cache or sequence cap, not published) "
+    "and the other clients queue; the plan's batch = c does not represent that cap"
 )
 
 
@@ -216,14 +213,21 @@ def closed_loop_deviation(c: int, ttft_ms: float, itl_ms: float, qps: float, out
     return qps * (ttft_ms + (out - 1) * itl_ms) * 1e-3 / c - 1.0
 
 
-def saturated(table: list[tuple[float, float]], i: int) -> bool:
-    """Row ``i`` of a table of (TTFT, throughput) is on the throughput plateau of a closed loop
-    at capacity: the next concurrency's throughput within :data:`PLATEAU` of its own and its
-    TTFT more than :data:`TTFT_JUMP` times the previous concurrency's."""
-    if i == 0 or i + 1 >= len(table):
+def knee(table: list[tuple[float, float]], i: int) -> bool:
+    """Row ``i`` of a table of (TTFT, throughput) is where a closed loop reaches the server's
+    capacity: its TTFT more than :data:`TTFT_JUMP` times the previous concurrency's, and the
+    next concurrency's throughput within :data:`PLATEAU` of its own (or no next row)."""
+    if i == 0:
         return False
-    (ttft_before, _), (ttft, tput), (_, tput_next) = table[i - 1], table[i], table[i + 1]
-    return abs(tput_next / tput - 1.0) <= PLATEAU and ttft > TTFT_JUMP * ttft_before
+    (ttft_before, _), (ttft, tput) = table[i - 1], table[i]
+    flat = i + 1 >= len(table) or abs(table[i + 1][1] / tput - 1.0) <= PLATEAU
+    return flat and ttft > TTFT_JUMP * ttft_before
+
+
+def saturated(table: list[tuple[float, float]], i: int) -> bool:
+    """Row ``i`` is at or past a :func:`knee` of its table (more clients do not lift the
+    server's capacity)."""
+    return any(knee(table, j) for j in range(i + 1))
 
 
 def rows() -> list[Row]:
@@ -234,13 +238,7 @@ def rows() -> list[Row]:
         for i, published in enumerate(table):
             c, ttft, itl, tput = int(published[0]), *map(float, published[1:])
             qps = tput / n_out
-            excluded = (
-                EXCLUDED_FEW
-                if c < MIN_CLIENTS
-                else EXCLUDED_SATURATED
-                if saturated(values, i)
-                else None
-            )
+            excluded = EXCLUDED_SATURATED if saturated(values, i) else None
             dev = closed_loop_deviation(c, ttft, itl, qps, n_out)
             out.append(Row(dep, n_in, n_out, published, c, ttft, itl, tput, qps, dev, excluded))
     return out
@@ -277,27 +275,22 @@ SOURCE = {
         "c = X (TTFT + (L_out - 1) ITL): it holds within {dev_fast:.1f}% on every row with TTFT "
         "under 10 s and within {dev_all:.1f}% on all (worst: {worst}, a saturated row whose "
         "requests take {longest:.0f} minutes, a large part of a finite run, so ramp and drain "
-        "bias the means); each point's notes give its check. qps = X, to the whole deployment. "
-        f"arrival_cv = 1.0 (assumed, flagged) for c >= {MIN_CLIENTS}: the superposition of c "
-        "independent clients' request streams tends to a Poisson process as c grows "
-        f"(Palm-Khintchine theorem); c < {MIN_CLIENTS} is excluded (one client: deterministic "
-        "arrivals, one request at a time; arrival_cv 0 recorded for it). input_cv = 0: fixed "
-        "synthetic prompt lengths. Plan: mode continuous, batch = c (a closed loop never has "
-        "more than c requests in the server, so c is the exact cap on running sequences; the "
-        "model further caps it where the KV cache does not fit), tp, input_len and output_len "
+        "bias the means); each point's notes give its check. Recorded as a closed loop: "
+        "[point.load] concurrency = c with the plan's batch = c (a closed loop never has more "
+        "than c requests in the server); diffcost validate --load predicts it with the "
+        "continuous mode, which is a closed loop of batch clients (its TTFT: the iteration that "
+        "finishes a prompt carries the prompts of its cohort, the requests that came back "
+        "together, up to the token budget; AIPerf starts all c clients at once). input_cv = 0: "
+        "fixed synthetic prompt lengths. Plan: mode continuous, tp, input_len and output_len "
         "as published. Measured: ttft_mean_ms = TTFT, tpot_mean_ms = ITL (AIPerf's inter-token "
         "latency per request, (request latency - TTFT) / (output tokens - 1), averaged over "
         "requests: the mean gap between streamed tokens after the first). A point is excluded "
-        "as saturated when the next higher concurrency's throughput is within "
-        f"{100 * PLATEAU:.0f}% of its own AND its TTFT is more than {TTFT_JUMP:.0f}x the "
-        "previous concurrency's (the rule in benchmarks/nim_concurrency_points.py, the only "
-        f"exclusion rule besides c < {MIN_CLIENTS}): the closed loop is then at capacity and "
-        "requests queue behind the c-client cap, a bounded queue an open-loop arrival model "
-        "cannot represent. The rule tests the knee of a plateau only: the later rows of the "
-        "same table are kept and carry a flag saying they are past the knee. Caveat of the "
-        "mapping: an open-loop queue offered X with c slots has X (R - TTFT), about c, slots "
-        "busy (the same law), so diffcost's sequence slots run at utilisation about 1 on "
-        "every point and its predicted TTFT is the wait of a saturated slot queue."
+        "as saturated at a knee of its table (TTFT more than "
+        f"{TTFT_JUMP:.0f}x the previous concurrency's and the next concurrency's throughput "
+        f"within {100 * PLATEAU:.0f}% of its own, or no next row) and past it (the rule in "
+        "benchmarks/nim_concurrency_points.py, the only exclusion rule): the server then runs "
+        "fewer than c requests at once (its KV cache or sequence cap, not published) and the "
+        "other clients queue."
     ),
     "hardware": (
         "'2 x H100 80G' -> dgx-h100, chips = 2 (TP2); '1 x H100 80G' -> dgx-h100, chips = 1 "
@@ -351,7 +344,7 @@ def header(all_rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _point(r: Row, knee: int | None) -> str:
+def _point(r: Row) -> str:
     dep, c = r.deployment, r.concurrency
     key = (dep, r.input_len, r.output_len, c)
     verified = key in ON_PAGE
@@ -362,14 +355,10 @@ def _point(r: Row, knee: int | None) -> str:
         "prefill_chunk not published (diffcost default 2048)",
         *dep.flags,
     ]
-    if c >= MIN_CLIENTS:
-        flags.append("arrival_cv 1 assumed: c closed-loop clients taken as Poisson arrivals")
     if key in TTFT_ON_PAGE:
         flags.append("TTFT read on the primary page; ITL and throughput from the third-party copy")
     elif not verified:
         flags.append("values read from the third-party copy only")
-    if knee is not None and c > knee and not r.excluded:
-        flags.append(f"on the throughput plateau past the excluded knee at c = {knee}")
     n, t, i, s = r.published
     table_name = f"{r.input_len} Input Tokens / {r.output_len} Output Tokens"
     as_published = (
@@ -407,8 +396,7 @@ def _point(r: Row, knee: int | None) -> str:
         "kv_block = 16",
         "",
         "[point.load]",
-        f"qps = {r.qps:.6g}",
-        f"arrival_cv = {1.0 if c >= MIN_CLIENTS else 0.0}",
+        f"concurrency = {c}",
         "input_cv = 0.0",
         "",
         "[point.measured]",
@@ -422,11 +410,7 @@ def _point(r: Row, knee: int | None) -> str:
 def render() -> str:
     """The file's text."""
     all_rows = rows()
-    knees: dict[tuple[Deployment, int, int], int] = {}
-    for r in all_rows:
-        if r.excluded == EXCLUDED_SATURATED:
-            knees.setdefault((r.deployment, r.input_len, r.output_len), r.concurrency)
-    points = (_point(r, knees.get((r.deployment, r.input_len, r.output_len))) for r in all_rows)
+    points = (_point(r) for r in all_rows)
     return header(all_rows) + "".join("\n" + p for p in points)
 
 

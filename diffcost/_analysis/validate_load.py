@@ -1,7 +1,10 @@
 """Predict every published measurement under load and summarise the errors (issue 13).
 
 Each point of ``specs/measurements/load`` runs through :func:`diffcost.under_load` at its
-published arrival rate, on its own system, model and plan, with the calibration's constants.
+published arrival rate (an open loop), or, for a closed loop of ``concurrency`` clients (a
+concurrency benchmark), through :class:`diffcost.ServeCost` in continuous mode with ``batch``
+= the clients (:func:`diffcost._serve.modes.continuous_mode`: TTFT and TPOT means), on its own
+system, model and plan, with the calibration's constants.
 No point is fitted, so each error, ``predicted / measured - 1``, is out of sample (the
 leave-one-source-out error and the in-sample error are the same number).  TPOT p50 is
 compared with the predicted mean TPOT (the model's TPOT spread is normal, so its mean is its
@@ -16,6 +19,7 @@ import jax.numpy as jnp
 
 from .._inputs.load_measurements import LOAD_METRICS, LoadMeasurement
 from .._inputs.loader import load_model, load_system
+from .._serve.cost import ServeBreakdown, ServeCost
 from .._serve.load import LoadBreakdown, goodput_qps_jit, under_load, workload
 from .._serve.plan import plan_kwargs, serve_plan
 from .plans import load_load_measurements
@@ -32,23 +36,43 @@ PREDICTOR = {
 }
 
 
+#: Measured key of a closed-loop point -> the :class:`~diffcost.ServeBreakdown` field.
+CLOSED_PREDICTOR = {"ttft_mean_s": "ttft_s", "tpot_mean_s": "tpot_s"}
+
+
 @eqx.filter_jit
 def _predict(system, model, plan, load) -> LoadBreakdown:
     return under_load(system, model, plan, load)
 
 
+@eqx.filter_jit
+def _predict_closed(system, model, plan) -> ServeBreakdown:
+    return ServeCost(system, model)(plan)
+
+
+def closed(m: LoadMeasurement) -> bool:
+    """Whether a point is a closed loop of clients (``[point.load] concurrency``)."""
+    return "concurrency" in m.load
+
+
 def _inputs(m: LoadMeasurement, calibration: str):
-    """System, model, plan and workload of a point."""
+    """System, model, plan and workload (None for a closed loop) of a point."""
     hardware = {"system": m.system} if m.system else {"chip": m.chip}
     system = load_system(**hardware, chips=m.chips, calibration=calibration)
     plan = serve_plan(**plan_kwargs(m.plan), source=m.id)
-    load = workload(m.load["qps"], m.load["arrival_cv"], m.load["input_cv"])
+    load = None if closed(m) else workload(m.load["qps"], m.load["arrival_cv"], m.load["input_cv"])
     return system, load_model(m.model), plan, load
 
 
-def predict_point(m: LoadMeasurement, calibration: str = "default") -> LoadBreakdown:
-    """The model's prediction of one point at its published load."""
-    return _predict(*_inputs(m, calibration))
+def predict_point(
+    m: LoadMeasurement, calibration: str = "default"
+) -> LoadBreakdown | ServeBreakdown:
+    """The model's prediction of one point at its published load: the open loop's
+    :class:`~diffcost.LoadBreakdown`, or a closed loop's :class:`~diffcost.ServeBreakdown`."""
+    system, model, plan, load = _inputs(m, calibration)
+    if load is None:
+        return _predict_closed(system, model, plan)
+    return _predict(system, model, plan, load)
 
 
 def validate_load(
@@ -61,18 +85,26 @@ def validate_load(
         if m.excluded:
             continue
         system, model, plan, load = _inputs(m, calibration)
-        out = _predict(system, model, plan, load)
+        measured = {k: m.measured[k] for k in LOAD_METRICS if k in m.measured}
+        if load is None:  # a closed loop: the continuous mode at batch = clients
+            got = _predict_closed(system, model, plan)
+            predicted = {k: float(getattr(got, CLOSED_PREDICTOR[k])) for k in measured}
+            state = {"concurrency": m.load["concurrency"], "utilisation": None, "stable": True}
+        else:
+            out = _predict(system, model, plan, load)
+            predicted = {k: float(getattr(out, PREDICTOR[k])) for k in measured}
+            state = {
+                "qps": m.load["qps"],
+                "utilisation": float(out.utilisation),
+                "stable": bool(out.stable),
+            }
         common = {
             "id": m.id,
             "source": m.source,
-            "qps": m.load["qps"],
-            "utilisation": float(out.utilisation),
-            "stable": bool(out.stable),
+            **state,
             "unmodelled": m.unmodelled,
             "flags": list(m.flags),
         }
-        measured = {k: m.measured[k] for k in LOAD_METRICS if k in m.measured}
-        predicted = {k: float(getattr(out, PREDICTOR[k])) for k in measured}
         if m.limits is not None:  # the published rate is a goodput at these limits
             cvs = (load.arrival_cv, load.input_cv)
             limits = tuple(jnp.asarray(x) for x in m.limits)
@@ -142,4 +174,13 @@ def error_table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["KEYS", "PREDICTOR", "error_table", "predict_point", "summarise", "validate_load"]
+__all__ = [
+    "CLOSED_PREDICTOR",
+    "KEYS",
+    "PREDICTOR",
+    "closed",
+    "error_table",
+    "predict_point",
+    "summarise",
+    "validate_load",
+]

@@ -89,6 +89,8 @@ def read_load_measurements(
 
 
 _TABLES = ("plan", "load", "measured")
+#: Measured keys of a closed-loop point (its model gives means only), with their units.
+CLOSED_LOOP_KEYS = tuple(f"{k}_{u}" for k in ("ttft_mean", "tpot_mean") for u in ("s", "ms", "us"))
 
 
 def _point(
@@ -104,7 +106,7 @@ def _point(
     v = ck.table({k: x for k, x in raw.items() if k not in _TABLES}, S.LOAD_POINT, pre)
     model_path = _references(ck, path, pre, v)
     plan = _plan(ck, pre, plans, "serve", raw)
-    load = _load(ck, pre, raw)
+    load = _load(ck, pre, raw, plan)
     measured = ck.table(raw.get("measured", {}), S.LOAD_MEASURED, pre + "measured.")
     values = {k: float(x) for k, x in measured.items() if k in LOAD_METRICS}
     if not values:
@@ -138,14 +140,40 @@ def _point(
     )
 
 
-def _load(ck: Checker, pre: str, raw: dict[str, Any]) -> dict[str, float]:
-    """``[point.load]``: a positive rate, non-negative coefficients of variation (checked by
-    the schema), both limits or neither."""
+def _load(
+    ck: Checker, pre: str, raw: dict[str, Any], plan: dict[str, Any] | None
+) -> dict[str, float]:
+    """``[point.load]``: an open loop (a positive rate ``qps``, non-negative coefficients of
+    variation, both limits or neither) or a closed loop (``concurrency`` clients, the plan's
+    ``batch``; means only: the continuous mode's TTFT and TPOT, no percentiles, limits or
+    arrival process)."""
     if "load" not in raw:
-        ck.add(pre + "load", "missing [point.load] table (qps, and arrival_cv / input_cv)")
+        ck.add(pre + "load", "missing [point.load] table (qps or concurrency)")
     load = ck.table(raw.get("load", {}), S.LOAD, pre + "load.")
+    if ("qps" in load) == ("concurrency" in load) and "load" in raw:
+        ck.add(pre + "load", "give qps (an open loop) or concurrency (a closed loop), not both")
     if ("ttft_p99_limit_s" in load) != ("tpot_p99_limit_s" in load):
         ck.add(pre + "load", "give both ttft_p99_limit and tpot_p99_limit (a goodput), or neither")
+    if "concurrency" in load:
+        for key in ("arrival_cv", "ttft_p99_limit_s", "tpot_p99_limit_s"):
+            if key in load:
+                name = key.removesuffix("_s")
+                ck.add(pre + f"load.{name}", "not for a closed loop (concurrency): remove it")
+        percentiles = [k for k in raw.get("measured", {}) if k not in CLOSED_LOOP_KEYS]
+        for key in percentiles:
+            if key != "as_published":
+                ck.add(
+                    pre + f"measured.{key}",
+                    "a closed loop (concurrency) is compared by its means only: "
+                    "ttft_mean, tpot_mean",
+                )
+        if plan is not None and plan.get("batch") != load["concurrency"]:
+            ck.add(
+                pre + "plan.batch",
+                f"must equal load.concurrency ({load['concurrency']}): a closed loop of c "
+                "clients runs c sequences",
+            )
+        return {"input_cv": 0.0} | {k: float(x) for k, x in load.items()}
     return {"arrival_cv": 1.0, "input_cv": 0.0} | {k: float(x) for k, x in load.items()}
 
 

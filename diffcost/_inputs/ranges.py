@@ -328,6 +328,13 @@ REQUEST_RATE = Plausible(
     "a request rate",
     "requests per second to a deployment: one a fortnight .. 1e7; catalogue 1 .. 361",
 )
+CLIENTS = Plausible(
+    1,
+    1e6,
+    "clients",
+    "a number of concurrent clients",
+    "clients of a closed loop (a concurrency benchmark): 1 .. 1e6; catalogue 5 .. 250",
+)
 VARIATION = Plausible(
     1e-6,
     100,

@@ -658,10 +658,14 @@ MEASURED = {
 LOAD_POINT = {k: f for k, f in POINT.items() if k != "kind"}
 LOAD = {
     "qps": C(
-        "requests/s to the whole deployment (realised)",
+        "requests/s to the whole deployment (realised): an open loop (give qps or concurrency)",
         R.REQUEST_RATE,
-        required=True,
         kind="number",
+    ),
+    "concurrency": C(
+        "clients of a closed loop, each sending its next request when the last ends (a "
+        "concurrency benchmark; give qps or concurrency)",
+        R.CLIENTS,
     ),
     "arrival_cv": C(
         "coefficient of variation of the arrival gaps (1: Poisson)",
