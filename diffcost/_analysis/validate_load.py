@@ -105,7 +105,7 @@ def validate_load(
             "unmodelled": m.unmodelled,
             "flags": list(m.flags),
         }
-        if m.limits is not None:  # the published rate is a goodput at these limits
+        if m.limits is not None and load is not None:  # the rate is a goodput at these limits
             cvs = (load.arrival_cv, load.input_cv)
             limits = tuple(jnp.asarray(x) for x in m.limits)
             measured["goodput_qps"] = m.load["qps"]
