@@ -44,7 +44,8 @@ class SchedulerCaps:
             context where the engine does so), ``None`` where the profile has none.
         prefill_chunk: the longest piece of one prompt per iteration, ``None``: not split.
         preemption: ``recompute``, ``swap``, ``none`` or ``None`` (not found).
-        rule: which of the profile's values apply, in words (``default`` or the device rule).
+        rule: which of the profile's values apply, in words (``default`` for a profile without
+            a device rule, else the base or the larger caps and the rule's condition).
         source: the profile's source string of each cap.
     """
 
@@ -75,8 +76,9 @@ def _large_device(profile: EngineProfile, chip: str, memory_bytes: float) -> boo
 
 
 def _rule_text(profile: EngineProfile) -> str:
+    """``chips of >= 70 GiB not named a100``: the profile's ``[large_device]`` condition."""
     rule = profile.large_device or {}
-    text = f"on chips of >= {rule['min_memory_bytes'] / 2**30:.4g} GiB"
+    text = f"chips of >= {rule['min_memory_bytes'] / 2**30:.4g} GiB"
     excluded = rule.get("excluded_chips", ())
     return text + (f" not named {', '.join(excluded)}" if excluded else "")
 
@@ -93,7 +95,9 @@ def scheduler_caps(
     if _large_device(profile, chip, memory_bytes):
         assert profile.large_device is not None
         values |= {k: profile.large_device[k] for k in CAP_KEYS if k in profile.large_device}
-        rule = _rule_text(profile)
+        rule = f"the larger caps for {_rule_text(profile)}"
+    elif profile.large_device is not None:
+        rule = f"the base caps (the larger ones need {_rule_text(profile)})"
     budget = values["token_budget"]
     if budget is not None and profile.caps.get("budget_covers_context"):
         budget = max(budget, int(context_tokens))

@@ -119,23 +119,28 @@ def load_summary(
 
 
 def caps_line(res: dict[str, Any]) -> str:
-    """``running at most 1024 sequences, 8192 tokens per iteration (vllm-0.10 defaults on
-    chips of >= 70 GiB not named a100; --batch, --prefill-chunk override)``."""
+    """``running at most 1,024 sequences, 8,192 tokens per iteration (vllm-0.10: the larger
+    caps for chips of >= 70 GiB not named a100; --batch, --prefill-chunk override)``."""
+    n = res["batch_cap"]
     head = (
-        f"running at most {res['batch_cap']:,.0f} sequences, {res['token_budget']:,.0f} "
-        "tokens per iteration"
+        f"running at most {n:,.0f} sequence{'' if n == 1 else 's'}, "
+        f"{res['token_budget']:,.0f} tokens per iteration"
     )
     caps = res.get("caps")
     if caps is None:
         return head + " (the plan's batch and prefill_chunk)"
     flags = {"batch": "--batch", "prefill_chunk": "--prefill-chunk"}
+    cap_of = {"batch": "max_seqs", "prefill_chunk": "token_budget"}
     mine = [f for k, f in flags.items() if caps[f"{k}_from"] == "engine"]
-    theirs = [k for k in flags if caps[f"{k}_from"] == "plan"]
+    given = [k for k in flags if caps[f"{k}_from"] == "plan" and caps[cap_of[k]] is not None]
+    unset = [k for k in flags if caps[f"{k}_from"] == "plan" and caps[cap_of[k]] is None]
     parts = []
     if mine:
-        parts.append(f"{caps['engine']} defaults, {caps['rule']}; {', '.join(mine)} override")
-    if theirs:
-        parts.append(f"{' and '.join(theirs)} from the plan")
+        parts.append(f"{caps['engine']}: {caps['rule']}; {', '.join(mine)} override")
+    if given:
+        parts.append(f"{' and '.join(given)} as given")
+    if unset:
+        parts.append(f"{' and '.join(unset)} from the plan: {caps['engine']} sets no default")
     return f"{head} ({'; '.join(parts)})"
 
 
