@@ -194,6 +194,7 @@ def test_the_vllm_v1_defaults_match_a_published_run_that_used_them():
     points = [m for m in load_load_measurements() if m.id.startswith("vllm083_a100x8")]
     assert points
     for m in points:
+        assert m.system is not None
         system = dc.load_system(m.system, chips=m.chips)
         model = dc.load_model(m.model)
         memory, context = float(system.chip.memory_capacity_bytes), float(model.max_seq_len)
