@@ -3,6 +3,8 @@ says why not, the device and model rules resolve as the engines' code does, a ba
 error naming file, key and reason, and the plan under load takes them unless the user gave
 ``batch`` / ``prefill_chunk``.  The load model on that plan: tests/test_serve_load.py."""
 
+import jax
+import jax.numpy as jnp
 import pytest
 
 import diffcost as dc
@@ -100,6 +102,9 @@ def test_capped_plan_takes_the_caps_unless_given():
     kept, origin = dc.capped_plan(plan, caps, given={"batch"})
     assert (float(kept.batch), float(kept.prefill_chunk)) == (1.0, 8192.0)
     assert origin == {"batch": "plan", "prefill_chunk": "engine"}
+    stacked = jax.tree.map(lambda a, b: jnp.stack([a, b]), plan, dc.serve_plan(tp=4, batch=8))
+    both, _ = dc.capped_plan(stacked, caps)
+    assert both.batch.tolist() == [1024.0, 1024.0] and both.tp.tolist() == [8.0, 4.0]
     none = dc.engine_caps("gpt-fast", *_chip("h100-sxm"), context_tokens=4096)
     same, origin = dc.capped_plan(plan, none)
     assert same is plan and origin == {"batch": "plan", "prefill_chunk": "plan"}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import equinox as eqx
+import jax.numpy as jnp
 
 from .._inputs.hardware import strong_float
 from .engine import DEFAULT_ENGINE, EngineProfile, load_engine
@@ -132,15 +133,20 @@ def capped_plan(
 ) -> tuple[ServePlan, dict[str, str]]:
     """The plan a loaded server runs: ``batch`` = the engine's sequence cap and
     ``prefill_chunk`` = its iteration budget (:attr:`SchedulerCaps.iteration_tokens`), each
-    unless named in ``given`` (the user set it) or the profile has none; and where each came
-    from, ``{"batch": "engine" | "plan", "prefill_chunk": ...}``."""
+    unless named in ``given`` (the user set it) or the profile has none (every row of a stacked
+    plan alike); and where each came from, ``{"batch": "engine" | "plan", "prefill_chunk":
+    ...}``.  Leaves keep their shapes and dtypes: a compiled load program takes the new plan
+    without tracing again."""
     wanted = {"batch": caps.max_seqs, "prefill_chunk": caps.iteration_tokens}
     take = {k: v for k, v in wanted.items() if v is not None and k not in given}
     origin = {k: "engine" if k in take else "plan" for k in wanted}
     if not take:
         return plan, origin
     names = tuple(take)
-    new = tuple(strong_float(float(take[k])) for k in names)
+    # a stacked plan keeps its shape
+    new = tuple(
+        jnp.broadcast_to(strong_float(float(take[k])), jnp.shape(getattr(plan, k))) for k in names
+    )
     out = eqx.tree_at(lambda p: tuple(getattr(p, k) for k in names), plan, new)
     return out, origin
 
