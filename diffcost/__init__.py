@@ -65,6 +65,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from ._search.core import SearchResult
     from ._search.serve import ServeSearchSpace, search_serve
     from ._search.train import TrainSearchSpace, search_train
+    from ._serve.caps import SchedulerCaps, capped_plan, engine_caps
     from ._serve.cost import ServeBreakdown, ServeCost, serve_problems
     from ._serve.load import LoadBreakdown, Workload, under_load, workload
     from ._serve.plan import MODES, ServePlan, serve_plan
@@ -87,6 +88,9 @@ __all__ = [
     "Workload",
     "under_load",
     "workload",
+    "SchedulerCaps",
+    "capped_plan",
+    "engine_caps",
     "Format",
     "Optimizer",
     "Recompute",

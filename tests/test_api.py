@@ -25,6 +25,7 @@ PUBLIC = {
     "MODES", "ServeBreakdown", "ServeCost", "ServePlan", "serve_plan", "serve_problems",
     # serving under load
     "LoadBreakdown", "Workload", "under_load", "workload",
+    "SchedulerCaps", "capped_plan", "engine_caps",
     # search
     "SearchResult", "ServeSearchSpace", "TrainSearchSpace", "search_serve", "search_train",
     # validation and calibration

@@ -248,7 +248,9 @@ def test_cli_saturated_queue_is_infeasible_and_says_the_rate_it_serves():
 
     from diffcost.cli import app
 
+    # --batch 1: one sequence at a time (without it the engine's caps apply: issue 43)
     args = ["serve", "--model", "llama-2-70b", "--chip", "h100-sxm", "--chips", "8", "--tp", "8"]
+    args += ["--batch", "1"]
     res = CliRunner().invoke(app, [*args, "--qps", "1", "--ttft-p99-ms", "2000", "--json"])
     assert res.exit_code == 1, res.output
     out = _strict_json(res.stdout)
@@ -267,8 +269,83 @@ def test_cli_saturated_queue_is_infeasible_and_says_the_rate_it_serves():
     assert text.exit_code == 1 and "TTFT p50 unbounded" in text.output
     assert "SATURATED: serves at most" in text.output
     # a model that does not fit serves no request: nulls, never NaN
-    res = CliRunner().invoke(app, [*args[:-4], "--chips", "1", "--tp", "1", "--qps", "1", "--json"])
+    res = CliRunner().invoke(app, [*args[:-6], "--chips", "1", "--tp", "1", "--qps", "1", "--json"])
     assert res.exit_code == 1, res.output
     load = _strict_json(res.stdout)["load"]
     assert load["utilisation"] is None and load["max_stable_qps"] == 0.0
     assert "serves none" in load["null_reasons"]["utilisation"]
+
+
+# --- the running batch under the engine's caps (diffcost._serve.caps; issue 43) ------------------
+@pytest.fixture(scope="module")
+def issue43():
+    """``diffcost serve --model llama-2-70b --chip h100-sxm --chips 8 --tp 8 --qps 1``: the
+    plan as the command line builds it (batch 1: no --batch given), its system and model."""
+    system = dc.load_system(chip="h100-sxm", chips=8)
+    model = dc.load_model("llama-2-70b")
+    return system, model, dc.serve_plan(tp=8)
+
+
+def test_engine_caps_make_one_request_per_second_stable_with_littles_law(issue43):
+    """The queue model capped the running sequences at the plan's batch (1: the command line's
+    default), as if it were the engine's ``max_num_seqs``: utilisation 3.35, saturated.  With
+    vLLM 0.10's own caps on an H100 (1024 sequences, 8192 tokens) the batch follows the
+    arrivals, ``N = lambda L_out T`` (Little's law), and 1 request/s is a light load; given
+    ``batch = 1`` (``--batch 1``) the old saturated answer comes back, from the same program."""
+    system, model, plan = issue43
+    traces = []
+
+    def counted(*args):
+        traces.append(1)
+        return under_load(*args)
+
+    run = eqx.filter_jit(counted)
+    memory, context = float(system.chip.memory_capacity_bytes), float(model.max_seq_len)
+    caps = dc.engine_caps(None, "h100-sxm", memory, context)
+    capped, origin = dc.capped_plan(plan, caps)
+    assert origin == {"batch": "engine", "prefill_chunk": "engine"}
+    out = run(system, model, capped, workload(1.0))
+    assert float(out.stable) == 1.0 and float(out.utilisation) < 0.2
+    running = float(out.running)
+    assert running == pytest.approx(1.0 * float(plan.output_len) * float(out.iteration_s), rel=1e-3)
+    assert caps.max_seqs == 1024 and 1.0 < running < caps.max_seqs
+    assert float(out.ttft_p99_s) < 1.0 and float(out.tpot_p99_s) < 0.1
+    given, origin = dc.capped_plan(plan, caps, given={"batch"})
+    assert origin["batch"] == "plan" and float(given.batch) == 1.0
+    old = run(system, model, given, workload(1.0))
+    assert float(old.stable) == 0.0 and float(old.utilisation) > 3.0
+    assert float(old.running) == pytest.approx(1.0, rel=1e-3)  # every slot taken
+    run(system, model, capped, workload(2.0))  # another rate: the same program
+    assert len(traces) == 1
+
+
+@pytest.mark.slow  # 10 s on 2 cores (the prediction and the load program compile)
+def test_cli_serves_the_issue_command_at_the_engines_caps_and_says_so():
+    """``diffcost serve --model llama-2-70b --chip h100-sxm --chips 8 --tp 8 --qps 1`` was
+    saturated at utilisation 3.35 (batch 1 taken for max_num_seqs, issue 43); it now runs at
+    vLLM 0.10's caps on an H100, names them and their source, and is feasible."""
+    from typer.testing import CliRunner
+
+    from diffcost.cli import app
+
+    args = ["serve", "--model", "llama-2-70b", "--chip", "h100-sxm", "--chips", "8", "--tp", "8"]
+    res = CliRunner().invoke(app, [*args, "--qps", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    out = _strict_json(res.stdout)
+    load = out["load"]
+    assert out["feasible"] and load["stable"] and load["utilisation"] < 0.2
+    assert 1.0 < load["running"] < 1024 and (load["batch_cap"], load["token_budget"]) == (
+        1024,
+        8192,
+    )
+    caps = load["caps"]
+    assert (caps["engine"], caps["max_seqs"], caps["token_budget"]) == ("vllm-0.10", 1024, 8192)
+    assert caps["batch_from"] == caps["prefill_chunk_from"] == "engine"
+    assert "arg_utils.py" in caps["source"]["max_seqs"] and caps["rule"].startswith(
+        "the larger caps for chips of >= 70 GiB"
+    )
+    text = CliRunner().invoke(app, [*args, "--qps", "1", "--prefill-chunk", "4096"])
+    assert text.exit_code == 0, text.output
+    words = " ".join(text.output.split())  # the console wraps long lines
+    assert "running at most 1,024 sequences, 4,096 tokens per iteration" in words
+    assert "--batch override; prefill_chunk as given" in words

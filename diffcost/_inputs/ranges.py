@@ -290,6 +290,24 @@ KV_BLOCK = Plausible(
     "a paged-KV block",
     "tokens per paged-KV block: 1 .. 1e5 (vLLM 16, TensorRT-LLM 64)",
 )
+ENGINE_SEQS = Plausible(
+    1,
+    1e6,
+    "sequences",
+    "an engine's running-sequence cap",
+    "sequences one serving instance runs at once (vLLM max_num_seqs, TensorRT-LLM "
+    "max_batch_size, SGLang max_running_requests): 1 .. 1e6; engine defaults 8 (TensorRT-LLM "
+    "0.6 build) .. 4096 (SGLang request pool)",
+)
+TOKEN_BUDGET = Plausible(
+    1,
+    1e7,
+    "tokens",
+    "an engine's tokens per iteration",
+    "tokens one engine iteration schedules or one prompt piece holds (vLLM "
+    "max_num_batched_tokens, TensorRT-LLM max_num_tokens, SGLang chunked_prefill_size): "
+    "1 .. 1e7; engine defaults 512 .. 16384",
+)
 
 # --- measurements ------------------------------------------------------------------------------
 STEP_TIME = Plausible(

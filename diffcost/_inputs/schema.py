@@ -776,9 +776,50 @@ KERNEL_POINT = {
     ),
 }
 
+#: Preemption modes of an engine's scheduler when the KV cache runs out: ``recompute`` (the
+#: victim's KV blocks are freed and its prompt and output so far are prefilled again: vLLM,
+#: SGLang retraction), ``swap`` (its blocks are copied to host memory and back) or ``none``
+#: (a request is admitted only when the blocks of its whole length are reserved: TensorRT-LLM
+#: GUARANTEED_NO_EVICT).
+PREEMPTION_MODES = ("recompute", "swap", "none")
+
+#: The scheduler caps an engine sets when its user does not (:mod:`diffcost._serve.caps`),
+#: at the top level of a profile and, overridden, in its ``[large_device]`` table.
+ENGINE_CAPS: dict[str, Field] = {
+    "max_seqs": C(
+        "default most sequences running at once (vLLM max_num_seqs, TensorRT-LLM "
+        "max_batch_size, SGLang max_running_requests); absent: the plan's batch",
+        R.ENGINE_SEQS,
+    ),
+    "token_budget": C(
+        "default most tokens one iteration schedules, decode tokens included (vLLM "
+        "max_num_batched_tokens, TensorRT-LLM max_num_tokens, SGLang chunked_prefill_size); "
+        "absent: the plan's prefill_chunk",
+        R.TOKEN_BUDGET,
+    ),
+    "prefill_chunk": C(
+        "default longest piece of one prompt per iteration (chunked prefill; at most the "
+        "token budget); absent: prompts are not split",
+        R.TOKEN_BUDGET,
+    ),
+}
+
+#: ``[large_device]`` of an engine profile: the caps an engine sets on chips with at least
+#: ``min_memory`` whose name contains none of ``excluded_chips`` (vLLM V1: 70 GiB, not A100).
+ENGINE_LARGE_DEVICE: dict[str, Field] = {
+    "min_memory": Q(
+        "bytes", True, "chips with at least this much memory take this table", R.CAPACITY
+    ),
+    "excluded_chips": Field(
+        "list", doc="chips whose name contains one of these (lower case) keep the top-level caps"
+    ),
+    **ENGINE_CAPS,
+}
+
 #: Fields of a serving-engine profile (``specs/engines/``) besides its behaviours' switches
 #: (:func:`engine_kind`): the kernel and runtime choices of one engine release that change the
-#: bytes moved or the launches paid (:mod:`diffcost._serve.engine`).
+#: bytes moved or the launches paid (:mod:`diffcost._serve.engine`), and its scheduler's
+#: defaults (:data:`ENGINE_CAPS`).
 ENGINE_FIELDS: dict[str, Field] = {
     "framework": Field("str", required=True, doc="the serving framework (TensorRT-LLM, vLLM, ...)"),
     "version": Field("str", required=True, doc="the release the profile describes"),
@@ -788,28 +829,58 @@ ENGINE_FIELDS: dict[str, Field] = {
         doc="default tokens per paged-KV block (absent: plan default)",
         plausible=R.KV_BLOCK,
     ),
+    **ENGINE_CAPS,
+    "budget_covers_context": Field(
+        "bool",
+        doc="the token budget is at least the model's context length, so no prompt is split "
+        "(vLLM V0 without chunked prefill: max(max_model_len, 2048))",
+    ),
+    "preemption": Field(
+        "enum",
+        choices=PREEMPTION_MODES,
+        doc="what the scheduler does when the KV cache runs out (absent: not found)",
+    ),
 }
+
+#: ``[source]`` keys every engine profile gives: where each scheduler default is set in the
+#: engine's code (file and version), or why the profile has none.
+ENGINE_CAP_SOURCES = ("max_seqs", "token_budget", "prefill_chunk", "preemption")
+
+
+def _engine_chunk_within_budget(values: dict[str, Any], add: Callable[[str, str], None]) -> None:
+    """`prefill_chunk` is at most `token_budget` (a piece of a prompt fits in one iteration),
+    at the top level and in `[large_device]`."""
+    top = {k: values[k] for k in ("token_budget", "prefill_chunk") if k in values}
+    for prefix, table in (("", top), ("large_device.", values.get("large_device", {}))):
+        chunk, budget = table.get("prefill_chunk"), table.get("token_budget")
+        if chunk is not None and budget is not None and chunk > budget:
+            add(prefix + "prefill_chunk", f"must be at most token_budget = {budget}, got {chunk}")
 
 
 def engine_kind(switches: Iterable[PlanField]) -> Kind:
     """The engine-profile kind with one required bool key per behaviour switch (the bool plan
     fields the engine behaviours declare, :data:`diffcost._serve.behaviours.BEHAVIOUR_FIELDS`,
-    passed down by :mod:`diffcost._serve.engine`), after ``version``; each switch and the
-    attention kernel need their own ``[source]`` key."""
+    passed down by :mod:`diffcost._serve.engine`), after ``version``; each switch, the
+    attention kernel and each scheduler default (:data:`ENGINE_CAP_SOURCES`) need their own
+    ``[source]`` key, as does a ``[large_device]`` table."""
     rows = {f.name: Field("bool", required=True, doc=f.doc) for f in switches}
     top = dict(ENGINE_FIELDS)
     top = {k: top[k] for k in ("framework", "version")} | rows | top
-    sourced = (*rows, "attention_kernel")
+    sourced = (*rows, "attention_kernel", *ENGINE_CAP_SOURCES)
     return Kind(
         "engine",
         "engines",
         top=top,
+        tables={"large_device": ENGINE_LARGE_DEVICE},
         source=Source(
             "every engine choice needs a source",
             required=sourced,
-            allowed=(*sourced, "kv_block", "notes"),
+            allowed=(*sourced, "kv_block", "budget_covers_context", "large_device", "notes"),
+            per_table="say where the caps of [{}] and its condition are set",
         ),
-        doc="a serving engine release: its kernel and runtime choices, each with a source",
+        rules=(_engine_chunk_within_budget,),
+        doc="a serving engine release: its kernel and runtime choices and its scheduler's "
+        "defaults, each with a source",
     )
 
 

@@ -19,7 +19,11 @@ effect, is a class of :data:`diffcost._serve.behaviours.ENGINE_BEHAVIOURS`:
   2023 engines the cost was fitted on).  Engines capture graphs for decode-only batches;
   prefill and mixed chunked-prefill iterations launch kernel by kernel
   (:mod:`diffcost._serve.passes`);
-* ``kv_block``: the default paged-KV block size (vLLM 16, TensorRT-LLM 64 tokens).
+* ``kv_block``: the default paged-KV block size (vLLM 16, TensorRT-LLM 64 tokens);
+* the scheduler's caps when its user sets none: ``max_seqs``, ``token_budget``,
+  ``prefill_chunk``, ``preemption`` (and ``budget_covers_context``), with a ``[large_device]``
+  table where the engine picks larger caps on chips with more memory; resolved for one chip
+  and model, and applied to a plan under load, by :mod:`diffcost._serve.caps`.
 
 Every field of a profile file carries its own ``[source]``.  The profile only supplies the
 defaults of the corresponding :func:`diffcost.serve_plan` fields; a value given in the plan
@@ -27,8 +31,9 @@ wins.  An unknown name is a :class:`~diffcost._core.errors.SpecError` listing th
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .._inputs.checker import builtin_names
 from .._inputs.loader import load_spec
@@ -40,6 +45,15 @@ DEFAULT_ENGINE = "vllm-0.10"
 
 #: Plan fields an engine profile supplies (their defaults when the plan does not give them).
 ENGINE_PLAN_FIELDS: tuple[str, ...] = (*ENGINE_BEHAVIOURS, "kv_block")
+
+#: The scheduler defaults a profile may give at its top level (:class:`EngineProfile` ``caps``).
+ENGINE_CAP_KEYS = (
+    "max_seqs",
+    "token_budget",
+    "prefill_chunk",
+    "preemption",
+    "budget_covers_context",
+)
 
 #: What an engine profile file may contain: one required switch per behaviour, derived from
 #: its declaration (:func:`diffcost._inputs.schema.engine_kind`).
@@ -57,6 +71,11 @@ class EngineProfile:
             also read as attributes: ``profile.cuda_graphs``).
         attention_kernel: the decode attention kernel family (reported, not a cost term).
         kv_block: default paged-KV block size in tokens, ``None`` to keep the plan default.
+        caps: the scheduler defaults the file gives (``max_seqs``, ``token_budget``,
+            ``prefill_chunk``, ``preemption``, ``budget_covers_context``; absent keys: not
+            found or not applicable, as its source says).
+        large_device: the ``[large_device]`` table (``min_memory_bytes``, ``excluded_chips``
+            and the caps it overrides), ``None`` without one.
         source: where each choice comes from.
     """
 
@@ -68,6 +87,8 @@ class EngineProfile:
     attention_kernel: str
     kv_block: int | None
     source: dict[str, str]
+    caps: Mapping[str, Any] = field(default_factory=dict)
+    large_device: Mapping[str, Any] | None = None
 
     def __getattr__(self, name: str) -> bool:
         behaviours = self.__dict__.get("behaviours", {})
@@ -105,11 +126,14 @@ def load_engine(name_or_path: str | Path, where: str = "<arguments>") -> EngineP
         attention_kernel=v["attention_kernel"],
         kv_block=v.get("kv_block"),
         source=dict(spec.info.source),
+        caps={k: v[k] for k in ENGINE_CAP_KEYS if k in v},
+        large_device=v.get("large_device"),
     )
 
 
 __all__ = [
     "DEFAULT_ENGINE",
+    "ENGINE_CAP_KEYS",
     "ENGINE_KIND",
     "ENGINE_PLAN_FIELDS",
     "EngineProfile",

@@ -4,7 +4,9 @@ percentiles (issue 13, first part).
 One instance (``tp * pp`` chips) runs continuous batching with chunked prefill (Orca, OSDI'22;
 Sarathi-Serve, OSDI'24; vLLM's scheduler): every iteration decodes one token of each running
 sequence and spends the rest of a budget of ``prefill_chunk`` tokens on waiting prompts, first
-come first served; at most ``batch`` sequences run.  Requests arrive at ``qps / replicas`` per
+come first served; at most ``batch`` sequences run (under ``diffcost serve --qps`` the
+engine's caps, :mod:`diffcost._serve.caps`, unless the user gives ``batch`` and
+``prefill_chunk``).  Requests arrive at ``qps / replicas`` per
 instance with a coefficient of variation ``arrival_cv`` of their gaps (1: Poisson).
 
 Steady state (a fixed point, solved inside ``jit`` by a fixed number of damped iterations,
@@ -201,7 +203,9 @@ def sequence_cap(
 ) -> tuple[Array, Array]:
     """Sequences that may run on one instance, and how many fit in memory (paged KV blocks).
 
-    The plan's ``batch`` (the engine's ``max_num_seqs``) or, if fewer, the sequences whose KV
+    The plan's ``batch`` (the engine's ``max_num_seqs``;
+    :func:`~diffcost._serve.caps.capped_plan` puts the engine's own default there where the
+    user gives none) or, if fewer, the sequences whose KV
     cache fits beside the weights and buffers: the cost model's ``max_batch`` holds sequences
     at their final length ``L_in + L_out``; a running mix holds ``L_in + L_out / 2`` on
     average, so ``max_batch (L_in + L_out) / (L_in + L_out / 2)`` fit."""

@@ -62,8 +62,12 @@ STEADY_KEYS = (
 LIMIT_KEYS = ("ttft_p99_limit_s", "tpot_p99_limit_s")
 
 
-def load_summary(system, model, plan, flags: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``load`` block of ``diffcost serve`` (None without ``--qps``).
+def load_summary(
+    system, model, plan, flags: dict[str, Any], caps: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The ``load`` block of ``diffcost serve`` (None without ``--qps``); ``plan`` the one the
+    server runs under load and ``caps`` where its sequence cap and token budget come from
+    (:func:`~diffcost._serve.caps.caps_summary`, kept as the block's ``caps``).
 
     Beyond saturation (``stable`` false) there is no steady state: the waits, so the TTFTs,
     grow without limit, and ``max_stable_qps`` says the rate the deployment serves.  A value
@@ -84,6 +88,9 @@ def load_summary(system, model, plan, flags: dict[str, Any]) -> dict[str, Any] |
         **{k: float(v) for k, v in out._asdict().items()},
     }
     res["stable"] = bool(out.stable)
+    res["batch_cap"], res["token_budget"] = float(plan.batch), float(plan.prefill_chunk)
+    if caps is not None:
+        res["caps"] = caps
     why: dict[str, str] = {}
     if not res["stable"]:
         res["max_stable_qps"] = goodput(system, model, plan, *cvs, (math.inf, math.inf))
@@ -109,6 +116,32 @@ def load_summary(system, model, plan, flags: dict[str, Any]) -> dict[str, Any] |
         res[key] = None
     res["null_reasons"] = why
     return res
+
+
+def caps_line(res: dict[str, Any]) -> str:
+    """``running at most 1,024 sequences, 8,192 tokens per iteration (vllm-0.10: the larger
+    caps for chips of >= 70 GiB not named a100; --batch, --prefill-chunk override)``."""
+    n = res["batch_cap"]
+    head = (
+        f"running at most {n:,.0f} sequence{'' if n == 1 else 's'}, "
+        f"{res['token_budget']:,.0f} tokens per iteration"
+    )
+    caps = res.get("caps")
+    if caps is None:
+        return head + " (the plan's batch and prefill_chunk)"
+    flags = {"batch": "--batch", "prefill_chunk": "--prefill-chunk"}
+    cap_of = {"batch": "max_seqs", "prefill_chunk": "token_budget"}
+    mine = [f for k, f in flags.items() if caps[f"{k}_from"] == "engine"]
+    given = [k for k in flags if caps[f"{k}_from"] == "plan" and caps[cap_of[k]] is not None]
+    unset = [k for k in flags if caps[f"{k}_from"] == "plan" and caps[cap_of[k]] is None]
+    parts = []
+    if mine:
+        parts.append(f"{caps['engine']}: {caps['rule']}; {', '.join(mine)} override")
+    if given:
+        parts.append(f"{' and '.join(given)} as given")
+    if unset:
+        parts.append(f"{' and '.join(unset)} from the plan: {caps['engine']} sets no default")
+    return f"{head} ({'; '.join(parts)})"
 
 
 def _saturation(res: dict[str, Any]) -> str:
@@ -160,6 +193,7 @@ def print_load(res: dict[str, Any] | None) -> None:
         f"(mean wait {ms('wait_s')}); TPOT mean {ms('tpot_s')}, p90 {ms('tpot_p90_s')}, "
         f"p99 {ms('tpot_p99_s')}",
     ]
+    lines.append("  " + caps_line(res))
     if "goodput_qps" in res:
         verdict = "meets" if res["meets_limits"] else "MISSES"
         lines.append(

@@ -9,6 +9,7 @@ from .._analysis.coverage import coverage_lines, job_chip, job_coverage
 from .._analysis.uncertainty import Z80, intervals
 from .._core.errors import Problem, SpecError
 from .._serve.behaviours import ENGINE_BEHAVIOURS
+from .._serve.caps import capped_plan, caps_summary, engine_caps
 from .._serve.cost import ServeBreakdown, ServeCost, serve_problems
 from .._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
 from .._serve.plan import ServePlan
@@ -203,7 +204,8 @@ def serve(
     )
     if slo is not None:
         slo.update(_slo_interval(cost, job.plan, slo.pop("limits_s"), iv))
-    under = load_summary(job.system, job.model, job.plan, load)
+    loaded, caps = _loaded_plan(job, load["qps"] is not None)
+    under = load_summary(job.system, job.model, loaded, load, caps)
     problems += load_problems(under)
     if json_out:
         extra_keys: dict[str, Any] = {"slo": slo} if slo is not None else {}
@@ -226,6 +228,21 @@ def serve(
         print_problems(problems)
     if problems:
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _loaded_plan(job: Job, loaded: bool) -> tuple[ServePlan, dict[str, Any] | None]:
+    """The plan the server runs under load (:func:`~diffcost._serve.caps.capped_plan`): the
+    engine's sequence cap and token budget on this chip for this model, except where the
+    scenario or a flag gave ``batch`` or ``prefill_chunk``; and the ``caps`` block saying
+    which.  Without a load, the plan itself and ``None``."""
+    assert isinstance(job.plan, ServePlan)
+    if not loaded:
+        return job.plan, None
+    memory = float(job.system.chip.memory_capacity_bytes)
+    context = float(job.model.max_seq_len)
+    caps = engine_caps(job.values.get("engine"), job_chip(job.refs), memory, context)
+    plan, origin = capped_plan(job.plan, caps, given=set(job.values))
+    return plan, caps_summary(caps, origin)
 
 
 def engine_summary(name: str | None, plan: ServePlan) -> dict[str, Any]:
