@@ -100,7 +100,10 @@ def test_an_unknown_architecture_key_is_refused_not_ignored(tmp_path):
     change the layers, so diffcost refuses it, naming file and key."""
     path = _write(tmp_path, _llama(moe_frequency=2))
     (problem,) = _problems(path)
-    assert problem.startswith(f"{path}: moe_frequency: not a key diffcost knows for 'llama'")
+    assert problem.startswith(
+        f"{path}: moe_frequency: 2: not a setting of transformers' LlamaConfig nor a key "
+        "diffcost knows for 'llama'"
+    )
 
 
 def test_gemma2_local_layers_are_read_as_sliding_window_layers():
@@ -147,7 +150,7 @@ def test_llama4_nested_text_config_with_chunked_attention_is_refused(tmp_path):
     "changes,key",
     [
         ({"model_type": "no_such_family"}, "model_type"),  # transformers does not know it
-        ({"model_type": "gptj"}, "model_type"),  # transformers knows it, diffcost's table not
+        ({"model_type": "codegen"}, "model_type"),  # transformers knows it, diffcost's table not
         ({"quantization_config": {"quant_method": "gptq"}}, "quantization_config"),
     ],
 )
@@ -229,3 +232,108 @@ def test_gpt_oss_is_refused_for_its_sinks(tmp_path):
     }  # fmt: skip
     keys = [p.split(": ")[1] for p in _problems(_write(tmp_path, config))]
     assert keys == ["model_type"]
+
+
+def _from_class(tmp_path: Path, model_type: str, **changes) -> Path:
+    """A small config as transformers' own class writes it (``to_dict``), with ``changes``."""
+    import transformers
+
+    small = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4}
+    if model_type == "gpt2":
+        small = {"n_layer": 4, "n_embd": 256, "n_head": 4}
+    if hasattr(transformers.AutoConfig.for_model(model_type), "num_key_value_heads"):
+        small["num_key_value_heads"] = 4
+    if model_type.startswith("deepseek"):
+        small |= {"first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}
+    config = transformers.AutoConfig.for_model(model_type, vocab_size=1000, **small).to_dict()
+    return _write(tmp_path, {**config, **changes})
+
+
+@pytest.mark.parametrize(
+    "model_type,key,default,other",
+    [
+        ("gpt2", "add_cross_attention", False, True),
+        ("gpt_neox", "is_decoder", False, True),
+        ("gemma", "use_bidirectional_attention", False, True),  # the class default is None
+        ("deepseek_v3", "qk_head_dim", 192, 100),  # derived: qk_nope_head_dim + qk_rope_head_dim
+    ],
+)
+def test_a_key_is_judged_by_its_effect(tmp_path, model_type, key, default, other):
+    """A key diffcost's tables do not name is accepted at its default or derived value (issue
+    44: these refused gpt2, gpt_neox, gemma and deepseek_v3 configs as transformers writes
+    them), and refused at any other value, with the value and the default."""
+    hf_document(_from_class(tmp_path, model_type, **{key: default}))
+    path = _from_class(tmp_path, model_type, **{key: other})
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{path}: {key}: {other!r}: differs from ")
+    assert "default or derived value" in problem
+
+
+def test_judged_keys_and_other_problems_come_at_once(tmp_path):
+    path = _from_class(
+        tmp_path,
+        "gpt2",
+        add_cross_attention=True,
+        moe_frequency=2,
+        quantization_config={"quant_method": "gptq"},
+    )
+    keys = [p.split(": ")[1] for p in _problems(path)]
+    assert keys == ["add_cross_attention", "moe_frequency", "quantization_config"]
+
+
+@pytest.mark.parametrize(
+    "model_type,phrase",
+    [
+        ("t5", "'t5' is an encoder-decoder model"),
+        ("bart", "'bart' is an encoder-decoder model"),
+        ("mamba", "'mamba' is a state-space model"),
+        ("mamba2", "'mamba2' is a state-space model"),
+    ],
+)
+def test_encoder_decoder_and_state_space_models_are_refused_as_such(tmp_path, model_type, phrase):
+    """Not for a missing ``num_attention_heads`` (T5 names it num_heads, Mamba has none)."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(model_type).to_dict()
+    path = _write(tmp_path, config)
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{path}: model_type: {phrase}")
+
+
+def test_opt_embedding_projection_is_refused(tmp_path):
+    """OPT-350m embeds in 512 and projects to the 1024-wide model: not modelled."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(
+        "opt", hidden_size=1024, word_embed_proj_dim=512, num_hidden_layers=2
+    ).to_dict()
+    path = _write(tmp_path, config)
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{path}: word_embed_proj_dim: 512: differs from hidden_size (1024)")
+
+
+def test_deepseek_v2_moe_layer_freq_other_than_one_is_refused(tmp_path):
+    """transformers' DeepSeek-V2 has a MoE block in every layer from first_k_dense_replace;
+    DeepSeek's own code every moe_layer_freq-th: 1 reads one way, 2 two ways."""
+    path = _from_class(tmp_path, "deepseek_v2", moe_layer_freq=1)
+    assert hf_document(path)["moe_layers"] == 3  # layers 1, 2, 3 of 4
+    path = _from_class(tmp_path, "deepseek_v2", moe_layer_freq=2)
+    assert [p.split(": ")[1] for p in _problems(path)] == ["moe_layer_freq"]
+
+
+def test_llama4_interleaved_moe_blocks_are_read(tmp_path):
+    """Llama 4 Maverick interleaves dense and MoE blocks (``moe_layers`` from
+    ``interleave_moe_layer_step``): the dense ones ``intermediate_size_mlp`` wide, the MoE
+    ones routed experts plus one shared expert of ``intermediate_size``."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(
+        "llama4_text", num_hidden_layers=6, hidden_size=256, num_attention_heads=4,
+        num_key_value_heads=4, head_dim=64, vocab_size=1000, interleave_moe_layer_step=2,
+        intermediate_size=128, intermediate_size_mlp=512, attention_chunk_size=None,
+    )  # fmt: skip
+    assert config.moe_layers == [1, 3, 5]
+    path = _write(tmp_path, config.to_dict())
+    doc = hf_document(path)
+    assert (doc["moe_layers"], doc["ffn_hidden"], doc["expert_ffn_hidden"]) == (3, 512, 128)
+    assert doc["shared_expert_ffn_hidden"] == 128
