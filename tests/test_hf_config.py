@@ -337,3 +337,22 @@ def test_llama4_interleaved_moe_blocks_are_read(tmp_path):
     doc = hf_document(path)
     assert (doc["moe_layers"], doc["ffn_hidden"], doc["expert_ffn_hidden"]) == (3, 512, 128)
     assert doc["shared_expert_ffn_hidden"] == 128
+
+
+def test_bloom_560m_published_config_is_read_as_the_module_sum():
+    """bigscience/bloom-560m as published (its Megatron-DeepSpeed switches, ``n_inner`` null):
+    ALiBi, LayerNorms, biases, a 4h GELU MLP, tied embeddings.  transformers' module sum adds
+    the embedding LayerNorm (2h), which diffcost does not count (0.0004 %)."""
+    doc = _doc("bloom-560m")
+    assert (doc["position"], doc["norm"], doc["bias"], doc["tied_embeddings"]) == (
+        "alibi", "layernorm", True, True,
+    )  # fmt: skip
+    h, vocab, layers = 1024, 250880, 24
+    expected = vocab * h + 2 * h + layers * (12 * h * h + 13 * h) + 2 * h
+    assert float(model_module(doc).num_params()) == pytest.approx(expected, rel=1e-5)
+
+
+def test_bloom_inner_width_other_than_null_is_refused(tmp_path):
+    raw = json.loads((HF / "bloom-560m" / "config.json").read_text())
+    path = _write(tmp_path, {**raw, "n_inner": 2048})
+    assert [p.split(": ")[1] for p in _problems(path)] == ["n_inner"]

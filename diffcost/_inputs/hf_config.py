@@ -207,6 +207,15 @@ def _refuse_embedding_projection(ck: Checker, t: Any, model_type: str) -> None:
         ck.add("word_embed_proj_dim", f"{width}: {reason}: embedding projections are not modelled")
 
 
+def _refuse_bloom_inner_width(ck: Checker, raw: dict[str, Any], model_type: str) -> None:
+    """BLOOM's published configs carry Megatron's ``n_inner`` as null (4 x hidden, the only
+    width ``modeling_bloom.py`` builds); another value would be a model transformers ignores."""
+    inner = raw.get("n_inner")
+    if model_type == "bloom" and inner is not None:
+        reason = "transformers' BLOOM always builds a 4 x hidden_size MLP; only null is read"
+        ck.add("n_inner", f"{inner!r}: {reason}")
+
+
 def _refuse_moe_layer_freq(ck: Checker, raw: dict[str, Any], model_type: str) -> None:
     """DeepSeek-V2's own code puts a MoE block every ``moe_layer_freq`` layers, transformers'
     (``modeling_deepseek_v2.py``) in every layer from ``first_k_dense_replace``: another
@@ -281,6 +290,7 @@ def _refusals(ck: Checker, t: Any, raw: dict[str, Any], model_type: str) -> None
     _refuse_quantized(ck, raw)
     _refuse_embedding_projection(ck, t, model_type)
     _refuse_moe_layer_freq(ck, raw, model_type)
+    _refuse_bloom_inner_width(ck, raw, model_type)
 
 
 # --- mapping: the transformers config -> model document values ----------------------------------

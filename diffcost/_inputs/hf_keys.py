@@ -118,6 +118,18 @@ _DEEPSEEK_ROUTING = (
     "rope_interleave",
     "num_nextn_predict_layers",
 )
+#: Megatron-DeepSpeed switches left in BLOOM's published configs (bigscience/bloom-560m
+#: config.json): kernel fusions, the fp32 softmax, the ALiBi offset and the unknown-token id;
+#: transformers' BLOOM reads none of them and they change no parameter, FLOP or byte.
+_MEGATRON_SWITCHES = (
+    "attention_softmax_in_fp32",
+    "bias_dropout_fusion",
+    "masked_softmax_fusion",
+    "offset_alibi",
+    "skip_bias_add",
+    "skip_bias_add_qkv",
+    "unk_token_id",
+)
 #: Dropouts of the GPT-style families: the ``dropout`` flag reads the attention one.
 _GPT_DROPOUTS = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
 
@@ -224,8 +236,12 @@ FAMILIES: dict[str, Family] = {
     ),
     "bloom": Family(
         ("n_layer", "n_head", "hidden_size", "n_embed"),
-        (),
-        ("apply_residual_connection_post_layernorm", "slow_but_exact"),
+        ("n_inner",),
+        (
+            "apply_residual_connection_post_layernorm",
+            "slow_but_exact",
+            *_MEGATRON_SWITCHES,
+        ),
     ),
     "gptj": Family(
         ("n_layer", "n_embd", "n_head", "n_inner", "n_positions", "activation_function"),
