@@ -235,8 +235,12 @@ def test_gpt_oss_is_refused_for_its_sinks(tmp_path):
 
 
 def _from_class(tmp_path: Path, model_type: str, **changes) -> Path:
-    """A small config as transformers' own class writes it (``to_dict``), with ``changes``."""
+    """A small config as transformers' own class writes it (``to_dict``), with ``changes``
+    (skipped where the installed transformers predates the family)."""
     import transformers
+
+    if model_type not in transformers.CONFIG_MAPPING:
+        pytest.skip(f"transformers {transformers.__version__} has no {model_type!r}")
 
     small = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4}
     if model_type == "gpt2":
@@ -262,6 +266,10 @@ def test_a_key_is_judged_by_its_effect(tmp_path, model_type, key, default, other
     """A key diffcost's tables do not name is accepted at its default or derived value (issue
     44: these refused gpt2, gpt_neox, gemma and deepseek_v3 configs as transformers writes
     them), and refused at any other value, with the value and the default."""
+    import transformers
+
+    if not hasattr(transformers.AutoConfig.for_model(model_type), key):
+        pytest.skip(f"transformers {transformers.__version__}'s {model_type} has no {key}")
     hf_document(_from_class(tmp_path, model_type, **{key: default}))
     path = _from_class(tmp_path, model_type, **{key: other})
     (problem,) = _problems(path)
@@ -356,3 +364,13 @@ def test_bloom_inner_width_other_than_null_is_refused(tmp_path):
     raw = json.loads((HF / "bloom-560m" / "config.json").read_text())
     path = _write(tmp_path, {**raw, "n_inner": 2048})
     assert [p.split(": ")[1] for p in _problems(path)] == ["n_inner"]
+
+
+@pytest.mark.parametrize("model_type,sliding", [("gemma2", 13), ("gemma3_text", 22)])
+def test_gemma_layer_kinds_without_layer_types_follow_the_modeling_code(model_type, sliding):
+    """transformers before 4.53 writes no ``layer_types``: its Gemma 2 slides on even layers,
+    Gemma 3 on all but every 6th (``sliding_window_pattern``); not on every layer."""
+    from types import SimpleNamespace
+
+    t = SimpleNamespace(model_type=model_type, sliding_window=4096, sliding_window_pattern=6)
+    assert hf_config._window(t, 26) == {"sliding_window": 4096, "sliding_layers": sliding}

@@ -382,6 +382,22 @@ def _moe(t: Any, model_type: str, layers: int) -> dict[str, Any]:
     return {}
 
 
+def _gemma_layer_types(t: Any, layers: int) -> list[str]:
+    """Gemma 2/3 layer kinds where the config has no ``layer_types`` (transformers < 4.53, whose
+    modeling code derives them): Gemma 2's even layers slide (``modeling_gemma2.py``:
+    ``not layer_idx % 2``), Gemma 3's all but every ``sliding_window_pattern``-th
+    (``modeling_gemma3.py``: ``(layer_idx + 1) % pattern``); [] for other families."""
+    model_type = getattr(t, "model_type", "")
+    if model_type == "gemma2":
+        slides = [i % 2 == 0 for i in range(layers)]
+    elif model_type == "gemma3_text":
+        pattern = getattr(t, "sliding_window_pattern", None) or 6
+        slides = [(i + 1) % pattern != 0 for i in range(layers)]
+    else:
+        return []
+    return ["sliding_attention" if slide else "full_attention" for slide in slides]
+
+
 def _window(t: Any, layers: int) -> dict[str, Any]:
     """Sliding-window layers (Model docstring): those ``layer_types`` marks
     ``sliding_attention`` (Gemma 2/3, gpt-oss, Qwen2 with ``use_sliding_window``: transformers
@@ -389,7 +405,7 @@ def _window(t: Any, layers: int) -> dict[str, Any]:
     when a config without ``layer_types`` sets ``sliding_window`` (Mistral v0.1); none when the
     window is null or ``use_sliding_window`` is false."""
     window = getattr(t, "sliding_window", None)
-    types = list(getattr(t, "layer_types", None) or ())
+    types = list(getattr(t, "layer_types", None) or ()) or _gemma_layer_types(t, layers)
     if types:
         sliding = sum(1 for kind in types if kind == "sliding_attention")
     elif window is not None and getattr(t, "use_sliding_window", True) is not False:

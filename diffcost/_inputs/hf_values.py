@@ -102,6 +102,9 @@ ACTIVATIONS = (
     "xielu",
 )
 ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function", "activation")
+#: Gemma's ``hidden_activation`` null means "use hidden_act" (``modeling_gemma.py``; transformers
+#: before 5 writes it so): the one activation key that may be null.
+NULL_ACTIVATION = (None, "hidden_activation")
 
 #: Shape keys a config must state (any one of the names): transformers would fill a default in,
 #: and a config without its layer count or vocabulary is a broken file, not a default model.
@@ -135,7 +138,7 @@ def _types(ck: Checker, raw: dict[str, Any]) -> None:
         if raw.get(key) is not None:
             ck.value(key, raw[key], spec)
     for key in ACTIVATION_KEYS:
-        if key in raw and raw[key] not in ACTIVATIONS:
+        if key in raw and raw[key] not in ACTIVATIONS and (raw[key], key) != NULL_ACTIVATION:
             ck.add(
                 key,
                 f"{raw[key]!r} is not an activation transformers knows (known: "
