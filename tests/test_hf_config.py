@@ -374,3 +374,38 @@ def test_gemma_layer_kinds_without_layer_types_follow_the_modeling_code(model_ty
 
     t = SimpleNamespace(model_type=model_type, sliding_window=4096, sliding_window_pattern=6)
     assert hf_config._window(t, 26) == {"sliding_window": 4096, "sliding_layers": sliding}
+
+
+def test_gpt_j_6b_published_config_is_read_as_the_built_in_spec():
+    """EleutherAI/gpt-j-6b as published (its GPT-2 legacy keys kept) reads as
+    specs/models/gpt-j-6b.toml.  transformers' module sum (6,050,882,784 on the meta device):
+    embedding, 28 x (q, k, v, out without biases, fc_in and fc_out with, one LayerNorm), final
+    LayerNorm, biased untied head; diffcost's one ``bias`` flag and two norms per block give
+    0.01 % more."""
+    doc = _doc("gpt-j-6b")
+    spec = dc.load_spec("model", "gpt-j-6b").values
+    for key in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "max_seq_len"):
+        assert doc[key] == spec[key], key
+    for key in ("mlp", "norm", "position", "tied_embeddings", "bias", "parallel_attention"):
+        assert doc[key] == spec[key], key
+    h, f, vocab = 4096, 16384, 50400
+    layer = 4 * h * h + (h * f + f) + (f * h + h) + 2 * h
+    expected = vocab * h + 28 * layer + 2 * h + (h * vocab + vocab)
+    assert expected == 6_050_882_784
+    assert float(model_module(doc).num_params()) == pytest.approx(expected, rel=2e-4)
+
+
+def test_opt_125m_published_config_is_read_as_the_module_sum():
+    """facebook/opt-125m as published (``activation_dropout``, ``prefix``, ``layerdrop`` 0):
+    learned positions, ReLU MLP of ffn_dim, biases, LayerNorms, tied embeddings, dropout 0.1.
+    transformers' module sum; OPT's position table has 2 extra rows (offset 2), 1536
+    parameters diffcost does not count."""
+    doc = _doc("opt-125m")
+    assert (doc["position"], doc["mlp"], doc["bias"], doc["dropout"]) == (
+        "learned", "relu", True, True,
+    )  # fmt: skip
+    h, f, vocab, layers = 768, 3072, 50272, 12
+    layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 2 * 2 * h
+    expected = vocab * h + (2048 + 2) * h + layers * layer + 2 * h
+    assert expected == 125_239_296  # the published "125M"
+    assert float(model_module(doc).num_params()) == pytest.approx(expected, rel=2e-5)

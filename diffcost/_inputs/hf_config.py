@@ -488,7 +488,13 @@ _SHAPES: dict[str, Callable[[Any, str], dict[str, Any]]] = {
     "opt": _classic,
 }
 #: Keys whose value is a dropout probability: a positive one means training uses dropout.
-_DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "dropout")
+_DROPOUT_KEYS = (
+    "attention_dropout",
+    "attn_pdrop",
+    "attention_probs_dropout_prob",
+    "dropout",
+    "activation_dropout",
+)
 
 
 def _values(t: Any, model_type: str) -> dict[str, Any]:

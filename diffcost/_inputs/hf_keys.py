@@ -24,8 +24,9 @@ class Family:
 
 #: Keys of every family that do not change cost: token ids, initialisation, numerics (norm
 #: epsilon), rotary frequencies and their scaling (elementwise on q/k), router loss terms
-#: (training loss only), bookkeeping, and the attention-layout keys read by
-#: :func:`.hf_config._window` (``sliding_window``, ``layer_types``; unknown layer kinds refused).
+#: (training loss only), bookkeeping (``prefix``: a generation prefix of old configs), and the
+#: attention-layout keys read by :func:`.hf_config._window` (``sliding_window``,
+#: ``layer_types``; unknown layer kinds refused).
 COMMON_KEYS = (
     "architectures",
     "model_type",
@@ -70,6 +71,7 @@ COMMON_KEYS = (
     "vocab_size",
     "max_position_embeddings",
     "pretraining_tp",
+    "prefix",
 )
 _DECODER = (
     "num_hidden_layers",
@@ -129,6 +131,19 @@ _MEGATRON_SWITCHES = (
     "skip_bias_add",
     "skip_bias_add_qkv",
     "unk_token_id",
+)
+#: GPT-2's keys that GPT-J's published config keeps (EleutherAI/gpt-j-6b config.json): the
+#: sequence-summary head of other tasks, the attention scaling both always apply, generation
+#: settings, the training switch ``gradient_checkpointing``.
+_GPT2_HEADS = (
+    "summary_type",
+    "summary_use_proj",
+    "summary_activation",
+    "summary_proj_to_labels",
+    "summary_first_dropout",
+    "scale_attn_weights",
+    "task_specific_params",
+    "gradient_checkpointing",
 )
 #: Dropouts of the GPT-style families: the ``dropout`` flag reads the attention one.
 _GPT_DROPOUTS = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
@@ -246,7 +261,7 @@ FAMILIES: dict[str, Family] = {
     "gptj": Family(
         ("n_layer", "n_embd", "n_head", "n_inner", "n_positions", "activation_function"),
         (),
-        ("rotary_dim", *_GPT_DROPOUTS),
+        ("rotary_dim", "rotary", *_GPT_DROPOUTS, *_GPT2_HEADS),
     ),
     "opt": Family(
         (
@@ -257,6 +272,7 @@ FAMILIES: dict[str, Family] = {
             "activation_function",
             "enable_bias",
             "dropout",
+            "activation_dropout",
         ),
         ("word_embed_proj_dim",),
         (
@@ -285,15 +301,9 @@ FAMILIES: dict[str, Family] = {
         (
             "n_ctx",
             *_GPT_DROPOUTS,
-            "scale_attn_weights",
+            *_GPT2_HEADS,
             "scale_attn_by_inverse_layer_idx",
             "reorder_and_upcast_attn",
-            "summary_type",
-            "summary_use_proj",
-            "summary_activation",
-            "summary_proj_to_labels",
-            "summary_first_dropout",
-            "task_specific_params",
         ),
     ),
     "bert": Family(

@@ -69,6 +69,7 @@ HF_TYPED = {
     "enable_bias": Field("bool"),
     "attention_dropout": Field("fraction", positive=False),
     "dropout": Field("fraction", positive=False),
+    "activation_dropout": Field("fraction", positive=False),
     "attn_pdrop": Field("fraction", positive=False),
 }
 #: Activation names transformers can build (``transformers/activations.py``, ``ACT2CLS``;
