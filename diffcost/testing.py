@@ -130,7 +130,8 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from ._inputs.build import chip_module, model_module
     from ._inputs.checker import Checker, read_json, read_toml
     from ._inputs.hardware import ARCHITECTURES, NearMemory, format_index
-    from ._inputs.hf_config import FAMILIES, hf_document
+    from ._inputs.hf_config import hf_document
+    from ._inputs.hf_keys import FAMILIES
     from ._inputs.hf_values import ACTIVATIONS
     from ._inputs.kernel_measurements import kernels_dir, read_kernel_measurements
     from ._inputs.loader import efficiency_for, resolve

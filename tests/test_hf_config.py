@@ -100,7 +100,10 @@ def test_an_unknown_architecture_key_is_refused_not_ignored(tmp_path):
     change the layers, so diffcost refuses it, naming file and key."""
     path = _write(tmp_path, _llama(moe_frequency=2))
     (problem,) = _problems(path)
-    assert problem.startswith(f"{path}: moe_frequency: not a key diffcost knows for 'llama'")
+    assert problem.startswith(
+        f"{path}: moe_frequency: 2: not a setting of transformers' LlamaConfig nor a key "
+        "diffcost knows for 'llama'"
+    )
 
 
 def test_gemma2_local_layers_are_read_as_sliding_window_layers():
@@ -147,7 +150,7 @@ def test_llama4_nested_text_config_with_chunked_attention_is_refused(tmp_path):
     "changes,key",
     [
         ({"model_type": "no_such_family"}, "model_type"),  # transformers does not know it
-        ({"model_type": "gptj"}, "model_type"),  # transformers knows it, diffcost's table not
+        ({"model_type": "codegen"}, "model_type"),  # transformers knows it, diffcost's table not
         ({"quantization_config": {"quant_method": "gptq"}}, "quantization_config"),
     ],
 )
@@ -229,3 +232,180 @@ def test_gpt_oss_is_refused_for_its_sinks(tmp_path):
     }  # fmt: skip
     keys = [p.split(": ")[1] for p in _problems(_write(tmp_path, config))]
     assert keys == ["model_type"]
+
+
+def _from_class(tmp_path: Path, model_type: str, **changes) -> Path:
+    """A small config as transformers' own class writes it (``to_dict``), with ``changes``
+    (skipped where the installed transformers predates the family)."""
+    import transformers
+
+    if model_type not in transformers.CONFIG_MAPPING:
+        pytest.skip(f"transformers {transformers.__version__} has no {model_type!r}")
+
+    small = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4}
+    if model_type == "gpt2":
+        small = {"n_layer": 4, "n_embd": 256, "n_head": 4}
+    if hasattr(transformers.AutoConfig.for_model(model_type), "num_key_value_heads"):
+        small["num_key_value_heads"] = 4
+    if model_type.startswith("deepseek"):
+        small |= {"first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}
+    config = transformers.AutoConfig.for_model(model_type, vocab_size=1000, **small).to_dict()
+    return _write(tmp_path, {**config, **changes})
+
+
+@pytest.mark.parametrize(
+    "model_type,key,default,other",
+    [
+        ("gpt2", "add_cross_attention", False, True),
+        ("gpt_neox", "is_decoder", False, True),
+        ("gemma", "use_bidirectional_attention", False, True),  # the class default is None
+        ("deepseek_v3", "qk_head_dim", 192, 100),  # derived: qk_nope_head_dim + qk_rope_head_dim
+    ],
+)
+def test_a_key_is_judged_by_its_effect(tmp_path, model_type, key, default, other):
+    """A key diffcost's tables do not name is accepted at its default or derived value (issue
+    44: these refused gpt2, gpt_neox, gemma and deepseek_v3 configs as transformers writes
+    them), and refused at any other value, with the value and the default."""
+    import transformers
+
+    if not hasattr(transformers.AutoConfig.for_model(model_type), key):
+        pytest.skip(f"transformers {transformers.__version__}'s {model_type} has no {key}")
+    hf_document(_from_class(tmp_path, model_type, **{key: default}))
+    path = _from_class(tmp_path, model_type, **{key: other})
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{path}: {key}: {other!r}: differs from ")
+    assert "default or derived value" in problem
+
+
+def test_judged_keys_and_other_problems_come_at_once(tmp_path):
+    path = _from_class(
+        tmp_path,
+        "gpt2",
+        add_cross_attention=True,
+        moe_frequency=2,
+        quantization_config={"quant_method": "gptq"},
+    )
+    keys = [p.split(": ")[1] for p in _problems(path)]
+    assert keys == ["add_cross_attention", "moe_frequency", "quantization_config"]
+
+
+@pytest.mark.parametrize(
+    "model_type,phrase",
+    [
+        ("t5", "'t5' is an encoder-decoder model"),
+        ("bart", "'bart' is an encoder-decoder model"),
+        ("mamba", "'mamba' is a state-space model"),
+        ("mamba2", "'mamba2' is a state-space model"),
+    ],
+)
+def test_encoder_decoder_and_state_space_models_are_refused_as_such(tmp_path, model_type, phrase):
+    """Not for a missing ``num_attention_heads`` (T5 names it num_heads, Mamba has none)."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(model_type).to_dict()
+    path = _write(tmp_path, config)
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{path}: model_type: {phrase}")
+
+
+def test_opt_embedding_projection_is_refused(tmp_path):
+    """OPT-350m embeds in 512 and projects to the 1024-wide model: not modelled."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(
+        "opt", hidden_size=1024, word_embed_proj_dim=512, num_hidden_layers=2
+    ).to_dict()
+    path = _write(tmp_path, config)
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{path}: word_embed_proj_dim: 512: differs from hidden_size (1024)")
+
+
+def test_deepseek_v2_moe_layer_freq_other_than_one_is_refused(tmp_path):
+    """transformers' DeepSeek-V2 has a MoE block in every layer from first_k_dense_replace;
+    DeepSeek's own code every moe_layer_freq-th: 1 reads one way, 2 two ways."""
+    path = _from_class(tmp_path, "deepseek_v2", moe_layer_freq=1)
+    assert hf_document(path)["moe_layers"] == 3  # layers 1, 2, 3 of 4
+    path = _from_class(tmp_path, "deepseek_v2", moe_layer_freq=2)
+    assert [p.split(": ")[1] for p in _problems(path)] == ["moe_layer_freq"]
+
+
+def test_llama4_interleaved_moe_blocks_are_read(tmp_path):
+    """Llama 4 Maverick interleaves dense and MoE blocks (``moe_layers`` from
+    ``interleave_moe_layer_step``): the dense ones ``intermediate_size_mlp`` wide, the MoE
+    ones routed experts plus one shared expert of ``intermediate_size``."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(
+        "llama4_text", num_hidden_layers=6, hidden_size=256, num_attention_heads=4,
+        num_key_value_heads=4, head_dim=64, vocab_size=1000, interleave_moe_layer_step=2,
+        intermediate_size=128, intermediate_size_mlp=512, attention_chunk_size=None,
+    )  # fmt: skip
+    assert config.moe_layers == [1, 3, 5]
+    path = _write(tmp_path, config.to_dict())
+    doc = hf_document(path)
+    assert (doc["moe_layers"], doc["ffn_hidden"], doc["expert_ffn_hidden"]) == (3, 512, 128)
+    assert doc["shared_expert_ffn_hidden"] == 128
+
+
+def test_bloom_560m_published_config_is_read_as_the_module_sum():
+    """bigscience/bloom-560m as published (its Megatron-DeepSpeed switches, ``n_inner`` null):
+    ALiBi, LayerNorms, biases, a 4h GELU MLP, tied embeddings.  transformers' module sum adds
+    the embedding LayerNorm (2h), which diffcost does not count (0.0004 %)."""
+    doc = _doc("bloom-560m")
+    assert (doc["position"], doc["norm"], doc["bias"], doc["tied_embeddings"]) == (
+        "alibi", "layernorm", True, True,
+    )  # fmt: skip
+    h, vocab, layers = 1024, 250880, 24
+    expected = vocab * h + 2 * h + layers * (12 * h * h + 13 * h) + 2 * h
+    assert float(model_module(doc).num_params()) == pytest.approx(expected, rel=1e-5)
+
+
+def test_bloom_inner_width_other_than_null_is_refused(tmp_path):
+    raw = json.loads((HF / "bloom-560m" / "config.json").read_text())
+    path = _write(tmp_path, {**raw, "n_inner": 2048})
+    assert [p.split(": ")[1] for p in _problems(path)] == ["n_inner"]
+
+
+@pytest.mark.parametrize("model_type,sliding", [("gemma2", 13), ("gemma3_text", 22)])
+def test_gemma_layer_kinds_without_layer_types_follow_the_modeling_code(model_type, sliding):
+    """transformers before 4.53 writes no ``layer_types``: its Gemma 2 slides on even layers,
+    Gemma 3 on all but every 6th (``sliding_window_pattern``); not on every layer."""
+    from types import SimpleNamespace
+
+    t = SimpleNamespace(model_type=model_type, sliding_window=4096, sliding_window_pattern=6)
+    assert hf_config._window(t, 26) == {"sliding_window": 4096, "sliding_layers": sliding}
+
+
+def test_gpt_j_6b_published_config_is_read_as_the_built_in_spec():
+    """EleutherAI/gpt-j-6b as published (its GPT-2 legacy keys kept) reads as
+    specs/models/gpt-j-6b.toml.  transformers' module sum (6,050,882,784 on the meta device):
+    embedding, 28 x (q, k, v, out without biases, fc_in and fc_out with, one LayerNorm), final
+    LayerNorm, biased untied head; diffcost's one ``bias`` flag and two norms per block give
+    0.01 % more."""
+    doc = _doc("gpt-j-6b")
+    spec = dc.load_spec("model", "gpt-j-6b").values
+    for key in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "max_seq_len"):
+        assert doc[key] == spec[key], key
+    for key in ("mlp", "norm", "position", "tied_embeddings", "bias", "parallel_attention"):
+        assert doc[key] == spec[key], key
+    h, f, vocab = 4096, 16384, 50400
+    layer = 4 * h * h + (h * f + f) + (f * h + h) + 2 * h
+    expected = vocab * h + 28 * layer + 2 * h + (h * vocab + vocab)
+    assert expected == 6_050_882_784
+    assert float(model_module(doc).num_params()) == pytest.approx(expected, rel=2e-4)
+
+
+def test_opt_125m_published_config_is_read_as_the_module_sum():
+    """facebook/opt-125m as published (``activation_dropout``, ``prefix``, ``layerdrop`` 0):
+    learned positions, ReLU MLP of ffn_dim, biases, LayerNorms, tied embeddings, dropout 0.1.
+    transformers' module sum; OPT's position table has 2 extra rows (offset 2), 1536
+    parameters diffcost does not count."""
+    doc = _doc("opt-125m")
+    assert (doc["position"], doc["mlp"], doc["bias"], doc["dropout"]) == (
+        "learned", "relu", True, True,
+    )  # fmt: skip
+    h, f, vocab, layers = 768, 3072, 50272, 12
+    layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 2 * 2 * h
+    expected = vocab * h + (2048 + 2) * h + layers * layer + 2 * h
+    assert expected == 125_239_296  # the published "125M"
+    assert float(model_module(doc).num_params()) == pytest.approx(expected, rel=2e-5)

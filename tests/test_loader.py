@@ -187,8 +187,9 @@ def _hf(tmp_path, **changes):
 @pytest.mark.parametrize(
     ("changes", "key", "reason"),
     [
-        ({"moe_frequency": 2}, "moe_frequency", "not a key diffcost knows for 'llama'"),
-        ({"model_type": "mamba"}, "model_type", "'mamba' is not a supported architecture"),
+        ({"moe_frequency": 2}, "moe_frequency", "nor a key diffcost knows for 'llama'"),
+        ({"model_type": "mamba"}, "model_type", "'mamba' is a state-space model"),
+        ({"model_type": "codegen"}, "model_type", "'codegen' is not a supported architecture"),
         ({"model_type": None}, "model_type", "None is not a supported architecture"),
         ({"sliding_window": 4096}, "sliding_window", "sliding-window attention is not modelled"),
     ],

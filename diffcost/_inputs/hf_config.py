@@ -6,11 +6,14 @@ Llama 4's ``text_config`` are unwrapped with ``get_text_config()``).  diffcost's
 top: the values are checked under their Hugging Face names before ``transformers`` sees them
 (:mod:`.hf_values`: counts, flags, activations, values against the layer count and each other),
 the layer keys of a MoE again once its defaults are filled in (no MoE block left), and every key
-of the text config must be one this module knows for the family (:data:`FAMILIES`: read, refused
-when active, or irrelevant to cost).  What the cost model cannot represent is refused with the
-file, the key and the reason, all problems at once, never approximated.  The result has the form
-of a model TOML file and goes through the same checks
-(:meth:`diffcost._inputs.checker.Checker.document`).
+of the text config is one this module reads, refuses when active or knows to be irrelevant to
+cost (:data:`.hf_keys.FAMILIES`), or is judged by its effect: a key whose value is the config
+class's default or what the class derives from the other keys (``is_decoder: false``,
+DeepSeek's ``qk_head_dim``) changes nothing and is accepted; any other value is refused with the
+key, its value and the default.  What the cost model cannot represent is refused with the
+file, the key and the reason, all problems at once, never approximated; an encoder-decoder or a
+state-space model is refused as such.  The result has the form of a model TOML file and goes
+through the same checks (:meth:`diffcost._inputs.checker.Checker.document`).
 
 Reference: ``transformers/models/<family>/configuration_<family>.py`` and
 ``modeling_<family>.py`` (transformers >= 4.51) for what each key builds.
@@ -19,232 +22,23 @@ Reference: ``transformers/models/<family>/configuration_<family>.py`` and
 import os
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._core.errors import Problem, SpecError
 from .checker import Checker, read_json
+from .hf_keys import (
+    ALIBI,
+    COMMON_KEYS,
+    ENCODERS,
+    FAMILIES,
+    GATED_GELU,
+    LAYERNORM,
+    LEARNED,
+    PARALLEL,
+    Family,
+)
 from .hf_values import check_dense_prefix, check_values
-
-
-@dataclass(frozen=True)
-class Family:
-    """What diffcost does with each key of one ``model_type`` (besides :data:`COMMON_KEYS`)."""
-
-    read: tuple[str, ...]  # mapped onto the model document
-    refused: tuple[str, ...]  # the cost model cannot represent it when active: refused
-    irrelevant: tuple[str, ...] = ()  # no effect on parameters, FLOPs or bytes moved
-
-
-#: Keys of every family that do not change cost: token ids, initialisation, numerics (norm
-#: epsilon), rotary frequencies and their scaling (elementwise on q/k), router loss terms
-#: (training loss only), bookkeeping, and the attention-layout keys read by :func:`_window`
-#: (``sliding_window``, ``layer_types``; unknown layer kinds refused).
-COMMON_KEYS = (
-    "architectures",
-    "model_type",
-    "_name_or_path",
-    "auto_map",
-    "torch_dtype",
-    "dtype",
-    "transformers_version",
-    "use_cache",
-    "bos_token_id",
-    "eos_token_id",
-    "pad_token_id",
-    "initializer_range",
-    "initializer_factor",
-    "rms_norm_eps",
-    "layer_norm_eps",
-    "layer_norm_epsilon",
-    "rope_theta",
-    "rope_scaling",
-    "rope_parameters",
-    "attention_dropout",
-    "hidden_dropout",
-    "output_router_logits",
-    "router_aux_loss_coef",
-    "router_jitter_noise",
-    "norm_topk_prob",
-    "tokenizer_class",
-    "id2label",
-    "label2id",
-    "problem_type",
-    "return_dict",
-    "output_attentions",
-    "output_hidden_states",
-    "chunk_size_feed_forward",
-    "tie_word_embeddings",
-    "is_encoder_decoder",
-    "sliding_window",
-    "use_sliding_window",
-    "max_window_layers",
-    "layer_types",
-    "quantization_config",
-    "vocab_size",
-    "max_position_embeddings",
-    "pretraining_tp",
-)
-_DECODER = (
-    "num_hidden_layers",
-    "hidden_size",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "intermediate_size",
-    "hidden_act",
-    "attention_bias",
-    "mlp_bias",
-)
-_QWEN_MOE = (
-    "num_experts",
-    "num_experts_per_tok",
-    "moe_intermediate_size",
-    "decoder_sparse_step",
-    "mlp_only_layers",
-)
-_GEMMA = (
-    "hidden_activation",
-    "query_pre_attn_scalar",
-    "attn_logit_softcapping",
-    "final_logit_softcapping",
-    "rope_local_base_freq",
-    "sliding_window_pattern",
-    "cache_implementation",
-)
-_MLA = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-_DEEPSEEK_ROUTING = (
-    "n_group",
-    "topk_group",
-    "topk_method",
-    "routed_scaling_factor",
-    "scoring_func",
-    "aux_loss_alpha",
-    "seq_aux",
-    "ep_size",
-    "rope_interleave",
-    "num_nextn_predict_layers",
-)
-
-#: Per ``model_type``: the keys read, the keys refused when active, the keys irrelevant to cost.
-#: Approximations, all below 0.01 % of the parameters: Qwen2 / Qwen2-MoE q/k/v biases (the
-#: document's ``bias`` flag is all-or-nothing: read as no biases), Qwen3 / Gemma q/k norms and
-#: Gemma's extra post-norms, the Qwen2-MoE shared-expert gate (hidden x 1).  ``rotary_pct`` and
-#: ``partial_rotary_factor`` rotate part of each head (elementwise work only).
-FAMILIES: dict[str, Family] = {
-    "llama": Family(_DECODER, ()),
-    "mistral": Family(_DECODER, ("sliding_window",)),
-    "mixtral": Family((*_DECODER, "num_local_experts", "num_experts_per_tok"), ("sliding_window",)),
-    "qwen2": Family(_DECODER, ("use_sliding_window",), ("use_mrope",)),
-    "qwen2_moe": Family(
-        (*_DECODER, *_QWEN_MOE, "shared_expert_intermediate_size"),
-        ("use_sliding_window",),
-        ("qkv_bias",),
-    ),
-    "qwen3": Family(_DECODER, ("use_sliding_window",)),
-    "qwen3_moe": Family((*_DECODER, *_QWEN_MOE), ("use_sliding_window",)),
-    "gemma": Family((*_DECODER, "hidden_activation"), ()),
-    "gemma2": Family((*_DECODER, *_GEMMA), ("sliding_window", "layer_types")),
-    "gemma3_text": Family(
-        (*_DECODER, *_GEMMA), ("sliding_window", "layer_types"), ("use_bidirectional_attention",)
-    ),
-    "phi3": Family(
-        _DECODER,
-        ("sliding_window",),
-        ("original_max_position_embeddings", "partial_rotary_factor", "resid_pdrop", "embd_pdrop"),
-    ),
-    "olmo": Family(_DECODER, (), ("clip_qkv",)),
-    "deepseek_v3": Family(
-        (
-            *_DECODER,
-            *_MLA,
-            "n_routed_experts",
-            "n_shared_experts",
-            "moe_intermediate_size",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "num_experts_per_tok",
-        ),
-        (),
-        _DEEPSEEK_ROUTING,
-    ),
-    "llama4_text": Family(
-        _DECODER,
-        ("attention_chunk_size",),
-        ("no_rope_layers", "use_qk_norm", "attn_temperature_tuning", "floor_scale", "attn_scale"),
-    ),
-    "gpt_oss": Family(
-        (*_DECODER, "num_local_experts", "num_experts_per_tok"),
-        ("model_type", "layer_types", "sliding_window"),
-        ("swiglu_limit",),
-    ),
-    "falcon": Family(
-        (
-            "num_hidden_layers",
-            "hidden_size",
-            "num_attention_heads",
-            "num_kv_heads",
-            "multi_query",
-            "new_decoder_architecture",
-            "parallel_attn",
-            "bias",
-            "alibi",
-            "ffn_hidden_size",
-            "activation",
-        ),
-        (),
-        ("apply_residual_connection_post_layernorm", "num_ln_in_parallel_attn"),
-    ),
-    "gpt_neox": Family(
-        (
-            "num_hidden_layers",
-            "hidden_size",
-            "num_attention_heads",
-            "intermediate_size",
-            "hidden_act",
-            "use_parallel_residual",
-            "attention_bias",
-        ),
-        (),
-        ("rotary_pct", "partial_rotary_factor", "rotary_emb_base", "classifier_dropout"),
-    ),
-    "gpt2": Family(
-        ("n_layer", "n_embd", "n_head", "n_inner", "n_positions", "activation_function"),
-        (),
-        (
-            "n_ctx",
-            "attn_pdrop",
-            "resid_pdrop",
-            "embd_pdrop",
-            "scale_attn_weights",
-            "scale_attn_by_inverse_layer_idx",
-            "reorder_and_upcast_attn",
-            "summary_type",
-            "summary_use_proj",
-            "summary_activation",
-            "summary_proj_to_labels",
-            "summary_first_dropout",
-            "task_specific_params",
-        ),
-    ),
-    "bert": Family(
-        (
-            "num_hidden_layers",
-            "hidden_size",
-            "num_attention_heads",
-            "intermediate_size",
-            "hidden_act",
-            "attention_probs_dropout_prob",
-            "hidden_dropout_prob",
-        ),
-        ("position_embedding_type",),
-        ("type_vocab_size", "gradient_checkpointing", "classifier_dropout"),
-    ),
-}
-_ENCODERS = ("bert",)
-_LEARNED = ("gpt2", "bert")
-_LAYERNORM = ("gpt2", "bert", "falcon", "gpt_neox", "olmo")
 
 
 def _transformers_config(path: Path, raw: dict[str, Any]) -> Any:
@@ -275,14 +69,80 @@ def _transformers_config(path: Path, raw: dict[str, Any]) -> Any:
         ) from None
 
 
-def _unknown_keys(ck: Checker, text_raw: dict[str, Any], family: Family, model_type: str) -> None:
-    """A key this module does not know for the family may change the architecture: refused."""
+_MISSING = object()
+
+
+def _plain(value: Any) -> Any:
+    """A config value as JSON would hold it (tuples as lists), for comparison."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def _same(value: Any, default: Any) -> bool:
+    """Whether a key's value is its default: equal, or False where the default is None (a flag
+    transformers tests as ``if config.flag``: Gemma's ``use_bidirectional_attention``)."""
+    value, default = _plain(value), _plain(default)
+    off = (value is False and default is None) or (value is None and default is False)
+    return off or value == default
+
+
+def _without(raw: dict[str, Any], keys: set[str], nested: bool) -> dict[str, Any]:
+    """``raw`` less ``keys`` (in its ``text_config`` when the config is nested)."""
+    if nested:
+        text = {k: v for k, v in raw["text_config"].items() if k not in keys}
+        return {**raw, "text_config": text}
+    return {k: v for k, v in raw.items() if k not in keys}
+
+
+def _same_config(t: Any, base: Any) -> bool:
+    """Whether two config objects hold the same settings (False where one cannot be listed)."""
+    try:
+        return _plain(t.to_dict()) == _plain(base.to_dict())
+    except Exception:  # noqa: BLE001 - a value transformers cannot list is no proof of sameness
+        return False
+
+
+def _judge_other_keys(
+    ck: Checker, path: Path, raw: dict[str, Any], t: Any, family: Family, model_type: str
+) -> None:
+    """Each key of the text config that :data:`FAMILIES` does not name for the family, judged by
+    its effect: the config is built again without those keys, and a key whose value there is the
+    same (the class default, or what the class derives from the other keys) changes nothing.
+    Otherwise it is refused with its value and the default: transformers builds a different
+    model from it (or does not know it: a key only some other code reads), which diffcost does
+    not model."""
+    nested = isinstance(raw.get("text_config"), dict)
+    text_raw: dict[str, Any] = raw["text_config"] if nested else raw
     known = {*COMMON_KEYS, *family.read, *family.refused, *family.irrelevant}
-    for key in sorted(set(text_raw) - known):
+    for alias, name in getattr(type(t), "attribute_map", {}).items():  # one setting, two names
+        if alias in known or name in known:  # (Qwen3-MoE's num_experts is num_local_experts)
+            known |= {alias, name}
+    others = set(text_raw) - known
+    if not others:
+        return
+    base = _transformers_config(path, _without(raw, others, nested)).get_text_config()
+    same_config = _same_config(t, base)
+    cls = type(t).__name__
+    for key in sorted(others):
+        value, default = getattr(t, key, _MISSING), getattr(base, key, _MISSING)
+        if value is _MISSING:  # consumed by the class (BLOOM's n_embed): judged by what it builds
+            if same_config:
+                continue
+            value, why = text_raw[key], f"changes the config transformers' {cls} builds"
+        elif default is _MISSING:
+            why = f"not a setting of transformers' {cls} nor a key diffcost knows for"
+            why += f" {model_type!r}"
+        elif _same(value, default):
+            continue
+        else:
+            why = f"differs from {cls}'s default or derived value {_plain(default)!r}"
         ck.add(
             key,
-            f"not a key diffcost knows for {model_type!r}: it may change the "
-            "architecture, so the config is refused rather than misread",
+            f"{_plain(value)!r}: {why}: it may change the architecture, which diffcost does not "
+            "model, so the config is refused rather than misread",
         )
 
 
@@ -338,6 +198,35 @@ def _refuse_relative_positions(ck: Checker, t: Any) -> None:
         ck.add("position_embedding_type", f"{kind!r}: only absolute positions are modelled")
 
 
+def _refuse_embedding_projection(ck: Checker, t: Any, model_type: str) -> None:
+    """OPT-350m embeds in ``word_embed_proj_dim`` and projects in and out of the model width
+    (``modeling_opt.py``: ``project_in`` / ``project_out``): two matrices not modelled."""
+    width = getattr(t, "word_embed_proj_dim", None)
+    if model_type == "opt" and width not in (None, t.hidden_size):
+        reason = f"differs from hidden_size ({t.hidden_size})"
+        ck.add("word_embed_proj_dim", f"{width}: {reason}: embedding projections are not modelled")
+
+
+def _refuse_bloom_inner_width(ck: Checker, raw: dict[str, Any], model_type: str) -> None:
+    """BLOOM's published configs carry Megatron's ``n_inner`` as null (4 x hidden, the only
+    width ``modeling_bloom.py`` builds); another value would be a model transformers ignores."""
+    inner = raw.get("n_inner")
+    if model_type == "bloom" and inner is not None:
+        reason = "transformers' BLOOM always builds a 4 x hidden_size MLP; only null is read"
+        ck.add("n_inner", f"{inner!r}: {reason}")
+
+
+def _refuse_moe_layer_freq(ck: Checker, raw: dict[str, Any], model_type: str) -> None:
+    """DeepSeek-V2's own code puts a MoE block every ``moe_layer_freq`` layers, transformers'
+    (``modeling_deepseek_v2.py``) in every layer from ``first_k_dense_replace``: another
+    frequency than 1 reads two ways, so it is refused."""
+    nested = raw.get("text_config")
+    freq = (nested if isinstance(nested, dict) else raw).get("moe_layer_freq", 1)
+    if model_type == "deepseek_v2" and freq != 1:
+        reason = "transformers' DeepSeek-V2 ignores it (a MoE block in every layer)"
+        ck.add("moe_layer_freq", f"{freq!r}: {reason}, DeepSeek's code does not: ambiguous")
+
+
 #: Keys by which a family's attention takes a sliding window (its modeling code reads them).
 _WINDOW_KEYS = frozenset({"sliding_window", "layer_types", "use_sliding_window"})
 
@@ -377,7 +266,7 @@ def _check_moe_layers(ck: Checker, t: Any, model_type: str) -> None:
                 f"{step if step > layers else dense}: leaves no MoE block of the {layers} layers "
                 f"for the {t.num_experts} experts (num_experts)",
             )
-    if model_type == "deepseek_v3" and t.n_routed_experts:
+    if model_type in ("deepseek_v2", "deepseek_v3") and t.n_routed_experts:
         first = getattr(t, "first_k_dense_replace", 0) or 0
         step = getattr(t, "moe_layer_freq", 1) or 1
         filled = {"num_hidden_layers": layers, "first_k_dense_replace": first}
@@ -399,6 +288,9 @@ def _refusals(ck: Checker, t: Any, raw: dict[str, Any], model_type: str) -> None
     _refuse_attention_sinks(ck, model_type)
     _refuse_encoder_decoder(ck, t)
     _refuse_quantized(ck, raw)
+    _refuse_embedding_projection(ck, t, model_type)
+    _refuse_moe_layer_freq(ck, raw, model_type)
+    _refuse_bloom_inner_width(ck, raw, model_type)
 
 
 # --- mapping: the transformers config -> model document values ----------------------------------
@@ -406,14 +298,24 @@ def _mlp(act: str, model_type: str) -> str:
     """SiLU MLPs of these families are gated (SwiGLU, 3 matrices); Gemma's GELU is gated too
     (GeGLU, ``GemmaMLP``: gate, up, down); GPT-2/BERT/NeoX/Falcon GELU MLPs have 2 matrices."""
     act = act.lower()
-    if model_type.startswith("gemma"):
+    if model_type in GATED_GELU:
         return "geglu"
     if act in ("silu", "swish", "swiglu"):
         return "swiglu"
     return "relu" if act == "relu" else "gelu"
 
 
-def _decoder_shape(t: Any) -> dict[str, Any]:
+def _bias(t: Any, model_type: str) -> bool:
+    """Whether the linear layers carry biases: Phi's always do (``modeling_phi.py``),
+    StarCoder2's by ``use_bias``, the Llama-style ones by ``attention_bias`` / ``mlp_bias``."""
+    if model_type == "phi":
+        return True
+    if model_type == "starcoder2":
+        return bool(t.use_bias)
+    return bool(getattr(t, "attention_bias", False) or getattr(t, "mlp_bias", False))
+
+
+def _decoder_shape(t: Any, model_type: str) -> dict[str, Any]:
     """The shape keys of the Llama-style families (``LlamaConfig`` and its relatives)."""
     heads = t.num_attention_heads
     head_dim = getattr(t, "head_dim", None) or t.hidden_size // heads
@@ -424,7 +326,7 @@ def _decoder_shape(t: Any) -> dict[str, Any]:
         "kv_heads": getattr(t, "num_key_value_heads", None) or heads,
         "head_dim": head_dim,
         "ffn_hidden": t.intermediate_size,
-        "bias": bool(getattr(t, "attention_bias", False) or getattr(t, "mlp_bias", False)),
+        "bias": _bias(t, model_type),
     }
 
 
@@ -449,7 +351,7 @@ def _moe(t: Any, model_type: str, layers: int) -> dict[str, Any]:
         }
         shared = getattr(t, "shared_expert_intermediate_size", 0) or 0
         return {**moe, "shared_expert_ffn_hidden": shared} if shared else moe
-    if model_type == "deepseek_v3":
+    if model_type in ("deepseek_v2", "deepseek_v3"):
         step = getattr(t, "moe_layer_freq", 1) or 1
         first = getattr(t, "first_k_dense_replace", 0) or 0
         return {
@@ -459,7 +361,41 @@ def _moe(t: Any, model_type: str, layers: int) -> dict[str, Any]:
             "shared_expert_ffn_hidden": (t.n_shared_experts or 0) * t.moe_intermediate_size,
             "moe_layers": sum(1 for i in range(first, layers) if i % step == 0),
         }
+    if model_type == "olmoe":  # every block a MoE block of intermediate_size-wide experts
+        return {
+            "experts": t.num_experts,
+            "experts_per_token": t.num_experts_per_tok,
+            "expert_ffn_hidden": t.intermediate_size,
+            "moe_layers": layers,
+        }
+    if model_type == "llama4_text":
+        # modeling_llama4.py: the blocks in moe_layers have routed experts and one shared
+        # expert, both intermediate_size wide; the others a dense MLP of intermediate_size_mlp
+        return {
+            "ffn_hidden": t.intermediate_size_mlp,
+            "experts": t.num_local_experts,
+            "experts_per_token": t.num_experts_per_tok,
+            "expert_ffn_hidden": t.intermediate_size,
+            "shared_expert_ffn_hidden": t.intermediate_size,
+            "moe_layers": len(set(t.moe_layers) & set(range(layers))),
+        }
     return {}
+
+
+def _gemma_layer_types(t: Any, layers: int) -> list[str]:
+    """Gemma 2/3 layer kinds where the config has no ``layer_types`` (transformers < 4.53, whose
+    modeling code derives them): Gemma 2's even layers slide (``modeling_gemma2.py``:
+    ``not layer_idx % 2``), Gemma 3's all but every ``sliding_window_pattern``-th
+    (``modeling_gemma3.py``: ``(layer_idx + 1) % pattern``); [] for other families."""
+    model_type = getattr(t, "model_type", "")
+    if model_type == "gemma2":
+        slides = [i % 2 == 0 for i in range(layers)]
+    elif model_type == "gemma3_text":
+        pattern = getattr(t, "sliding_window_pattern", None) or 6
+        slides = [(i + 1) % pattern != 0 for i in range(layers)]
+    else:
+        return []
+    return ["sliding_attention" if slide else "full_attention" for slide in slides]
 
 
 def _window(t: Any, layers: int) -> dict[str, Any]:
@@ -469,7 +405,7 @@ def _window(t: Any, layers: int) -> dict[str, Any]:
     when a config without ``layer_types`` sets ``sliding_window`` (Mistral v0.1); none when the
     window is null or ``use_sliding_window`` is false."""
     window = getattr(t, "sliding_window", None)
-    types = list(getattr(t, "layer_types", None) or ())
+    types = list(getattr(t, "layer_types", None) or ()) or _gemma_layer_types(t, layers)
     if types:
         sliding = sum(1 for kind in types if kind == "sliding_attention")
     elif window is not None and getattr(t, "use_sliding_window", True) is not False:
@@ -493,7 +429,7 @@ def _mla(t: Any) -> dict[str, Any]:
     }
 
 
-def _falcon(t: Any) -> dict[str, Any]:
+def _falcon(t: Any, model_type: str) -> dict[str, Any]:
     """Falcon (``modeling_falcon.py``): the new decoder architecture has ``num_kv_heads`` groups;
     the old one one K/V head with ``multi_query`` (Falcon-7B), else one per query head."""
     heads = t.num_attention_heads
@@ -513,8 +449,10 @@ def _falcon(t: Any) -> dict[str, Any]:
     }
 
 
-def _gpt2(t: Any) -> dict[str, Any]:
-    """GPT-2 (``configuration_gpt2.py``): ``n_inner`` None means 4 x ``n_embd``."""
+def _gpt2(t: Any, model_type: str) -> dict[str, Any]:
+    """GPT-2 and GPT-J (``configuration_gpt2.py``, ``configuration_gptj.py``): ``n_inner`` None
+    means 4 x ``n_embd``; biased layers (GPT-J's attention has none, its MLP and output layer
+    have: read as biased, as specs/models/gpt-j-6b.toml)."""
     return {
         "layers": t.n_layer,
         "hidden": t.n_embd,
@@ -525,30 +463,43 @@ def _gpt2(t: Any) -> dict[str, Any]:
     }
 
 
-def _classic(t: Any) -> dict[str, Any]:
-    """GPT-NeoX (Pythia) and BERT: full multi-head attention, biased linear layers."""
+def _classic(t: Any, model_type: str) -> dict[str, Any]:
+    """GPT-NeoX (Pythia), BERT, BLOOM and OPT: full multi-head attention, biased linear layers
+    (OPT's by ``enable_bias``), a 4h MLP unless the config names its width (``ffn_dim``)."""
+    h = t.hidden_size
     return {
         "layers": t.num_hidden_layers,
-        "hidden": t.hidden_size,
+        "hidden": h,
         "heads": t.num_attention_heads,
         "kv_heads": t.num_attention_heads,
-        "ffn_hidden": t.intermediate_size,
-        "bias": bool(getattr(t, "attention_bias", True)),
+        "ffn_hidden": getattr(t, "intermediate_size", None) or getattr(t, "ffn_dim", None) or 4 * h,
+        "bias": bool(getattr(t, "attention_bias", True) and getattr(t, "enable_bias", True)),
         "parallel_attention": bool(getattr(t, "use_parallel_residual", False)),
     }
 
 
-_SHAPES: dict[str, Callable[[Any], dict[str, Any]]] = {
+_SHAPES: dict[str, Callable[[Any, str], dict[str, Any]]] = {
     "falcon": _falcon,
     "gpt2": _gpt2,
+    "gptj": _gpt2,
     "gpt_neox": _classic,
     "bert": _classic,
+    "bloom": _classic,
+    "opt": _classic,
 }
+#: Keys whose value is a dropout probability: a positive one means training uses dropout.
+_DROPOUT_KEYS = (
+    "attention_dropout",
+    "attn_pdrop",
+    "attention_probs_dropout_prob",
+    "dropout",
+    "activation_dropout",
+)
 
 
 def _values(t: Any, model_type: str) -> dict[str, Any]:
     """The model document's shape and structure values from a (text) config object."""
-    shape = _SHAPES.get(model_type, _decoder_shape)(t)
+    shape = _SHAPES.get(model_type, _decoder_shape)(t, model_type)
     layers = shape["layers"]
     v = {**shape, **_moe(t, model_type, layers), **_mla(t), **_window(t, layers)}
     v["vocab"] = t.vocab_size
@@ -561,30 +512,57 @@ def _values(t: Any, model_type: str) -> dict[str, Any]:
         ),
         "gelu",
     )
-    dropout = max(
-        float(getattr(t, k, 0.0) or 0.0)
-        for k in ("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob")
-    )
-    v.setdefault("position", "learned" if model_type in _LEARNED else "rope")
+    dropout = max(float(getattr(t, k, 0.0) or 0.0) for k in _DROPOUT_KEYS)
+    position = "alibi" if model_type in ALIBI else "rope"
+    v.setdefault("position", "learned" if model_type in LEARNED else position)
+    if model_type in PARALLEL:
+        v["parallel_attention"] = True
     return {
         **v,
         "mlp": _mlp(act, model_type),
-        "norm": "layernorm" if model_type in _LAYERNORM else "rmsnorm",
+        "norm": "layernorm" if model_type in LAYERNORM else "rmsnorm",
         "tied_embeddings": bool(getattr(t, "tie_word_embeddings", True)),
         "dropout": dropout > 0,
     }
 
 
+#: Attributes only a state-space model's config has (Mamba, Mamba-2, Jamba, Zamba, Bamba, ...).
+_STATE_KEYS = ("state_size", "ssm_state_size", "mamba_d_state", "mamba_d_ssm")
+
+
+def _kind(model_type: str) -> str:
+    """Why a ``model_type`` outside :data:`FAMILIES` cannot be a decoder of this cost model, when
+    its ``transformers`` class says so: an encoder-decoder (T5, BART, Whisper) or a state-space
+    model; "" otherwise."""
+    import transformers
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            default = transformers.CONFIG_MAPPING[model_type]()
+    except Exception:  # noqa: BLE001 - an unknown or unbuildable type has no kind to report
+        return ""
+    if getattr(default, "is_encoder_decoder", False):
+        return "an encoder-decoder model (its decoder cross-attends a separate encoder)"
+    if any(hasattr(default, key) for key in _STATE_KEYS):
+        return "a state-space model (a recurrent state scan, not attention)"
+    return ""
+
+
 def _family(path: Path, model_type: object) -> Family:
-    """The key table of a ``model_type``; any other type is refused: its layers could be
-    misread (transformers may know it, but diffcost's mapping does not)."""
+    """The key table of a ``model_type``; any other type is refused: an encoder-decoder or a
+    state-space model as such, any other because its layers could be misread (transformers may
+    know it, but diffcost's mapping does not)."""
     family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
     if family is None:
-        supported = ", ".join(sorted(FAMILIES))
-        reason = f"{model_type!r} is not a supported architecture (supported: {supported})"
-        raise SpecError(
-            [Problem(str(path), "model_type", f"{reason}; its layers could be misread")]
-        )
+        kind = _kind(model_type) if isinstance(model_type, str) else ""
+        if kind:
+            reason = f"{model_type!r} is {kind}: diffcost models decoder and encoder stacks only"
+        else:
+            supported = ", ".join(sorted(FAMILIES))
+            reason = f"{model_type!r} is not a supported architecture (supported: {supported})"
+            reason += "; its layers could be misread"
+        raise SpecError([Problem(str(path), "model_type", reason)])
     return family
 
 
@@ -595,13 +573,15 @@ def hf_document(path: Path) -> dict[str, Any]:
         raise SpecError([Problem(str(path), "", "must be a JSON object")])
     nested = isinstance(raw.get("text_config"), dict)
     text_raw: dict[str, Any] = raw["text_config"] if nested else raw
+    if not nested and isinstance(raw.get("model_type"), str):
+        _family(path, raw["model_type"])  # an encoder-decoder is refused as one, not for its keys
     ck = Checker(str(path))
     check_values(ck, text_raw)
     ck.raise_if_any()
     config = _transformers_config(path, raw)
     t = config.get_text_config()
     model_type = str(getattr(t, "model_type", ""))
-    _unknown_keys(ck, text_raw, _family(path, model_type), model_type)
+    _judge_other_keys(ck, path, raw, t, _family(path, model_type), model_type)
     _refusals(ck, t, raw, model_type)
     _check_moe_layers(ck, t, model_type)
     ck.raise_if_any()
@@ -611,7 +591,7 @@ def hf_document(path: Path) -> dict[str, Any]:
         "kind": "model",
         "name": path.parent.name or path.stem,
         "display_name": f"{model_type} from {path}{text_only}",
-        "architecture": "encoder" if model_type in _ENCODERS else "decoder",
+        "architecture": "encoder" if model_type in ENCODERS else "decoder",
         **_values(t, model_type),
         "source": {"shape": f"Hugging Face config {path}, read by transformers"},
     }

@@ -19,6 +19,7 @@ COUNT_KEYS = (
     "n_layer",
     "hidden_size",
     "n_embd",
+    "n_embed",
     "num_attention_heads",
     "n_head",
     "num_key_value_heads",
@@ -26,6 +27,10 @@ COUNT_KEYS = (
     "intermediate_size",
     "n_inner",
     "ffn_hidden_size",
+    "ffn_dim",
+    "intermediate_size_mlp",
+    "word_embed_proj_dim",
+    "interleave_moe_layer_step",
     "vocab_size",
     "max_position_embeddings",
     "n_positions",
@@ -60,7 +65,11 @@ HF_TYPED = {
     "bias": Field("bool"),
     "attention_bias": Field("bool"),
     "mlp_bias": Field("bool"),
+    "use_bias": Field("bool"),
+    "enable_bias": Field("bool"),
     "attention_dropout": Field("fraction", positive=False),
+    "dropout": Field("fraction", positive=False),
+    "activation_dropout": Field("fraction", positive=False),
     "attn_pdrop": Field("fraction", positive=False),
 }
 #: Activation names transformers can build (``transformers/activations.py``, ``ACT2CLS``;
@@ -94,12 +103,15 @@ ACTIVATIONS = (
     "xielu",
 )
 ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function", "activation")
+#: Gemma's ``hidden_activation`` null means "use hidden_act" (``modeling_gemma.py``; transformers
+#: before 5 writes it so): the one activation key that may be null.
+NULL_ACTIVATION = (None, "hidden_activation")
 
 #: Shape keys a config must state (any one of the names): transformers would fill a default in,
 #: and a config without its layer count or vocabulary is a broken file, not a default model.
 REQUIRED_KEYS = (
     ("num_hidden_layers", "n_layer", "num_layers"),
-    ("hidden_size", "n_embd", "d_model"),
+    ("hidden_size", "n_embd", "n_embed", "d_model"),
     ("num_attention_heads", "n_head"),
     ("vocab_size",),
 )
@@ -127,7 +139,7 @@ def _types(ck: Checker, raw: dict[str, Any]) -> None:
         if raw.get(key) is not None:
             ck.value(key, raw[key], spec)
     for key in ACTIVATION_KEYS:
-        if key in raw and raw[key] not in ACTIVATIONS:
+        if key in raw and raw[key] not in ACTIVATIONS and (raw[key], key) != NULL_ACTIVATION:
             ck.add(
                 key,
                 f"{raw[key]!r} is not an activation transformers knows (known: "
