@@ -133,3 +133,60 @@ def test_search_keeps_an_uneven_split_fixed_and_valid(llama70):
     assert 16.0 in pps  # 126 over 16 stages only exists uneven
     for pp in pps:  # every kept pp builds: (126 - 14) / (pp - 2) layers per middle stage
         assert pp > 2 and 112 % (pp - 2) == 0
+
+
+@pytest.mark.parametrize(
+    "layers, pp, split",
+    [
+        (70, 12, (5, 5)),  # BLOOM 176B on 12 stages, as it was trained (5 + 10 x 6 + 5)
+        (126, 16, (7, 7)),  # Llama 3 405B (7 + 14 x 8 + 7)
+        (70, 6, (11, 11)),  # 11 + 4 x 12 + 11
+        (71, 2, (36, 35)),  # two stages: the last takes the smaller half
+        (80, 8, (0, 0)),  # pp divides the layers: the even split
+    ],
+)
+def test_balanced_split(layers, pp, split):
+    from diffcost._train.plan import balanced_split, balanced_split_ok
+
+    first, last = balanced_split(layers, pp)
+    assert (float(first), float(last)) == split
+    middle = -(-layers // pp)
+    if split != (0, 0):
+        assert first + last + middle * (pp - 2) == layers and bool(balanced_split_ok(layers, pp))
+        model_plan = dc.train_plan(
+            **{**PLAN, "pp": pp}, first_stage_layers=int(first), last_stage_layers=int(last)
+        )
+        assert (
+            pipeline_split_problems(_with_layers(dc.load_model("llama-2-70b"), layers), model_plan)
+            == []
+        )
+    assert not bool(balanced_split_ok(80, 8))  # even: not an uneven split
+    assert not bool(balanced_split_ok(70, 32))  # 3 per middle stage leave nothing for the ends
+    assert not bool(balanced_split_ok(70, 12, v=2))  # 5 layers do not split into 2 chunks
+
+
+def test_search_places_the_balanced_split_where_pp_does_not_divide_the_layers():
+    """Issue 42: BLOOM 176B on 384 A100 had "no valid degree combination" (no pp in 2..16
+    divides its 70 layers but 2, 5, 7, 10, 14); the search now also tries every other pp with
+    the balanced split, and its best plan's launch fields carry it."""
+    space = TrainSearchSpace(
+        global_batch=2048,
+        seq_len=2048,
+        chips=(384,),
+        recompute=("selective",),
+        zero=(1,),
+        sequence_parallel=(True,),
+        max_micro_batch=1,
+        max_virtual_stages=1,
+    )
+    system = dc.load_system("dgx-a100", chips=384)
+    result = dc.search_train(system, dc.load_model("bloom-176b"), space, exhaustive=True)
+    assert result.best is not None
+    rows = [result.row(result.best)] + [result.row(p) for p, _ in result.alternatives]
+    assert {r["pp"] for r in rows} - {1, 2, 5, 7, 10, 14}  # a pp that does not divide 70
+    for r in rows:
+        if 70 % r["pp"]:
+            first, last = r["first_stage_layers"], r["last_stage_layers"]
+            assert first + last + (-(-70 // r["pp"])) * (r["pp"] - 2) == 70 and 1 <= last <= first
+        else:
+            assert (r["first_stage_layers"], r["last_stage_layers"]) == (0, 0)

@@ -168,14 +168,14 @@ def prepare(points: list[Measurement] | None = None, calibration: str = "default
                         )
                     ]
                 )
-            plans = to_plans(cand, space)
+            plans = to_plans(cand, space, layers=int(model.layers))
             overlap = jnp.full((n,), float(m.plan["overlap_grad_reduce"]))
             plans = eqx.tree_at(lambda pl: pl.overlap_grad_reduce, plans, overlap)
             parts_p.append(plans)
             parts_s.append(_repeat(sys_(m), n))
             parts_m.append(_repeat(model, n))
             row_point += [i] * n
-            rows += [plan_row(cand.row(j), space) for j in range(n)]
+            rows += [plan_row(cand.row(j), space, int(model.layers)) for j in range(n)]
         tset = TrainSet(
             _concat(parts_s), _concat(parts_m), _concat(parts_p), np.asarray(row_point), rows
         )

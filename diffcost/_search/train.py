@@ -138,7 +138,7 @@ def _scan(cost: TrainCost, start: jax.Array, risk: Any, key: _ScanKey):
     cols, index = device_columns(key.axes, key.choices, flat)
     total = Candidates.size_of(key.axes, key.choices)
     ok = valid(cols, key.shape, key.space, jnp) & (flat < total)
-    plans = _device_plans(cols, index, key.space, key.chunk)
+    plans = _device_plans(cols, index, key.space, key.chunk, key.shape.layers)
     obj, headroom, out = jax.vmap(_per_plan(cost, key.space.objective, risk))(plans)
     feasible = ok & (headroom >= 0) & (out.unsupported_format == 0) & jnp.isfinite(obj)
     score = jnp.where(feasible, obj, jnp.inf)
@@ -160,7 +160,11 @@ def evaluate_exact(system: System, model: Model, c: Candidates, space: TrainSear
     cost = TrainCost(system, model)
     risk = risk_of(space)
     return evaluate_in_buckets(
-        lambda rows: _evaluate(cost, to_plans(rows, space), space.objective, risk), c, _CHUNK
+        lambda rows: _evaluate(
+            cost, to_plans(rows, space, layers=int(model.layers)), space.objective, risk
+        ),
+        c,
+        _CHUNK,
     )
 
 
@@ -331,10 +335,11 @@ class TrainProblem(SearchProblem):
         return np.asarray(th), np.asarray(loss)
 
     def plans(self, c: Candidates) -> list[TrainPlan]:
-        return unstack(to_plans(c, self.space))
+        return unstack(to_plans(c, self.space, layers=int(self.model.layers)))
 
     def row(self, plan: TrainPlan) -> dict[str, Any]:
-        return train_row(plan, [a.name for a in self.axes] + [c.name for c in self.choices])
+        names = [a.name for a in self.axes] + [c.name for c in self.choices]
+        return train_row(plan, names + ["first_stage_layers", "last_stage_layers"])
 
     def binding(self, outputs: Any, i: int) -> str:
         return binding(outputs, i)

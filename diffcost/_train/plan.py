@@ -113,11 +113,46 @@ def _tp_one_way(model: Any, space: Any, tp: int) -> bool:
     return all(r.holds(int(getattr(model, r.key)), tp) for r in TP_RULES if not r.either_way)
 
 
+def balanced_split(layers: Any, pp: Any, xp: Any = np) -> tuple[Any, Any]:
+    """``(first, last)`` transformer layers of the first and last pipeline stages when ``pp``
+    does not divide ``layers``; ``(0, 0)`` (the even split) when it does.
+
+    Every middle stage holds ``m = ceil(L / p)`` layers and the first and last share the rest,
+    ``s = L - m (p - 2)``, the last the smaller half (``first = ceil(s / 2)``, ``last =
+    floor(s / 2)``): the end stages also hold the embedding and the output layer with its loss,
+    so fewer transformer layers there balance the stages (BLOOM 176B: 70 layers on 12 stages as
+    5 + 10 x 6 + 5, Megatron-DeepSpeed's ``partition_method type:transformer|embedding``;
+    BigScience, "BLOOM", arXiv:2211.05100, §3.4; Llama 3 405B: 126 layers on 16 stages as
+    7 + 14 x 8 + 7, Megatron-Core's ``--decoder-first/last-pipeline-num-layers``).  Valid
+    (:func:`balanced_split_ok`) when ``last >= 1`` and ``first <= m``.  ``xp``: numpy or
+    ``jax.numpy`` (traced columns)."""
+    layers, pp = xp.asarray(layers, dtype=float), xp.asarray(pp, dtype=float)
+    even = xp.mod(layers, pp) == 0
+    middle = xp.ceil(layers / pp)
+    ends = layers - middle * xp.maximum(pp - 2.0, 0.0)
+    first, last = xp.ceil(ends / 2.0), xp.floor(ends / 2.0)
+    return xp.where(even, 0.0, first), xp.where(even, 0.0, last)
+
+
+def balanced_split_ok(layers: Any, pp: Any, v: Any = 1, xp: Any = np) -> Any:
+    """Whether :func:`balanced_split` exists for ``pp`` stages (``pp > 1``, it does not divide
+    the layers, at least one layer on the last stage, no more on the first than on a middle
+    one) with every stage's layers divisible by the ``v`` virtual stages."""
+    layers, pp = xp.asarray(layers, dtype=float), xp.asarray(pp, dtype=float)
+    first, last = balanced_split(layers, pp, xp)
+    middle = xp.ceil(layers / pp)
+    ok = (pp > 1) & (xp.mod(layers, pp) != 0) & (last >= 1) & (first <= middle)
+    ok &= xp.where(pp > 2, xp.mod(middle, v) == 0, True)
+    return ok & (xp.mod(first, v) == 0) & (xp.mod(last, v) == 0)
+
+
 def _pp_split(model: Any, space: Any, pp: int) -> bool:
-    """An even pipeline split needs ``pp`` to divide the layers; an uneven one (first or last
-    stage layers given) is checked jointly (:func:`diffcost._train.space.valid`)."""
+    """An even pipeline split needs ``pp`` to divide the layers, else the search places the
+    :func:`balanced_split`; an uneven one the user gives (first or last stage layers) is checked
+    jointly (:func:`diffcost._train.space.valid`)."""
     uneven = space.first_stage_layers > 0 or space.last_stage_layers > 0
-    return uneven or int(model.layers) % pp == 0
+    layers = int(model.layers)
+    return uneven or layers % pp == 0 or bool(balanced_split_ok(layers, pp))
 
 
 def _cp_chunks(model: Any, space: Any, cp: int) -> bool:

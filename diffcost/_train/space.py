@@ -29,7 +29,14 @@ from .._core.options import (
 )
 from .._inputs.model import Model
 from .._terms.tp_rules import TP_RULES
-from .plan import TRAIN_FIELDS, LoraTarget, TrainPlan, encode_train
+from .plan import (
+    TRAIN_FIELDS,
+    LoraTarget,
+    TrainPlan,
+    balanced_split,
+    balanced_split_ok,
+    encode_train,
+)
 
 #: Gradient bytes per parameter by training precision (``fp32, tf32, bf16, fp16, fp8``): the
 #: 16-bit formats reduce 16-bit gradients (Megatron-LM ``--grad-reduce-in-bf16``, which the
@@ -173,8 +180,8 @@ def _split_ok(layers: int, pp: Any, v: Any, space: TrainSearchSpace, xp: Any = n
     """Megatron-LM's pipeline split (:func:`diffcost._train.rules.pipeline_split_violation`):
     ``L % (p v) == 0`` when even; uneven: ``p > 1``, the rest ``L - f - l`` divides over the
     remaining stages (or is 0 with none left), every stage's layers divisible by ``v``."""
-    if not _uneven(space):
-        return layers % (pp * v) == 0
+    if not _uneven(space):  # even, or the balanced split where pp does not divide the layers
+        return (layers % (pp * v) == 0) | balanced_split_ok(layers, pp, v, xp)
     f, last = space.first_stage_layers, space.last_stage_layers
     stages = pp - (f > 0) - (last > 0)
     rest = layers - f - last
@@ -232,16 +239,24 @@ def _grad_bytes(precision: Any) -> Any:
     return precision @ np.asarray(GRAD_BYTES, dtype=precision.dtype)
 
 
-def _plan_fields(col: Any, space: TrainSearchSpace, onehot: Any, full: Any) -> dict[str, Any]:
+def _plan_fields(
+    col: Any, space: TrainSearchSpace, onehot: Any, full: Any, layers: int | None, xp: Any = np
+) -> dict[str, Any]:
     """A plan's fields from candidate columns (shared by the host table and the on-device
     enumeration): ``onehot(name)`` gives a choice's one-hot rows, ``full(value)`` a constant
-    column."""
+    column; without a split the user gave, each row's pipeline split is the even one or, where
+    ``pp`` does not divide the model's ``layers``, :func:`~diffcost._train.plan.balanced_split`."""
     chosen = {
         f.name: onehot(f.name) if f.kind == "categorical" else col[f.name] * 1.0
         for f in CHOICE_FIELDS
     }
+    split = {}
+    if layers is not None and not _uneven(space):
+        first, last = balanced_split(layers, col["pp"], xp)
+        split = {"first_stage_layers": first, "last_stage_layers": last}
     return {
         **{k: full(v) for k, v in _fixed(space).items()},
+        **split,
         **{f.name: col[f.name] for f in DEGREE_FIELDS},
         "dp": col["chips"] / (col["tp"] * col["pp"] * col["cp"]),
         **chosen,
@@ -258,8 +273,11 @@ def _plain_column(name: str, values: Any) -> Any:
     return values
 
 
-def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
-    """Stack candidate rows into one exact :class:`TrainPlan` pytree (leading axis = rows)."""
+def to_plans(
+    c: Candidates, space: TrainSearchSpace, dtype=None, layers: int | None = None
+) -> TrainPlan:
+    """Stack candidate rows into one exact :class:`TrainPlan` pytree (leading axis = rows);
+    with the model's ``layers``, each row's pipeline split (:func:`_plan_fields`)."""
     col = c.columns
     n = len(c)
     dtype = dtype or jnp.result_type(float)
@@ -267,10 +285,13 @@ def to_plans(c: Candidates, space: TrainSearchSpace, dtype=None) -> TrainPlan:
     chosen: dict[str, Any] = {f.name: _plain_column(f.name, col[f.name]) for f in CHOICE_FIELDS}
     onehot = lambda name: _one_hots(name, chosen[name], n)  # noqa: E731
     full = lambda v: np.broadcast_to(v, (n, *np.shape(v)))  # noqa: E731
-    return encode_train({k: f(v) for k, v in _plan_fields(col, space, onehot, full).items()})
+    fields = _plan_fields(col, space, onehot, full, layers)
+    return encode_train({k: f(v) for k, v in fields.items()})
 
 
-def _device_plans(cols: dict, index: dict, space: TrainSearchSpace, n: int) -> TrainPlan:
+def _device_plans(
+    cols: dict, index: dict, space: TrainSearchSpace, n: int, layers: int | None = None
+) -> TrainPlan:
     """:func:`to_plans` inside ``jit``, from :func:`device_columns` (choices by option index)."""
 
     def onehot(name: str) -> jax.Array:
@@ -279,12 +300,17 @@ def _device_plans(cols: dict, index: dict, space: TrainSearchSpace, n: int) -> T
         return jnp.asarray(table, jnp.result_type(float))[index[name]]
 
     full = lambda v: jnp.broadcast_to(jnp.asarray(v, jnp.result_type(float)), (n, *np.shape(v)))  # noqa: E731
-    return encode_train(_plan_fields(cols, space, onehot, full))
+    return encode_train(_plan_fields(cols, space, onehot, full, layers, jnp))
 
 
-def plan_row(row: dict, space: TrainSearchSpace) -> dict:
-    """A candidate row as plain plan values (ints where integer)."""
+def plan_row(row: dict, space: TrainSearchSpace, layers: int | None = None) -> dict:
+    """A candidate row as plain plan values (ints where integer); with the model's ``layers``,
+    the :func:`~diffcost._train.plan.balanced_split` where ``pp`` does not divide them and the
+    space gives no split."""
     out = {k: plain_value(_FIELD, k, v) for k, v in row.items()}
+    if layers is not None and not _uneven(space) and layers % int(out["pp"]):
+        first, last = balanced_split(layers, out["pp"])
+        out["first_stage_layers"], out["last_stage_layers"] = int(first), int(last)
     out["dp"] = out["chips"] // (out["tp"] * out["pp"] * out["cp"])
     out["global_batch"], out["seq_len"] = space.global_batch, space.seq_len
     return out
