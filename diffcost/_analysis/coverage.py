@@ -109,8 +109,10 @@ def index(points: Sequence[Measurement]) -> list[Measured]:
             continue
         chip = chip_name(m)
         # LoRA trains less than the model's 6N FLOP per token (no weight gradients of frozen
-        # weights): its "MFU" in the full-training convention is not comparable (>100%).
+        # weights): its "MFU" in the full-training convention is not comparable (>100%); a
+        # fine-tuning run (short packed samples, one node) is no pre-training yardstick either.
         full = m.metric == "train_throughput" and not m.plan.get("lora_rank", 0)
+        full = full and m.workload == "pretraining"
         mfu = measured_mfu(m, chip) if full else None
         feats = plan_features(m.kind, m.plan)
         out.append(Measured(m.id, m.source, chip, m.kind, _point_formats(m), mfu, feats))

@@ -74,6 +74,7 @@ class Measurement:
             (None: none known).  The point is predicted and reported like every other, but the
             calibration does not fit to it, so that a missing effect does not bend the
             physical constants of every other point.
+        workload: "pretraining" or "fine-tuning" (a training point; the schema's ``workload``).
     """
 
     id: str
@@ -94,6 +95,7 @@ class Measurement:
     unmodelled: str | None = None
     path: str = ""
     source_info: dict[str, str] = field(default_factory=dict)
+    workload: str = "pretraining"
 
     @property
     def hardware(self) -> str:
@@ -220,6 +222,7 @@ def _point(
         unmodelled=v.get("unmodelled"),
         path=str(path),
         source_info=source_info,
+        workload=v.get("workload", "pretraining"),
     )
 
 

@@ -599,6 +599,12 @@ POINT = {
     "excluded": Field("str", doc="why the point is carried but not predicted"),
     "unmodelled": Field("str", doc="an effect the model lacks: predicted, not fitted"),
     "flags": Field("list", doc="unverified fields, assumptions"),
+    "workload": Field(
+        "enum",
+        choices=("pretraining", "fine-tuning"),
+        doc="what a training run trains (default pretraining): a fine-tuning run (SFT on short "
+        "packed samples, LoRA) is no yardstick of a pre-training MFU",
+    ),
 }
 #: plan keys a point must publish; the others of a training plan are chosen by the validation
 #: rule (:mod:`diffcost._analysis.validate`) when absent.
