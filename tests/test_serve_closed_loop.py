@@ -73,3 +73,20 @@ def test_one_client_is_one_prompt_per_iteration():
     got = float(dc.ServeCost(system, model)(plan).ttft_s)
     chunk = float(iteration_s(system, model, plan, 1.0, 2047.0, EXACT))
     assert got == pytest.approx(2.0 * chunk, rel=1e-4)
+
+
+def test_the_command_line_says_what_continuous_ttft_is():
+    from typer.testing import CliRunner
+
+    from diffcost.cli import app
+
+    args = ["serve", "--model", "llama-3-8b", "--chip", "h100-sxm", "--chips", "1"]
+    args += ["--batch", "25", "--input-len", "1000", "--output-len", "200"]
+    res = CliRunner().invoke(app, [*args, "--mode", "continuous", "--prefill-chunk", "2048"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    # 2,048-token budget less the 25 running decodes: 2,023 prompt tokens in the first-token
+    # iteration (the cohort: 25 prompts of 1,000 would be 25,000)
+    assert "a closed loop of 25 clients" in text and "holds 2,023 prompt tokens" in text
+    res = CliRunner().invoke(app, [*args, "--mode", "static"])
+    assert res.exit_code == 0 and "closed loop" not in res.output
