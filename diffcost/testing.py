@@ -309,7 +309,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from .cli._resolve import resolve_job
     from .cli._sensitivity_cmd import sensitivity_serve, sensitivity_train
     from .cli._serve_cmd import serve
-    from .cli._sweep_paths import output_paths
+    from .cli._sweep_paths import output_paths, unwritten
     from .cli._train_cmd import train
 
 #: each name of the block above, imported on first use (PEP 562; diffcost/_core/lazy.py)
@@ -646,6 +646,7 @@ __all__ = [
     "uncertainty",
     "unique",
     "UNITS",
+    "unwritten",
     "valid",
     "validate_kernels",
     "validate_load",
