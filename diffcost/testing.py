@@ -163,6 +163,15 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         engine_names,
         load_engine,
     )
+    from ._serve.formats import (
+        WEIGHT_ONLY_COMPUTE,
+        chip_formats,
+        compute_format_on,
+        format_note,
+        format_problems,
+        has_format,
+        weight_only,
+    )
     from ._serve.kv import kv_bytes_per_token
     from ._serve.load import goodput_qps, iteration_s, steady_state
     from ._serve.passes import Work, consts, expected_tokens_per_step, gemm_s, layer_time, pass_time
@@ -300,7 +309,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from .cli._resolve import resolve_job
     from .cli._sensitivity_cmd import sensitivity_serve, sensitivity_train
     from .cli._serve_cmd import serve
-    from .cli._sweep_paths import output_paths
+    from .cli._sweep_paths import output_paths, unwritten
     from .cli._train_cmd import train
 
 #: each name of the block above, imported on first use (PEP 562; diffcost/_core/lazy.py)
@@ -346,6 +355,7 @@ __all__ = [
     "Checker",
     "checkpoint_interval_s",
     "chip_as_design",
+    "chip_formats",
     "chip_module",
     "Choice",
     "Choices",
@@ -356,6 +366,7 @@ __all__ = [
     "coerce",
     "coerce_all",
     "collective_of",
+    "compute_format_on",
     "configure_xla",
     "console",
     "consts",
@@ -416,6 +427,8 @@ __all__ = [
     "fleet_evaluate",
     "fleet_problem",
     "format_index",
+    "format_note",
+    "format_problems",
     "fp8_units",
     "framework_problems",
     "fused_prefill_efficiency",
@@ -433,6 +446,7 @@ __all__ = [
     "gpu_fill",
     "gpu_matmul_efficiency",
     "HARDWARE_GROUPS",
+    "has_format",
     "hf_config",
     "hf_document",
     "HierarchicalRing",
@@ -632,12 +646,15 @@ __all__ = [
     "uncertainty",
     "unique",
     "UNITS",
+    "unwritten",
     "valid",
     "validate_kernels",
     "validate_load",
     "values",
     "violation",
     "wasted_fraction",
+    "weight_only",
+    "WEIGHT_ONLY_COMPUTE",
     "with_constants",
     "with_memory_check",
     "with_options",

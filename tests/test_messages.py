@@ -129,12 +129,13 @@ def test_command_message(kind, args, code, message):
 
 
 def test_sweep_output_path_from_the_file_names_the_file(tmp_path):
-    """An output path the sweep file gives is a problem of its [output] table; a name longer
-    than the file system allows is refused before the work (it was an OSError)."""
+    """An output path the sweep file gives (written with ``--write``) is a problem of its
+    [output] table; a name longer than the file system allows is refused before the work (it
+    was an OSError)."""
     text = (Path(dc.specs_dir()) / "sweeps" / "decode-what-if.toml").read_text()
     path = tmp_path / "decode-what-if.toml"
     path.write_text(text + f'\n[output]\ncsv = "{"x" * 300}.csv"\n')
-    result = runner.invoke(app, ["sweep", str(path), "--no-progress"])
+    result = runner.invoke(app, ["sweep", str(path), "--no-progress", "--write"])
     assert result.exit_code == 2
     assert f"  - {path}: output.csv: a name in xxx" in result.stderr
     assert "is longer than 255 bytes" in result.stderr

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from diffcost import SpecError, load_sweep
 from diffcost.cli import app
-from diffcost.testing import STAMP, output_paths, parse_shard, shard_range
+from diffcost.testing import STAMP, output_paths, parse_shard, shard_range, unwritten
 
 SWEEPS = Path(__file__).resolve().parents[1] / "specs" / "sweeps"
 SMALL = SWEEPS / "decode-what-if.toml"  # 32 points
@@ -123,6 +123,47 @@ def test_several_files_write_one_output_each_and_ambiguous_paths_are_errors(tmp_
         )
     with pytest.raises(SpecError, match="would both write"):
         output_paths([small, small], flags, None)
+
+
+def test_a_files_output_table_is_written_only_when_asked(tmp_path):
+    """The built-in train-parallelism.toml names sweep-results/... in its [output] table: not
+    written (only named) without ``write``; a flag path is written either way."""
+    spec = load_sweep(SWEEPS / "train-parallelism.toml")
+    none: dict[str, Path | None] = {"csv": None, "parquet": None, "plots": None}
+    assert output_paths([spec], none, None, write=False) == [none]
+    named = unwritten(spec, none)
+    assert set(named) == {"csv", "parquet", "plots"}
+    assert named["parquet"] == Path("sweep-results/train-parallelism.parquet")
+    asked = output_paths([spec], none, None, write=True)[0]
+    assert asked == named
+    flags = none | {"csv": tmp_path / "t.csv"}
+    assert output_paths([spec], flags, None, write=False)[0]["csv"] == tmp_path / "t.csv"
+    assert set(unwritten(spec, flags)) == {"parquet", "plots"}
+
+
+@pytest.mark.slow  # two runs of a 32-point sweep: 8-15 s on 2 cores
+def test_cli_sweep_writes_nothing_unasked_and_prints_where_it_wrote(tmp_path, monkeypatch):
+    """A sweep file with an [output] table, run from a folder: without --write nothing lands
+    there and the paths are named; with --write the files are written there and their full
+    paths printed."""
+    path = tmp_path / "decode-what-if.toml"
+    path.write_text(
+        SMALL.read_text() + '\n[output]\ncsv = "res/t.csv"\nparquet = "res/t.parquet"\n'
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = runner.invoke(app, ["sweep", str(path), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert list(work.iterdir()) == []
+    text = " ".join(result.output.split())
+    assert "not written:" in text and "names csv res/t.csv, parquet res/t.parquet" in text
+    assert "add --write" in text
+    result = runner.invoke(app, ["sweep", str(path), "--no-progress", "--write"])
+    assert result.exit_code == 0, result.output
+    assert (work / "res" / "t.csv").is_file() and (work / "res" / "t.parquet").is_file()
+    assert f"wrote parquet: {work / 'res' / 't.parquet'}" in result.output
+    assert "not written" not in result.output
 
 
 def _free_port() -> int:

@@ -12,6 +12,12 @@ TensorRT-LLM's ``trtllm-serve`` (``tensorrt_llm/commands/serve.py``, click optio
   int8/int4, NVFP4 from TensorRT Model Optimizer for fp4): both servers read the format from
   its ``config.json``, so the line names a placeholder checkpoint and says so; TensorRT-LLM
   loads fp8 from a pre-quantized checkpoint too.
+* **Weight-only fallbacks.**  A plan whose fp8 or fp4 weights run their GEMMs in 16 bits (the
+  chip has no rate for the weights' format: :mod:`diffcost._serve.formats`) is what vLLM runs
+  there: its Marlin kernels expand fp8 weights (GPUs without FP8, ``--quantization fp8``) and
+  NVFP4 weights (GPUs without FP4) inside the GEMM, and the line says so.  TensorRT-LLM has no
+  such path (TensorRT Model Optimizer support matrix: FP8 on "Ada and Later", FP4 weights and
+  activations on "Blackwell and Later"), so its line is refused with the reason.
 * **Batching as modelled**: ``--max-num-seqs`` is the plan's batch; the chunked-prefill budget
   ``--max-num-batched-tokens`` is the prompt chunk plus one decode token per running sequence
   (vLLM's scheduler serves the running decodes first, then fills the budget with prompt
@@ -23,7 +29,8 @@ import json
 from typing import Any
 
 from .._serve.behaviours import ENGINE_BEHAVIOURS
-from .._serve.plan import SERVE_FIELDS
+from .._serve.formats import weight_only
+from .._serve.plan import SERVE_FIELDS, default_compute_format
 from .command import Launch, tokens
 
 #: Weight formats a server loads from a published 16-bit checkpoint (``--dtype``).
@@ -36,14 +43,54 @@ PREQUANTIZED = {
 }
 
 
-def checkpoint(model_arg: str, name: str, weight_format: str, server: str) -> tuple[str, list[str]]:
+#: Weight formats whose GEMMs run natively on chips that have them, and weight-only in 16 bits
+#: (vLLM's Marlin kernels) on chips that do not: what vLLM logs and runs on such a chip.
+MARLIN_FALLBACK = {
+    "fp8": "vLLM runs fp8 weights weight-only on a chip without FP8 GEMMs (its FP8 Marlin "
+    "kernel, W8A16: the weights expanded to {compute} inside the GEMM), as this plan is priced",
+    "fp4": "vLLM runs NVFP4 weights weight-only on a chip without FP4 GEMMs (its Marlin "
+    "kernel, W4A16: 'Your GPU does not have native support for FP4 computation ... "
+    "Weight-only FP4 compression will be used'), as this plan is priced",
+}
+#: Why TensorRT-LLM does not run those weights on such a chip.
+TRTLLM_NEEDS = {
+    "fp8": "FP8 GEMMs (Ada or later; TensorRT Model Optimizer support matrix)",
+    "fp4": "FP4 weights and activations (Blackwell or later; TensorRT Model Optimizer "
+    "support matrix)",
+}
+
+
+def fallback(plan: dict[str, Any]) -> str:
+    """The weight format a plan runs weight-only because the chip lacks its GEMM rate (fp8 or
+    fp4 weights with 16-bit GEMMs: :func:`diffcost._serve.formats.gemm_format`), else empty."""
+    weight = str(plan["weight_format"])
+    compute = str(plan.get("compute_format") or default_compute_format(weight))
+    emulated = weight in MARLIN_FALLBACK and weight_only(weight, compute)
+    return weight if emulated else ""
+
+
+def checkpoint(
+    model_arg: str, name: str, weight_format: str, server: str, compute_format: str | None = None
+) -> tuple[str, list[str]]:
     """The model argument for ``weight_format`` and the notes it needs: the checkpoint itself
-    for 16-bit weights (and vLLM's load-time fp8), a placeholder path otherwise."""
+    for 16-bit weights (and vLLM's load-time fp8), a placeholder path otherwise; with a
+    ``compute_format`` the weights expand to (a weight-only fallback), what vLLM runs."""
+    plan = {"weight_format": weight_format, "compute_format": compute_format}
+    emulated = MARLIN_FALLBACK[weight_format] if fallback(plan) else ""
+    notes = [emulated.format(compute=compute_format)] if emulated else []
     if weight_format in DTYPES or (weight_format == "fp8" and server == "vLLM"):
-        return model_arg, []
+        return model_arg, notes
     how = PREQUANTIZED.get(weight_format, "an fp8 checkpoint from TensorRT Model Optimizer")
+    if emulated and weight_format == "fp4":
+        how = "an NVFP4 or W4A16_NVFP4 checkpoint from TensorRT Model Optimizer"
     path = f"./{name}-{weight_format}"
-    return path, [f"{path}: {how} of {model_arg} (the server reads the format from it)"]
+    return path, [f"{path}: {how} of {model_arg} (the server reads the format from it)", *notes]
+
+
+def _compute(plan: dict[str, Any]) -> str:
+    """The plan's GEMM format (its weight format's default when the row has none)."""
+    weight = str(plan["weight_format"])
+    return str(plan.get("compute_format") or default_compute_format(weight))
 
 
 def _budget(plan: dict[str, Any]) -> int:
@@ -91,7 +138,7 @@ def vllm_launch(plan: dict[str, Any], model_arg: str, name: str, chips_per_node:
     template's ``input_len``, ``output_len``, ``prefill_chunk``, ``kv_block``, ``mode``,
     ``draft_len`` and the engine behaviours' switches)."""
     fmt = str(plan["weight_format"])
-    arg, notes = checkpoint(model_arg, name, fmt, "vLLM")
+    arg, notes = checkpoint(model_arg, name, fmt, "vLLM", _compute(plan))
     args = tokens(
         ("--tensor-parallel-size", plan["tp"]),
         ("--pipeline-parallel-size", plan["pp"]),
@@ -142,6 +189,12 @@ def trtllm_launch(plan: dict[str, Any], model_arg: str, name: str) -> Launch:
     (KV-cache format, chunked prefill, CUDA graphs) in ``extra.yaml``; replicas are separate
     servers behind a router."""
     fmt = str(plan["weight_format"])
+    if fallback(plan):
+        reason = (
+            f"{fmt} weights with {_compute(plan)} GEMMs (the chip has no {fmt} rate): "
+            f"TensorRT-LLM's {fmt} recipes need {TRTLLM_NEEDS[fmt]}"
+        )
+        return Launch("TensorRT-LLM", (), (), refused=reason)
     arg, notes = checkpoint(model_arg, name, fmt, "TensorRT-LLM")
     tp, pp = int(plan["tp"]), int(plan["pp"])
     args = tokens(
@@ -180,6 +233,7 @@ def serving_launches(
 __all__ = [
     "behaviour_options",
     "checkpoint",
+    "fallback",
     "serving_launches",
     "switch_flags",
     "trtllm_launch",

@@ -37,8 +37,9 @@ from .._inputs.hardware import FORMATS, System, one_hot_format
 from .._inputs.model import Model
 from .._inputs.posterior import required_risk
 from .._serve.cost import ServeBreakdown, ServeCost
+from .._serve.formats import chip_formats, compute_format_on
 from .._serve.load import goodput_qps
-from .._serve.plan import SERVE_FIELDS, ServePlan, default_compute_format, encode_serve, serve_plan
+from .._serve.plan import SERVE_FIELDS, ServePlan, encode_serve, serve_plan
 from .._terms.risk import log_sigma, upper_quantile
 from .._terms.tp_rules import EXPERT_LAYOUT_RULES
 from .core import (
@@ -134,14 +135,21 @@ class ServeSearchSpace:
     # gaps (1: Poisson) and of the prompt lengths; the SLOs are then its p99 limits.
     arrival_cv: float = 1.0
     input_cv: float = 0.0
+    # The formats the chip has a GEMM rate for (diffcost._serve.formats.chip_formats): each
+    # weight format's GEMMs run in its own format when the chip has it, else weight-only in
+    # 16 bits (compute_format_on); a weight format that runs neither way is refused.  Empty: those
+    # of ``chip`` when it names a chip, else every format (no rule: a chip-less search).
+    compute_formats: tuple[Format | str, ...] = ()
 
     def __post_init__(self) -> None:
+        formats = self.compute_formats or (chip_formats(self.chip) if self.chip else FORMATS)
         typed = {
             "objective": coerce(ServeObjective, self.objective, "objective"),
             "weight_formats": coerce_all(Format, self.weight_formats, "weight_formats"),
             "kv_formats": coerce_all(Format, self.kv_formats, "kv_formats"),
             "mode": coerce(ServeMode, self.mode, "mode"),
             "accuracy_cost": _accuracy_costs(self.accuracy_cost),
+            "compute_formats": coerce_all(Format, formats, "compute_formats"),
         }
         for key, value in typed.items():
             object.__setattr__(self, key, value)
@@ -153,9 +161,30 @@ def _with_searched(template: ServePlan, searched: dict[str, Any]) -> ServePlan:
     return encode_serve(fields | searched)
 
 
-def compute_format_for(weight_format: str) -> str:
-    """Weight-only int8/int4 run their GEMMs at bf16 (W8A16, W4A16); others in their format."""
-    return default_compute_format(weight_format)
+def compute_format_for(weight_format: str, formats: tuple[str, ...] = FORMATS) -> str:
+    """The format the GEMMs of ``weight_format`` weights run in on a chip with the rates
+    ``formats`` (:func:`~diffcost._serve.formats.compute_format_on`): int8/int4 at bf16 (W8A16,
+    W4A16), others in their own format when the chip has it, else weight-only in 16 bits
+    (fp4 weights on an H100: W4A16).  A search space never holds a weight format that runs
+    neither way (:class:`ServeProblem` refuses it)."""
+    gemm = compute_format_on(weight_format, formats)
+    assert gemm is not None, f"{weight_format} weights cannot run on a chip with {formats}"
+    return gemm
+
+
+def _format_problems(space: "ServeSearchSpace") -> list[Problem]:
+    """Weight formats of the space whose GEMMs the chip runs neither in their own format nor
+    weight-only (16 bits or wider, and no rate for them)."""
+    formats = tuple(map(str, space.compute_formats))
+    bad = [str(w) for w in space.weight_formats if compute_format_on(str(w), formats) is None]
+    if not bad:
+        return []
+    chip = space.chip or "the chip"
+    reason = (
+        f"{chip} has no rate for {', '.join(bad)} (its formats: {', '.join(formats)}), and "
+        "weights of 16 bits or more cannot run weight-only; leave them out"
+    )
+    return [Problem("<arguments>", "weight_formats", reason)]
 
 
 @final
@@ -167,9 +196,13 @@ class ServeProblem(SearchProblem):
         self.objective = space.objective
         require_price(system, space.objective)
         serve_risk(space)  # a p90 search without a posterior fails here, before any solving
+        bad = _format_problems(space)
+        if bad:
+            raise SpecError(bad)
         size = lambda name: _size(model, space, name)  # noqa: E731
         self.axes = tuple(Axis(f.name, _degrees(f).of(model, space, size)) for f in DEGREE_FIELDS)
         self.choices = tuple(Choice(f.name, choice_values(space, f.name)) for f in CHOICE_FIELDS)
+        self._formats = tuple(map(str, space.compute_formats))
 
     def coupled(self) -> dict[str, tuple[str, ...]]:
         """The batch an instance holds scales with its size (tp * pp)."""
@@ -228,7 +261,9 @@ class ServeProblem(SearchProblem):
         # the fields the searched ones determine
         searched |= {
             "replicas": f(self.space.chips // inst),
-            "compute_format": onehots([compute_format_for(w) for w in col["weight_format"]]),
+            "compute_format": onehots(
+                [compute_format_for(w, self._formats) for w in col["weight_format"]]
+            ),
             "prefill_chips": f(inst),
             "decode_chips": f(inst),
         }
@@ -421,7 +456,8 @@ def relaxed_serve_plan(
     for f in CHOICE_FIELDS:
         searched[f.name] = _pick(f, weights[f.name], choice_values(space, f.name))
     tp, pp = searched["tp"], searched["pp"]
-    compute = tuple(compute_format_for(n) for n in choice_values(space, "weight_format"))
+    formats = tuple(map(str, space.compute_formats))
+    compute = tuple(compute_format_for(n, formats) for n in choice_values(space, "weight_format"))
     searched |= {  # the fields the searched ones determine
         "replicas": chips / (tp * pp),
         "compute_format": _pick(_FIELD["compute_format"], weights["weight_format"], compute),

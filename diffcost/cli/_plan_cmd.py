@@ -31,6 +31,7 @@ from .._search.core import SearchResult, settings
 from .._search.serve import ServeSearchSpace, search_serve
 from .._search.train import TrainSearchSpace, search_train
 from .._serve.cost import ServeCost
+from .._serve.formats import format_note, weight_only
 from .._serve.plan import SERVE_FIELDS, engine_values
 from .._train.cost import TrainCost
 from .._train.plan import RECOMPUTE, TRAIN_FIELDS, TRAINING_PRECISIONS, ZERO_STAGES
@@ -48,7 +49,7 @@ from ._common import (
     to_python,
 )
 from ._options import Collective
-from ._resolve import apply_collective
+from ._resolve import apply_collective, job_chip_formats
 
 plan_app = typer.Typer(help="Search for the best training or serving plan.", no_args_is_help=True)
 app.add_typer(plan_app, name="plan")
@@ -82,10 +83,16 @@ SHORT = {f.name: f.short for f in (*TRAIN_FIELDS, *SERVE_FIELDS) if f.short}
 
 
 def print_result(
-    result: SearchResult, title: str, fmt_objective, launch: list[Launch], space: Any = None
+    result: SearchResult,
+    title: str,
+    fmt_objective,
+    launch: list[Launch],
+    space: Any = None,
+    notes: tuple[str, ...] = (),
 ) -> None:
     """Readable search report shared by training and serving (``space``: its settings, the
-    defaulted ones included, are echoed under the title)."""
+    defaulted ones included, are echoed under the title; ``notes``: lines about the best plan,
+    printed under what binds it)."""
     console.print(
         f"{title}  ({result.method}; {result.evaluated:,} exact evaluations, "
         f"{result.feasible_count:,} feasible, {result.wall_s:.2f} s)",
@@ -112,6 +119,8 @@ def print_result(
         table.add_row(str(i + 1), *[str(row[k]) for k in keys], fmt_objective(value))
     console.print(table)
     console.print(f"binding: {result.binding}", highlight=False)
+    for note in notes:
+        console.print(note, highlight=False, markup=False)
     for line in launch:
         console.print(f"launch ({line.framework}):", highlight=False)
         console.print(line.text(), highlight=False, markup=False, soft_wrap=True)
@@ -212,17 +221,21 @@ def _finish(
     checks: dict[str, Any] | None = None,
     space: Any = None,
     risk: tuple[dict[str, Any] | None, str] = (None, "step_time_s"),
+    formats: dict[str, Any] | None = None,
 ) -> None:
     """Print the search result (``show``: title and objective formatter), the checks of the
-    chosen plan (``checks``: a training plan's MFU plausibility and unmodelled regimes) and a
-    p90 search's mean-vs-p90 comparison (``risk``: it and the output it compares); exit 1 when
-    no plan is feasible."""
+    chosen plan (``checks``: a training plan's MFU plausibility and unmodelled regimes), a
+    p90 search's mean-vs-p90 comparison (``risk``: it and the output it compares) and a serving
+    plan's formats on its chip (``formats``, :func:`_best_formats`); exit 1 when no plan is
+    feasible."""
     if json_out:
         extra = {} if checks is None else {"checks": checks}
         extra |= {} if risk[0] is None else {"risk": risk[0]}
+        extra |= {} if formats is None else {"formats": formats}
         print_json({"model": model, "chips": chips, **result_json(result, launch, space), **extra})
     else:
-        print_result(result, show[0], show[1], launch, space)
+        notes = (f"formats: {formats['note']}",) if formats and formats["note"] else ()
+        print_result(result, show[0], show[1], launch, space, notes)
         for line in [] if checks is None else coverage_lines(checks):
             console.print(line, highlight=False, markup=False)
         if risk[0] is not None:
@@ -340,9 +353,14 @@ def _risk(system: Any, model: Any, space: TrainSearchSpace, result: SearchResult
     return risk_comparison(system, model, space.chip, mean, result)
 
 
+def _chip_refs(system: str | None, chip: str | None) -> dict[str, str | None]:
+    """The system or chip arguments as a job's references (``dgx-h100`` when neither)."""
+    return {"system": system, "chip": chip} if system or chip else {"system": "dgx-h100"}
+
+
 def _chip_name(system: str | None, chip: str | None) -> str:
     """The chip of a system or chip argument (the posterior's basis and regime)."""
-    return job_chip({"system": system, "chip": chip} if system or chip else {"system": "dgx-h100"})
+    return job_chip(_chip_refs(system, chip))
 
 
 def _train_interval(system: Any, model: Any, chip: str, plan: Any, row: dict) -> dict[str, Any]:
@@ -559,6 +577,7 @@ def plan_serve(
         chip=_chip_name(system, chip),
         arrival_cv=arrival_cv,
         input_cv=input_cv,
+        compute_formats=job_chip_formats(_chip_refs(system, chip))[1],
     )
     if objective == "goodput" and exhaustive is None:
         exhaustive = True  # the relaxed search has no goodput: enumerate
@@ -609,9 +628,30 @@ def _serve_report(
     label, fmt = _SERVE_UNITS[str(space.objective)]
     title = f"{info.display_name} on {n}x {hw_name}: serve, objective {label}"
     risk = _serve_risk(system, model_, space, result, exhaustive)
-    _finish(result, launch, model, n, json_out, (title, fmt), None, space, (risk, "tpot_s"))
+    formats = _best_formats(result, space)
+    _finish(
+        result, launch, model, n, json_out, (title, fmt), None, space, (risk, "tpot_s"), formats
+    )
     if space.objective == "goodput" and result.best is not None and not json_out:
         _print_goodput(system, n, float(result.best_objective))
+
+
+def _best_formats(result: SearchResult, space: Any) -> dict[str, Any] | None:
+    """The best serving plan's weight and GEMM formats on the chip: whether the weights run
+    weight-only and, when the chip has no rate for their own format, why
+    (:func:`~diffcost._serve.formats.format_note`); ``None`` without a plan."""
+    if result.best is None:
+        return None
+    row = result.row(result.best)
+    weight, compute = str(row["weight_format"]), str(row["compute_format"])
+    formats = tuple(map(str, space.compute_formats))
+    return {
+        "weight_format": weight,
+        "compute_format": compute,
+        "weight_only": weight_only(weight, compute),
+        "chip_formats": list(formats),
+        "note": format_note(weight, compute, space.chip or "the chip", formats),
+    }
 
 
 def _print_goodput(system: Any, n: int, chips_per_qps: float) -> None:

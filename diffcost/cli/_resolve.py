@@ -12,7 +12,14 @@ from .._core.errors import Problem, SpecError
 from .._inputs.hardware import System
 from .._inputs.loader import load_model, load_spec, load_system
 from .._inputs.model import Model
-from .._serve.plan import SERVE_FIELDS, ServePlan, serve_plan
+from .._serve.formats import (
+    chip_formats,
+    compute_format_on,
+    format_note,
+    format_problems,
+    weight_only,
+)
+from .._serve.plan import SERVE_FIELDS, ServePlan, default_compute_format, serve_plan
 from .._terms.collectives import with_collective
 from .._train.plan import TRAIN_FIELDS, TrainPlan, train_plan
 from ._common import merge_inputs
@@ -129,6 +136,7 @@ def resolve_job(
         problems += err.problems
     chips = None if system is None else int(system.num_chips)
     source = Path(scenario).name if scenario else "<flags>"
+    given = {k for k, v in flags.items() if v is not None}
     plan = None
     try:
         if kind == "train":
@@ -136,14 +144,60 @@ def resolve_job(
             plan = train_plan(**values, source=source)
         else:
             _serve_defaults(values, chips)
+            if system is not None:
+                formats = _serve_formats(values, refs, source)
+                problems += [_name_flag(p, given) for p in formats]
             plan = serve_plan(**values, source=source)
     except SpecError as err:
-        given = {k for k, v in flags.items() if v is not None}
         problems += [_name_flag(p, given) for p in err.problems]
     if problems:
         raise SpecError(_unique(problems))
     assert system is not None and model is not None and plan is not None
     return Job(system, model, plan, values, refs, scenario, str(calibration), collective)
+
+
+def job_chip_formats(refs: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """The chip of a resolved job (``refs``: its system or chip) and the formats it has a rate
+    for (:func:`~diffcost._serve.formats.chip_formats`)."""
+    if refs.get("system"):
+        system = load_spec("system", refs["system"])
+        spec = load_spec("chip", system.values["chip"], system.info.path)
+    else:
+        spec = load_spec("chip", refs["chip"])
+    return spec.info.name, chip_formats(spec.info.path)
+
+
+def _serve_formats(values: dict[str, Any], refs: dict[str, Any], source: str) -> list[Problem]:
+    """The serving plan's formats on its chip: an unset ``compute_format`` becomes the format
+    the weights' GEMMs really run in there (weight-only in 16 bits when the chip has no rate
+    for the weights' own format, :func:`~diffcost._serve.formats.compute_format_on`); a format
+    nothing on the chip runs is a problem (:func:`~diffcost._serve.formats.format_problems`)."""
+    chip, formats = job_chip_formats(refs)
+    problems = format_problems(values, chip, formats, source)
+    weight = values.get("weight_format", "bf16")
+    if problems or values.get("compute_format") is not None or not isinstance(weight, str):
+        return problems
+    gemm = compute_format_on(weight, formats)
+    if gemm is not None and gemm != default_compute_format(weight):
+        values["compute_format"] = gemm
+    return problems
+
+
+def serve_format_summary(job: "Job") -> dict[str, Any]:
+    """The ``formats`` block of a serving prediction: the plan's weight, GEMM and KV formats,
+    the chip's rates, whether the weights run weight-only and, when the chip lacks the weights'
+    own GEMM rate, why (:func:`~diffcost._serve.formats.format_note`)."""
+    chip, formats = job_chip_formats(job.refs)
+    weight = str(job.values.get("weight_format", "bf16"))
+    compute = str(job.values.get("compute_format") or default_compute_format(weight))
+    return {
+        "weight_format": weight,
+        "compute_format": compute,
+        "kv_format": str(job.values.get("kv_format", "bf16")),
+        "weight_only": weight_only(weight, compute),
+        "chip_formats": list(formats),
+        "note": format_note(weight, compute, chip, formats),
+    }
 
 
 def apply_collective(system: System, name: str | None, source: str = "<arguments>") -> System:

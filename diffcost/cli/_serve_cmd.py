@@ -46,7 +46,7 @@ from ._options import (
 )
 from ._programs import AT_SLO, PREDICT
 from ._resolve import DEFAULT_SCENARIO as _DEFAULTS
-from ._resolve import Job, resolve_job
+from ._resolve import Job, resolve_job, serve_format_summary
 
 DEFAULT_SCENARIO = _DEFAULTS["serve"]
 #: The prediction and its interval's linearisation, from one trace of the model.
@@ -208,9 +208,10 @@ def serve(
     loaded, caps = _loaded_plan(job, load["qps"] is not None)
     under = load_summary(job.system, job.model, loaded, load, caps)
     problems += load_problems(under)
+    formats = serve_format_summary(job)
     if json_out:
         extra_keys: dict[str, Any] = {"slo": slo} if slo is not None else {}
-        extra_keys |= {"load": under, "coverage": cov, "engine": engine}
+        extra_keys |= {"load": under, "coverage": cov, "engine": engine, "formats": formats}
         extra_keys.update(iv or {"interval": None})
         if job.collective is not None:  # the default output stays as it was
             extra_keys["collective"] = job.collective
@@ -220,7 +221,8 @@ def serve(
         model_info, hw_info = spec_infos(job.refs)
         names = (model_info.display_name, job.hardware_name(hw_info.display_name))
         _print_table(out, names, job, iv)
-        for line in (engine_line(engine), *coverage_lines(cov)):
+        notes = [f"formats: {formats['note']}"] if formats["note"] else []
+        for line in (*notes, engine_line(engine), *coverage_lines(cov)):
             console.print(line, highlight=False, markup=False)
         if iv is not None:
             console.print(f"interval: {iv['interval']['note']}", highlight=False, markup=False)

@@ -17,7 +17,7 @@ from .._core.errors import Problem, SpecError
 from .._inputs.loader import load_spec
 from ._app import app
 from ._common import console, friendly_errors, naming_flag, output_problems, print_json
-from ._sweep_paths import output_paths
+from ._sweep_paths import output_paths, unwritten
 
 #: ``--intervals/--no-intervals``: the p10/p90 columns of the headline outputs.
 IntervalsFlag = Annotated[
@@ -102,6 +102,10 @@ _SWEEP_HELP = """Evaluate every point of one or more sweep files with the exact 
 in chunks sharded over all devices) and write a tidy table (CSV / Parquet, a ``point`` column
 first: the flat point index) and plots.
 
+Nothing is written unless asked: --csv/--parquet/--plots, or --write for the paths the sweep
+file's [output] table names (relative to the current folder); the paths written are printed in
+full, and those of an [output] table not written are named.
+
 Several files run in turn.  Output paths: a flag overrides the file's [output] path; {name} in
 a path is the sweep's name, {shard} the shard (I-of-N).  With several files a flag path without
 {name} is a folder (<name>.csv, <name>.parquet, plots in <name>/ inside it); a file name there
@@ -134,6 +138,14 @@ def sweep(
     plots: Annotated[
         Path | None, typer.Option(help="Folder for the plots.", show_default=False)
     ] = None,
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write",
+            help="Also write the outputs the sweep file's [output] table names (paths from the "
+            "current folder; a flag still overrides its own).",
+        ),
+    ] = False,
     chunk: Annotated[
         int | None,
         typer.Option(
@@ -178,7 +190,8 @@ def sweep(
     if problems:
         raise SpecError(problems)
     flags = {"csv": csv, "parquet": parquet, "plots": plots}
-    paths = output_paths(specs, flags, shard_of)
+    paths = output_paths(specs, flags, shard_of, write)
+    skipped = [{} if write else unwritten(spec, flags) for spec in specs]
     for spec, where in zip(specs, paths, strict=True):
         _check_paths(spec, where, {k for k, v in flags.items() if v is None})
     if calibration:
@@ -187,13 +200,13 @@ def sweep(
         except SpecError as err:
             raise naming_flag("--calibration", err, [calibration]) from None
     summaries = []
-    for spec, where in zip(specs, paths, strict=True):
+    for spec, where, skip in zip(specs, paths, skipped, strict=True):
         sw = replace(spec.sweep, calibration=calibration) if calibration else spec.sweep
         summaries.append(
             _run_one(
                 spec,
                 sw,
-                where,
+                (where, skip),
                 shard_of,
                 json_out,
                 progress=progress,
@@ -230,7 +243,7 @@ def _check_paths(spec: SweepFile, paths: dict[str, Any], from_file: set[str]) ->
 def _run_one(
     spec: SweepFile,
     sw: Sweep,
-    paths: dict[str, Any],
+    outputs: tuple[dict[str, Any], dict[str, Path]],
     shard: tuple[int, int] | None,
     json_out: bool,
     *,
@@ -239,8 +252,10 @@ def _run_one(
     intervals: bool,
     top: int,
 ) -> dict[str, Any]:
-    """Run one sweep (one shard of it), write its outputs (process 0), print its summary
-    unless ``json_out``; return its JSON summary."""
+    """Run one sweep (one shard of it), write its outputs (process 0; ``outputs``: the paths
+    to write, and those its file's ``[output]`` names that are not written), print its summary
+    with the full path of every file written unless ``json_out``; return its JSON summary."""
+    paths, skipped = outputs
     points = shard_range(sw.size(), *shard) if shard else range(sw.size())
     show = progress and not json_out and is_writer()
     if not len(points):
@@ -263,6 +278,7 @@ def _run_one(
     best = best_rows(result, sw.job, top)
     cols = _shown_columns(result, sw.job, varying)
     summary = _summary_json(sw, result, best[cols], files, written)
+    summary["not_written"] = {key: str(path) for key, path in skipped.items()}
     if shard:
         summary |= {"shard": list(shard), "point_range": [points.start, points.stop]}
     if not json_out and is_writer():
@@ -273,9 +289,16 @@ def _run_one(
         console.print(f"intervals: {result.interval_note}", highlight=False)
         for label, path in files.items():
             if path is not None:
-                console.print(f"{label}: {path}", highlight=False)
+                console.print(f"wrote {label}: {Path(path).resolve()}", highlight=False)
         for p in written:
-            console.print(f"plot: {p}", highlight=False)
+            console.print(f"wrote plot: {Path(p).resolve()}", highlight=False)
+        if skipped:
+            named = ", ".join(f"{key} {path}" for key, path in skipped.items())
+            console.print(
+                f"not written: {spec.sweep.source} [output] names {named}; add --write to "
+                "write them (from the current folder), or give --csv/--parquet/--plots PATH",
+                highlight=False,
+            )
     return summary
 
 
@@ -317,8 +340,8 @@ def _summary_json(
         "calibration": sw.calibration,
         "interval": result.interval_note,
         "best": best.to_dict(orient="records"),
-        **{key: str(path) if path else None for key, path in files.items()},
-        "plots": [str(p) for p in written],
+        **{key: str(Path(path).resolve()) if path else None for key, path in files.items()},
+        "plots": [str(Path(p).resolve()) for p in written],
     }
 
 

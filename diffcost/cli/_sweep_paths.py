@@ -4,6 +4,9 @@ Rules (also in ``diffcost sweep --help``):
 
 * a ``--csv`` / ``--parquet`` / ``--plots`` flag overrides the sweep file's ``[output]`` path;
   ``{name}`` in a path is the sweep's name and ``{shard}`` the shard, ``I-of-N``;
+* the sweep file's ``[output]`` paths are written only when asked (``--write``; ``write`` of
+  :func:`output_paths`): a built-in sweep file names ``sweep-results/...``, which would otherwise
+  land in whatever folder the command runs from;
 * several sweep files: a flag path without ``{name}`` is a folder, each sweep writing
   ``<name>.csv`` / ``<name>.parquet`` / plots in ``<name>/`` inside it; a flag path ending in
   ``.csv`` or ``.parquet`` without ``{name}`` is ambiguous (an error); two sweeps that would
@@ -29,13 +32,19 @@ def _formatted(path: Path, name: str, shard: tuple[int, int] | None) -> Path:
 
 
 def _one(
-    key: str, flag: Path | None, spec: SweepFile, several: bool, shard: tuple[int, int] | None
+    key: str,
+    flag: Path | None,
+    spec: SweepFile,
+    several: bool,
+    shard: tuple[int, int] | None,
+    write: bool = True,
 ) -> tuple[Path | None, Problem | None]:
-    """The path of output ``key`` of one sweep, or the problem that stops it."""
+    """The path of output ``key`` of one sweep (the file's only when ``write``), or the problem
+    that stops it."""
     name = spec.sweep.name
     if flag is None:
         path = getattr(spec, key)
-        if path is None or (shard and key == "plots"):
+        if path is None or not write or (shard and key == "plots"):
             return None, None
         path = _formatted(path, name, shard)
         if shard:
@@ -56,10 +65,14 @@ def _one(
 
 
 def output_paths(
-    specs: list[SweepFile], flags: dict[str, Path | None], shard: tuple[int, int] | None
+    specs: list[SweepFile],
+    flags: dict[str, Path | None],
+    shard: tuple[int, int] | None,
+    write: bool = True,
 ) -> list[dict[str, Path | None]]:
     """Per sweep file, the path of each output (``csv``, ``parquet``, ``plots``; ``None``: not
-    written) by the rules of the module docstring; every problem at once."""
+    written) by the rules of the module docstring (``write``: the files' ``[output]`` paths
+    too); every problem at once."""
     several = len(specs) > 1
     out: list[dict[str, Path | None]] = []
     problems: dict[tuple[str, str], Problem] = {}
@@ -67,7 +80,7 @@ def output_paths(
     for spec in specs:
         paths: dict[str, Path | None] = {}
         for key, flag in flags.items():
-            path, problem = _one(key, flag, spec, several, shard)
+            path, problem = _one(key, flag, spec, several, shard, write)
             if problem is not None:
                 problems[(problem.key, problem.reason)] = problem
             paths[key] = path
@@ -80,3 +93,10 @@ def output_paths(
     if problems:
         raise SpecError(list(problems.values()))
     return out
+
+
+def unwritten(spec: SweepFile, flags: dict[str, Path | None]) -> dict[str, Path]:
+    """The outputs a sweep file's ``[output]`` table names that no flag overrides: what
+    ``--write`` would write (relative paths from the current folder)."""
+    named = {key: getattr(spec, key) for key in flags if flags[key] is None}
+    return {key: path for key, path in named.items() if path is not None}
