@@ -288,7 +288,13 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         train_memory,
         zero3_gather_params,
     )
-    from ._train.plan import TRAIN_FIELDS, TRAIN_PLAN, TRAINING_PRECISIONS
+    from ._train.plan import (
+        TRAIN_FIELDS,
+        TRAIN_PLAN,
+        TRAINING_PRECISIONS,
+        balanced_split,
+        balanced_split_ok,
+    )
     from ._train.problems import framework_problems
     from ._train.rules import (
         fp8_units,
@@ -338,6 +344,8 @@ __all__ = [
     "augmented_lagrangian",
     "Axis",
     "backends_started",
+    "balanced_split",
+    "balanced_split_ok",
     "BandwidthProportional",
     "BATCH_RESOLUTION",
     "bridge",

@@ -10,6 +10,8 @@ import pytest
 import diffcost as dc
 from diffcost import EXACT, Smoothing, TrainSearchSpace
 from diffcost.testing import (
+    balanced_split,
+    balanced_split_ok,
     enumerate_space,
     layer_forward,
     pipeline_split_problems,
@@ -146,8 +148,6 @@ def test_search_keeps_an_uneven_split_fixed_and_valid(llama70):
     ],
 )
 def test_balanced_split(layers, pp, split):
-    from diffcost._train.plan import balanced_split, balanced_split_ok
-
     first, last = balanced_split(layers, pp)
     assert (float(first), float(last)) == split
     middle = -(-layers // pp)
