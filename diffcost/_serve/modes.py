@@ -11,7 +11,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._core.smooth import Smoothing, ceil_div, smax, smin
+from .._core.smooth import Smoothing, ceil_div, smin
 from .._inputs.model import Model
 from .._terms.comm import point_to_point_s
 from .kv import kv_bytes_per_token
@@ -34,8 +34,7 @@ class Regime(NamedTuple):
     micro_static: Array  # micro-batches of static / disaggregated passes: min(pp, batch)
     micro_cont: Array  # micro-batches of continuous iterations: min(pp, batch_eff)
     decode_only_share: Array  # continuous iterations holding no prompt chunk: 1 - min(1, P/piece)
-    cohort_piece: Array  # a prompt's tokens in its first-token iteration: min(budget left, input)
-    cohort_tokens: Array  # prompt tokens of that iteration: min(budget left, batch * input)
+    cohort_tokens: Array  # prompt tokens of a first-token iteration: min(chunk, batch * input)
 
 
 def regime(plan: ServePlan, sm: Smoothing) -> Regime:
@@ -54,7 +53,6 @@ def regime(plan: ServePlan, sm: Smoothing) -> Regime:
     b_eff = smin(b, chunk * n_out / (tau * n_in), sm)
     piece = smin(chunk, n_in, sm, integer=True)
     rate = b_eff * tau * n_in / n_out
-    free = smax(chunk - b_eff, 1.0, sm)  # the budget the running decodes leave to prompts
     return Regime(
         tokens_per_step=tau,
         query_tokens=plan.draft_len + 1.0,
@@ -65,8 +63,7 @@ def regime(plan: ServePlan, sm: Smoothing) -> Regime:
         micro_static=smin(p, b, sm, integer=True),
         micro_cont=smin(p, b_eff, sm),  # b_eff is a rate, not an integer: continuous blend
         decode_only_share=1.0 - smin(jnp.ones(()), rate / piece, sm),
-        cohort_piece=smin(free, n_in, sm),
-        cohort_tokens=smin(free, b * n_in, sm),
+        cohort_tokens=smin(chunk, b * n_in, sm, integer=True),
     )
 
 
@@ -87,13 +84,13 @@ def serve_work(plan: ServePlan, r: Regime, model: Model, sm: Smoothing) -> Work:
     graph = r.decode_only_share
     z = jnp.zeros(())
     one = jnp.ones(())
-    own, cohort = r.cohort_piece, r.cohort_tokens
+    cohort = r.cohort_tokens
     rows = [  # micro, dec_seqs, q, dec_ctx, pre_tokens, piece, pre_ctx, prompts_done, decode_only
         (m_b, z, one, n_in, b * n_in, n_in, half, b, z),  # static prefill
         (m_b, b, q, ctx, z, n_in, half, z, one),  # decode / verify
         (m_b, b, one, ctx, z, n_in, half, z, one),  # draft-sized decode
         (m_eff, b_eff, q, ctx, rate, piece, half, rate / n_in, graph),  # continuous iter.
-        (m_eff, b_eff, q, ctx, cohort, own, half, cohort / n_in, z),  # TTFT iteration
+        (m_eff, b_eff, q, ctx, cohort, piece, half, cohort / n_in, z),  # TTFT iteration
         (m_eff, b_eff, one, ctx, z, n_in, half, z, one),  # continuous draft
         (one, z, one, n_in, n_in, n_in, half, one, z),  # one prompt (disaggregated)
     ]
@@ -133,24 +130,24 @@ def continuous_mode(plan: ServePlan, r: Regime, pt: PassTime, sm: Smoothing) -> 
     :func:`diffcost.under_load`'s open loop.
 
     TPOT is the iteration over ``tau``; throughput ``B_eff tau / step``.  TTFT: the
-    ``ceil(input / own)`` iterations that carry a prompt, each lasting the iteration with the
-    prompt tokens of its *cohort*.  Requests of equal lengths that end in the same iteration
-    come back together (the clients re-send at once; benchmark clients also start together),
-    so prompts arrive in cohorts, and the iteration that finishes a prompt is filled with its
-    cohort's prompts up to the token budget the ``B_eff`` running decodes leave, ``free =
-    max(chunk - B_eff, 1)``: ``cohort = min(free, batch * input)`` prompt tokens, of which a
-    prompt's own ``own = min(free, input)`` per iteration.  With one client (``batch = 1``) the
-    cohort is the prompt alone, as before.  Checked against a discrete-event simulation of the
-    same scheduler driven by a closed loop that starts all clients together
-    (``tests/serving_sim.py``, :func:`closed_loop` there): median |error| 4.7% over 39 plans
-    (Llama 3 70B fp8 on 2 H100, prompts 200-5,000 tokens, 5-200 clients, budgets 2,048-8,192);
-    the old one-prompt iteration was 3-20x below the simulation at 25 clients or more.  The
-    simulation with independent arrivals gives the one-prompt iteration instead: measured
-    concurrency sweeps lie between the two (``docs/validation.md``).
-    :func:`~diffcost._core.smooth.ceil_div` is exact at every integer plan.
+    ``ceil(input / piece)`` iterations that carry a prompt (``piece = min(chunk, input)``), each
+    lasting the iteration with the prompt tokens of its *cohort*.  Requests of equal lengths
+    that end in the same iteration come back together (the clients re-send at once; benchmark
+    clients also start together), so prompts arrive in cohorts, and the iteration that
+    finishes a prompt is filled with its cohort's prompts up to the token budget: ``cohort =
+    min(chunk, batch * input)`` prompt tokens beside the ``B_eff`` decodes (the budget is the
+    prompts', as in :func:`regime`).  With one client (``batch = 1``) the cohort is the prompt
+    alone, as before.  Checked against a discrete-event simulation of the same scheduler driven
+    by a closed loop that starts all clients together (``tests/serving_sim.py``,
+    :func:`closed_loop` there, whose decodes take their tokens out of the budget): median
+    |error| 5.2% over 39 plans (Llama 3 70B fp8 on 2 H100, prompts 200-5,000 tokens, 5-200
+    clients, budgets 2,048-8,192); the old one-prompt iteration was 3-20x below the simulation
+    at 25 clients or more.  The simulation with clients at random phases forms no cohorts and
+    gives the one-prompt iteration (``docs/serving-model.md``).  ``smin`` with integer blends
+    and :func:`~diffcost._core.smooth.ceil_div` are exact at every integer plan.
     """
     step = pt.round_s[_ITER] + draft_s(plan, pt, _ITER_DRAFT)
-    iterations = ceil_div(plan.input_len, r.cohort_piece, sm)
+    iterations = ceil_div(plan.input_len, r.piece, sm)
     ttft = iterations * (pt.round_s[_ITER_TTFT] + draft_s(plan, pt, _ITER_DRAFT))
     return ModeTimes(ttft, step / r.tokens_per_step, r.batch_eff * r.tokens_per_step / step)
 

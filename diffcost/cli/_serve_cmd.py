@@ -343,28 +343,26 @@ def _print_table(
         ),
     }
     console.print(kv_table("serving", _rows(out, basis), bands if iv is not None else None))
-    note = closed_loop_note(job.plan, out)
+    note = closed_loop_note(job.plan)
     if note:
         console.print(note, highlight=False, markup=False)
 
 
-def closed_loop_note(plan: Any, out: ServeBreakdown) -> str | None:
+def closed_loop_note(plan: Any) -> str | None:
     """What continuous batching's TTFT stands for (:func:`diffcost._serve.modes.
     continuous_mode`): a closed loop of ``batch`` clients, whose first-token iteration holds the
-    prompts of a cohort up to the budget the running decodes leave; None for another mode or
-    one client."""
+    prompts of a cohort up to the token budget; None for another mode or one client."""
     if not isinstance(plan, ServePlan) or int(np.argmax(np.asarray(plan.mode))) != 1:
         return None
     batch, n_in = float(plan.batch), float(plan.input_len)
     if batch <= 1 or float(np.asarray(plan.disaggregated)) > 0.5:
         return None
-    free = max(float(plan.prefill_chunk) - float(out.decode_batch), 1.0)
-    cohort = min(free, batch * n_in)
+    chunk = float(plan.prefill_chunk)
+    cohort = min(chunk, batch * n_in)
     return (
         f"TTFT (continuous batching): a closed loop of {batch:,.0f} clients, as concurrency "
         f"benchmarks run; the iteration that finishes a prompt holds {cohort:,.0f} prompt tokens "
-        f"(its cohort, up to the {float(plan.prefill_chunk):,.0f}-token budget less the running "
-        "decodes); arrivals at a rate: --qps"
+        f"(its cohort, up to the {chunk:,.0f}-token budget); arrivals at a rate: --qps"
     )
 
 
