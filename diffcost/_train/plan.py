@@ -148,11 +148,16 @@ def balanced_split_ok(layers: Any, pp: Any, v: Any = 1, xp: Any = np) -> Any:
 
 def _pp_split(model: Any, space: Any, pp: int) -> bool:
     """An even pipeline split needs ``pp`` to divide the layers, else the search places the
-    :func:`balanced_split`; an uneven one the user gives (first or last stage layers) is checked
+    :func:`balanced_split`, for a ``pp`` that divides one of the space's chip counts (no other
+    leaves an integer data-parallel degree: the axis stays as short as before for a model whose
+    layers divide); an uneven one the user gives (first or last stage layers) is checked
     jointly (:func:`diffcost._train.space.valid`)."""
     uneven = space.first_stage_layers > 0 or space.last_stage_layers > 0
     layers = int(model.layers)
-    return uneven or layers % pp == 0 or bool(balanced_split_ok(layers, pp))
+    if uneven or layers % pp == 0:
+        return True
+    fits = any(int(c) % pp == 0 for c in space.chips)
+    return fits and bool(balanced_split_ok(layers, pp))
 
 
 def _cp_chunks(model: Any, space: Any, cp: int) -> bool:
