@@ -3,17 +3,17 @@
 import math
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 
 from .._analysis.coverage import coverage_lines, job_chip, job_coverage
 from .._analysis.uncertainty import Z80, intervals
 from .._core.errors import Problem, SpecError
+from .._core.options import ServeMode
 from .._serve.behaviours import ENGINE_BEHAVIOURS
 from .._serve.caps import capped_plan, caps_summary, engine_caps
 from .._serve.cost import ServeBreakdown, ServeCost, serve_problems
 from .._serve.engine import DEFAULT_ENGINE, engine_names, load_engine
-from .._serve.plan import ServePlan
+from .._serve.plan import SERVE_FIELDS, ServePlan
 from .._terms.energy import energy_basis
 from ._app import app
 from ._common import (
@@ -352,17 +352,18 @@ def closed_loop_note(plan: Any) -> str | None:
     """What continuous batching's TTFT stands for (:func:`diffcost._serve.modes.
     continuous_mode`): a closed loop of ``batch`` clients, whose first-token iteration holds the
     prompts of a cohort up to the token budget; None for another mode or one client."""
-    if not isinstance(plan, ServePlan) or int(np.argmax(np.asarray(plan.mode))) != 1:
+    if not isinstance(plan, ServePlan):
         return None
-    batch, n_in = float(plan.batch), float(plan.input_len)
-    if batch <= 1 or float(np.asarray(plan.disaggregated)) > 0.5:
+    names = ("mode", "disaggregated", "batch", "input_len", "prefill_chunk")
+    value = {f.name: f.read(getattr(plan, f.name)) for f in SERVE_FIELDS if f.name in names}
+    batch, n_in, chunk = value["batch"], value["input_len"], value["prefill_chunk"]
+    if value["mode"] != ServeMode.CONTINUOUS or value["disaggregated"] or batch <= 1:
         return None
-    chunk = float(plan.prefill_chunk)
     cohort = min(chunk, batch * n_in)
     return (
-        f"TTFT (continuous batching): a closed loop of {batch:,.0f} clients, as concurrency "
-        f"benchmarks run; the iteration that finishes a prompt holds {cohort:,.0f} prompt tokens "
-        f"(its cohort, up to the {chunk:,.0f}-token budget); arrivals at a rate: --qps"
+        f"TTFT (continuous batching): a closed loop of {batch:,} clients, as concurrency "
+        f"benchmarks run; the iteration that finishes a prompt holds {cohort:,} prompt tokens "
+        f"(its cohort, up to the {chunk:,}-token budget); arrivals at a rate: --qps"
     )
 
 
