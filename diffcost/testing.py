@@ -317,6 +317,9 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from .cli._serve_cmd import serve
     from .cli._sweep_paths import output_paths, unwritten
     from .cli._train_cmd import train
+    from .cli._ui import answers as ui_answers
+    from .cli._ui import jobs as ui_jobs
+    from .cli._ui import server as ui_server
 
 #: each name of the block above, imported on first use (PEP 562; diffcost/_core/lazy.py)
 __getattr__, __dir__, _where = lazy_exports(globals())
@@ -651,6 +654,9 @@ __all__ = [
     "Tree",
     "TwoShot",
     "type_checking_imports",
+    "ui_answers",
+    "ui_jobs",
+    "ui_server",
     "uncertainty",
     "unique",
     "UNITS",

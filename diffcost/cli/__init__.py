@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "sweep": "_sweep_cmd",
     "sweep-merge": "_sweep_merge_cmd",
     "train": "_train_cmd",
+    "ui": "_ui_cmd",
     "validate": "_validate_cmd",
     "calibrate": "_validate_cmd",
 }

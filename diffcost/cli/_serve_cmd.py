@@ -1,7 +1,7 @@
 """``diffcost serve``: predict serving latency, throughput, memory and cost."""
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 
@@ -191,7 +191,59 @@ def serve(
         raise SpecError(early + err.problems) from None
     if early:
         raise SpecError(early)
+    a = serve_answer(job, load, (ttft_slo_ms, tpot_slo_ms))
+    if json_out:
+        print_json(a.json)
+    else:
+        model_info, hw_info = spec_infos(job.refs)
+        names = (model_info.display_name, job.hardware_name(hw_info.display_name))
+        _print_table(a.out, names, job, a.interval)
+        notes = [f"formats: {a.formats['note']}"] if a.formats["note"] else []
+        for line in (*notes, engine_line(a.engine), *coverage_lines(a.coverage)):
+            console.print(line, highlight=False, markup=False)
+        if a.interval is not None:
+            console.print(
+                f"interval: {a.interval['interval']['note']}", highlight=False, markup=False
+            )
+        _print_slo(a.slo)
+        print_load(a.load)
+        print_problems(a.problems)
+    if a.problems:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+class ServeAnswer(NamedTuple):
+    """One serving prediction as every front end shows it (the table, ``--json``, the web
+    explorer): the exact breakdown, why the request cannot be served, coverage, engine, the
+    80% interval, the best batch under the latency limits, the prediction under load, the
+    formats, and the ``--json`` object built from them."""
+
+    out: ServeBreakdown
+    problems: list[str]
+    coverage: dict[str, Any]
+    engine: dict[str, Any]
+    interval: dict[str, Any] | None
+    slo: dict[str, Any] | None
+    load: dict[str, Any] | None
+    formats: dict[str, Any]
+    json: dict[str, Any]
+
+
+def serve_answer(
+    job: Job, load: Flags, limits_ms: tuple[float | None, float | None] = (None, None)
+) -> ServeAnswer:
+    """Predict serving for a resolved job: the exact breakdown and its interval (one compiled
+    program), the best batch within ``limits_ms`` (TTFT, TPOT; ``None``: no limit), the
+    prediction under ``load`` (the load flags: ``qps`` ``None`` for none), feasibility and the
+    ``--json`` object.  The flags must have been checked (:func:`load_flag_problems`,
+    :func:`positive_problems`).
+
+    Raises:
+        SpecError: the prediction is not finite (:func:`check_finite`).
+    """
     assert isinstance(job.plan, ServePlan)
+    ttft_slo_ms, tpot_slo_ms = limits_ms
+    calibration = job.calibration
     cost = ServeCost(job.system, job.model)
     out, linearised = _predict(cost, job.plan)
     check_finite(out, "serving", job.system, job.model, job.inputs())
@@ -209,28 +261,14 @@ def serve(
     under = load_summary(job.system, job.model, loaded, load, caps)
     problems += load_problems(under)
     formats = serve_format_summary(job)
-    if json_out:
-        extra_keys: dict[str, Any] = {"slo": slo} if slo is not None else {}
-        extra_keys |= {"load": under, "coverage": cov, "engine": engine, "formats": formats}
-        extra_keys.update(iv or {"interval": None})
-        if job.collective is not None:  # the default output stays as it was
-            extra_keys["collective"] = job.collective
-        counts = {"system_chips": job.chips}
-        print_json(prediction_json(out, job.refs, counts, job.values, problems, **extra_keys))
-    else:
-        model_info, hw_info = spec_infos(job.refs)
-        names = (model_info.display_name, job.hardware_name(hw_info.display_name))
-        _print_table(out, names, job, iv)
-        notes = [f"formats: {formats['note']}"] if formats["note"] else []
-        for line in (*notes, engine_line(engine), *coverage_lines(cov)):
-            console.print(line, highlight=False, markup=False)
-        if iv is not None:
-            console.print(f"interval: {iv['interval']['note']}", highlight=False, markup=False)
-        _print_slo(slo)
-        print_load(under)
-        print_problems(problems)
-    if problems:
-        raise typer.Exit(EXIT_INFEASIBLE)
+    extra_keys: dict[str, Any] = {"slo": slo} if slo is not None else {}
+    extra_keys |= {"load": under, "coverage": cov, "engine": engine, "formats": formats}
+    extra_keys.update(iv or {"interval": None})
+    if job.collective is not None:  # the default output stays as it was
+        extra_keys["collective"] = job.collective
+    counts = {"system_chips": job.chips}
+    obj = prediction_json(out, job.refs, counts, job.values, problems, **extra_keys)
+    return ServeAnswer(out, problems, cov, engine, iv, slo, under, formats, obj)
 
 
 def _loaded_plan(job: Job, loaded: bool) -> tuple[ServePlan, dict[str, Any] | None]:

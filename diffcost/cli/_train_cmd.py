@@ -1,6 +1,6 @@
 """``diffcost train``: predict one training step."""
 
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 
@@ -32,7 +32,7 @@ from ._common import (
 from ._options import Chips, Collective, Flags, System, train_plan_flags, with_options
 from ._programs import PREDICT
 from ._resolve import DEFAULT_SCENARIO as _DEFAULTS
-from ._resolve import resolve_job
+from ._resolve import Job, resolve_job
 
 DEFAULT_SCENARIO = _DEFAULTS["train"]
 #: The prediction and its interval's linearisation, from one trace of the model.
@@ -70,27 +70,54 @@ def train(
     refs_flags = {"model": model, "system": system, "chip": chip, "chips": chips}
     refs_flags["collective"] = collective
     job = resolve_job("train", scenario, refs_flags, flags, calibration)
+    answer = train_answer(job)
+    if json_out:
+        print_json(answer.json)
+    else:
+        model_info, hw_info = spec_infos(job.refs)
+        names = (model_info.display_name, job.hardware_name(hw_info.display_name))
+        basis = energy_basis(job.system, job_chip(job.refs))
+        out, problems, cov, iv = answer.out, answer.problems, answer.coverage, answer.interval
+        _print_table(out, names, job.chips, job.values, problems, cov, iv, basis)
+    if answer.problems:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+class TrainAnswer(NamedTuple):
+    """One training prediction as every front end shows it (the table, ``--json``, the web
+    explorer): the exact breakdown, why the plan cannot run, what measurements stand behind it,
+    the 80% interval and the ``--json`` object built from them."""
+
+    out: TrainBreakdown
+    problems: list[str]
+    coverage: dict[str, Any]
+    interval: dict[str, Any] | None
+    json: dict[str, Any]
+
+
+def train_answer(job: Job) -> TrainAnswer:
+    """Predict the training step of a resolved job: the exact breakdown and its interval
+    (one compiled program, :data:`_predict`), feasibility, coverage and the ``--json`` object.
+
+    Raises:
+        SpecError: the prediction is not finite (:func:`check_finite`).
+    """
     assert isinstance(job.plan, TrainPlan)
     cost = TrainCost(job.system, job.model)
     out, linearised = _predict(cost, job.plan)
     check_finite(out, "training", job.system, job.model, job.inputs())
     problems = train_problems(job.model, job.plan, out, float(job.system.num_chips))
-    mfu = float(out.mfu)
-    cov = job_coverage("train", job.refs, job.plan, calibration, mfu, job.system, job.values)
+    calibration = job.calibration
+    cov = job_coverage(
+        "train", job.refs, job.plan, calibration, float(out.mfu), job.system, job.values
+    )
     iv = intervals(cost, job.plan, job_chip(job.refs), calibration, "train", linearised=linearised)
-    if json_out:
-        counts = {"chips": job.chips}
-        extra = {"coverage": cov, **(iv or {"interval": None})}
-        if job.collective is not None:  # the default output stays as it was
-            extra["collective"] = job.collective
-        print_json(prediction_json(out, job.refs, counts, job.values, problems, **extra))
-    else:
-        model_info, hw_info = spec_infos(job.refs)
-        names = (model_info.display_name, job.hardware_name(hw_info.display_name))
-        basis = energy_basis(job.system, job_chip(job.refs))
-        _print_table(out, names, job.chips, job.values, problems, cov, iv, basis)
-    if problems:
-        raise typer.Exit(EXIT_INFEASIBLE)
+    counts = {"chips": job.chips}
+    extra = {"coverage": cov, **(iv or {"interval": None})}
+    if job.collective is not None:  # the default output stays as it was
+        extra["collective"] = job.collective
+    obj = prediction_json(out, job.refs, counts, job.values, problems, **extra)
+    return TrainAnswer(out, problems, cov, iv, obj)
 
 
 def _reliability_rows(out: TrainBreakdown) -> list[tuple[str, str]]:
