@@ -145,9 +145,10 @@ def test_serving_tab_shows_the_library_answer_and_the_load(page, artifacts):
     assert isinstance(job.plan, dc.ServePlan)
     expected = float(dc.ServeCost(job.system, job.model)(job.plan).tpot_s)
     assert _value(page, "serve-tpot_s") == pytest.approx(expected, rel=1e-6)
-    _change(page, "serve", "serve-qps", "2")
-    load, limits = ui_answers._serve_load({"qps": 2.0})
+    _change(page, "serve", "serve-qps", "0.5")
+    load, limits = ui_answers._serve_load({"qps": 0.5})
     answer = ui_answers.serve_answer(job, load, limits).json["load"]
+    assert answer["stable"] and answer["ttft_p99_s"] is not None
     shown = float(page.get_attribute("[data-testid='load-TTFT']", "data-value"))
     assert shown == pytest.approx(answer["ttft_p99_s"], rel=1e-6)
     assert page.locator("[data-testid=roofline-decode]").count() == 1
@@ -171,10 +172,11 @@ def test_a_bad_control_shows_the_command_lines_message(page, artifacts):
 
 def test_an_uploaded_config_is_predicted_as_the_library_reads_it(page, tmp_path):
     page.click("#tabs button[data-tab=train]")
-    before = page.evaluate("document.body.dataset.trainReady")
     page.set_input_files("[data-testid=train-upload]", str(HF / "llama-3.1-8b" / "config.json"))
-    page.wait_for_function(f"document.body.dataset.trainReady !== {json.dumps(before)}")
-    page.wait_for_timeout(50)
+    # the page marks which model its drawn answer is for
+    page.wait_for_function(
+        "(document.body.dataset.trainModel || '').endsWith('config.json')", timeout=60_000
+    )
     request = _request(page, "train")
     assert request["model"].endswith("config.json")
     job = ui_answers.job_of("train", request)
@@ -224,7 +226,6 @@ def test_compare_and_why_views(page, artifacts):
     page.wait_for_function("document.body.dataset.compareReady === '1'", timeout=60_000)
     request = _request(page, "train")
     side = {**request, "plan": {k: v for k, v in request["plan"].items() if k != "dp"}}
-    side.pop("chips", None)
     job = ui_answers.job_of("train", {**side, "system": "dgx-h100"})
     cell = page.locator("[data-testid=compare-step_time_s] td").nth(1)
     assert float(cell.get_attribute("data-value")) == pytest.approx(
@@ -234,6 +235,16 @@ def test_compare_and_why_views(page, artifacts):
     page.wait_for_function("document.body.dataset.whyReady === '1'", timeout=60_000)
     assert page.locator("[data-testid=why-chart] svg rect").count() >= 15
     page.screenshot(path=str(artifacts / "compare.png"), full_page=True)
+
+
+def test_codesign_designs_a_chip_for_each_job(page, artifacts):
+    page.click("#tabs button[data-tab=compare]")
+    page.fill("[name='cd.steps']", "5")
+    page.click("[data-testid=codesign-run]")
+    page.wait_for_function("document.body.dataset.codesignState === 'done'", timeout=900_000)
+    text = page.inner_text("[data-testid=codesign-result]")
+    assert "designed for training" in text and "nearest existing chip" in text
+    page.screenshot(path=str(artifacts / "codesign.png"), full_page=True)
 
 
 def test_response_time_per_control_change_is_recorded(page, artifacts):
@@ -257,4 +268,4 @@ def test_response_time_per_control_change_is_recorded(page, artifacts):
         }
     (artifacts / "response_times.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary))
-    assert all(s["changes"] == 20 for s in summary.values())
+    assert all(s["changes"] >= 20 for s in summary.values())

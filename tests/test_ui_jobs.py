@@ -18,13 +18,18 @@ def test_a_request_becomes_the_plan_command_line():
     ]
 
 
+def test_codesign_is_a_long_request_too():
+    argv = ui_jobs.search_argv("codesign", {"workload": "serve", "steps": 5, "power_w": 700})
+    assert argv == ["codesign", "--workload", "serve", "--steps", "5", "--power-w", "700", "--json"]
+
+
 def test_unknown_or_mistyped_options_are_refused_all_at_once():
     with pytest.raises(dc.SpecError) as err:
         ui_jobs.search_argv("train", {"chips": "8", "ttft_slo_ms": 1.0, "seq_len": True})
     keys = {p.key for p in err.value.problems}
     assert keys == {"chips", "ttft_slo_ms", "seq_len"}
     with pytest.raises(dc.SpecError):
-        ui_jobs.search_argv("codesign", {})
+        ui_jobs.search_argv("sweep", {})
 
 
 def test_a_running_search_is_cancelled_at_once():

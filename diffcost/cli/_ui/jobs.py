@@ -1,7 +1,8 @@
-"""Long work of the web explorer (plan searches): run as ``diffcost plan train|serve --json`` in
-a child process, so that the page shows its progress, the server keeps answering control
-changes meanwhile, and a cancel ends it at once (the process is killed: nothing is left half
-done in the server).  The result is the command line's own ``--json`` object."""
+"""Long work of the web explorer (plan searches and chip co-design): run as ``diffcost plan
+train|serve --json`` or ``diffcost codesign --json`` in a child process, so that the page shows
+its progress, the server keeps answering control changes meanwhile, and a cancel ends it at once
+(the process is killed: nothing is left half done in the server).  The result is the command
+line's own ``--json`` object."""
 
 import json
 import subprocess
@@ -46,25 +47,37 @@ SEARCH_OPTIONS: dict[str, dict[str, type]] = {
         "max_batch": int,
         "top": int,
     },
+    "codesign": {
+        "workload": str,
+        "area_mm2": float,
+        "power_w": float,
+        "cost_usd": float,
+        "node": str,
+        "steps": int,
+        "starts": int,
+        "seed": int,
+    },
 }
 
 
 def search_argv(kind: str, request: dict[str, Any]) -> list[str]:
-    """The ``diffcost plan`` command line of a page's search request.
+    """The command line of a page's long request: ``plan train|serve`` or ``codesign``.
 
     Raises:
         SpecError: an unknown job or option, or a value of the wrong type (every problem).
     """
     if kind not in SEARCH_OPTIONS:
-        raise SpecError([Problem("page", "kind", f"must be train or serve, got {kind!r}")])
+        reason = f"must be one of {', '.join(SEARCH_OPTIONS)}, got {kind!r}"
+        raise SpecError([Problem("page", "kind", reason)])
     allowed = SEARCH_OPTIONS[kind]
-    argv, problems = ["plan", kind], []
+    argv: list[str] = ["codesign"] if kind == "codesign" else ["plan", kind]
+    problems: list[Problem] = []
     for key, value in request.items():
         if value is None or value == "":
             continue
         cast = allowed.get(key)
         if cast is None:
-            problems.append(Problem("page", key, f"not a search option of plan {kind}"))
+            problems.append(Problem("page", key, f"not an option of {' '.join(argv)}"))
             continue
         ok = isinstance(value, cast) and not isinstance(value, bool)
         if cast is float:
@@ -115,7 +128,7 @@ class SearchJobs:
         self._lock = threading.Lock()
 
     def start(self, kind: str, request: dict[str, Any]) -> SearchJob:
-        """Start ``diffcost plan <kind>`` for ``request`` (:func:`search_argv`).
+        """Start ``diffcost plan <kind>`` (or ``codesign``) for ``request`` (:func:`search_argv`).
 
         Raises:
             SpecError: a bad request (before any process starts).

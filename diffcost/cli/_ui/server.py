@@ -8,7 +8,8 @@ API (every body is JSON):
 - ``POST /api/train``, ``/api/serve``: a tab's answer; ``/api/compare``, ``/api/why``;
 - ``POST /api/upload``: ``{"filename", "text"}`` of a Hugging Face ``config.json``, checked by
   the model loader and kept for this server's life; returns the model reference to send;
-- ``POST /api/search/train|serve``: start a plan search; ``GET /api/search/<id>``: its state;
+- ``POST /api/search/train|serve|codesign``: start a plan search or a chip design;
+  ``GET /api/search/<id>``: its state;
   ``POST /api/search/<id>/cancel``.
 
 Bad input answers 400 with ``{"error", "message", "problems"}``: ``message`` is the command
@@ -18,6 +19,7 @@ listens (:func:`.answers.warm`); requests that evaluate the model are served one
 
 import hashlib
 import json
+import re
 import tempfile
 import threading
 import time
@@ -68,7 +70,9 @@ class Explorer:
         name, text = body.get("filename") or "config.json", body.get("text")
         if not isinstance(text, str) or not text.strip():
             raise SpecError([Problem(str(name), "", "the uploaded file is empty")])
-        folder = self.uploads / hashlib.sha256(text.encode()).hexdigest()[:16]
+        # the folder names the model (its name is the folder's): the upload's name and a digest
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(str(name)).stem)[:40].strip("-.") or "config"
+        folder = self.uploads / f"{stem}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
         folder.mkdir(exist_ok=True)
         path = folder / "config.json"
         path.write_text(text, encoding="utf-8")
@@ -105,7 +109,7 @@ class Explorer:
             return 200, self.upload(body)
         parts = path.strip("/").split("/")
         if method == "POST" and parts[:2] == ["api", "search"] and len(parts) == 3:
-            if parts[2] in ("train", "serve"):
+            if parts[2] in ("train", "serve", "codesign"):
                 return 200, self.jobs.start(parts[2], body).status()
         if parts[:2] == ["api", "search"] and len(parts) >= 3:
             job = (

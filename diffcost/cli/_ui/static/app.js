@@ -290,11 +290,13 @@ async function run(kind) {
   const id = ++state.seq[kind];
   const t0 = performance.now();
   $("#status").textContent = "computing…";
+  const request = readRequest(kind);
   try {
-    const res = await api("POST", `/api/${kind}`, readRequest(kind));
+    const res = await api("POST", `/api/${kind}`, request);
     if (id !== state.seq[kind]) return; // a newer change is on its way
     showError(kind, null);
     (kind === "train" ? renderTrain : renderServe)(res);
+    document.body.dataset[kind + "Model"] = request.model; // which model the drawn answer is for
     const ms = performance.now() - t0;
     state.timings.push({ kind, ms, server_ms: 1e3 * res.server_s });
     $("#status").textContent = `answered in ${ms.toFixed(0)} ms (model ${(1e3 * res.server_s).toFixed(0)} ms)`;
@@ -411,6 +413,20 @@ async function upload(kind, input) {
 }
 
 // --- search ---------------------------------------------------------------------------------
+// How each objective of `diffcost plan` reads (its --json name -> heading, formatter), as the
+// command line prints it (diffcost/cli/_plan_cmd.py: _UNITS, _SERVE_UNITS).
+const OBJECTIVES = {
+  step_time_s: ["step time", fmtTime],
+  step_time_s_p90: ["p90 step time", fmtTime],
+  cost_usd_per_token: ["$ / Mtok", (v) => "$" + (v * 1e6).toFixed(3)],
+  energy_j_per_token: ["J / token", (v) => v.toFixed(3)],
+  chip_s_per_output_token: ["tokens / s / chip", (v) => fmtNum(1 / v, 0)],
+  request_latency_s: ["request latency", fmtTime],
+  usd_per_million_tokens: ["$ / Mtok", (v) => "$" + v.toFixed(3)],
+  tpot_s_p90: ["p90 TPOT", fmtTime],
+  tpot_s: ["TPOT", fmtTime],
+  chips_per_goodput_qps: ["requests / s / chip", (v) => (1 / v).toFixed(3)],
+};
 function searchRequest() {
   const f = $("#search-controls").elements, kind = f.kind.value;
   const req = { model: f.model.value, system: f.system.value, chips: Number(f.chips.value) };
@@ -463,16 +479,17 @@ function renderSearch(r, search) {
     return;
   }
   const plans = [r.best_plan, ...r.alternatives.map((x) => x.plan)];
+  const show = OBJECTIVES[r.objective] || [r.objective, (v) => Number(v).toPrecision(4)];
   const values = [r.best_objective, ...r.alternatives.map((x) => x.objective_value)];
   const keys = Object.keys(r.best_plan).filter((k) => !["global_batch", "seq_len"].includes(k));
   const t = el("table", { class: "data", "data-testid": "search-table" }, box);
   const head = el("tr", {}, t);
-  for (const h of ["#", ...keys, r.objective]) el("th", {}, head, h);
+  for (const h of ["#", ...keys, show[0]]) el("th", {}, head, h);
   plans.forEach((p, i) => {
     const tr = el("tr", { "data-testid": i === 0 ? "search-best" : "search-alt" }, t);
     el("td", {}, tr, i === 0 ? "best" : String(i + 1));
     for (const k of keys) el("td", {}, tr, String(p[k]));
-    el("td", { "data-value": values[i] }, tr, values[i] === null ? "n/a" : Number(values[i]).toPrecision(4));
+    el("td", { "data-value": values[i] }, tr, values[i] === null ? "n/a" : show[1](values[i]));
   });
   for (const line of r.launch) {
     const head2 = el("div", { class: "launch-head" }, box);
@@ -510,7 +527,6 @@ async function pareto(r, search) {
 function side(kind, name) {
   const f = $("#compare-controls").elements, base = readRequest(kind);
   const req = { ...base, plan: { ...base.plan }, system: f[name + ".system"].value };
-  delete req.chips;
   if (f[name + ".chips"].value !== "") req.chips = Number(f[name + ".chips"].value);
   for (const k of ["tp", "pp"]) if (f[`${name}.${k}`].value !== "") req.plan[k] = Number(f[`${name}.${k}`].value);
   if (kind === "train") delete req.plan.dp; // dp fills each side's chips
@@ -535,7 +551,7 @@ async function runCompare() {
     for (const row of res.rows) {
       const tr = el("tr", { "data-testid": "compare-" + row.key }, t);
       el("td", {}, tr, row.label);
-      const fmt = row.unit === "s" ? fmtTime : row.unit === "B" ? fmtGB : row.unit === "" ? fmtPct : row.unit === "$" ? (v) => "$" + v.toPrecision(4) : (v) => fmtNum(v);
+      const fmt = row.unit === "s" ? fmtTime : row.unit === "B" ? fmtGB : row.unit === "" ? fmtPct : row.unit === "$" ? (v) => (v > 0 ? "$" + v.toPrecision(4) : "n/a (no price)") : (v) => fmtNum(v);
       const better = row.lower_is_better ? (row.a < row.b ? "a" : row.b < row.a ? "b" : "") : (row.a > row.b ? "a" : row.b > row.a ? "b" : "");
       el("td", { class: better === "a" ? "better" : "", "data-value": row.a }, tr, fmt(row.a));
       el("td", { class: better === "b" ? "better" : "", "data-value": row.b }, tr, fmt(row.b));
@@ -559,6 +575,73 @@ async function runWhy() {
       { key: "serve.tpot_s", label: "serving TPOT" }]);
     document.body.dataset.whyReady = "1";
   } catch (err) { showError("compare", err); }
+}
+
+// --- co-design: a chip for each job ------------------------------------------------------------
+const CD_ROWS = [
+  ["peak bf16 TFLOP/s", (r) => r.chip.peak_tflop_per_s.bf16],
+  ["matrix area, mm²", (r) => r.design.matrix_area_mm2],
+  ["SRAM, MB", (r) => r.design.sram_mb],
+  ["HBM stacks", (r) => r.design.hbm_stacks],
+  ["LPDDR channels", (r) => r.design.lpddr_channels],
+  ["clock, GHz", (r) => r.design.clock_ghz],
+  ["scale-up, GB/s", (r) => r.design.scale_up_gb_per_s],
+  ["memory, GB", (r) => r.chip.memory_gb],
+  ["memory bandwidth, TB/s", (r) => r.chip.memory_tb_per_s],
+  ["power at full activity, W", (r) => r.chip.full_activity_power_w],
+  ["nearest existing chip", (r) => r.nearest_chips[0].chip],
+];
+
+async function runCodesign() {
+  const f = $("#compare-controls").elements;
+  const base = { node: f["cd.node"].value, steps: Number(f["cd.steps"].value), starts: Number(f["cd.starts"].value) };
+  if (f["cd.power_w"].value !== "") base.power_w = Number(f["cd.power_w"].value);
+  showError("compare", null);
+  $("#cd-panel").hidden = true;
+  try {
+    const jobs = {};
+    for (const workload of ["train", "serve"]) jobs[workload] = await api("POST", "/api/search/codesign", { ...base, workload });
+    state.codesign = jobs;
+    $("#cd-run").disabled = true;
+    $("#cd-cancel").disabled = false;
+    $("[data-testid=codesign-progress]").classList.add("running");
+    pollCodesign();
+  } catch (err) { showError("compare", err); }
+}
+
+async function pollCodesign() {
+  const jobs = state.codesign, now = {};
+  for (const [w, j] of Object.entries(jobs)) now[w] = await api("GET", `/api/search/${j.id}`);
+  $("[data-testid=codesign-progress] span").textContent = Object.entries(now).map(([w, j]) => `${w}: ${j.state} ${j.elapsed_s.toFixed(1)} s`).join("; ");
+  if (Object.values(now).some((j) => j.state === "running")) { setTimeout(pollCodesign, 500); return; }
+  $("[data-testid=codesign-progress]").classList.remove("running");
+  $("#cd-run").disabled = false;
+  $("#cd-cancel").disabled = true;
+  const states = Object.values(now).map((j) => j.state);
+  document.body.dataset.codesignState = states.every((x) => x === "done") ? "done" : states.includes("cancelled") ? "cancelled" : "failed";
+  if (document.body.dataset.codesignState !== "done") {
+    const failed = Object.values(now).find((j) => j.state === "failed");
+    if (failed) showError("compare", { payload: { message: failed.error } });
+    return;
+  }
+  const box = $("#cd-result");
+  box.replaceChildren();
+  const t = el("table", { class: "data" }, box);
+  const head = el("tr", {}, t);
+  for (const h of ["", "designed for training", "designed for serving"]) el("th", {}, head, h);
+  for (const [label, get] of CD_ROWS) {
+    const tr = el("tr", {}, t);
+    el("td", {}, tr, label);
+    for (const w of ["train", "serve"]) {
+      const v = get(now[w].result);
+      el("td", {}, tr, typeof v === "number" ? fmtNum(v, 2) : String(v));
+    }
+  }
+  $("#cd-panel").hidden = false;
+}
+
+async function cancelCodesign() {
+  for (const j of Object.values(state.codesign || {})) await api("POST", `/api/search/${j.id}/cancel`);
 }
 
 // --- start --------------------------------------------------------------------------------------
@@ -586,6 +669,8 @@ async function main() {
   fillSelect(cf["why.system"], state.meta.systems, "dgx-h100");
   $("#compare-run").addEventListener("click", runCompare);
   $("#why-run").addEventListener("click", runWhy);
+  $("#cd-run").addEventListener("click", runCodesign);
+  $("#cd-cancel").addEventListener("click", cancelCodesign);
   for (const b of $$("#tabs button")) {
     b.addEventListener("click", () => {
       for (const x of $$("#tabs button")) x.classList.toggle("active", x === b);
