@@ -555,7 +555,7 @@ async function runCompare() {
       const better = row.lower_is_better ? (row.a < row.b ? "a" : row.b < row.a ? "b" : "") : (row.a > row.b ? "a" : row.b > row.a ? "b" : "");
       el("td", { class: better === "a" ? "better" : "", "data-value": row.a }, tr, fmt(row.a));
       el("td", { class: better === "b" ? "better" : "", "data-value": row.b }, tr, fmt(row.b));
-      el("td", {}, tr, row.a ? (row.b / row.a).toFixed(2) + "x" : "n/a");
+      el("td", {}, tr, row.a > 0 && row.b > 0 ? (row.b / row.a).toFixed(2) + "x" : "n/a");
     }
     document.body.dataset.compareReady = "1";
   } catch (err) { showError("compare", err); document.body.dataset.compareReady = "error"; }
