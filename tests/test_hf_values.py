@@ -103,8 +103,8 @@ def test_an_unknown_activation_is_refused_listing_the_known_ones(tmp_path):
 
 
 def test_the_known_activations_are_transformers_own():
-    """:data:`ACTIVATIONS` is the ``ACT2CLS`` table of the installed transformers (read from
-    its source: importing it needs PyTorch)."""
+    """:data:`ACTIVATIONS` is the ``ACT2CLS`` table of the newest tested transformers and holds
+    the installed one's (read from its source: importing it needs PyTorch)."""
     import transformers
 
     source = Path(transformers.__file__).parent / "activations.py"
@@ -115,7 +115,12 @@ def test_the_known_activations_are_transformers_own():
         and any(isinstance(t, ast.Name) and t.id == "ACT2CLS" for t in node.targets)
     )
     assert isinstance(table, ast.Dict)
-    assert {ast.literal_eval(k) for k in table.keys if k is not None} == set(ACTIVATIONS)
+    installed = {ast.literal_eval(k) for k in table.keys if k is not None}
+    # every name the installed transformers builds is accepted; the newest tested (5.24) knows
+    # exactly these, an older supported one (4.51) a subset
+    assert installed <= set(ACTIVATIONS)
+    if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (5, 24):
+        assert installed == set(ACTIVATIONS)
 
 
 def test_a_zero_kv_latent_is_refused_not_read_as_standard_attention(tmp_path):

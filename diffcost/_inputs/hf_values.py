@@ -72,10 +72,11 @@ HF_TYPED = {
     "activation_dropout": Field("fraction", positive=False),
     "attn_pdrop": Field("fraction", positive=False),
 }
-#: Activation names transformers can build (``transformers/activations.py``, ``ACT2CLS``;
-#: tests/test_hf_values.py compares the installed version's); any other name fails when the
-#: model is built, so a config naming one is a typo or a function whose MLP diffcost cannot
-#: know.  The keys that name one: :data:`ACTIVATION_KEYS`.
+#: Activation names transformers can build (``transformers/activations.py``, ``ACT2CLS``, as of
+#: 5.24; 4.51 lacks gelu_python_tanh, hardswish, sqrtsoftplus and xielu: tests/test_hf_values.py
+#: compares the installed version's); any other name fails when the model is built, so a config
+#: naming one is a typo or a function whose MLP diffcost cannot know.  The keys that name one:
+#: :data:`ACTIVATION_KEYS`.
 ACTIVATIONS = (
     "gelu",
     "gelu_10",
