@@ -153,6 +153,24 @@ def test_the_rule_is_the_fastest_fitting_plan_under_the_published_constraints(po
     assert row["predicted"] == pytest.approx(2048 * 1536 / times[best], rel=1e-9)
 
 
+def test_the_published_expert_layout_is_kept(prepared):
+    """A MoE point's rows keep its published expert layout: ``ep`` is a degree the rule does
+    not choose, and ``expert_tp`` and the deduplicated dispatch are the published ones (EP 32
+    over the 32 ranks of a TP 2 x DP 16 stage with expert TP 1 is a valid folded grid)."""
+    ts = prepared.train
+    n_moe = 0
+    for i, m in enumerate(prepared.points[: prepared.n_train]):
+        if m.plan.get("ep", 1) == 1:
+            continue
+        n_moe += 1
+        rows = np.nonzero(ts.row_point == i)[0]
+        for key in ("ep", "expert_tp", "ep_dedup", "ep_overlap"):
+            if key in m.plan:
+                values = np.asarray(getattr(ts.plans, key))[rows]
+                assert (values == float(m.plan[key])).all(), (m.id, key, values)
+    assert n_moe >= 3
+
+
 def test_batched_prediction_equals_the_single_cost_model(points, result):
     m = next(p for p in points if p.id == "trtllm061_h100_llama7b_tp1_bs768_128x128")
     out = dc.ServeCost(dc.load_system(m.system, chips=1), dc.load_model(m.model))(
