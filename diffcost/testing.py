@@ -248,7 +248,14 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         placed_chip,
         placement_share,
     )
-    from ._terms.moe import active_expert_fraction, expert_imbalance, mixed_active_fraction
+    from ._terms.moe import (
+        EAGER_EXPERT_CALL_S,
+        EXPERT_GEMMS_PER_FORWARD,
+        active_expert_fraction,
+        eager_expert_dispatch_s,
+        expert_imbalance,
+        mixed_active_fraction,
+    )
     from ._terms.power import (
         DVFS_ENERGY_EXPONENT,
         burst,
@@ -398,6 +405,8 @@ __all__ = [
     "device_columns",
     "distributed",
     "DVFS_ENERGY_EXPONENT",
+    "EAGER_EXPERT_CALL_S",
+    "eager_expert_dispatch_s",
     "efficiency_for",
     "elementwise_elements",
     "ENGINE_BEHAVIOURS",
@@ -416,6 +425,7 @@ __all__ = [
     "expected_max_normal",
     "expected_tokens_per_step",
     "expert_gemms",
+    "EXPERT_GEMMS_PER_FORWARD",
     "expert_imbalance",
     "EXPERT_LAYOUT_RULES",
     "ExpertSplit",

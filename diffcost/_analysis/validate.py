@@ -92,6 +92,7 @@ def train_space(m: Measurement, model: Model) -> tuple[TrainSearchSpace, Candida
         expert_tp=p.get("expert_tp", 0),
         ep_dedup=p.get("ep_dedup", False),
         ep_overlap=p.get("ep_overlap", False),
+        moe_graphed=p.get("moe_graphed", False),
     )
     axes, choices = axes_for(model, space)
     per: dict[str, Sequence[Any]] = {

@@ -60,7 +60,7 @@ from .._terms.kernels import (
 )
 from .._terms.layer import ExpertSplit, GemmOp, layer_gemm_s, layer_gemms, logits_gemm
 from .._terms.memory_levels import placed_system
-from .._terms.moe import remote_dispatch_bytes
+from .._terms.moe import eager_expert_dispatch_s, remote_dispatch_bytes
 from .._terms.power import sustained, sustained_energy
 from .._terms.reliability import checkpoint_interval_s, expected_max_normal, goodput_fraction
 from .memory import (
@@ -90,7 +90,7 @@ class LayerForward(NamedTuple):
     gemm_s: Array  # the four weight GEMMs
     attention_s: Array  # attention core (QK^T, AV)
     memory_s: Array  # memory-bound kernels: elementwise, unfused softmax, fp8 casts
-    launch_s: Array  # kernel launches
+    launch_s: Array  # kernel launches and eager per-expert GEMM calls
     score_elements: Array  # elements of the unfused score tensors (0 with flash attention)
 
     def total_s(self) -> Array:
@@ -177,7 +177,9 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     (:func:`~diffcost._terms.kernels.elementwise_elements`), unfused softmax and dropout over
     the score matrix (read + write, plus the mask: ``(1 - flash)(3 + 2 dropout) heads s_q s``)
     and, for FP8 GEMMs, the bf16-to-fp8 casts of each GEMM input (read 2 bytes, write 1;
-    Transformer Engine; backward's gradient casts are in the 2x backward factor).
+    Transformer Engine; backward's gradient casts are in the 2x backward factor).  Launches:
+    the layer's kernels plus, for an expert layer run eagerly, its local experts' per-call
+    dispatch (:func:`~diffcost._terms.moe.eager_expert_dispatch_s`).
     """
     t = plan.tp
     tokens = tokens_per_chip(plan)
@@ -186,7 +188,9 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     t_attn = attention_core_s(system, model, plan, sm)
     scores = score_elements(model, plan)
     t_elem = stream_time_s(layer_stream_bytes(model, plan), system)
-    return LayerForward(t_gemm, t_attn, t_elem, launch_s(0.0, system), scores)
+    local_experts = model.experts / plan.ep
+    t_calls = eager_expert_dispatch_s(local_experts, model.moe_fraction(), plan.moe_graphed)
+    return LayerForward(t_gemm, t_attn, t_elem, launch_s(0.0, system) + t_calls, scores)
 
 
 @once

@@ -94,10 +94,12 @@ class TrainSearchSpace:
     lora_rank: int = 0
     lora_targets: LoraTarget | str = LoraTarget.QKV
     # The expert layer's layout, fixed likewise: each expert's width split (0 = the plan's tp,
-    # Megatron-Core's default), the deduplicated dispatch and the all-to-all overlap.
+    # Megatron-Core's default), the deduplicated dispatch, the all-to-all overlap and a CUDA
+    # graph over the expert layer.
     expert_tp: int = 0
     ep_dedup: bool = False
     ep_overlap: bool = False
+    moe_graphed: bool = False
 
     def __post_init__(self) -> None:
         typed = {
