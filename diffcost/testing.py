@@ -248,7 +248,14 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         placed_chip,
         placement_share,
     )
-    from ._terms.moe import active_expert_fraction, expert_imbalance, mixed_active_fraction
+    from ._terms.moe import (
+        EAGER_EXPERT_CALL_S,
+        EXPERT_GEMMS_PER_FORWARD,
+        active_expert_fraction,
+        eager_expert_dispatch_s,
+        expert_imbalance,
+        mixed_active_fraction,
+    )
     from ._terms.power import (
         DVFS_ENERGY_EXPONENT,
         burst,
@@ -272,6 +279,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         jitter_s,
         layer_forward,
         pipeline_bubble,
+        sharded_gather_s,
         stage_times,
         step_flop,
         tokens_per_chip,
@@ -401,6 +409,8 @@ __all__ = [
     "device_columns",
     "distributed",
     "DVFS_ENERGY_EXPONENT",
+    "EAGER_EXPERT_CALL_S",
+    "eager_expert_dispatch_s",
     "efficiency_for",
     "elementwise_elements",
     "ENGINE_BEHAVIOURS",
@@ -419,6 +429,7 @@ __all__ = [
     "expected_max_normal",
     "expected_tokens_per_step",
     "expert_gemms",
+    "EXPERT_GEMMS_PER_FORWARD",
     "expert_imbalance",
     "EXPERT_LAYOUT_RULES",
     "ExpertSplit",
@@ -600,6 +611,7 @@ __all__ = [
     "ServeProblem",
     "serving_launches",
     "shard_range",
+    "sharded_gather_s",
     "SLACK",
     "smooth",
     "solve",

@@ -47,6 +47,28 @@ def test_moves_change_at_most_two_coordinates():
     assert len(cand) == 1 + 3 + 3  # itself, three single moves, three pairs
 
 
+def test_a_given_expert_width_split_folds_the_expert_grid_over_the_stage():
+    """With each expert split over the layer's tp (the default), ep divides dp; with
+    ``expert_tp`` given, ``expert_tp ep`` divides the stage's ``tp cp dp`` ranks (Megatron-Core
+    parallel folding), and the plans carry that ``expert_tp`` and the dispatch options."""
+    model = dc.load_model("qwen3-235b-a22b")
+    degrees = dict(chips=256, tp=2, pp=8, cp=1, ep=32, micro_batch=1, virtual_stages=1)
+    col: dict[str, Any] = {k: np.asarray([v], float) for k, v in degrees.items()}
+    col["sequence_parallel"] = np.asarray([1.0])
+    plain = TrainSearchSpace(global_batch=8192, seq_len=4096, chips=(256,))
+    folded = TrainSearchSpace(
+        global_batch=8192, seq_len=4096, chips=(256,), expert_tp=1, ep_dedup=True
+    )
+    assert not valid(col, model, plain).any()  # 32 does not divide dp 16
+    assert valid(col, model, folded).all()
+    assert not valid({**col, "ep": np.asarray([64.0])}, model, folded).any()
+    choices = dict(recompute=["none"], zero=[1.0], precision=["bf16"])
+    cand = Candidates({**col, **{k: np.asarray(v, object) for k, v in choices.items()}})
+    plans = to_plans(cand, folded, layers=int(model.layers))
+    assert float(plans.expert_tp[0]) == 1.0 and float(plans.ep_dedup[0]) == 1.0
+    assert float(to_plans(cand, plain).expert_tp[0]) == 2.0
+
+
 def test_enumeration_is_valid_and_complete():
     model = dc.load_model("llama-2-7b")
     space = TrainSearchSpace(global_batch=64, seq_len=4096, chips=(8,))

@@ -8,10 +8,13 @@ import pytest
 import diffcost as dc
 from diffcost import EXACT, Smoothing
 from diffcost.testing import (
+    EAGER_EXPERT_CALL_S,
+    EXPERT_GEMMS_PER_FORWARD,
     ExpertSplit,
     GemmFormat,
     active_expert_fraction,
     all_to_all_s,
+    eager_expert_dispatch_s,
     expert_gemms,
     expert_imbalance,
     layer_gemms,
@@ -183,3 +186,29 @@ def test_deepseek_v3_serves_with_a_latent_cache_and_trains_with_expert_paralleli
     )
     train = dc.TrainCost(big, model)(plan)
     assert float(train.ep_comm_time_s) > 0 and np.isfinite(float(train.step_time_s))
+
+
+def test_eager_expert_dispatch_is_a_call_cost_per_local_expert_gemm(mixtral):
+    """``phi (1 - g) (E / ep) 2 c``: two GEMM calls per local expert at the measured per-call
+    cost, nothing for a graphed expert layer or a dense model."""
+    c = EAGER_EXPERT_CALL_S
+    assert float(eager_expert_dispatch_s(4.0, 1.0, 0.0)) == pytest.approx(4 * 2 * c, rel=1e-6)
+    assert float(eager_expert_dispatch_s(4.0, 0.5, 0.0)) == pytest.approx(4 * c, rel=1e-6)
+    assert float(eager_expert_dispatch_s(4.0, 1.0, 1.0)) == 0.0
+    dense = dc.load_model("llama-3-8b")
+    assert float(eager_expert_dispatch_s(dense.experts, dense.moe_fraction(), 0.0)) == 0.0
+
+
+def test_an_eager_expert_layer_adds_its_calls_to_every_layer_pass():
+    """Qwen3-30B-A3B (128 experts, EP 16: 8 local): the eager step exceeds the graphed one by
+    micro-batches x layers x 3 passes (forward, twice in backward) x 8 experts x 2 calls x c."""
+    model = dc.load_model("qwen3-30b-a3b")
+    system = dc.load_system("dgx-h100", chips=16)
+    cost = dc.TrainCost(system, model)
+    fields = dict(tp=1, dp=16, ep=16, expert_tp=1, micro_batch=1, global_batch=64, seq_len=4096)
+    fields |= dict(precision="fp8", recompute="none", overlap_grad_reduce=False)
+    eager = cost(dc.train_plan(**fields))
+    graphed = cost(dc.train_plan(**fields, moe_graphed=True))
+    extra = 4 * 48 * 3 * (128 / 16) * EXPERT_GEMMS_PER_FORWARD * EAGER_EXPERT_CALL_S
+    diff = float(eager.step_time_s - graphed.step_time_s)
+    assert diff == pytest.approx(extra, rel=1e-5)

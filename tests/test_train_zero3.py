@@ -12,6 +12,7 @@ from diffcost.testing import (
     exposed_s,
     hybrid_shard_violation,
     params_per_chip,
+    sharded_gather_s,
     stage_times,
     with_padded_vocab,
     zero3_s,
@@ -33,13 +34,15 @@ def test_ring_latency_counts_every_intra_domain_step():
 
 
 def _hand_zero3(system, model, plan):
-    """The closed form of :func:`zero3_s`, term by term."""
+    """The closed form of :func:`zero3_s`, term by term: across nodes each collective is one
+    flat ring (the ``ring`` collective)."""
     built = with_padded_vocab(model, plan, dc.EXACT)
     stage = stage_times(system, built, plan, dc.EXACT)
     u = float(model.layers / plan.pp)
     params = params_per_chip(built, plan, dc.EXACT)
-    g = all_gather_s(params * 2.0 / u, plan.dp, plan.tp, system, dc.EXACT)
-    r = all_gather_s(params * 2.0 / u, plan.dp, plan.tp, system, dc.EXACT)
+    ring = dc.with_collective(system, "ring")
+    g = all_gather_s(params * 2.0 / u, plan.dp, plan.tp, ring, dc.EXACT)
+    r = all_gather_s(params * 2.0 / u, plan.dp, plan.tp, ring, dc.EXACT)
     fwd = g + (u - 1) * exposed_s(g, stage.forward_s / u, system, dc.EXACT)
     window = (stage.backward_s + stage.recompute_s) / u
     bwd = g + r + (u - 1) * exposed_s(g + r, window, system, dc.EXACT)
@@ -56,15 +59,31 @@ def test_zero3_gathers_unit_by_unit_every_micro_batch(a100_1024, gpt3, mb):
     assert float(out.dp_comm_time_s) == pytest.approx(_hand_zero3(a100_1024, gpt3, plan), rel=1e-5)
 
 
+def test_zero3_across_nodes_moves_each_gpus_bytes_through_its_own_nic(a100_1024):
+    """Across nodes a ZeRO-3 gather is one flat ring: ``(n - 1)/n`` of the bytes through each
+    GPU's NIC plus the ring's latency steps, eight times the rails' share on a DGX A100 (SC'21
+    Table 2: the step stays flat as the GPU count doubles); inside one node it is the system's
+    collective, unchanged."""
+    s, n, b = a100_1024, 1024.0, 3.6e9
+    beta = float(s.scale_out_bandwidth_bytes_per_s * s.efficiency.link_bandwidth_fraction)
+    steps = 2 * (n - 128) * float(s.scale_up_latency_s) + 2 * 127 * float(s.scale_out_latency_s)
+    want = (n - 1) / n * b / beta + 0.5 * steps
+    got = float(sharded_gather_s(b, n, 1.0, s, dc.EXACT))
+    assert got == pytest.approx(want, rel=1e-6)
+    assert got > 4 * float(all_gather_s(b, n, 1.0, s, dc.EXACT))  # rails: 1/8 + NVLink ring
+    node = float(all_gather_s(b, 8.0, 1.0, s, dc.EXACT))
+    assert float(sharded_gather_s(b, 8.0, 1.0, s, dc.EXACT)) == pytest.approx(node, rel=1e-9)
+
+
 def test_zero3_first_gather_is_exposed_even_under_ample_compute(a100_1024, gpt3):
     """With compute far longer than any unit's communication, ZeRO-3 still adds the unhidden
     head of each phase (``2 g + r`` per micro-batch) plus the contention of the rest; the old
     whole-step overlap (``exposed(2 g_all + r_all, per_micro)``) charged contention only."""
-    plan = dc.train_plan(**{**Z3_PLAN, "micro_batch": 2, "global_batch": 2048 * 2})
+    plan = dc.train_plan(**{**Z3_PLAN, "micro_batch": 16, "global_batch": 2048 * 16})
     built = with_padded_vocab(gpt3, plan, dc.EXACT)
     stage = stage_times(a100_1024, built, plan, dc.EXACT)
     params = params_per_chip(built, plan, dc.EXACT)
-    g = float(all_gather_s(params * 2.0 / 96.0, plan.dp, plan.tp, a100_1024, dc.EXACT))
+    g = float(sharded_gather_s(params * 2.0 / 96.0, plan.dp, plan.tp, a100_1024, dc.EXACT))
     assert g < float(stage.forward_s) / 96.0  # compute-bound per unit
     per_micro = float(zero3_s(a100_1024, built, plan, stage, dc.EXACT)) / 2.0
     c = float(a100_1024.efficiency.overlap_contention)

@@ -89,6 +89,10 @@ def train_space(m: Measurement, model: Model) -> tuple[TrainSearchSpace, Candida
         last_stage_layers=p.get("last_stage_layers", 0),
         lora_rank=p.get("lora_rank", 0),
         lora_targets=p.get("lora_targets", "attention_qkv"),
+        expert_tp=p.get("expert_tp", 0),
+        ep_dedup=p.get("ep_dedup", False),
+        ep_overlap=p.get("ep_overlap", False),
+        moe_graphed=p.get("moe_graphed", False),
     )
     axes, choices = axes_for(model, space)
     per: dict[str, Sequence[Any]] = {
@@ -97,7 +101,7 @@ def train_space(m: Measurement, model: Model) -> tuple[TrainSearchSpace, Candida
         "cp": [float(p["cp"])],
         "chips": [float(m.chips)],
     }
-    for key in ("micro_batch", "virtual_stages"):
+    for key in ("micro_batch", "virtual_stages", "ep"):
         if key in p:
             per[key] = [float(p[key])]
     cand = Candidates.product(axes, choices, per)

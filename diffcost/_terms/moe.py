@@ -20,6 +20,13 @@ before the experts (dispatch) and after them (combine)
 (:func:`diffcost._terms.comm.all_to_all_s`).  The GEMMs are
 :func:`diffcost._terms.layer.expert_gemms`.
 
+An expert layer run eagerly (PyTorch without a captured CUDA graph) does not launch its experts
+as one kernel: dropless routing learns the tokens per expert on the host (a device-to-host
+synchronisation in the dispatch), and Transformer Engine's ``GroupedLinear`` then issues one
+cuBLASLt GEMM per local expert over several streams, each with its own quantization and setup
+(:func:`eager_expert_dispatch_s`).  A layer captured in a CUDA graph with static per-rank
+expert buffers launches none of this from the host.
+
 Balanced on average is not balanced per step: the ``G k`` assignments fall on the ``ep`` ranks
 like balls into bins, and the step waits for the busiest rank, whose expected load exceeds the
 mean by a few standard deviations of a binomial load (:func:`expert_imbalance`).  A router
@@ -99,6 +106,43 @@ def mixed_active_fraction(
     return (1.0 - share) * active_expert_fraction(decode, model) + share * with_prompt
 
 
+#: Seconds one eagerly dispatched per-expert GEMM call costs beyond its arithmetic: Transformer
+#: Engine's per-expert multi-stream cuBLASLt path (``nvte_multi_tensor_gemm``; NVIDIA/
+#: TransformerEngine PR #853 introduced it as ``GroupedLinear``) ran 8 experts of 128 tokens,
+#: ``N = K = 2048``, in 0.272 ms on SM100 (NVIDIA/TransformerEngine PR #3134, "DISPATCH" row of
+#: its TN (fprop) table, ``benchmarks/linear/benchmark_grouped_linear.py``): 34 us per expert,
+#: of which the 1.07 GFLOP of each GEMM take about 1 us at the format's peak.
+EAGER_EXPERT_CALL_S = 33e-6
+
+#: Weight GEMMs of one expert in a forward pass: the MLP in (gate and up fused) and the MLP out
+#: (Megatron-Core ``TEGroupedMLP``: ``linear_fc1`` and ``linear_fc2``).
+EXPERT_GEMMS_PER_FORWARD = 2.0
+
+
+def eager_expert_dispatch_s(
+    local_experts: ArrayLike, moe_fraction: ArrayLike, graphed: ArrayLike
+) -> Array:
+    """Seconds one layer's forward adds by dispatching its local experts' GEMMs one by one.
+
+    ``phi (1 - g) (E / ep) 2 c``: each of a rank's ``E / ep`` routed experts runs its two
+    weight GEMMs as separate calls (:data:`EXPERT_GEMMS_PER_FORWARD`), each costing
+    ``c =`` :data:`EAGER_EXPERT_CALL_S` beyond its arithmetic, in a share ``phi`` of the layers
+    that are MoE blocks; the backward's data- and weight-gradient calls are twice the
+    forward's, as for every term of a layer.  ``g = 1`` for an expert layer captured in a CUDA
+    graph with static per-rank buffers (no host synchronisation, no per-call host work;
+    Megatron-Core ``--cuda-graph-impl full_iteration`` with
+    ``--moe-expert-rank-capacity-factor``), for which it is 0.  0 for a dense model
+    (``E = 0``).
+
+    The call cost is what the eager path costs beyond the roofline whatever the expert's
+    size, so it weighs most on fine-grained experts with few tokens each (the Megatron-Core
+    MoE report, arXiv:2603.07685, §1: "small per-expert GEMMs ... many kernel launches",
+    host-boundedness, as the compute wall of MoE training).
+    """
+    calls = jnp.asarray(local_experts) * EXPERT_GEMMS_PER_FORWARD
+    return jnp.asarray(moe_fraction) * (1.0 - jnp.asarray(graphed)) * calls * EAGER_EXPERT_CALL_S
+
+
 def remote_dispatch_bytes(
     token_bytes: ArrayLike, experts_per_token: ArrayLike, group: ArrayLike, local: ArrayLike
 ) -> Array:
@@ -118,4 +162,11 @@ def remote_dispatch_bytes(
     return jnp.asarray(token_bytes) * (n - 1.0) * reach
 
 
-__all__ = ["active_expert_fraction", "mixed_active_fraction", "remote_dispatch_bytes"]
+__all__ = [
+    "EAGER_EXPERT_CALL_S",
+    "EXPERT_GEMMS_PER_FORWARD",
+    "active_expert_fraction",
+    "eager_expert_dispatch_s",
+    "mixed_active_fraction",
+    "remote_dispatch_bytes",
+]

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from .._core.shared import evaluation, once
 from .._core.smooth import EXACT, Smoothing, clip01, is_one, relu, smax, smin, step
@@ -41,6 +41,7 @@ from .._terms.attention import (
     fused_prefill_efficiency,
     gemm_attention_s,
 )
+from .._terms.collectives import Ring
 from .._terms.comm import (
     all_gather_s,
     all_reduce_s,
@@ -48,6 +49,7 @@ from .._terms.comm import (
     exposed_s,
     local_members,
     point_to_point_s,
+    spans_domains,
     tp_all_reduce_s,
 )
 from .._terms.energy import activity_energy_j
@@ -60,7 +62,7 @@ from .._terms.kernels import (
 )
 from .._terms.layer import ExpertSplit, GemmOp, layer_gemm_s, layer_gemms, logits_gemm
 from .._terms.memory_levels import placed_system
-from .._terms.moe import remote_dispatch_bytes
+from .._terms.moe import eager_expert_dispatch_s, remote_dispatch_bytes
 from .._terms.power import sustained, sustained_energy
 from .._terms.reliability import checkpoint_interval_s, expected_max_normal, goodput_fraction
 from .memory import (
@@ -90,7 +92,7 @@ class LayerForward(NamedTuple):
     gemm_s: Array  # the four weight GEMMs
     attention_s: Array  # attention core (QK^T, AV)
     memory_s: Array  # memory-bound kernels: elementwise, unfused softmax, fp8 casts
-    launch_s: Array  # kernel launches
+    launch_s: Array  # kernel launches and eager per-expert GEMM calls
     score_elements: Array  # elements of the unfused score tensors (0 with flash attention)
 
     def total_s(self) -> Array:
@@ -177,7 +179,9 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     (:func:`~diffcost._terms.kernels.elementwise_elements`), unfused softmax and dropout over
     the score matrix (read + write, plus the mask: ``(1 - flash)(3 + 2 dropout) heads s_q s``)
     and, for FP8 GEMMs, the bf16-to-fp8 casts of each GEMM input (read 2 bytes, write 1;
-    Transformer Engine; backward's gradient casts are in the 2x backward factor).
+    Transformer Engine; backward's gradient casts are in the 2x backward factor).  Launches:
+    the layer's kernels plus, for an expert layer run eagerly, its local experts' per-call
+    dispatch (:func:`~diffcost._terms.moe.eager_expert_dispatch_s`).
     """
     t = plan.tp
     tokens = tokens_per_chip(plan)
@@ -186,7 +190,9 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     t_attn = attention_core_s(system, model, plan, sm)
     scores = score_elements(model, plan)
     t_elem = stream_time_s(layer_stream_bytes(model, plan), system)
-    return LayerForward(t_gemm, t_attn, t_elem, launch_s(0.0, system), scores)
+    local_experts = model.experts / plan.ep
+    t_calls = eager_expert_dispatch_s(local_experts, model.moe_fraction(), plan.moe_graphed)
+    return LayerForward(t_gemm, t_attn, t_elem, launch_s(0.0, system) + t_calls, scores)
 
 
 @once
@@ -512,10 +518,9 @@ def zero3_s(
     ``stage3_prefetch_bucket_size``), in every micro-batch (gradient accumulation repeats them:
     the shards are re-gathered after each reshard).  Each unit's collectives are
     ``all_gather(w P / u)`` (forward, and again in backward) and ``reduce_scatter(g P / u)``
-    (backward), ring collectives over the ``shard_group * cp`` ranks ``t`` apart
-    (:func:`~diffcost._terms.comm.all_reduce_s`: ``n - 1`` latency steps each, and through each
-    NIC ``(n - 1)/n`` of its GPU's bytes when the ranks sit one per node, ``1/l`` of them when
-    ``l`` share a node).
+    (backward), collectives over the ``shard_group * cp`` ranks ``t`` apart
+    (:func:`sharded_gather_s`: inside one node the system's collective; across nodes one flat
+    ring, ``(n - 1)/n`` of each GPU's bytes through its own NIC).
 
     Prefetch is one unit ahead (FSDP ``forward_prefetch`` / ``BACKWARD_PRE``, rate-limited to
     two units in flight, §3.3.2-3.3.3): unit ``k + 1``'s collectives run under unit ``k``'s
@@ -535,12 +540,44 @@ def zero3_s(
     params = params_per_chip(model, plan, sm)
     units = model.layers / plan.pp
     shard, t = plan.shard_ranks(), plan.tp
-    g = all_gather_s(params * gathered_weight_bytes(plan) / units, shard, t, system, sm)
-    r = all_gather_s(params * plan.grad_bytes_per_param / units, shard, t, system, sm)
+    g = sharded_gather_s(params * gathered_weight_bytes(plan) / units, shard, t, system, sm)
+    r = sharded_gather_s(params * plan.grad_bytes_per_param / units, shard, t, system, sm)
     fwd = g + (units - 1.0) * exposed_s(g, stage.forward_s / units, system, sm)
     bwd_window = (stage.backward_s + stage.recompute_s) / units
     bwd = (g + r) + (units - 1.0) * exposed_s(g + r, bwd_window, system, sm)
     return plan.num_micro_batches() * (fwd + bwd)
+
+
+#: The flat ring of ZeRO-3 collectives across nodes (one instance: its bytes-independent cost is
+#: shared by the gathers and reduce-scatters of an evaluation, :mod:`diffcost._core.shared`).
+_FLAT_RING = Ring()
+
+
+def sharded_gather_s(
+    shard_bytes: ArrayLike, ranks: ArrayLike, stride: ArrayLike, system: System, sm: Smoothing
+) -> Array:
+    """Seconds of one ZeRO-3 all-gather or reduce-scatter of a full buffer of ``shard_bytes``
+    over ``ranks`` ranks ``stride`` apart.
+
+    Inside one scale-up domain the system's collective
+    (:func:`~diffcost._terms.comm.all_gather_s`); across domains one flat ring
+    (:class:`~diffcost._terms.collectives.Ring`): every GPU moves ``(n - 1)/n`` of its bytes
+    through its own NIC, not the ``1/l`` share of rings spread over the node's ``l`` rails.
+    Measured: DeepSpeed ZeRO-3 without model parallelism on DGX A100 (Narayanan et al.,
+    SC'21, Table 2; ``specs/measurements/megatron-sc21-zero3.toml``) keeps a constant step as
+    the GPU count doubles at a fixed batch (174.6B: 66.7 s at 768 and 1,536 GPUs; 529.6B:
+    180 s and 184 s at 1,120 and 2,240), each GPU moving its ``3 x 2 P`` bytes at 16-17 GB/s,
+    one 200 Gb/s NIC at ~65% of line rate; rails would carry an eighth of that
+    (``benchmarks/zero3_flat_ring.py``: +48% .. +322% with the rails, +8% .. +37% with the
+    flat ring over the six runs).  These are the project's only sharded runs across nodes, so
+    every ZeRO-3 / FSDP plan across nodes is charged so; the mechanism inside DeepSpeed is not
+    identified.  The weight is :func:`~diffcost._terms.collectives.spans_domains`, exactly 0 or
+    1 at integer plans.
+    """
+    crosses = spans_domains(ranks, stride, system, sm)
+    inside = all_gather_s(shard_bytes, ranks, stride, system, sm)
+    flat = _FLAT_RING.all_gather_s(shard_bytes, ranks, stride, system, sm)
+    return crosses * flat + (1.0 - crosses) * inside
 
 
 @once
@@ -894,6 +931,7 @@ __all__ = [
     "optimizer_bytes",
     "optimizer_s",
     "pipeline_bubble",
+    "sharded_gather_s",
     "stage_times",
     "step_flop",
     "step_flop_by_format",

@@ -416,6 +416,15 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         "send a token once per remote node (DeepEP, HybridEP)",
         help="Send a token once per remote node (DeepEP / HybridEP flex dispatcher).",
     ),
+    PlanField(
+        "moe_graphed",
+        "bool",
+        False,
+        "expert layer captured in a CUDA graph with static per-rank expert buffers",
+        help="Expert layer captured in a CUDA graph with static per-rank capacity (Megatron "
+        "--cuda-graph-impl full_iteration, --moe-expert-rank-capacity-factor): no eager "
+        "per-expert GEMM dispatch.",
+    ),
 )
 _FIELD = {f.name: f for f in TRAIN_FIELDS}
 
@@ -469,6 +478,12 @@ class TrainPlan(eqx.Module):
         ep_dedup: 1 to send a token once to each remote node holding any of its experts and
             fan it out over the scale-up links there (Megatron-Core ``--moe-token-dispatcher-type
             flex`` with DeepEP or HybridEP; DeepSeek-V3 §3.2.2).
+        moe_graphed: 1 when the expert layer runs inside a captured CUDA graph with static
+            per-rank expert buffers (Megatron-Core ``--cuda-graph-impl full_iteration`` with
+            ``--moe-expert-rank-capacity-factor`` and paged stashing), 0 (the default, as
+            Megatron-Core's) when its local experts' GEMMs are dispatched eagerly one by one
+            after the dropless dispatch's host synchronisation
+            (:func:`~diffcost._terms.moe.eager_expert_dispatch_s`).
 
     Every field may carry leading batch dimensions (``*batch``): stacked plans for ``vmap``
     (sweeps, searches, validation) are built with the same constructor.
@@ -502,6 +517,7 @@ class TrainPlan(eqx.Module):
     expert_tp: Float[Array, "*batch"]
     ep_overlap: Float[Array, "*batch"]
     ep_dedup: Float[Array, "*batch"]
+    moe_graphed: Float[Array, "*batch"]
 
     @once
     def num_micro_batches(self) -> Array:

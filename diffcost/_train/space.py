@@ -93,6 +93,13 @@ class TrainSearchSpace:
     last_stage_layers: int = 0
     lora_rank: int = 0
     lora_targets: LoraTarget | str = LoraTarget.QKV
+    # The expert layer's layout, fixed likewise: each expert's width split (0 = the plan's tp,
+    # Megatron-Core's default), the deduplicated dispatch, the all-to-all overlap and a CUDA
+    # graph over the expert layer.
+    expert_tp: int = 0
+    ep_dedup: bool = False
+    ep_overlap: bool = False
+    moe_graphed: bool = False
 
     def __post_init__(self) -> None:
         typed = {
@@ -172,8 +179,23 @@ def valid(
         if rule.either_way:
             ok &= rule.holds(getattr(shape, rule.key), col["tp"])
     ok &= (col["tp"] > 1) | (col["sequence_parallel"] == 0)
-    ok &= (dpi % col["ep"] == 0) & (shape.expert_ffn_hidden % col["tp"] == 0)
+    ok &= _expert_grid_ok(col, dpi, shape, space)
     return ok
+
+
+def _expert_grid_ok(col: Any, dpi: Any, shape: "_Shape", space: TrainSearchSpace) -> Any:
+    """Megatron-Core's expert grid: with each expert split over the layer's ``tp`` (the
+    default), ``ep`` divides ``dp`` and ``tp`` the expert width; with ``expert_tp`` given,
+    ``expert_tp ep`` divides the ``tp cp dp`` ranks of a stage that MoE parallel folding
+    lays the grid over (Liu et al., arXiv:2504.14960; ``megatron/core/parallel_state.py``:
+    ``expert_tensor_model_pipeline_parallel_size`` must divide the world) and ``expert_tp``
+    the expert width."""
+    if space.expert_tp <= 0:
+        return (dpi % col["ep"] == 0) & (shape.expert_ffn_hidden % col["tp"] == 0)
+    stage_ranks = col["tp"] * col["cp"] * dpi
+    return (stage_ranks % (space.expert_tp * col["ep"]) == 0) & (
+        shape.expert_ffn_hidden % space.expert_tp == 0
+    )
 
 
 def _split_ok(layers: int, pp: Any, v: Any, space: TrainSearchSpace, xp: Any = np) -> Any:
@@ -207,14 +229,14 @@ def fixed_fields(space: Any) -> dict[str, Any]:
     ``flash_attention``, the pipeline split, LoRA, ``global_batch``), else the field's default
     (``overlap_grad_reduce``, a switch that is off).  Not in it: the searched fields (declared
     with an ``axis``) and those derived per plan (``dp``, ``shard_group``, ``expert_tp``:
-    ``derived=True``) unless the space gives them.  An uneven split is a user's choice of a
-    layout the even split cannot express (126 layers on 16 stages), and LoRA changes what is
-    trained, not how: neither is searched."""
+    ``derived=True``) unless the space gives them (a value that is not 0).  An uneven split is
+    a user's choice of a layout the even split cannot express (126 layers on 16 stages), and
+    LoRA changes what is trained, not how: neither is searched."""
     out = {}
     for f in TRAIN_FIELDS:
         if f.axis is not None:
             continue
-        if hasattr(space, f.name):
+        if hasattr(space, f.name) and (getattr(space, f.name) or not f.derived):
             out[f.name] = plain_value(_FIELD, f.name, getattr(space, f.name))
         elif not f.derived and f.default is not None:
             out[f.name] = f.default
