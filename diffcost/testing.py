@@ -316,7 +316,14 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from ._train.space import fixed_fields, to_plans
     from .cli import _train_cmd as train_cmd
     from .cli._codesign_cmd import print_buildable, print_starts
-    from .cli._common import NonFiniteOutput, check_finite, console, output_problems, print_json
+    from .cli._common import (
+        NonFiniteOutput,
+        check_finite,
+        console,
+        output_problems,
+        print_json,
+        stage,
+    )
     from .cli._options import field_option, option_group, train_plan_flags, with_options
     from .cli._plan_cmd import risk_comparison
     from .cli._programs import PREDICT
@@ -617,6 +624,7 @@ __all__ = [
     "solve",
     "split_unit",
     "stable_name",
+    "stage",
     "stage_layers",
     "stage_memory",
     "stage_times",

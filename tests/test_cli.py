@@ -427,3 +427,27 @@ def test_json_output_never_holds_nan_or_infinity(capsys):
     assert capsys.readouterr().out == ""  # nothing half-written
     print_json({"load": {"ttft_p99_s": None}, "null_reasons": {"ttft_p99_s": "unbounded: ..."}})
     assert json.loads(capsys.readouterr().out)["load"]["ttft_p99_s"] is None
+
+
+def test_a_long_stage_says_so_on_stderr_when_scripted(capsys, monkeypatch):
+    """Issue 44: with stderr not a terminal (a script, --json piped), a stage that runs past
+    QUIET_STAGE_S prints a line when it has run that long and one when it ends; a short one
+    prints nothing; stdout stays clean."""
+    import sys
+    import time
+
+    from diffcost.testing import stage
+
+    common = sys.modules[stage.__module__]
+    monkeypatch.setattr(common, "QUIET_STAGE_S", 0.05)
+    with stage("searching plans"):
+        time.sleep(0.3)
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert lines[0] == "diffcost: searching plans ..."
+    assert lines[1].startswith("diffcost: searching plans: done in ")
+    with stage("quick"):
+        pass
+    time.sleep(0.1)  # the timer would have fired by now
+    assert capsys.readouterr() == ("", "")

@@ -197,7 +197,7 @@ def codesign(
 
     starts = default_starts(workload) if starts is None else starts
     runs = f"{steps} steps" + (f" from each of {starts} starts" if starts > 1 else "")
-    with stage(f"co-designing for {workload} (compiling, then {runs})", not json_out):
+    with stage(f"co-designing for {workload} (compiling, then {runs})"):
         result = run(workload, load_technology(node), budgets, steps, starts, seed)  # type: ignore[arg-type]
     out = result_json(result)
     print_json(out) if json_out else print_result(out)

@@ -4,6 +4,8 @@ import contextlib
 import json
 import math
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
@@ -42,16 +44,45 @@ EXIT_BAD_INPUT = 2
 err_console = Console(stderr=True)
 
 
+#: A stage that takes longer than this says so on stderr when stderr is not a terminal (a script,
+#: ``--json`` piped to a file, CI logs): one line when it has run this long, one when it ends.
+QUIET_STAGE_S = 1.0
+
+
 @contextlib.contextmanager
 def stage(text: str, enabled: bool = True) -> Iterator[None]:
-    """A spinner on stderr naming the stage of long work (compiling, searching, fitting) while
-    it runs; nothing when ``enabled`` is false or stderr is not a terminal (rich's ``status``
-    draws only on a terminal and is transient: it leaves no line behind)."""
-    if not enabled or not err_console.is_terminal:
+    """Name the stage of long work (compiling, searching, fitting) on stderr while it runs.
+
+    On a terminal: a spinner (rich's ``status``, transient: it leaves no line behind).
+    Otherwise (issue 44: long runs visible when scripted, ``--json`` included): nothing for a
+    stage shorter than :data:`QUIET_STAGE_S`; a longer one prints ``diffcost: <stage> ...``
+    once it has run that long and ``diffcost: <stage>: done in N s`` when it ends.  stdout is
+    never written.  ``enabled`` false: nothing at all."""
+    if not enabled:
         yield
         return
-    with err_console.status(text, spinner="dots"):
+    if err_console.is_terminal:
+        with err_console.status(text, spinner="dots"):
+            yield
+        return
+    start = time.monotonic()
+    said = threading.Event()
+
+    def announce() -> None:
+        said.set()
+        sys.stderr.write(f"diffcost: {text} ...\n")
+        sys.stderr.flush()
+
+    timer = threading.Timer(QUIET_STAGE_S, announce)
+    timer.daemon = True
+    timer.start()
+    try:
         yield
+    finally:
+        timer.cancel()
+        if said.is_set():
+            sys.stderr.write(f"diffcost: {text}: done in {time.monotonic() - start:.1f} s\n")
+            sys.stderr.flush()
 
 
 def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
