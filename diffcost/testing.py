@@ -149,7 +149,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         train_launch_plan,
     )
     from ._launch.bridge import with_memory_check
-    from ._launch.megatron import allocated, flag, parsed, switch_args
+    from ._launch.megatron import RunSettings, allocated, flag, parsed, switch_args
     from ._search.core import Candidates, enumerate_all, scan_space
     from ._search.core import _result as search_result
     from ._search.serve import ServeProblem, relaxed_serve_plan, serve_objective
@@ -598,6 +598,7 @@ __all__ = [
     "risk_comparison",
     "rounded_plan",
     "Run",
+    "RunSettings",
     "runtime_reserve_bytes",
     "scaled_moves",
     "scan_space",

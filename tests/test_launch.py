@@ -15,6 +15,7 @@ from diffcost import TrainCost, TrainSearchSpace, load_spec, search_train
 from diffcost.testing import (
     TRAIN_FIELDS,
     Launch,
+    RunSettings,
     allocated,
     bridge_launch,
     megatron_launch,
@@ -247,3 +248,43 @@ def test_bridge_line_is_refused_when_its_fp32_gradients_do_not_fit():
     z2 = {**plan, "zero": 2, "micro_batch": 2}
     roomy = with_memory_check(bridge_launch(z2, "llama-3-8b", model, spec, 8), z2, system, model)
     assert not roomy.refused and "predicted 78.3 GB of 85.5 GB" in roomy.notes[-1]
+
+
+def test_the_run_settings_replace_the_synthetic_benchmark_run():
+    """Issue 44: data, tokenizer, iterations and the learning-rate schedule are options; the
+    line then carries them instead of --mock-data, NullTokenizer and 100 constant-lr steps, and
+    every option exists in Megatron-LM's argument table with the right arity and choices."""
+    from test_launch_parsers import _table, problems
+
+    space = TrainSearchSpace(global_batch=512, seq_len=4096, chips=(64,))
+    spec = load_spec("model", "llama-3-70b").values
+    run = RunSettings(
+        data_path="/data/text_document",
+        tokenizer="meta-llama/Meta-Llama-3-70B",
+        train_iters=5000,
+        lr=3e-4,
+        min_lr=3e-5,
+        lr_decay_style="cosine",
+        lr_warmup_iters=200,
+    )
+    line = megatron_launch(
+        train_launch_plan(_ROW, space), dc.load_model("llama-3-70b"), spec, 8, run
+    )
+    a = parsed(line.args)
+    assert a["data-path"] == "/data/text_document" and "mock-data" not in a
+    assert a["tokenizer-type"] == "HuggingFaceTokenizer"
+    assert a["tokenizer-model"] == "meta-llama/Meta-Llama-3-70B" and "vocab-size" not in a
+    assert (a["train-iters"], a["lr"], a["min-lr"]) == ("5000", "0.0003", "3e-05")
+    assert a["lr-decay-style"] == "cosine" and a["lr-warmup-iters"] == "200"
+    assert problems(line.args, _table("megatron")["flags"]) == []
+    assert any("5000 iterations" in n for n in line.notes)
+    placeholder = _line("llama-3-70b", _ROW)
+    assert any("--mock-data" in n for n in placeholder.notes)
+
+
+def test_contradicting_run_settings_are_refused_all_at_once():
+    bad = RunSettings(train_iters=10, lr=0.0, min_lr=1.0, lr_decay_style="cos", lr_warmup_iters=10)
+    keys = {p.key for p in bad.problems()}
+    assert keys == {"lr", "min_lr", "lr_decay_style", "lr_warmup_iters"}
+    assert RunSettings().problems() == []
+    assert RunSettings(data_path="two words").problems()[0].key == "data_path"

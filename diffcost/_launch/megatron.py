@@ -22,12 +22,17 @@ Checked against NVIDIA/Megatron-LM at commit d98e8a64ddf3 (2026-08-22),
   mixture-of-experts and multi-latent-attention shapes, and the vocabulary (``NullTokenizer``
   with ``--vocab-size``: Megatron pads it to a multiple of ``128 tp`` as the model does).
 
-Data and schedule are placeholders: ``--mock-data`` and a short constant learning-rate run, to
-measure the predicted step; replace them with the job's own.
+Data and schedule (:class:`RunSettings`) are by default placeholders: ``--mock-data`` and a
+short constant learning-rate run, to measure the predicted step; ``diffcost plan train
+--data-path --tokenizer --train-iters --lr --min-lr --lr-decay-style --lr-warmup-iters`` gives
+the job's own.
 """
 
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
+from .._core.errors import Problem
 from .._inputs.model import Model
 from .._train.plan import TRAIN_FIELDS
 from .._train.space import fixed_fields
@@ -266,9 +271,97 @@ def env_for(plan: dict[str, Any]) -> list[tuple[str, str | None]]:
     return env
 
 
-#: A short benchmark run on synthetic data (placeholders for the job's data and schedule).
-RUN_ARGS = ("--mock-data", "--tokenizer-type", "NullTokenizer", "--train-iters", "100")
-RUN_ARGS += ("--lr", "0.0001", "--lr-decay-style", "constant", "--eval-iters", "0")
+#: Megatron-LM's learning-rate decay styles (``--lr-decay-style`` choices at MEGATRON_COMMIT).
+LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The data and schedule of a Megatron-LM run.  The defaults measure the predicted step on
+    synthetic data (``--mock-data``, ``NullTokenizer`` with the model's ``--vocab-size``, 100
+    iterations at a constant learning rate of 1e-4, no evaluation); give the job's own.
+
+    Attributes:
+        data_path: Megatron's indexed-dataset prefix (``--data-path``; the ``.bin``/``.idx``
+            pair that ``tools/preprocess_data.py`` writes); ``None``: ``--mock-data``.
+        tokenizer: a Hugging Face tokenizer name or folder (``--tokenizer-type
+            HuggingFaceTokenizer --tokenizer-model``); ``None``: ``NullTokenizer`` (token ids
+            already in the data, the vocabulary from ``--vocab-size``).
+        train_iters: optimizer steps (``--train-iters``).
+        lr, min_lr: peak and final learning rate (``--lr``, ``--min-lr``).
+        lr_decay_style: one of :data:`LR_DECAY_STYLES` (``--lr-decay-style``).
+        lr_warmup_iters: linear warm-up steps (``--lr-warmup-iters``).
+        eval_iters: evaluation steps per evaluation (``--eval-iters``; 0: none).
+    """
+
+    data_path: str | None = None
+    tokenizer: str | None = None
+    train_iters: int = 100
+    lr: float = 1e-4
+    min_lr: float = 0.0
+    lr_decay_style: str = "constant"
+    lr_warmup_iters: int = 0
+    eval_iters: int = 0
+
+    def problems(self, where: str = "<arguments>") -> list[Problem]:
+        """Every setting Megatron-LM would refuse or that contradicts another, at once."""
+        out = []
+        if self.train_iters < 1:
+            out.append(Problem(where, "train_iters", f"must be at least 1, got {self.train_iters}"))
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            out.append(Problem(where, "lr", f"must be a positive number, got {self.lr!r}"))
+        if not (0 <= self.min_lr <= max(self.lr, 0)):
+            reason = f"must lie between 0 and --lr ({self.lr:g}), got {self.min_lr!r}"
+            out.append(Problem(where, "min_lr", reason))
+        if self.lr_decay_style not in LR_DECAY_STYLES:
+            reason = f"must be one of {', '.join(LR_DECAY_STYLES)}, got {self.lr_decay_style!r}"
+            out.append(Problem(where, "lr_decay_style", reason))
+        if not 0 <= self.lr_warmup_iters < max(self.train_iters, 1):
+            reason = (
+                f"must be at least 0 and below --train-iters ({self.train_iters}), "
+                f"got {self.lr_warmup_iters}"
+            )
+            out.append(Problem(where, "lr_warmup_iters", reason))
+        if self.eval_iters < 0:
+            out.append(Problem(where, "eval_iters", f"must be at least 0, got {self.eval_iters}"))
+        for key in ("data_path", "tokenizer"):
+            value = getattr(self, key)
+            if value is not None and (not value.strip() or any(c.isspace() for c in value)):
+                reason = f"must be one path or name without spaces, got {value!r}"
+                out.append(Problem(where, key, reason))
+        return out
+
+    @property
+    def placeholder(self) -> bool:
+        """Whether the data or the schedule is still the synthetic benchmark run's."""
+        return self.data_path is None or self == replace(
+            RunSettings(), data_path=self.data_path, tokenizer=self.tokenizer
+        )
+
+    def args(self, vocab: int) -> list[str]:
+        """The Megatron-LM options of the data and schedule (``vocab``: the model's vocabulary,
+        given to ``NullTokenizer``)."""
+        data = ("--mock-data",) if self.data_path is None else (("--data-path", self.data_path),)
+        tokenizer = (
+            (("--tokenizer-type", "NullTokenizer"), ("--vocab-size", vocab))
+            if self.tokenizer is None
+            else (
+                ("--tokenizer-type", "HuggingFaceTokenizer"),
+                ("--tokenizer-model", self.tokenizer),
+            )
+        )
+        warmup = (("--lr-warmup-iters", self.lr_warmup_iters),) if self.lr_warmup_iters else ()
+        min_lr = (("--min-lr", f"{self.min_lr:g}"),) if self.min_lr else ()
+        return tokens(
+            *data,
+            *tokenizer,
+            ("--train-iters", self.train_iters),
+            ("--lr", f"{self.lr:g}"),
+            *min_lr,
+            ("--lr-decay-style", self.lr_decay_style),
+            *warmup,
+            ("--eval-iters", self.eval_iters),
+        )
 
 
 def torchrun(plan: dict[str, Any], chips_per_node: int, script: str) -> tuple[tuple, int, int]:
@@ -289,10 +382,15 @@ def torchrun(plan: dict[str, Any], chips_per_node: int, script: str) -> tuple[tu
 
 
 def megatron_launch(
-    plan: dict[str, Any], model: Model, spec: dict[str, Any], chips_per_node: int
+    plan: dict[str, Any],
+    model: Model,
+    spec: dict[str, Any],
+    chips_per_node: int,
+    run: RunSettings = RunSettings(),
 ) -> Launch:
     """The Megatron-LM command of a training plan (``plan``: :func:`train_launch_plan`;
-    ``spec``: the model file's values; ``chips_per_node``: GPUs per host for ``torchrun``)."""
+    ``spec``: the model file's values; ``chips_per_node``: GPUs per host for ``torchrun``;
+    ``run``: the data and schedule, :class:`RunSettings`)."""
     refused = megatron_refusals(plan, model, spec)
     program, chips, per_node = torchrun(plan, chips_per_node, "pretrain_gpt.py")
     args = [
@@ -301,13 +399,19 @@ def megatron_launch(
         *moe_args(model, plan),
         *memory_args(plan),
         *switch_args(plan),
-        *RUN_ARGS,
-        *tokens(("--vocab-size", int(model.vocab))),
+        *run.args(int(model.vocab)),
     ]
+    data_note = (
+        "--mock-data and the learning-rate flags measure the step; give your data and schedule "
+        "(diffcost plan train --data-path, --tokenizer, --train-iters, --lr ...)"
+        if run.placeholder
+        else f"data {run.data_path}; {run.train_iters} iterations, lr {run.lr:g} "
+        f"({run.lr_decay_style}, {run.lr_warmup_iters} warm-up)"
+    )
     notes = (
         f"Megatron-LM {MEGATRON_COMMIT[:12]} on {chips} GPUs ({per_node} per node): run on every "
         "node with NODE_RANK and MASTER_ADDR set",
-        "--mock-data and the learning-rate flags measure the step; give your data and schedule",
+        data_note,
     )
     return Launch(
         "Megatron-LM", program, tuple(args), tuple(env_for(plan)), notes, "; ".join(refused)
@@ -379,4 +483,5 @@ __all__ = [
     "moe_args",
     "parallel_args",
     "train_launch_plan",
+    "RunSettings",
 ]

@@ -25,7 +25,14 @@ from .._core.errors import Problem, SpecError
 from .._core.options import ServeObjective, TrainObjective, coerce
 from .._inputs.hardware import FORMATS
 from .._inputs.loader import load_model, load_spec, load_system
-from .._launch import Launch, bridge_launch, megatron_launch, serving_launches, train_launch_plan
+from .._launch import (
+    Launch,
+    RunSettings,
+    bridge_launch,
+    megatron_launch,
+    serving_launches,
+    train_launch_plan,
+)
 from .._launch.bridge import with_memory_check
 from .._search.core import SearchResult, settings
 from .._search.serve import ServeSearchSpace, search_serve
@@ -259,9 +266,12 @@ def _train_checks(system: Any, chip: str, result: SearchResult) -> dict[str, Any
     return out
 
 
-def _train_launches(result: SearchResult, space: Any, model: str, system: Any) -> list:
-    """The Megatron-LM and Megatron-Bridge commands of the best plan (none without a plan);
-    the Bridge line re-checked with its preset's fp32 gradients."""
+def _train_launches(
+    result: SearchResult, space: Any, model: str, system: Any, run: RunSettings | None = None
+) -> list:
+    """The Megatron-LM and Megatron-Bridge commands of the best plan (none without a plan;
+    ``run``: the Megatron-LM line's data and schedule); the Bridge line re-checked with its
+    preset's fp32 gradients."""
     if result.best is None:
         return []
     best = result.row(result.best)
@@ -269,7 +279,7 @@ def _train_launches(result: SearchResult, space: Any, model: str, system: Any) -
     plan, model_ = train_launch_plan(best, space), load_model(model)
     per_node = _chips_per_node(system)
     lines = [
-        megatron_launch(plan, model_, spec.values, per_node),
+        megatron_launch(plan, model_, spec.values, per_node, run or RunSettings()),
         bridge_launch(plan, spec.info.name, model_, spec.values, per_node),
     ]
     if float(system.chip.architecture[0]) < 1.0:
@@ -312,9 +322,31 @@ def plan_train(
     max_cp: Annotated[int, typer.Option(help="Largest context-parallel degree.", min=1)] = 8,
     exhaustive: Exhaustive = None,
     top: Runners = 5,
+    data_path: Annotated[
+        str | None,
+        typer.Option(help="Launch line: Megatron's indexed-dataset prefix (default: --mock-data)."),
+    ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            help="Launch line: Hugging Face tokenizer name or folder (default: NullTokenizer)."
+        ),
+    ] = None,
+    train_iters: Annotated[int, typer.Option(help="Launch line: optimizer steps.")] = 100,
+    lr: Annotated[float, typer.Option(help="Launch line: peak learning rate.")] = 1e-4,
+    min_lr: Annotated[float, typer.Option(help="Launch line: final learning rate.")] = 0.0,
+    lr_decay_style: Annotated[
+        str, typer.Option(help="Launch line: constant, linear, cosine, inverse-square-root or WSD.")
+    ] = "constant",
+    lr_warmup_iters: Annotated[int, typer.Option(help="Launch line: warm-up steps.")] = 0,
     json_out: JsonFlag = False,
 ) -> None:
     """Find the fastest (or cheapest) training plan, checked with the exact model."""
+    run = RunSettings(
+        data_path, tokenizer, train_iters, lr, min_lr, lr_decay_style, lr_warmup_iters
+    )
+    if run.problems():
+        raise SpecError(run.problems())
     objective = coerce(TrainObjective, objective, "objective").value
     sys_, hw_name = _load_system(system, chip, chips, collective)
     n = int(sys_.num_chips)
@@ -334,7 +366,7 @@ def plan_train(
     with stage(f"searching training plans for {n} chips (compiling, then evaluating)"):
         result = search_train(sys_, model_, space, exhaustive=exhaustive)
     result.keep(top)
-    launch = _train_launches(result, space, model, sys_)
+    launch = _train_launches(result, space, model, sys_, run)
     name = load_spec("model", model).info.display_name
     label, fmt = _UNITS[objective]
     title = f"{name} on {n}x {hw_name}: minimise {label}"
