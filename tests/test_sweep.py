@@ -626,3 +626,33 @@ def test_a_sweep_file_names_every_problem_at_once(tmp_path):
             "must be a positive number, got 0.0",
         ),
     ]
+
+
+def test_a_format_the_chip_lacks_is_priced_as_the_chip_runs_it():
+    """Issue 44: a sweep prices each point's GEMMs in the format its chip runs them in, as
+    ``diffcost serve`` does: fp8 weights on an A100 (no fp8 rate) run weight-only at bf16, fp4
+    weights on an H100 too; an explicit GEMM format the chip lacks is infeasible, never priced at
+    another format's rate."""
+    sweep = Sweep(
+        "serve",
+        base={"model": "llama-3-8b", "chips": 1, "batch": 8, "input_len": 256, "output_len": 64},
+        grid={"system": ["dgx-a100", "dgx-h100"], "weight_format": ["fp8", "fp4", "bf16"]},
+    )
+    t = run_sweep(sweep, progress=False, intervals=False).table
+    for system, chip_formats in (("dgx-a100", {"fp8": "bf16", "fp4": "bf16"}), ("dgx-h100", {})):
+        for weight in ("fp8", "fp4", "bf16"):
+            row = t[(t.system == system) & (t.weight_format == weight)].iloc[0]
+            compute = chip_formats.get(weight, "bf16" if weight in ("fp4", "bf16") else weight)
+            plan = dc.serve_plan(
+                batch=8, input_len=256, output_len=64, weight_format=weight, compute_format=compute
+            )
+            cost = dc.ServeCost(dc.load_system(system, chips=1), dc.load_model("llama-3-8b"))
+            assert row.tpot_s == pytest.approx(float(predict(cost, plan).tpot_s), rel=1e-6)
+            assert row.feasible
+    explicit = Sweep(
+        "serve",
+        base={"model": "llama-3-8b", "chips": 1, "batch": 8, "weight_format": "fp8"},
+        grid={"system": ["dgx-a100", "dgx-h100"], "compute_format": ["fp8"]},
+    )
+    t = run_sweep(explicit, progress=False, intervals=False).table
+    assert list(t.feasible) == [False, True]  # the A100 has no fp8 GEMM rate

@@ -108,16 +108,25 @@ def _train_plan(r) -> TrainPlan:
     return encode_train(fields | {"dp": dp, "global_batch": gb, "sequence_parallel": sp})
 
 
-def _serve_plan(r) -> ServePlan:
+def _serve_plan(r, formats) -> ServePlan:
     """The exact serving plan of decoded point ``r`` (derived fields NaN or -1 when not given:
-    compute format from the weight format, pools of one instance, replicas filling the chips)."""
+    the compute format the chip runs the weight format's GEMMs in, pools of one instance,
+    replicas filling the chips).  ``formats``: the point's chip's row of
+    :func:`~diffcost._analysis.sweep_spec.hardware_formats`; ``r["_formats_ok"]`` is set to
+    whether the chip runs the plan's GEMM format (a point that it does not is infeasible, as
+    ``diffcost serve`` refuses it: never priced at another format's rate)."""
     tp, pp = r["tp"], r["pp"]
     inst = tp * pp
     wf = r["weight_format"].astype(jnp.int32)
+    n = len(FORMATS)
+    on_chip = formats[:n][wf]  # -1: no format of the chip runs these weights
+    cf_given = r["compute_format"].astype(jnp.int32)
+    unset = r["compute_format"] < 0
+    r["_formats_ok"] = jnp.where(unset, on_chip >= 0, formats[n:][jnp.maximum(cf_given, 0)] > 0)
     cf = jnp.where(
-        r["compute_format"] < 0,
-        jnp.asarray(_COMPUTE_DEFAULT)[wf],
-        r["compute_format"].astype(jnp.int32),
+        unset,
+        jnp.where(on_chip >= 0, on_chip, jnp.asarray(_COMPUTE_DEFAULT)[wf]),
+        cf_given,
     ).astype(tp.dtype)
     pre = jnp.where(jnp.isnan(r["prefill_chips"]), inst, r["prefill_chips"])
     dec = jnp.where(jnp.isnan(r["decode_chips"]), inst, r["decode_chips"])
@@ -186,7 +195,7 @@ def _point(structure: _Structure, tables, consts, index):
             model = _apply(model, o, r[o.column])
     if structure.job == "train":
         return r, TrainCost(system, model), _train_plan(r)
-    return r, ServeCost(system, model), _serve_plan(r)
+    return r, ServeCost(system, model), _serve_plan(r, _pick(tables["formats"], r["_hw"]))
 
 
 def _outputs(job: str, cost, plan, r) -> dict[str, jax.Array]:
@@ -202,6 +211,7 @@ def _outputs(job: str, cost, plan, r) -> dict[str, jax.Array]:
         flat["replicas"] = plan.replicas
         layout = out.chips <= r["chips"] + 0.5
         layout &= plan.input_len + plan.output_len <= cost.model.max_seq_len
+        layout &= r["_formats_ok"]
     if "qps" in r:  # a serving sweep with an offered load (static: the key is in the spec)
         load = Workload(r["qps"], r["arrival_cv"], r["input_cv"])
         under = under_load(cost.system, cost.model, plan, load)

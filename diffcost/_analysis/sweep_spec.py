@@ -18,9 +18,10 @@ from .._core.options import PlanField
 from .._inputs import schema as S
 from .._inputs.checker import MAX_SI_VALUE, Checker, read_toml
 from .._inputs.hardware import FORMATS
-from .._inputs.loader import load_model, load_system
+from .._inputs.loader import load_model, load_spec, load_system
 from .._inputs.ranges import SYSTEM_CHIPS
 from .._serve.cost import ServeBreakdown
+from .._serve.formats import chip_formats, compute_format_on, has_format
 from .._serve.plan import SERVE_FIELDS, plan_kwargs, serve_plan
 from .._train.cost import TrainBreakdown
 from .._train.memory import TrainMemory
@@ -450,6 +451,30 @@ def _checked(sweep: Sweep) -> tuple[list[Problem], dict[str, str], list, tuple]:
     return problems, owner, overrides, refs
 
 
+def hardware_formats(hardware: Sequence[tuple[str, str]]) -> np.ndarray:
+    """What each hardware entry's chip runs, as the sweep reads it per point: row ``h``, column
+    ``f`` (:data:`FORMATS`) is the index of the format the GEMMs of weights in format ``f`` run
+    in on that chip (:func:`~diffcost._serve.formats.compute_format_on`: the weights' own, or
+    weight-only in 16 bits for narrower weights the chip has no rate for; -1: none runs), and
+    column ``len(FORMATS) + f`` is 1 when the chip has a rate for ``f`` as a GEMM format
+    (:func:`~diffcost._serve.formats.has_format`), for an explicit ``compute_format``.  The same
+    rule as ``diffcost serve`` and ``plan serve`` (issue 44: no format priced at a rate the chip
+    lacks)."""
+    rows = []
+    for kind, name in hardware:
+        if kind == "system":
+            spec = load_spec("system", name)
+            formats = chip_formats(spec.values["chip"], spec.info.path)
+        else:
+            formats = chip_formats(name)
+        runs = [compute_format_on(f, formats) for f in FORMATS]
+        rows.append(
+            [FORMATS.index(c) if c is not None else -1 for c in runs]
+            + [1 if has_format(f, formats) else 0 for f in FORMATS]
+        )
+    return np.asarray(rows, dtype=np.float32)
+
+
 def _unique(problems: list[Problem]) -> list[Problem]:
     """Each problem once, in order."""
     return list(dict.fromkeys(problems))
@@ -482,6 +507,8 @@ def prepare(sweep: Sweep) -> _Prepared:
     outputs = tuple(sweep.outputs or default[sweep.job])
     structure = _Structure(sweep.job, axes, tuple(overrides), outputs)
     tabs = {"systems": stack(systems), "models": stack(loaded_models), "columns": columns}
+    if sweep.job == "serve":
+        tabs["formats"] = jnp.asarray(hardware_formats(hardware))
     return _Prepared(sweep, structure, tabs, consts, axis_cols, n, tuple(hardware))
 
 
