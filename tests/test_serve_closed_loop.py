@@ -89,3 +89,28 @@ def test_the_command_line_says_what_continuous_ttft_is():
     assert "a closed loop of 25 clients" in text and "holds 2,048 prompt tokens" in text
     res = CliRunner().invoke(app, [*args, "--mode", "static"])
     assert res.exit_code == 0 and "closed loop" not in res.output
+
+
+def test_clients_beyond_the_kv_slots_wait_for_a_slot():
+    """More clients than the KV cache holds (``batch > max_batch``): the running batch stays at
+    the slots, so TPOT and throughput stop moving, and the saturated closed loop's response time
+    ``TTFT + (output - 1) TPOT`` grows in proportion to the clients (response time law ``R = N /
+    X`` at a fixed ``X``); below the slots no client waits (the wait is exactly 0)."""
+    system = dc.load_system("dgx-h100", chips=1)
+    model = dc.load_model("llama-3-8b")
+    cost = eqx.filter_jit(lambda p: dc.ServeCost(system, model)(p))
+    n_in, n_out = 20000, 2000
+    plan = lambda b: dc.serve_plan(batch=b, input_len=n_in, output_len=n_out)
+    slots = float(cost(plan(1)).max_batch)
+    assert 10.0 < slots < 100.0  # ~20 GB of bf16 KV cache per 22,000-token sequence
+    under, at, over, far = (cost(plan(b)) for b in (8, int(slots), 2 * int(slots), 400))
+    response = lambda o: float(o.ttft_s) + (n_out - 1) * float(o.tpot_s)
+    assert float(over.tpot_s) == pytest.approx(float(far.tpot_s), rel=1e-6)
+    assert float(over.output_tokens_per_s) == pytest.approx(float(far.output_tokens_per_s), 1e-6)
+    assert float(at.tpot_s) == pytest.approx(float(over.tpot_s), rel=0.02)  # floor(slots) run
+    per_client = [response(o) / b for o, b in ((over, 2 * int(slots)), (far, 400))]
+    assert per_client[0] == pytest.approx(per_client[1], rel=1e-5)
+    # the time a request holds a slot, over the slots, is the time per client: as at the slots,
+    # where every client runs and none waits
+    assert per_client[0] == pytest.approx(response(at) / slots, rel=0.02)
+    assert float(under.ttft_s) < float(at.ttft_s) < float(over.ttft_s) < float(far.ttft_s)

@@ -36,14 +36,18 @@ SLACK = 0.10
 #: limit, once per evaluation: +12 to +34 equations): 3107, 5487, 16056, 2004, 3319, 9363; then
 #: the continuous mode's closed-loop TTFT (its first-token iteration holds the cohort's prompts up
 #: to the token budget: one integer min, +2 exact, +18 relaxed, +67 in the gradient): serve
-#: 2006, 3337, 9430.
+#: 2006, 3337, 9430; then the continuous mode's running batch capped at the sequences the KV
+#: cache holds, with the queued clients' wait in TTFT (a second regime at the memory's
+#: max_batch, floored at one sequence, and one excess: +48 exact, +193 relaxed, +788 in the
+#: gradient, which now flows from max_batch's memory terms into the passes): serve 2054, 3530,
+#: 10218.
 BUDGETS: dict[str, int] = {
     "train_exact_value": 3110,
     "train_relaxed_value": 5490,
     "train_relaxed_grad": 16060,
-    "serve_exact_value": 2010,
-    "serve_relaxed_value": 3340,
-    "serve_relaxed_grad": 9440,
+    "serve_exact_value": 2060,
+    "serve_relaxed_value": 3540,
+    "serve_relaxed_grad": 10220,
 }
 
 #: Issue 38's targets for the same programs (exact values <= 1,500; relaxed gradient <= 5,000).

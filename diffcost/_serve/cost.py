@@ -385,8 +385,13 @@ class ServeCost(eqx.Module):
 
     def _evaluate(self, plan: ServePlan) -> ServeBreakdown:
         model, sm = self.model, self.smoothing
-        r = regime(plan, sm)
-        mem, max_batch, min_chips = memory_and_limits(consts(self.system, model, plan, sm), plan, r)
+        r_all = regime(plan, sm)  # every client running: the memory the plan asks for
+        mem, max_batch, min_chips = memory_and_limits(
+            consts(self.system, model, plan, sm), plan, r_all
+        )
+        # the running batch the KV cache holds; at least one sequence, so that a plan whose
+        # weights do not fit (reported by serve_problems) still has finite times
+        r = regime(plan, sm, slots=smax(max_batch, 1.0, sm))
         # the working set (weights, KV cache, activations) placed over the chip's memory levels
         sys = placed_system(self.system, mem.total_bytes - mem.reserved_bytes, sm)
         c = consts(sys, model, plan, sm)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._core.smooth import Smoothing, ceil_div, smin
+from .._core.smooth import Smoothing, ceil_div, excess, smin
 from .._inputs.model import Model
 from .._terms.comm import point_to_point_s
 from .kv import kv_bytes_per_token
@@ -34,14 +34,21 @@ class Regime(NamedTuple):
     micro_static: Array  # micro-batches of static / disaggregated passes: min(pp, batch)
     micro_cont: Array  # micro-batches of continuous iterations: min(pp, batch_eff)
     decode_only_share: Array  # continuous iterations holding no prompt chunk: 1 - min(1, P/piece)
-    cohort_tokens: Array  # prompt tokens of a first-token iteration: min(chunk, batch * input)
+    cohort_tokens: Array  # prompt tokens of a first-token iteration: min(chunk, running * input)
+    running: Array  # sequences the KV cache holds at once: min(batch, slots)
+    queued: Array  # clients of a closed loop waiting for a slot: max(batch - slots, 0)
 
 
-def regime(plan: ServePlan, sm: Smoothing) -> Regime:
+def regime(plan: ServePlan, sm: Smoothing, slots: Array | None = None) -> Regime:
     """Speculative tokens per step, chunking and the continuous running batch of ``plan``.
 
-    ``tau`` from :func:`expected_tokens_per_step`; ``B_eff = min(B, chunk * output / (tau *
+    ``tau`` from :func:`expected_tokens_per_step`; ``B_eff = min(B_run, chunk * output / (tau *
     input))`` and ``P = B_eff tau input / output`` prompt tokens per iteration (Sarathi-Serve).
+    ``B_run = min(B, slots)``: of ``B`` clients, the KV cache holds ``slots`` sequences of
+    ``input + output`` tokens (:func:`diffcost._serve.cost.memory_and_limits`' ``max_batch``;
+    ``None``: no cap) and the other ``max(B - slots, 0)`` wait for a slot
+    (:func:`continuous_mode`).  Both go through :func:`~diffcost._core.smooth.excess`, exactly
+    ``B`` and 0 for every plan that fits.
     Prompts arrive as chunks of ``piece`` tokens, so a share ``min(1, P / piece)`` of the
     iterations carries one and the rest are decode-only, the batches an engine replays as a
     CUDA graph (:func:`diffcost._serve.behaviours.graphed`); the averaged iteration pays launches
@@ -50,7 +57,9 @@ def regime(plan: ServePlan, sm: Smoothing) -> Regime:
     p, b = plan.pp, plan.batch
     n_in, n_out, chunk = plan.input_len, plan.output_len, plan.prefill_chunk
     tau = expected_tokens_per_step(plan.acceptance, plan.draft_len)
-    b_eff = smin(b, chunk * n_out / (tau * n_in), sm)
+    queued = jnp.zeros(()) if slots is None else excess(b - slots, sm, scale=b)
+    running = b - queued
+    b_eff = smin(running, chunk * n_out / (tau * n_in), sm)
     piece = smin(chunk, n_in, sm, integer=True)
     rate = b_eff * tau * n_in / n_out
     return Regime(
@@ -63,7 +72,9 @@ def regime(plan: ServePlan, sm: Smoothing) -> Regime:
         micro_static=smin(p, b, sm, integer=True),
         micro_cont=smin(p, b_eff, sm),  # b_eff is a rate, not an integer: continuous blend
         decode_only_share=1.0 - smin(jnp.ones(()), rate / piece, sm),
-        cohort_tokens=smin(chunk, b * n_in, sm, integer=True),
+        cohort_tokens=smin(chunk, running * n_in, sm, integer=True),
+        running=running,
+        queued=queued,
     )
 
 
@@ -145,11 +156,27 @@ def continuous_mode(plan: ServePlan, r: Regime, pt: PassTime, sm: Smoothing) -> 
     at 25 clients or more.  The simulation with clients at random phases forms no cohorts and
     gives the one-prompt iteration (``docs/serving-model.md``).  ``smin`` with integer blends
     and :func:`~diffcost._core.smooth.ceil_div` are exact at every integer plan.
+
+    More clients than the KV cache holds (``B > slots``, :func:`regime`): the engine admits a
+    request only when its ``input + output`` tokens fit (TensorRT-LLM's
+    ``GUARANTEED_NO_EVICT`` capacity scheduler reserves them at admission; vLLM admits while
+    blocks are free), so ``B_run = slots`` sequences run and the others queue.  A saturated
+    closed loop of ``B`` clients over ``S`` busy servers, each request holding one for
+    ``T = TTFT_run + (output - 1) TPOT``, completes ``X = S / T`` requests/s, and by the
+    response time law ``R = B / X`` (Lazowska et al., "Quantitative System Performance", 1984,
+    §3.5 and §6.3), so the wait for a slot, ``R - T = (B - S) T / S``, adds to TTFT.  On the
+    NIM 1.8 sweeps (``specs/measurements/load/nim-llm-concurrency.toml``) the running batch
+    that the response time law recovers from the published TTFT, ITL and throughput plateaus
+    at 86 (Llama 3.3 70B, 5000/500 tokens), 23.5 (20000/2000), 171 and 46 (Llama 3.1 8B,
+    5000/500 and 20000/2000), where ``max_batch`` gives 99, 24.8, 199 and 49.9.
     """
     step = pt.round_s[_ITER] + draft_s(plan, pt, _ITER_DRAFT)
+    tpot = step / r.tokens_per_step
     iterations = ceil_div(plan.input_len, r.piece, sm)
     ttft = iterations * (pt.round_s[_ITER_TTFT] + draft_s(plan, pt, _ITER_DRAFT))
-    return ModeTimes(ttft, step / r.tokens_per_step, r.batch_eff * r.tokens_per_step / step)
+    hold = ttft + (plan.output_len - 1.0) * tpot
+    wait = r.queued * hold / r.running
+    return ModeTimes(ttft + wait, tpot, r.batch_eff * r.tokens_per_step / step)
 
 
 def kv_transfer_s(c: Consts, plan: ServePlan) -> Array:
