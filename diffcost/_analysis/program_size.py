@@ -40,14 +40,16 @@ SLACK = 0.10
 #: cache holds, with the queued clients' wait in TTFT (a second regime at the memory's
 #: max_batch, floored at one sequence, and one excess: +48 exact, +193 relaxed, +788 in the
 #: gradient, which now flows from max_batch's memory terms into the passes): serve 2054, 3530,
-#: 10218.
+#: 10218; then the continuous TPOT from a pass that carries only the other requests' prompts
+#: (one more stacked row; the slot floor from above with excess instead of smax: +22, +54,
+#: +152): serve 2076, 3584, 10370.
 BUDGETS: dict[str, int] = {
     "train_exact_value": 3110,
     "train_relaxed_value": 5490,
     "train_relaxed_grad": 16060,
-    "serve_exact_value": 2060,
-    "serve_relaxed_value": 3540,
-    "serve_relaxed_grad": 10220,
+    "serve_exact_value": 2080,
+    "serve_relaxed_value": 3590,
+    "serve_relaxed_grad": 10380,
 }
 
 #: Issue 38's targets for the same programs (exact values <= 1,500; relaxed gradient <= 5,000).
