@@ -65,14 +65,19 @@ def test_prompts_arrive_in_cohorts_in_the_simulation(runs):
 
 
 def test_one_client_is_one_prompt_per_iteration():
-    """``batch = 1``: the cohort is the prompt alone, ``ceil(input / chunk)`` iterations of
-    one prompt chunk beside the one running sequence."""
+    """``batch = 1``: the cohort is the prompt alone, in ``ceil(input / chunk)`` equal pieces
+    beside the one running sequence: 3,000 tokens in a 2,048-token budget are two iterations of
+    1,500, not two full ones (the work of 4,096 tokens)."""
     system = dc.load_system("dgx-h100", chips=1)
     model = dc.load_model("llama-3-8b")
     plan = dc.serve_plan(batch=1, input_len=3000, output_len=64, prefill_chunk=2048)
     got = float(dc.ServeCost(system, model)(plan).ttft_s)
-    chunk = float(iteration_s(system, model, plan, 1.0, 2048.0, EXACT))
-    assert got == pytest.approx(2.0 * chunk, rel=1e-6)
+    piece = float(iteration_s(system, model, plan, 1.0, 1500.0, EXACT))
+    # iteration_s replays a CUDA graph on a share 1 - 1500/2048 of its iterations (an average
+    # iteration); the first-token iterations all hold a prompt piece and launch eagerly: +0.5%
+    assert got == pytest.approx(2.0 * piece, rel=0.01)
+    full = float(iteration_s(system, model, plan, 1.0, 2048.0, EXACT))
+    assert got < 2.0 * full
 
 
 def test_the_command_line_says_what_continuous_ttft_is():

@@ -42,14 +42,16 @@ SLACK = 0.10
 #: gradient, which now flows from max_batch's memory terms into the passes): serve 2054, 3530,
 #: 10218; then the continuous TPOT from a pass that carries only the other requests' prompts
 #: (one more stacked row; the slot floor from above with excess instead of smax: +22, +54,
-#: +152): serve 2076, 3584, 10370.
+#: +152): serve 2076, 3584, 10370; then one client's prompt in equal pieces (the cohort over
+#: ceil(input / piece) iterations, that count now in the regime, traced in both regimes: +4,
+#: +14, +45): serve 2080, 3598, 10415.
 BUDGETS: dict[str, int] = {
     "train_exact_value": 3110,
     "train_relaxed_value": 5490,
     "train_relaxed_grad": 16060,
     "serve_exact_value": 2080,
-    "serve_relaxed_value": 3590,
-    "serve_relaxed_grad": 10380,
+    "serve_relaxed_value": 3600,
+    "serve_relaxed_grad": 10420,
 }
 
 #: Issue 38's targets for the same programs (exact values <= 1,500; relaxed gradient <= 5,000).
