@@ -13,6 +13,7 @@ simulation (median).
 """
 
 import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from serving_sim import IterationTable, closed_loop
@@ -119,3 +120,22 @@ def test_clients_beyond_the_kv_slots_wait_for_a_slot():
     # where every client runs and none waits
     assert per_client[0] == pytest.approx(response(at) / slots, rel=0.02)
     assert float(under.ttft_s) < float(at.ttft_s) < float(over.ttft_s) < float(far.ttft_s)
+
+
+def test_a_sliver_of_prompt_per_iteration_costs_its_share_of_a_piece():
+    """Fewer prompt tokens per iteration than one piece: a share of the iterations holds a whole
+    piece (diffcost._serve.passes.layer_time), so TPOT is continuous in the clients at one client
+    (whose decode iterations hold no prompt): a sliver once cost the wave of a whole kernel,
+    +26% of TPOT at 1.0001 clients (20,000-token prompts, Llama 3.1 8B fp8 on one H100)."""
+    system = dc.load_system("dgx-h100", chips=1)
+    model = dc.load_model("llama-3.1-8b")
+    plan = dc.serve_plan(
+        batch=1, input_len=20000, output_len=2000, weight_format="fp8", kv_format="fp8"
+    )
+    cost = eqx.filter_jit(
+        lambda b: dc.ServeCost(system, model)(eqx.tree_at(lambda p: p.batch, plan, b))
+    )
+    one, near = (float(cost(jnp.asarray(b)).tpot_s) for b in (1.0, 1.0001))
+    assert near == pytest.approx(one, rel=1e-3)
+    two = float(cost(jnp.asarray(2.0)).tpot_s)
+    assert two > one  # the other client's prompt share

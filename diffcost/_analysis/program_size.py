@@ -44,14 +44,15 @@ SLACK = 0.10
 #: (one more stacked row; the slot floor from above with excess instead of smax: +22, +54,
 #: +152): serve 2076, 3584, 10370; then one client's prompt in equal pieces (the cohort over
 #: ceil(input / piece) iterations, that count now in the regime, traced in both regimes: +4,
-#: +14, +45): serve 2080, 3598, 10415.
+#: +14, +45): serve 2080, 3598, 10415; then prefill attention of less than one piece per pass
+#: as that share of a whole piece (one excess: +7, +19, +89): serve 2087, 3617, 10504.
 BUDGETS: dict[str, int] = {
     "train_exact_value": 3110,
     "train_relaxed_value": 5490,
     "train_relaxed_grad": 16060,
-    "serve_exact_value": 2080,
-    "serve_relaxed_value": 3600,
-    "serve_relaxed_grad": 10420,
+    "serve_exact_value": 2090,
+    "serve_relaxed_value": 3620,
+    "serve_relaxed_grad": 10510,
 }
 
 #: Issue 38's targets for the same programs (exact values <= 1,500; relaxed gradient <= 5,000).
