@@ -166,13 +166,13 @@ def test_errors_on_the_published_points():
     assert s["ttft_p99_s"]["modelled"]["median_abs_error"] < 0.15
     # NIM closed-loop concurrency sweeps (AIPerf, c = 1..250 clients, the continuous mode at
     # batch = c, its running batch capped at the KV cache's slots): all 79 rows, TPOT median
-    # |err| 13% (+13%); TTFT 29% (-26%): Llama-3.3-70B TP2 17.5% (+1%), Llama-3.1-8B TP1 72%
+    # |err| 9% (+9%); TTFT 29% (-26%): Llama-3.3-70B TP2 17.5% (+0%), Llama-3.1-8B TP1 72%
     # (-72%: at 25+ clients below the slots its TTFT is 3-16x the cohort's 2,048-token
     # iteration; the engine's budget and the server's per-request overheads are not published).
     # The 16 rows past a capacity knee (excluded before the cap, then -92% to -99.7%): TTFT
-    # 70B 9% (12 rows), 8B 16% (4 rows).
+    # 70B 6% (12 rows), 8B 13% (4 rows).
     nim = s["tpot_mean_s"]["by_source"]["nim-llm-concurrency"]
-    assert nim["n"] == 79 and nim["median_abs_error"] < 0.16
+    assert nim["n"] == 79 and nim["median_abs_error"] < 0.12
     rows = [r for r in result["rows"] if r["source"] == "nim-llm-concurrency"]
     nim_ttft = [r["error"] for r in rows if r["metric"] == "ttft_mean_s" and "3.3-70b" in r["id"]]
     assert len(nim_ttft) == 39 and sorted(abs(e) for e in nim_ttft)[len(nim_ttft) // 2] < 0.25
@@ -181,5 +181,5 @@ def test_errors_on_the_published_points():
         for r in rows
         if r["metric"] == "ttft_mean_s" and "capacity knee" in " ".join(r["flags"])
     ]
-    assert len(knee) == 16 and sorted(abs(e) for e in knee)[len(knee) // 2] < 0.25
+    assert len(knee) == 16 and sorted(abs(e) for e in knee)[len(knee) // 2] < 0.15
     assert all(r["id"] != "vllm083_a100x8_llama3.3-70b_tp8_sharegpt_qps16" for r in result["rows"])
