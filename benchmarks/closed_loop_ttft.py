@@ -40,7 +40,7 @@ def nim_rows() -> list:
         if r.deployment is LLAMA_70B
         and (r.input_len, r.output_len) in WORKLOADS
         and r.concurrency in CLIENTS
-        and not r.excluded
+        and not r.knee_flag
     ]
 
 

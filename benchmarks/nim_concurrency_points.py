@@ -16,15 +16,17 @@ as the strings the page prints; everything else is derived here:
   ``X R / c - 1`` for every row (a check of the transcription); the file records each point
   as a closed loop, ``concurrency = c`` with the plan's ``batch = c``, which ``diffcost
   validate --load`` predicts with the continuous mode (a closed loop of ``batch`` clients).
-* A point is excluded when the server no longer runs all ``c`` requests at once
+* A point is flagged when the server no longer runs all ``c`` requests at once
   (:func:`saturated`: at a knee, TTFT more than 5x the previous concurrency's with the next
   concurrency's throughput within 5 % (or no next row), and every later row of its table): the
-  other clients then queue for the server's own cap, which the plan does not state.
+  other clients then queue for a slot of the KV cache, which the continuous mode models (the
+  running batch capped at the sequences of ``input + output`` tokens that fit, the rest
+  waiting by the response time law).  No point is excluded.
 
     python benchmarks/nim_concurrency_points.py [--check]
 
 writes the file (``--check``: only compares it with what would be written) and prints the
-closed-loop check of every row and the excluded points.
+closed-loop check of every row and the rows past a capacity knee.
 """
 
 import argparse
@@ -45,10 +47,12 @@ PLATEAU = 0.05
 #: ... and the point's TTFT more than this multiple of the previous concurrency's.
 TTFT_JUMP = 5.0
 
-EXCLUDED_SATURATED = (
-    "closed loop at the server's capacity: throughput has plateaued and TTFT jumped, so the "
-    "server runs fewer than c requests at once (its KV cache or sequence cap, not published) "
-    "and the other clients queue; the plan's batch = c does not represent that cap"
+#: Flag of a row at or past its table's capacity knee (:func:`saturated`).  Such rows were
+#: excluded until the continuous mode capped the running batch at the sequences the KV cache
+#: holds and added the clients' wait for a slot (:func:`diffcost._serve.modes.continuous_mode`).
+FLAG_SATURATED = (
+    "past the server's capacity knee: throughput has plateaued and TTFT jumped, so the server "
+    "runs fewer than c requests at once and the other clients queue for a KV-cache slot"
 )
 
 
@@ -205,7 +209,7 @@ class Row(NamedTuple):
     tokens_per_s: float
     qps: float  # X = throughput / output_len
     deviation: float  # X R / c - 1
-    excluded: str | None
+    knee_flag: str | None  # FLAG_SATURATED at or past the table's capacity knee
 
 
 def closed_loop_deviation(c: int, ttft_ms: float, itl_ms: float, qps: float, out: int) -> float:
@@ -231,16 +235,16 @@ def saturated(table: list[tuple[float, float]], i: int) -> bool:
 
 
 def rows() -> list[Row]:
-    """Every published row with its derived rate, closed-loop check and exclusion."""
+    """Every published row with its derived rate, closed-loop check and knee flag."""
     out: list[Row] = []
     for (dep, n_in, n_out), table in TABLES.items():
         values = [(float(t), float(s)) for _, t, _, s in table]
         for i, published in enumerate(table):
             c, ttft, itl, tput = int(published[0]), *map(float, published[1:])
             qps = tput / n_out
-            excluded = EXCLUDED_SATURATED if saturated(values, i) else None
+            knee_flag = FLAG_SATURATED if saturated(values, i) else None
             dev = closed_loop_deviation(c, ttft, itl, qps, n_out)
-            out.append(Row(dep, n_in, n_out, published, c, ttft, itl, tput, qps, dev, excluded))
+            out.append(Row(dep, n_in, n_out, published, c, ttft, itl, tput, qps, dev, knee_flag))
     return out
 
 
@@ -284,13 +288,16 @@ SOURCE = {
         "fixed synthetic prompt lengths. Plan: mode continuous, tp, input_len and output_len "
         "as published. Measured: ttft_mean_ms = TTFT, tpot_mean_ms = ITL (AIPerf's inter-token "
         "latency per request, (request latency - TTFT) / (output tokens - 1), averaged over "
-        "requests: the mean gap between streamed tokens after the first). A point is excluded "
+        "requests: the mean gap between streamed tokens after the first). A point is flagged "
         "as saturated at a knee of its table (TTFT more than "
         f"{TTFT_JUMP:.0f}x the previous concurrency's and the next concurrency's throughput "
         f"within {100 * PLATEAU:.0f}% of its own, or no next row) and past it (the rule in "
-        "benchmarks/nim_concurrency_points.py, the only exclusion rule): the server then runs "
-        "fewer than c requests at once (its KV cache or sequence cap, not published) and the "
-        "other clients queue."
+        "benchmarks/nim_concurrency_points.py): the server then runs fewer than c requests at "
+        "once and the other clients queue. No point is excluded: the running batch the "
+        "response time law recovers from these rows plateaus at the sequences of input + "
+        "output tokens the KV cache holds (86 for 70B 5000/500, 23.5 for 70B 20000/2000, 171 "
+        "and 46 for 8B 5000/500 and 20000/2000), which the continuous mode caps the running "
+        "batch at, the other clients waiting for a slot (diffcost/_serve/modes.py)."
     ),
     "hardware": (
         "'2 x H100 80G' -> dgx-h100, chips = 2 (TP2); '1 x H100 80G' -> dgx-h100, chips = 1 "
@@ -377,8 +384,8 @@ def _point(r: Row) -> str:
         f"chips = {dep.chips}",
         f"verified = {str(verified).lower()}",
     ]
-    if r.excluded:
-        lines.append(f"excluded = {_text(r.excluded)}")
+    if r.knee_flag:
+        flags.append(r.knee_flag)
     lines += [
         f"notes = {_text(notes)}",
         "flags = [" + ", ".join(_text(f) for f in flags) + "]",
@@ -420,7 +427,7 @@ def main() -> int:
     args = parser.parse_args()
     all_rows = rows()
     for r in all_rows:
-        mark = f"  excluded: {r.excluded[:40]}..." if r.excluded else ""
+        mark = "  past the capacity knee" if r.knee_flag else ""
         print(
             f"{r.deployment.key} {r.input_len:>5}x{r.output_len:<5} c={r.concurrency:<4} "
             f"X={r.qps:9.4f}/s  X R / c - 1 = {100 * r.deviation:+6.2f}%{mark}"

@@ -150,6 +150,11 @@ def check_relaxed_equals_exact(kind: str, pairs, per_pair: int, dtype, seed: int
     # integer plans the search can return: divisible degrees (a violated divisibility is a
     # penalty whose relaxed and exact forms differ by design)
     valid = np.asarray(exact.divisibility_violation) == 0.0
+    if kind == "serve":
+        # and a batch the memory holds: above it the continuous running batch is capped at the
+        # sequences that fit, max_batch, a fractional quantity no integer plan makes whole (its
+        # blends differ; such a plan does not fit, so the search never returns it)
+        valid &= np.asarray(plans.batch) <= np.asarray(exact.max_batch)
     assert valid.sum() >= len(labels) // 4
     e, h, r = _scalars(exact), _scalars(sharp), _scalars(relaxed)
     problems = []

@@ -40,13 +40,24 @@ SLACK = 0.10
 #: one product per layer, +7 exact, +7 relaxed, +18 in the gradient): train 3114, 5494, 16074;
 #: then ZeRO-3 across nodes as one flat ring (its cost beside the system collective's, blended by
 #: the domain step: +45, +55, +161): 3159, 5549, 16235.
+#: serving, from 2006, 3337, 9430: the continuous mode's running batch capped at the sequences
+#: the KV
+#: cache holds, with the queued clients' wait in TTFT (a second regime at the memory's
+#: max_batch, floored at one sequence, and one excess: +48 exact, +193 relaxed, +788 in the
+#: gradient, which now flows from max_batch's memory terms into the passes): serve 2054, 3530,
+#: 10218; then the continuous TPOT from a pass that carries only the other requests' prompts
+#: (one more stacked row; the slot floor from above with excess instead of smax: +22, +54,
+#: +152): serve 2076, 3584, 10370; then one client's prompt in equal pieces (the cohort over
+#: ceil(input / piece) iterations, that count now in the regime, traced in both regimes: +4,
+#: +14, +45): serve 2080, 3598, 10415; then prefill attention of less than one piece per pass
+#: as that share of a whole piece (one excess: +7, +19, +89): serve 2087, 3617, 10504.
 BUDGETS: dict[str, int] = {
     "train_exact_value": 3165,
     "train_relaxed_value": 5555,
     "train_relaxed_grad": 16240,
-    "serve_exact_value": 2010,
-    "serve_relaxed_value": 3340,
-    "serve_relaxed_grad": 9440,
+    "serve_exact_value": 2090,
+    "serve_relaxed_value": 3620,
+    "serve_relaxed_grad": 10510,
 }
 
 #: Issue 38's targets for the same programs (exact values <= 1,500; relaxed gradient <= 5,000).

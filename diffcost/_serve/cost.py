@@ -15,7 +15,8 @@ function per mode (:func:`static_mode`, :func:`continuous_mode`, :func:`disaggre
   ``prefill_chunk`` prompt tokens.  A slot is held for ``output_len / tau`` iterations, so keeping
   ``B`` slots busy needs ``P = B tau input / output`` prompt tokens per iteration; when the chunk
   is smaller the running batch shrinks to ``B_eff = min(B, chunk * output / (tau * input))``.
-  TPOT is the iteration time; TTFT is ``ceil(input / chunk)`` iterations with a full chunk.
+  TPOT is the iteration a decoding request sees (the other requests' prompts only); TTFT is
+  ``ceil(input / chunk)`` iterations with a full chunk.
 * speculative decoding: each step runs ``k`` draft passes (a draft of ``draft_params_fraction``
   of the target's size costs that fraction of a target decode pass) and one target pass that
   verifies ``k + 1`` tokens per sequence, gaining ``tau = (1 - a^(k+1)) / (1 - a)`` tokens.
@@ -42,6 +43,7 @@ from .._core.smooth import (
     EXACT,
     Smoothing,
     divisibility_violation,
+    excess,
     is_one,
     mix,
     relu,
@@ -66,6 +68,7 @@ from .modes import (
     _DRAFT,
     _ITER,
     _ITER_DRAFT,
+    _ITER_TPOT,
     _ONE_PROMPT,
     _PREFILL,
     Regime,
@@ -285,7 +288,7 @@ def decode_split(plan: ServePlan, pt: PassTime, both: Mixer) -> dict[str, Array]
     draft = both(
         draft_s(plan, pt, _DRAFT), draft_s(plan, pt, _ITER_DRAFT), draft_s(plan, pt, _DRAFT)
     )
-    part = lambda arr: both(arr[_DECODE], arr[_ITER], arr[_DECODE])
+    part = lambda arr: both(arr[_DECODE], arr[_ITER_TPOT], arr[_DECODE])
     decode_round = part(pt.round_s)
     weight_read, kv_read = part(pt.weight_read_s), part(pt.kv_read_s)
     return dict(
@@ -385,8 +388,14 @@ class ServeCost(eqx.Module):
 
     def _evaluate(self, plan: ServePlan) -> ServeBreakdown:
         model, sm = self.model, self.smoothing
-        r = regime(plan, sm)
-        mem, max_batch, min_chips = memory_and_limits(consts(self.system, model, plan, sm), plan, r)
+        r_all = regime(plan, sm)  # every client running: the memory the plan asks for
+        mem, max_batch, min_chips = memory_and_limits(
+            consts(self.system, model, plan, sm), plan, r_all
+        )
+        # the running batch the KV cache holds; at least one sequence, so that a plan whose
+        # weights do not fit (reported by serve_problems) still has finite times
+        # (from above only: 1 + excess(max_batch - 1) >= 1, so one client never queues)
+        r = regime(plan, sm, slots=1.0 + excess(max_batch - 1.0, sm, scale=max_batch))
         # the working set (weights, KV cache, activations) placed over the chip's memory levels
         sys = placed_system(self.system, mem.total_bytes - mem.reserved_bytes, sm)
         c = consts(sys, model, plan, sm)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._core.smooth import Smoothing, ceil_div, smin
+from .._core.smooth import Smoothing, ceil_div, excess, smin
 from .._inputs.model import Model
 from .._terms.comm import point_to_point_s
 from .kv import kv_bytes_per_token
@@ -19,7 +19,7 @@ from .passes import Consts, PassTime, Work, expected_tokens_per_step
 from .plan import ServePlan
 
 # Indices of the passes evaluated together (one stacked Work).
-_PREFILL, _DECODE, _DRAFT, _ITER, _ITER_TTFT, _ITER_DRAFT, _ONE_PROMPT = range(7)
+_PREFILL, _DECODE, _DRAFT, _ITER, _ITER_TTFT, _ITER_DRAFT, _ONE_PROMPT, _ITER_TPOT = range(8)
 
 
 class Regime(NamedTuple):
@@ -34,14 +34,24 @@ class Regime(NamedTuple):
     micro_static: Array  # micro-batches of static / disaggregated passes: min(pp, batch)
     micro_cont: Array  # micro-batches of continuous iterations: min(pp, batch_eff)
     decode_only_share: Array  # continuous iterations holding no prompt chunk: 1 - min(1, P/piece)
-    cohort_tokens: Array  # prompt tokens of a first-token iteration: min(chunk, batch * input)
+    others_rate: Array  # prompt tokens per iteration of the other requests: P (1 - 1 / B_run)
+    others_decode_only: Array  # iterations a decoding request sees with no prompt chunk
+    prompt_iterations: Array  # iterations holding a piece of one prompt: ceil(input / piece)
+    cohort_tokens: Array  # prompt tokens of a first-token iteration: min(chunk, B_run in / its)
+    running: Array  # sequences the KV cache holds at once: min(batch, slots)
+    queued: Array  # clients of a closed loop waiting for a slot: max(batch - slots, 0)
 
 
-def regime(plan: ServePlan, sm: Smoothing) -> Regime:
+def regime(plan: ServePlan, sm: Smoothing, slots: Array | None = None) -> Regime:
     """Speculative tokens per step, chunking and the continuous running batch of ``plan``.
 
-    ``tau`` from :func:`expected_tokens_per_step`; ``B_eff = min(B, chunk * output / (tau *
+    ``tau`` from :func:`expected_tokens_per_step`; ``B_eff = min(B_run, chunk * output / (tau *
     input))`` and ``P = B_eff tau input / output`` prompt tokens per iteration (Sarathi-Serve).
+    ``B_run = min(B, slots)``: of ``B`` clients, the KV cache holds ``slots`` sequences of
+    ``input + output`` tokens (:func:`diffcost._serve.cost.memory_and_limits`' ``max_batch``;
+    ``None``: no cap) and the other ``max(B - slots, 0)`` wait for a slot
+    (:func:`continuous_mode`).  Both go through :func:`~diffcost._core.smooth.excess`, exactly
+    ``B`` and 0 for every plan that fits.
     Prompts arrive as chunks of ``piece`` tokens, so a share ``min(1, P / piece)`` of the
     iterations carries one and the rest are decode-only, the batches an engine replays as a
     CUDA graph (:func:`diffcost._serve.behaviours.graphed`); the averaged iteration pays launches
@@ -50,9 +60,16 @@ def regime(plan: ServePlan, sm: Smoothing) -> Regime:
     p, b = plan.pp, plan.batch
     n_in, n_out, chunk = plan.input_len, plan.output_len, plan.prefill_chunk
     tau = expected_tokens_per_step(plan.acceptance, plan.draft_len)
-    b_eff = smin(b, chunk * n_out / (tau * n_in), sm)
+    queued = jnp.zeros(()) if slots is None else excess(b - slots, sm, scale=b)
+    running = b - queued
+    b_eff = smin(running, chunk * n_out / (tau * n_in), sm)
     piece = smin(chunk, n_in, sm, integer=True)
+    iterations = ceil_div(n_in, piece, sm)
     rate = b_eff * tau * n_in / n_out
+    # a request's own prompt is prefilled before its first token, never in its decode: the
+    # others' share of the prompt tokens, over whole running sequences (running >= 1, so no
+    # blend: exact at every integer plan)
+    others = rate * (1.0 - 1.0 / running)
     return Regime(
         tokens_per_step=tau,
         query_tokens=plan.draft_len + 1.0,
@@ -63,7 +80,15 @@ def regime(plan: ServePlan, sm: Smoothing) -> Regime:
         micro_static=smin(p, b, sm, integer=True),
         micro_cont=smin(p, b_eff, sm),  # b_eff is a rate, not an integer: continuous blend
         decode_only_share=1.0 - smin(jnp.ones(()), rate / piece, sm),
-        cohort_tokens=smin(chunk, b * n_in, sm, integer=True),
+        others_rate=others,
+        others_decode_only=1.0 - smin(jnp.ones(()), others / piece, sm),
+        prompt_iterations=iterations,
+        # the cohort's prompt tokens spread over the iterations of one prompt, at most the
+        # budget: one client's 5,000 tokens in 2,048-token pieces are 3 iterations of 1,667
+        # (its last piece is 904), not 3 full ones; two or more clients fill every one
+        cohort_tokens=smin(chunk, running * n_in / iterations, sm, integer=True),
+        running=running,
+        queued=queued,
     )
 
 
@@ -81,7 +106,7 @@ def serve_work(plan: ServePlan, r: Regime, model: Model, sm: Smoothing) -> Work:
     ctx = model.attended_tokens(r.context_avg, sm)
     half = model.prompt_attended_tokens(plan.input_len, sm)
     m_b, m_eff, b_eff = r.micro_static, r.micro_cont, r.batch_eff
-    graph = r.decode_only_share
+    graph, others = r.decode_only_share, r.others_rate
     z = jnp.zeros(())
     one = jnp.ones(())
     cohort = r.cohort_tokens
@@ -93,6 +118,7 @@ def serve_work(plan: ServePlan, r: Regime, model: Model, sm: Smoothing) -> Work:
         (m_eff, b_eff, q, ctx, cohort, piece, half, cohort / n_in, z),  # TTFT iteration
         (m_eff, b_eff, one, ctx, z, n_in, half, z, one),  # continuous draft
         (one, z, one, n_in, n_in, n_in, half, one, z),  # one prompt (disaggregated)
+        (m_eff, b_eff, q, ctx, others, piece, half, others / n_in, r.others_decode_only),  # TPOT
     ]
     return Work(*(jnp.stack([jnp.broadcast_to(row[i], ()) for row in rows]) for i in range(9)))
 
@@ -129,15 +155,24 @@ def continuous_mode(plan: ServePlan, r: Regime, pt: PassTime, sm: Smoothing) -> 
     vLLM ``bench serve --max-concurrency``); independent users arriving at a rate are
     :func:`diffcost.under_load`'s open loop.
 
-    TPOT is the iteration over ``tau``; throughput ``B_eff tau / step``.  TTFT: the
+    Throughput ``B_eff tau / step``, ``step`` the iteration with ``P`` prompt tokens.  TPOT is
+    the iteration a decoding request sees over ``tau``: its own prompt was prefilled before its
+    first token, so its iterations carry the prompts of the other ``B_run - 1`` running requests
+    only, ``P (1 - 1 / B_run)`` tokens (one client: none; many: ``P``).  On the NIM 1.8 rows
+    at one client, where TTFT already holds the prompt, TPOT was 15-52% above the published ITL
+    with the prompt share counted, most at the longest prompts.  TTFT: the
     ``ceil(input / piece)`` iterations that carry a prompt (``piece = min(chunk, input)``), each
     lasting the iteration with the prompt tokens of its *cohort*.  Requests of equal lengths
     that end in the same iteration come back together (the clients re-send at once; benchmark
     clients also start together), so prompts arrive in cohorts, and the iteration that
     finishes a prompt is filled with its cohort's prompts up to the token budget: ``cohort =
-    min(chunk, batch * input)`` prompt tokens beside the ``B_eff`` decodes (the budget is the
-    prompts', as in :func:`regime`).  With one client (``batch = 1``) the cohort is the prompt
-    alone, as before.  Checked against a discrete-event simulation of the same scheduler driven
+    min(chunk, batch * input / iterations)`` prompt tokens beside the ``B_eff`` decodes (the
+    budget is the prompts', as in :func:`regime`).  With one client (``batch = 1``) the cohort
+    is the prompt alone, in ``ceil(input / piece)`` equal pieces (a 5,000-token prompt in a
+    2,048-token budget: 3 iterations of 1,667 tokens, not 3 full ones, which overcounted the
+    NIM 1.8 one-client TTFT by 20-40% at 5,000 tokens); with two or more the iterations are
+    full (``batch * input / ceil(input / chunk) >= chunk`` whenever ``input >= chunk``).
+    Checked against a discrete-event simulation of the same scheduler driven
     by a closed loop that starts all clients together (``tests/serving_sim.py``,
     :func:`closed_loop` there, whose decodes take their tokens out of the budget): median
     |error| 5.2% over 39 plans (Llama 3 70B fp8 on 2 H100, prompts 200-5,000 tokens, 5-200
@@ -145,11 +180,26 @@ def continuous_mode(plan: ServePlan, r: Regime, pt: PassTime, sm: Smoothing) -> 
     at 25 clients or more.  The simulation with clients at random phases forms no cohorts and
     gives the one-prompt iteration (``docs/serving-model.md``).  ``smin`` with integer blends
     and :func:`~diffcost._core.smooth.ceil_div` are exact at every integer plan.
+
+    More clients than the KV cache holds (``B > slots``, :func:`regime`): the engine admits a
+    request only when its ``input + output`` tokens fit (TensorRT-LLM's
+    ``GUARANTEED_NO_EVICT`` capacity scheduler reserves them at admission; vLLM admits while
+    blocks are free), so ``B_run = slots`` sequences run and the others queue.  A saturated
+    closed loop of ``B`` clients over ``S`` busy servers, each request holding one for
+    ``T = TTFT_run + (output - 1) TPOT``, completes ``X = S / T`` requests/s, and by the
+    response time law ``R = B / X`` (Lazowska et al., "Quantitative System Performance", 1984,
+    §3.5 and §6.3), so the wait for a slot, ``R - T = (B - S) T / S``, adds to TTFT.  On the
+    NIM 1.8 sweeps (``specs/measurements/load/nim-llm-concurrency.toml``) the running batch
+    that the response time law recovers from the published TTFT, ITL and throughput plateaus
+    at 86 (Llama 3.3 70B, 5000/500 tokens), 23.5 (20000/2000), 171 and 46 (Llama 3.1 8B,
+    5000/500 and 20000/2000), where ``max_batch`` gives 99, 24.8, 199 and 49.9.
     """
     step = pt.round_s[_ITER] + draft_s(plan, pt, _ITER_DRAFT)
-    iterations = ceil_div(plan.input_len, r.piece, sm)
-    ttft = iterations * (pt.round_s[_ITER_TTFT] + draft_s(plan, pt, _ITER_DRAFT))
-    return ModeTimes(ttft, step / r.tokens_per_step, r.batch_eff * r.tokens_per_step / step)
+    tpot = (pt.round_s[_ITER_TPOT] + draft_s(plan, pt, _ITER_DRAFT)) / r.tokens_per_step
+    ttft = r.prompt_iterations * (pt.round_s[_ITER_TTFT] + draft_s(plan, pt, _ITER_DRAFT))
+    hold = ttft + (plan.output_len - 1.0) * tpot
+    wait = r.queued * hold / r.running
+    return ModeTimes(ttft + wait, tpot, r.batch_eff * r.tokens_per_step / step)
 
 
 def kv_transfer_s(c: Consts, plan: ServePlan) -> Array:

@@ -301,9 +301,16 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
         sm,
         c.flop_j,
     )
-    prefill = prefill_attention(
-        pre, w.prefill_piece, w.prefill_ctx, shape, peak, system, sm, c.flop_j
-    )
+    # Fewer prompt tokens than one piece (an averaged continuous iteration, P < piece): a share
+    # P / piece of the iterations holds a whole piece, whose kernel tiles the whole piece, not
+    # every iteration a sliver of it (whose few tiles would leave the chip idle: as P -> 0 the
+    # sliver's time tended to one wave's, not 0).  So one piece, times that share; at P >= piece
+    # (whole prompts in one pass) exactly the pass's own tokens (excess is exact there).
+    piece = jnp.asarray(w.prefill_piece)
+    whole = piece + excess(pre - piece, sm, scale=piece)
+    one = prefill_attention(whole, piece, w.prefill_ctx, shape, peak, system, sm, c.flop_j)
+    share = pre / whole
+    prefill = FusedAttention(one.flop * share, one.kv_bytes * share, one.time_s * share)
     elementwise = 2.0 * elementwise_elements(tokens, model, t)
     quant = quantize_bytes(tokens, model, t, c.quantized_acts, c.act_bytes)
     kv_write = tokens * shape.kv_token_bytes()
