@@ -80,13 +80,16 @@ def test_layout_regime_has_its_own_discrepancy_and_leaves_the_family_alone():
     assert held["train_throughput"]["zero3_multinode"] == default_z
 
 
-def test_stored_posterior_has_a_wide_zero3_multinode_regime():
+def test_stored_posterior_has_its_own_zero3_multinode_regime():
+    """The six SC'21 ZeRO-3 runs across nodes form their own regime.  Predicted 1.5-4x too fast
+    while the gathers went over the rails' share of the NICs (regime variance 0.96, sigma ~1),
+    they are within +8% to +37% since ZeRO-3 across nodes is one flat ring through each GPU's NIC
+    (issue 42): what the constants' posterior leaves of their mean square log error is small."""
     post = U.load_posterior()
     assert post is not None
-    wide = post.layout_variance("zero3_multinode")
+    regime = post.layout_variance("zero3_multinode")
     assert post.counts["train_throughput"]["zero3_multinode"] == 6  # SC'21 Table 2
-    assert wide > 0.5  # sigma > 0.7: the runs were predicted 1.5-4x too fast
-    assert wide > 10 * post.variance("train_throughput", "ampere")
+    assert 0.0 <= regime < 0.05  # sigma < 0.22 beyond the constants' share
 
 
 def test_p90_needs_a_chip_and_a_posterior():
@@ -111,27 +114,27 @@ def _space(objective: str) -> TrainSearchSpace:
 
 
 @pytest.mark.slow
-def test_p90_search_avoids_zero3_across_nodes_that_the_mean_search_picks():
-    """Llama-2-70B on 16 DGX A100 nodes (128 GPUs), global batch 128 x 2048, ZeRO 1 or 3:
-    the mean-optimal plan shards ZeRO-3 over 64 data-parallel ranks on 16 nodes, the regime
-    whose published runs (SC'21 Table 2) the model predicts 1.5-4x too fast; the p90 search
-    picks a ZeRO-1 pipeline plan, slower by the median, faster by the p90."""
+def test_mean_and_p90_searches_agree_once_zero3_across_nodes_is_priced_as_measured():
+    """Llama-2-70B on 16 DGX A100 nodes (128 GPUs), global batch 128 x 2048, ZeRO 1 or 3.
+    Before ZeRO-3's gathers across nodes were charged as one flat ring through each GPU's NIC
+    (issue 42; SC'21 Table 2), the model priced them 1.5-4x too fast: the mean search picked
+    ZeRO-3 over 64 ranks on 16 nodes and only the p90 search, through that regime's wide
+    discrepancy, avoided it.  Now the mean search itself keeps ZeRO-1, the p90 search picks the
+    same plan, and the comparison says so (the serving test below keeps a case where they
+    differ)."""
     system, model = dc.load_system("dgx-a100", chips=128), dc.load_model("llama-2-70b")
     mean = search_train(system, model, _space("time"), exhaustive=True)
     risk = search_train(system, model, _space("p90"), exhaustive=True)
     assert mean.best is not None and risk.best is not None
     mean_row, risk_row = mean.row(mean.best), risk.row(risk.best)
-    assert mean_row["zero"] == 3 and mean_row["dp"] * mean_row["tp"] > 8
-    assert risk_row["zero"] == 1
-    # the p90 of the mean-optimal plan is far above the p90-optimal one's
+    assert mean_row["zero"] == 1 and risk_row == mean_row
     from diffcost.testing import risk_comparison
 
     cmp = risk_comparison(system, model, "a100-sxm-80gb", mean, risk)
-    m, r = cmp["mean_optimal"], cmp["p90_optimal"]
-    assert m["step_time_s_p50"] < r["step_time_s_p50"]
-    assert m["step_time_s_p90"] > 2 * r["step_time_s_p90"]
+    assert not cmp["differ"] and cmp["reason"] is None
+    r = cmp["p90_optimal"]
+    assert r["step_time_s_p10"] < r["step_time_s_p50"] < r["step_time_s_p90"]
     assert r["step_time_s_p90"] == pytest.approx(risk.best_objective, rel=1e-4)
-    assert cmp["reason"].startswith("model discrepancy")
 
 
 @pytest.mark.slow
@@ -151,7 +154,9 @@ def test_cli_plan_train_p90_json_carries_both_plans():
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     risk = out["risk"]
-    assert risk["differ"] and risk["mean_optimal"]["plan"]["zero"] == 3
+    # the two searches agree here (ZeRO-3 across nodes priced as measured): one plan, no reason
+    assert not risk["differ"] and risk["reason"] is None
+    assert risk["mean_optimal"]["plan"] == risk["p90_optimal"]["plan"] == out["best_plan"]
     for key in ("step_time_s_p10", "step_time_s_p50", "step_time_s_p90"):
         assert risk["p90_optimal"][key] > 0 and risk["mean_optimal"][key] > 0
     assert out["objective"] == "p90"

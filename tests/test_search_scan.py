@@ -75,7 +75,11 @@ def test_device_enumeration_equals_the_host_enumeration(name, system, chips, opt
     assert device.evaluated == host.evaluated and device.feasible_count == host.feasible_count
     assert device.rows()[0] == host.rows()[0]
     assert bool(eqx.tree_equal(device.best, host.best))
-    assert device.best_objective == pytest.approx(host.best_objective, rel=1e-6)
+    # the p90 objective goes through the constants' log covariance, a quadratic form whose
+    # terms cancel (negative shares), evaluated in float32 by two differently shaped vmapped
+    # programs: equal plans, objectives equal to float32 cancellation (5e-4 seen)
+    rel = 2e-3 if options.get("objective") == "p90" else 1e-6
+    assert device.best_objective == pytest.approx(host.best_objective, rel=rel)
     assert device.rows() == host.rows()
     assert device.binding == host.binding
 

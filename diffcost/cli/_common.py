@@ -49,6 +49,17 @@ err_console = Console(stderr=True)
 QUIET_STAGE_S = 1.0
 
 
+def _os_stream(stream: Any) -> bool:
+    """Whether ``stream`` is an operating-system file (a pipe, a file, a terminal) rather than an
+    in-memory buffer (click's test runner, a caller's ``StringIO``): progress lines go only where
+    a person or a log reads them, never into a buffer a caller parses."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def stage(text: str, enabled: bool = True) -> Iterator[None]:
     """Name the stage of long work (compiling, searching, fitting) on stderr while it runs.
@@ -56,14 +67,18 @@ def stage(text: str, enabled: bool = True) -> Iterator[None]:
     On a terminal: a spinner (rich's ``status``, transient: it leaves no line behind).
     Otherwise (issue 44: long runs visible when scripted, ``--json`` included): nothing for a
     stage shorter than :data:`QUIET_STAGE_S`; a longer one prints ``diffcost: <stage> ...``
-    once it has run that long and ``diffcost: <stage>: done in N s`` when it ends.  stdout is
-    never written.  ``enabled`` false: nothing at all."""
+    once it has run that long and ``diffcost: <stage>: done in N s`` when it ends (only where
+    stderr is an operating-system stream: :func:`_os_stream`).  stdout is never written.
+    ``enabled`` false: nothing at all."""
     if not enabled:
         yield
         return
     if err_console.is_terminal:
         with err_console.status(text, spinner="dots"):
             yield
+        return
+    if not _os_stream(sys.stderr):  # an in-memory stderr (a caller capturing the output)
+        yield
         return
     start = time.monotonic()
     said = threading.Event()

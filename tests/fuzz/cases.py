@@ -160,6 +160,9 @@ _REFUSED_ONLY = {
     ("sensitivity", "train"),
     ("sensitivity", "serve"),
 }
+#: Flags a command refuses beside its base arguments, whatever their value: ``validate
+#: --kernels`` reads specs/kernels and refuses the base's ``--source`` (``diffcost validate``).
+_CONFLICTS: dict[tuple[str, ...], frozenset[str]] = {("validate",): frozenset({"--kernels"})}
 _BAD = {"0", "-1", "x", "", "nan", "1.5", "-inf", "{dir}", "{dir}/afile", "{dir}/afile/x.png"}
 _SKIP = {"--json", "--help", "--progress", "--loso", "--exhaustive", "--search-chips"}
 #: SLO flags: a feasible answer must meet them (checked by the harness).
@@ -215,6 +218,8 @@ def flag_case(
     if valid is None:
         kinds = {f: k for f, k, _ in command_options(path)}
         valid = oracle.line_valid([oracle.flag_valid(f, kinds[f], v) for f, v in pairs])
+        if any(f in _CONFLICTS.get(path, ()) for f, _ in pairs):
+            valid = False
     return Case(
         "flags:" + " ".join(path),
         " ".join(argv),
