@@ -240,10 +240,13 @@ def test_stored_posterior_loads_with_the_calibration():
         assert cov.shape == (len(C.NAMES),) * 2 and np.min(np.linalg.eigvalsh(cov)) > 0
     assert all(post.variance(k, "other") == post.default for k in U.KINDS)
     # the default is the worst chip-family regime; a layout regime (ZeRO-3 across nodes) is
-    # a plan's own and may be wider still
+    # a plan's own: with enough held-out points, their mean square less the constants' share
+    # (since ZeRO-3 across nodes is priced as one flat ring, issue 42, narrower than the
+    # default; with fewer points it would take at least the default)
     families = [v[f] for v in post.discrepancy.values() for f in U.REGIME_FAMILIES]
     assert post.default >= max(families)
-    assert post.layout_variance("zero3_multinode") >= post.default
+    assert post.counts["train_throughput"]["zero3_multinode"] >= U.MIN_POINTS
+    assert 0.0 <= post.layout_variance("zero3_multinode") < post.default
     assert "Laplace" in post.source
 
 
