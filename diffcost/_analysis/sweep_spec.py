@@ -18,10 +18,10 @@ from .._core.options import PlanField
 from .._inputs import schema as S
 from .._inputs.checker import MAX_SI_VALUE, Checker, read_toml
 from .._inputs.hardware import FORMATS
-from .._inputs.loader import load_model, load_spec, load_system
+from .._inputs.loader import load_model, load_system
 from .._inputs.ranges import SYSTEM_CHIPS
 from .._serve.cost import ServeBreakdown
-from .._serve.formats import chip_formats, compute_format_on, has_format
+from .._serve.formats import compute_format_on, hardware_chip_formats, has_format
 from .._serve.plan import SERVE_FIELDS, plan_kwargs, serve_plan
 from .._train.cost import TrainBreakdown
 from .._train.memory import TrainMemory
@@ -462,11 +462,7 @@ def hardware_formats(hardware: Sequence[tuple[str, str]]) -> np.ndarray:
     lacks)."""
     rows = []
     for kind, name in hardware:
-        if kind == "system":
-            spec = load_spec("system", name)
-            formats = chip_formats(spec.values["chip"], spec.info.path)
-        else:
-            formats = chip_formats(name)
+        _, formats = hardware_chip_formats(kind, name)
         runs = [compute_format_on(f, formats) for f in FORMATS]
         rows.append(
             [FORMATS.index(c) if c is not None else -1 for c in runs]

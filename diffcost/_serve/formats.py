@@ -60,6 +60,18 @@ def chip_formats(chip: str | Path, where: str = "<arguments>") -> tuple[str, ...
     return listed_formats(load_spec("chip", chip, where).values["compute"])
 
 
+def hardware_chip_formats(kind: str, name: str | Path) -> tuple[str, tuple[str, ...]]:
+    """The chip of a hardware reference (``kind`` ``"system"`` or ``"chip"``, ``name`` a
+    built-in name or a file; a system's chip as its file names it) and the formats it has a rate
+    for (:func:`chip_formats`)."""
+    if kind == "system":
+        system = load_spec("system", name)
+        spec = load_spec("chip", system.values["chip"], system.info.path)
+    else:
+        spec = load_spec("chip", name)
+    return spec.info.name, chip_formats(spec.info.path)
+
+
 def has_format(fmt: str, formats: Sequence[str]) -> bool:
     """Whether a chip with the rates ``formats`` runs GEMMs in ``fmt`` (bf16 and fp16 stand
     for each other)."""

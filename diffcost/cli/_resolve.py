@@ -13,10 +13,10 @@ from .._inputs.hardware import System
 from .._inputs.loader import load_model, load_spec, load_system
 from .._inputs.model import Model
 from .._serve.formats import (
-    chip_formats,
     compute_format_on,
     format_note,
     format_problems,
+    hardware_chip_formats,
     weight_only,
 )
 from .._serve.plan import SERVE_FIELDS, ServePlan, default_compute_format, serve_plan
@@ -158,13 +158,10 @@ def resolve_job(
 
 def job_chip_formats(refs: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
     """The chip of a resolved job (``refs``: its system or chip) and the formats it has a rate
-    for (:func:`~diffcost._serve.formats.chip_formats`)."""
+    for (:func:`~diffcost._serve.formats.hardware_chip_formats`)."""
     if refs.get("system"):
-        system = load_spec("system", refs["system"])
-        spec = load_spec("chip", system.values["chip"], system.info.path)
-    else:
-        spec = load_spec("chip", refs["chip"])
-    return spec.info.name, chip_formats(spec.info.path)
+        return hardware_chip_formats("system", refs["system"])
+    return hardware_chip_formats("chip", refs["chip"])
 
 
 def _serve_formats(values: dict[str, Any], refs: dict[str, Any], source: str) -> list[Problem]:

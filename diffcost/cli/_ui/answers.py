@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..._analysis.coverage import coverage_lines
-from ..._analysis.sensitivity import HARDWARE_GROUPS, PRIMARY, parameter_names, sensitivity
+from ..._analysis.sensitivity import HARDWARE_GROUPS, PRIMARY, sensitivity
 from ..._core.errors import Problem, SpecError
 from ..._core.options import PlanField
 from ..._core.smooth import RELAXED
@@ -32,6 +32,7 @@ from ..._serve.cost import ServeCost, serve_problems
 from ..._serve.plan import SERVE_FIELDS, ServePlan
 from ..._train.cost import TrainCost
 from ..._train.plan import TRAIN_FIELDS
+from .._common import NO_LIMIT, positive_problems
 from .._load import load_flag_problems
 from .._programs import PREDICT
 from .._resolve import Job, resolve_job
@@ -181,10 +182,9 @@ def _serve_load(
     load = {"qps": qps, "arrival_cv": 1.0, "input_cv": 0.0}
     for key in ("ttft_p99_ms", "tpot_p99_ms"):  # goodput's limits under load
         load[key] = _number(request.get(key), key, problems)
+    named: dict[str, float | None] = {"ttft_slo_ms": limits[0], "tpot_slo_ms": limits[1]}
     flag_problems = load_flag_problems(load)
-    for key, value in zip(("ttft_slo_ms", "tpot_slo_ms"), limits, strict=True):
-        if value is not None and not value > 0:
-            flag_problems.append(Problem("<arguments>", key, "must be a positive number"))
+    flag_problems += positive_problems(named, "milliseconds", NO_LIMIT, 1e-3)
     problems += [_page_problem(p) for p in flag_problems]
     if problems:
         raise SpecError(problems)
@@ -449,12 +449,6 @@ def why(request: dict[str, Any]) -> dict[str, Any]:
     return {"metrics": [f"{k}.{m}" for k, m in metrics], "rows": rows}
 
 
-def parameter_list(job: Job) -> list[str]:
-    """Every parameter name the elasticities can show (for a test's check of
-    :data:`WHY_GROUPS`)."""
-    return [n for n, _ in parameter_names((job.system, job.model))]
-
-
 #: Batches of the serving front: powers of two, as benchmark sweeps of concurrency are run.
 FRONT_BATCHES = tuple(2**k for k in range(11))
 #: Plan keys of a searched serving row that fix a layout (the batch is swept).
@@ -509,11 +503,10 @@ def pareto(request: dict[str, Any]) -> dict[str, Any]:
     return {"points": points}
 
 
-def warm() -> None:
+def warm(info: dict[str, Any]) -> None:
     """Compile every program the page calls (each tab's answer with its elasticities, serving
     under load and within latency limits, the why view), so that a control change answers at
-    once."""
-    info = meta()
+    once; ``info``: :func:`meta` (its default jobs are the ones compiled)."""
     requests = {}
     for kind in ("train", "serve"):
         d = info["defaults"][kind]

@@ -205,5 +205,5 @@ def make_server(host: str = "127.0.0.1", port: int = 8765, warm: bool = True) ->
     (``serve_forever``); port 0 picks a free one (``server.server_address``)."""
     explorer = Explorer()
     if warm:
-        answers.warm()
+        answers.warm(explorer.meta)
     return ExplorerServer((host, port), explorer)
