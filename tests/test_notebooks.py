@@ -18,7 +18,10 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
-TIMEOUT_S = 300
+# Per cell.  Notebook 04's co-design cell takes about 115 s alone on a 2-core machine but passed
+# 300 s in CI (2 cores, beside the other pytest worker, empty compilation cache): the limit is a
+# hang guard, not a performance budget (benchmarks/headline.py measures speed).
+TIMEOUT_S = 900
 
 
 def execute(path: Path, cache_dir: Path | None = None) -> tuple[Any, float]:
