@@ -236,7 +236,12 @@ def _steady_parts(system, model, plan, rate: Array, t: Array, cap: Array, sm: Sm
 
 
 def steady_state(
-    system: System, model: Model, plan: ServePlan, rate: ArrayLike, sm: Smoothing = EXACT
+    system: System,
+    model: Model,
+    plan: ServePlan,
+    rate: ArrayLike,
+    sm: Smoothing = EXACT,
+    cap: Array | None = None,
 ) -> Steady:
     """Steady state of one instance receiving ``rate`` requests/s (module docstring).
 
@@ -253,9 +258,11 @@ def steady_state(
     (1 - rho)(1 + max(0, x - 1)))`` carry prompt tokens, ``(1 - rho) / t(N, 0)`` do not; the mean
     iteration ``T`` is one over their sum, and ``N = min(lambda L_out T, cap)`` (Little's law;
     ``cap`` = :func:`sequence_cap`).
-    Damped fixed-point iteration on ``T`` from an empty engine."""
+    Damped fixed-point iteration on ``T`` from an empty engine.  ``cap``: the plan's
+    :func:`sequence_cap` where the caller has it (it does not depend on the rate)."""
     rate = jnp.asarray(rate)
-    cap, _ = sequence_cap(system, model, plan, sm)
+    if cap is None:
+        cap, _ = sequence_cap(system, model, plan, sm)
     t0 = iteration_s(system, model, plan, jnp.ones(()), jnp.zeros(()), sm)
     parts = lambda t: _steady_parts(system, model, plan, rate, t, cap, sm)  # noqa: E731
     t = jax.lax.fori_loop(0, STEADY_ITERATIONS, lambda _, t: 0.5 * t + 0.5 * parts(t).t_s, t0)
@@ -311,6 +318,11 @@ def _gamma_cdf(t: Array, mean: Array, var: Array) -> Array:
 QUANTILE_STEPS = 48
 
 
+def _mixture_cdf(t: Array, parts: tuple[tuple[Array, Array, Array], ...]) -> Array:
+    """``P(X <= t)`` of a mixture of gamma variables, ``parts`` = ``(weight, mean, variance)``."""
+    return sum((w * _gamma_cdf(t, m, v) for w, m, v in parts), jnp.zeros_like(t))
+
+
 def _mixture_quantile(q: float, parts: tuple[tuple[Array, Array, Array], ...]) -> Array:
     """``q`` quantile of a mixture of gamma variables, ``parts`` = ``(weight, mean, variance)``.
 
@@ -318,8 +330,7 @@ def _mixture_quantile(q: float, parts: tuple[tuple[Array, Array, Array], ...]) -
     ``t - (F(t) - q) / F'(t)`` through the live parameters: the value is the bisection's, the
     gradient the implicit-function one, ``dt/dtheta = -(dF/dtheta) / F'(t)``."""
 
-    def cdf(t, ps):
-        return sum(w * _gamma_cdf(t, m, v) for w, m, v in ps)
+    cdf = _mixture_cdf
 
     frozen = jax.lax.stop_gradient(parts)
     top = 4.0 * sum(m + 12.0 * jnp.sqrt(v) for _, m, v in frozen)
@@ -376,6 +387,40 @@ def _ttft_parts(plan: ServePlan, st: Steady, load: Workload, rate: Array, sm: Sm
     return ((keep * idle[0], *idle[1:]), (keep * queued[0], *queued[1:]), no_slot), alone
 
 
+class _LoadState(NamedTuple):
+    """What :func:`under_load` and :func:`goodput_qps` share at one arrival rate: the steady
+    state, the utilisation, how many sequences fit, the TTFT mixture (:func:`_ttft_parts`) with
+    its prompt-alone time, and the TPOT's standard deviation (s)."""
+
+    st: Steady
+    rho: Array
+    fit: Array
+    parts: tuple[tuple[Array, Array, Array], ...]
+    alone: Array
+    spread: Array
+
+
+def _load_state(
+    system: System,
+    model: Model,
+    plan: ServePlan,
+    load: Workload,
+    sm: Smoothing,
+    cap_fit: tuple[Array, Array] | None = None,
+) -> _LoadState:
+    """:class:`_LoadState` of one instance of ``plan`` receiving its share of ``load``;
+    ``cap_fit`` is :func:`sequence_cap` of the plan where the caller has it (a rate search
+    computes it once, not at every rate)."""
+    cap, fit = sequence_cap(system, model, plan, sm) if cap_fit is None else cap_fit
+    rate = load.qps / plan.replicas
+    st = steady_state(system, model, plan, rate, sm, cap)
+    busy = smin(st.busy, 1.0, sm)
+    rho_slots = rate * plan.output_len * st.t_s / st.cap
+    rho = smax(st.busy, rho_slots, sm)
+    parts, alone = _ttft_parts(plan, st, load, rate, sm)
+    return _LoadState(st, rho, fit, parts, alone, _tpot_spread(plan, st, busy, sm))
+
+
 def under_load(
     system: System, model: Model, plan: ServePlan, load: Workload, sm: Smoothing = EXACT
 ) -> LoadBreakdown:
@@ -387,14 +432,9 @@ def under_load(
     prompt's own iterations: ``S_alone`` when it runs alone, ``(x + 1/2) t(N, B)`` in a
     backlog (its tokens end at a uniform point of a full iteration), weighted ``1 - rho`` and
     ``rho``."""
+    ls = _load_state(system, model, plan, load, sm)
+    st, rho, parts, spread = ls.st, ls.rho, ls.parts, ls.spread
     rate = load.qps / plan.replicas
-    st = steady_state(system, model, plan, rate, sm)
-    busy = smin(st.busy, 1.0, sm)
-    rho_slots = rate * plan.output_len * st.t_s / st.cap
-    _, fit = sequence_cap(system, model, plan, sm)
-    rho = smax(st.busy, rho_slots, sm)
-    parts, alone = _ttft_parts(plan, st, load, rate, sm)
-    spread = _tpot_spread(plan, st, busy, sm)
     mean_ttft = jnp.sum(jnp.stack([w * m for w, m, _ in parts]))
     return LoadBreakdown(
         utilisation=rho,
@@ -402,9 +442,9 @@ def under_load(
         running=st.n,
         prompt_tokens_per_iteration=rate * plan.input_len * st.t_s,
         iteration_s=st.t_s,
-        kv_occupancy=st.n / smax(fit, 1e-9, sm),
-        preemption_risk=ndtr((st.n - fit) / jnp.sqrt(st.n + 1e-9)),
-        wait_s=mean_ttft - alone,
+        kv_occupancy=st.n / smax(ls.fit, 1e-9, sm),
+        preemption_risk=ndtr((st.n - ls.fit) / jnp.sqrt(st.n + 1e-9)),
+        wait_s=mean_ttft - ls.alone,
         ttft_mean_s=mean_ttft,
         ttft_p50_s=_mixture_quantile(0.5, parts),
         ttft_p90_s=_mixture_quantile(0.9, parts),
@@ -415,8 +455,14 @@ def under_load(
     )
 
 
-#: Bisection steps of :func:`goodput_qps` (the bracket shrinks 2^-40 times).
-GOODPUT_STEPS = 40
+#: Bisection steps of :func:`goodput_qps`, on the logarithm of the rate over
+#: :data:`GOODPUT_OCTAVES` octaves below the bracket's top: the answer to
+#: ``GOODPUT_OCTAVES / 2^GOODPUT_STEPS`` of an octave, about 1e-6 relative.
+GOODPUT_STEPS = 24
+
+#: Octaves below the top of :func:`goodput_qps`'s bracket that it searches: a goodput under
+#: ``2^-24`` of four times the saturating rate is reported as 0.
+GOODPUT_OCTAVES = 24.0
 
 
 def goodput_qps(
@@ -431,27 +477,35 @@ def goodput_qps(
     """Largest arrival rate (requests/s to the deployment) at which the deployment is stable
     and its p99 TTFT and p99 TPOT meet the limits (seconds); 0 when no rate does.
 
-    Bisection on the rate between 0 and four times the rate that a linear extrapolation of the
-    utilisation at 1 request/s calls saturating (every percentile rises with the load, so the
-    predicate is monotone); one compilation, :data:`GOODPUT_STEPS` steps."""
+    Bisection on the logarithm of the rate, between :data:`GOODPUT_OCTAVES` octaves below
+    and four times the rate that a linear extrapolation of the utilisation at 1 request/s calls
+    saturating (every percentile rises with the load, so the predicate is monotone); one
+    compilation, :data:`GOODPUT_STEPS` steps, each one fixed point of the steady state
+    (:func:`steady_state`) and one evaluation of the TTFT's distribution at the limit."""
     cv_a, cv_s = jnp.asarray(arrival_cv), jnp.asarray(input_cv)
+    cap_fit = sequence_cap(system, model, plan, EXACT)  # the same at every rate
 
     def ok(q):
-        out = under_load(system, model, plan, Workload(q, cv_a, cv_s))
-        meets = (out.ttft_p99_s <= ttft_p99_limit_s) & (out.tpot_p99_s <= tpot_p99_limit_s)
-        return meets & (out.stable > 0)
+        # p99 TTFT <= limit exactly when the TTFT's distribution function reaches 0.99 at
+        # the limit (it is continuous and increasing): one evaluation of it instead of the
+        # quantile's bisection (:func:`_mixture_quantile`)
+        ls = _load_state(system, model, plan, Workload(q, cv_a, cv_s), EXACT, cap_fit)
+        ttft_ok = _mixture_cdf(jnp.asarray(ttft_p99_limit_s, ls.st.t_s.dtype), ls.parts) >= 0.99
+        tpot_ok = ls.st.t_s + Z99 * ls.spread <= tpot_p99_limit_s
+        return ttft_ok & tpot_ok & (ls.rho < 1.0)
 
-    unit = under_load(system, model, plan, Workload(jnp.ones(()), cv_a, cv_s)).utilisation
-    top = 4.0 / jnp.maximum(unit, 1e-9)
+    unit = _load_state(system, model, plan, Workload(jnp.ones(()), cv_a, cv_s), EXACT, cap_fit).rho
+    top = jnp.log2(4.0 / jnp.maximum(unit, 1e-9))
+    bottom = top - GOODPUT_OCTAVES
 
     def halve(_, bracket):
         lo, hi = bracket
         mid = 0.5 * (lo + hi)
-        good = ok(mid)
+        good = ok(2.0**mid)
         return jnp.where(good, mid, lo), jnp.where(good, hi, mid)
 
-    lo, _ = jax.lax.fori_loop(0, GOODPUT_STEPS, halve, (jnp.zeros(()), top))
-    return lo
+    lo, _ = jax.lax.fori_loop(0, GOODPUT_STEPS, halve, (bottom, top))
+    return jnp.where(ok(2.0**bottom), 2.0**lo, 0.0)
 
 
 __all__ = [
