@@ -33,7 +33,7 @@ OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {
     "gemm": (),
     "attention_prefill": ("v_head_dim", "kv_dtype"),
     "attention_decode": ("v_head_dim", "kv_dtype"),
-    "all_reduce": (),
+    "all_reduce": ("staged_copy",),
 }
 _SHAPE = {k for keys in (*SHAPE_KEYS.values(), *OPTIONAL_KEYS.values()) for k in keys}
 
@@ -48,8 +48,8 @@ class KernelMeasurement:
         chip: built-in chip name or resolved path.
         dtype: input format (:data:`~diffcost._inputs.schema.KERNEL_DTYPES`).
         shape: the operation's shape keys (:data:`SHAPE_KEYS`, :data:`OPTIONAL_KEYS` with their
-            defaults: ``v_head_dim = head_dim``, ``kv_dtype = dtype``) -> value; an all-reduce's
-            ``message_bytes`` in bytes per rank.
+            defaults: ``v_head_dim = head_dim``, ``kv_dtype = dtype``, ``staged_copy = False``)
+            -> value; an all-reduce's ``message_bytes`` in bytes per rank.
         time_s: measured seconds of one call (converted from ``achieved`` where published so).
         published: ``"time"`` or ``"achieved"``: which quantity the source gave.
         as_published: the source's own words.
@@ -232,6 +232,8 @@ def _shape(v: dict[str, Any]) -> dict[str, Any]:
     if op in ("attention_prefill", "attention_decode"):
         shape["v_head_dim"] = v.get("v_head_dim", v["head_dim"])
         shape["kv_dtype"] = v.get("kv_dtype", v["dtype"])
+    if op == "all_reduce":
+        shape["staged_copy"] = v.get("staged_copy", False)
     return shape
 
 
