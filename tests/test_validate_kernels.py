@@ -2,6 +2,7 @@
 files with file, key and reason (every problem at once), the error of a hand-made point is the
 term's own, and the command runs."""
 
+import dataclasses
 import json
 
 import jax.numpy as jnp
@@ -200,6 +201,42 @@ def test_error_of_a_hand_made_point_is_the_gemm_term(tmp_path):
     errs = sorted(abs(r["error"]) for r in rows)
     assert group["median_abs_error"] == pytest.approx(sum(errs) / 2)
     assert table["by_source"]["hand"]["n"] == 2
+
+
+def test_a_point_under_a_lowered_power_limit_runs_at_the_clock_it_sustains(tmp_path):
+    """``power_limit_w``: the GEMM term at the sustained clock of a board capped at that limit
+    (the power law of the steps, with the chip's J/FLOP), slower the lower the limit, and the
+    top clock where the limit does not bind."""
+    kernels = [GEMM.format(id="top", value="time_us = 200")] + [
+        GEMM.format(id=f"w{w}", value=f"time_us = 200\npower_limit_w = {w}")
+        for w in (300, 500, 5000)
+    ]
+    rows = kernel_rows(read_kernel_measurements([_file(tmp_path, "pw", *kernels)]))
+    system = dc.load_system(chip="h100-sxm")
+    capped = dataclasses.replace(
+        system, chip=dataclasses.replace(system.chip, tdp_w=jnp.asarray(500.0))
+    )
+    fmt = GemmFormat(
+        system.chip.peak_flop_per_s[format_index("bf16")],
+        2.0,
+        flop_j=system.chip.energy.flop_j[format_index("bf16")],
+    )
+    want = float(gemm_time_s(4096.0, 4096.0, 4096.0, fmt, capped, dc.EXACT))
+    top, w300, w500, w5000 = (r["term_s"] for r in rows)
+    assert w500 == pytest.approx(want, rel=1e-6)
+    assert w300 > w500 > top
+    assert w5000 == pytest.approx(top, rel=1e-6)  # a limit that does not bind
+
+
+def test_power_limit_is_a_gemm_key(tmp_path):
+    bad = _file(
+        tmp_path,
+        "pwbad",
+        _all_reduce().replace("time_us = 20", "time_us = 20\npower_limit_w = 500"),
+    )
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([bad])
+    assert any(p.key.endswith("power_limit_w") for p in err.value.problems)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,10 @@ timing around calls):
   ``narrow_matmul_fraction``, :meth:`diffcost.Efficiency.achievable_peaks`), the roofline the
   training and serving steps charge per GEMM (``max(2 m n k / (peak eff(m, n, k)), bytes / (bw
   f_bw))``).  The published fp8 timings take inputs already in fp8: the steps' separate
-  quantization kernels (:func:`~diffcost._terms.kernels.quantize_bytes`) are not in them.
+  quantization kernels (:func:`~diffcost._terms.kernels.quantize_bytes`) are not in them.  A
+  point timed under a lowered board power limit (``power_limit_w``) is charged at the clock
+  that limit sustains, with the power law the steps apply at the chip's own limit
+  (:func:`~diffcost._analysis.kernel_points.gemm_conditions`).
 * fused prefill attention of ``batch`` sequences of ``q_len`` new tokens over ``kv_len`` keys:
   :func:`diffcost._terms.attention.prefill_attention` with ``tokens = batch q_len``, one chunk
   per sequence (``piece = q_len``) and the mean attended keys ``context = kv_len - q_len / 2``
@@ -73,7 +76,7 @@ from .._terms.comm import all_reduce_s
 from .._terms.gemm import GemmFormat, gemm_time_s, stream_time_s
 from .._terms.power import burst
 from .calibrate_kernels import fit_kernels, fixed_s
-from .kernel_points import DTYPE_BYTES, attention_shape, peak_of, prefill_args
+from .kernel_points import DTYPE_BYTES, attention_shape, gemm_conditions, peak_of, prefill_args
 
 #: Upper bounds of the GEMM row regimes (``m``), in order; above the last: "large".
 GEMM_REGIMES = (("small", 64), ("medium", 1024))
@@ -117,10 +120,13 @@ class KernelPrediction:
 
 def predict_gemm(k: KernelMeasurement, system: System) -> KernelPrediction:
     """:func:`~diffcost._terms.gemm.gemm_time_s` of the point's shape and format on ``system``
-    at the top clock, and the fixed cost per kernel (module docstring)."""
-    fmt = GemmFormat(peak_of(k, system), jnp.asarray(DTYPE_BYTES[k.dtype]))
+    at the top clock, or at the clock a lowered power limit sustains
+    (:func:`~diffcost._analysis.kernel_points.gemm_conditions`), and the fixed cost per kernel
+    (module docstring)."""
+    held, flop_j = gemm_conditions(k, system)
+    fmt = GemmFormat(peak_of(k, system), jnp.asarray(DTYPE_BYTES[k.dtype]), flop_j=flop_j)
     s = k.shape
-    term = gemm_time_s(float(s["m"]), float(s["n"]), float(s["k"]), fmt, burst(system), EXACT)
+    term = gemm_time_s(float(s["m"]), float(s["n"]), float(s["k"]), fmt, held, EXACT)
     return KernelPrediction(float(term), fixed_s(system, k.timing))
 
 
