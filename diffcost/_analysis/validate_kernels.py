@@ -180,9 +180,10 @@ def predict_all_reduce(k: KernelMeasurement, system: System) -> KernelPrediction
     launch and flag barrier of the whole call, read off host-timed calls of the TensorRT-LLM
     kernels that copy their input into the shared buffer inside the kernel (SGLang PR 2904;
     sgl-kernel ``trt_reduce_internal.cu``, the ``COPY_INPUT`` branch).  A ``staged_copy``
-    point (vLLM's ``custom_all_reduce`` on an unregistered input: ``all_reduce_unreg`` issues
-    ``cudaMemcpyAsync`` of the input into the registered buffer, then the kernel; vLLM
-    ``csrc/custom_all_reduce.cu``) runs one more operation on the stream: a kernel's GPU-side
+    point (vLLM's ``custom_all_reduce`` on an unregistered input: ``all_reduce`` given the
+    registered buffer, ``all_reduce_unreg`` in older versions, issues ``cudaMemcpyAsync`` of
+    the input into that buffer, then the kernel; vLLM ``csrc/custom_all_reduce.cu``) runs one
+    more operation on the stream: a kernel's GPU-side
     fixed cost plus reading and writing the message at the achievable memory bandwidth
     (:func:`~diffcost._terms.gemm.stream_time_s`); in a loop of back-to-back eager calls its
     host launch overlaps the GPU work before it, as the kernel's does."""
