@@ -67,6 +67,23 @@ def test_gemm_fit_recovers_the_constants_and_holds_sources_out(tmp_path):
     assert np.median(held[fp8]) < -0.05  # the fp8 source, fitted without: too fast
 
 
+def test_a_point_under_a_lowered_power_limit_weighs_nothing(tmp_path):
+    """Its time is the power law's, not the shape constants': the fit is the same with it,
+    and it is predicted at the capped clock (slower than the same shape at the top clock)."""
+    points = _gemm_points(tmp_path, "a", "bf16")
+    text = (tmp_path / "a.toml").read_text().replace('name = "a"', 'name = "c"')
+    text = text.replace('id = "a-', 'id = "c-').replace(
+        "time_s = ", "power_limit_w = 300\ntime_s = "
+    )
+    (tmp_path / "c.toml").write_text(text)
+    capped = read_kernel_measurements([tmp_path / "c.toml"])
+    alone, both = fit_family("hopper", points), fit_family("hopper", points + capped)
+    assert both.constants == alone.constants
+    n = len(points)
+    assert np.all(np.asarray(both.fitted_s[n:]) >= np.asarray(both.fitted_s[:n]))
+    assert np.any(np.asarray(both.fitted_s[n:]) > 1.05 * np.asarray(both.fitted_s[:n]))
+
+
 def test_one_source_has_no_held_out_error(tmp_path):
     fit = fit_family("hopper", _gemm_points(tmp_path, "a", "bf16"))
     assert fit.held_out_s is None

@@ -2,6 +2,7 @@
 files with file, key and reason (every problem at once), the error of a hand-made point is the
 term's own, and the command runs."""
 
+import dataclasses
 import json
 
 import jax.numpy as jnp
@@ -202,6 +203,42 @@ def test_error_of_a_hand_made_point_is_the_gemm_term(tmp_path):
     assert table["by_source"]["hand"]["n"] == 2
 
 
+def test_a_point_under_a_lowered_power_limit_runs_at_the_clock_it_sustains(tmp_path):
+    """``power_limit_w``: the GEMM term at the sustained clock of a board capped at that limit
+    (the power law of the steps, with the chip's J/FLOP), slower the lower the limit, and the
+    top clock where the limit does not bind."""
+    kernels = [GEMM.format(id="top", value="time_us = 200")] + [
+        GEMM.format(id=f"w{w}", value=f"time_us = 200\npower_limit_w = {w}")
+        for w in (300, 500, 5000)
+    ]
+    rows = kernel_rows(read_kernel_measurements([_file(tmp_path, "pw", *kernels)]))
+    system = dc.load_system(chip="h100-sxm")
+    capped = dataclasses.replace(
+        system, chip=dataclasses.replace(system.chip, tdp_w=jnp.asarray(500.0))
+    )
+    fmt = GemmFormat(
+        system.chip.peak_flop_per_s[format_index("bf16")],
+        2.0,
+        flop_j=system.chip.energy.flop_j[format_index("bf16")],
+    )
+    want = float(gemm_time_s(4096.0, 4096.0, 4096.0, fmt, capped, dc.EXACT))
+    top, w300, w500, w5000 = (r["term_s"] for r in rows)
+    assert w500 == pytest.approx(want, rel=1e-6)
+    assert w300 > w500 > top
+    assert w5000 == pytest.approx(top, rel=1e-6)  # a limit that does not bind
+
+
+def test_power_limit_is_a_gemm_key(tmp_path):
+    bad = _file(
+        tmp_path,
+        "pwbad",
+        _all_reduce().replace("time_us = 20", "time_us = 20\npower_limit_w = 500"),
+    )
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([bad])
+    assert any(p.key.endswith("power_limit_w") for p in err.value.problems)
+
+
 @pytest.mark.parametrize(
     "m,regime", [(1, "small"), (64, "small"), (65, "medium"), (1024, "medium"), (1025, "large")]
 )
@@ -292,6 +329,7 @@ def test_all_reduce_point_is_the_all_reduce_term(tmp_path):
         "message_bytes": 2**20,
         "implementation": "nccl",
         "cuda_graph": True,
+        "staged_copy": False,
     }
     rows = kernel_rows(points)
     for point, row in zip(points, rows, strict=True):
@@ -302,16 +340,35 @@ def test_all_reduce_point_is_the_all_reduce_term(tmp_path):
         want = all_reduce_s(float(s["message_bytes"]), float(s["ranks"]), 1.0, system, dc.EXACT)
         assert row["term_s"] == pytest.approx(float(want), rel=1e-6)
         assert row["measured_s"] == pytest.approx(20e-6)
-        # replayed in a CUDA graph: the GPU-side share of the launch
+        # replayed in a CUDA graph: NCCL's kernel the GPU-side share of the launch; the
+        # engines' kernel nothing beyond its term (its fixed cost is the whole call's)
         eff = system.efficiency
-        assert row["fixed_s"] == pytest.approx(
-            float(eff.kernel_launch_s * eff.graph_kernel_fraction), rel=1e-6
-        )
+        graph_share = float(eff.kernel_launch_s * eff.graph_kernel_fraction)
+        custom = point.shape["implementation"] == "custom"
+        assert row["fixed_s"] == pytest.approx(0.0 if custom else graph_share, rel=1e-6, abs=0)
     assert [r["regime"] for r in rows] == ["small", "large", "small"]
     # the default's choice, on the node, is the faster of the two (1 MiB over 8 ranks)
     node = dc.load_system(chip="h100-sxm")
     assert float(all_reduce_s(2.0**20, 8.0, 1.0, node, dc.EXACT)) == pytest.approx(
         min(r["term_s"] for r in rows[::2]), rel=1e-6
+    )
+
+
+def test_staged_copy_adds_a_copy_kernel(tmp_path):
+    """vLLM's custom all-reduce on an unregistered input copies it into the registered buffer
+    first: one more kernel's GPU-side fixed cost plus reading and writing the message."""
+    plain = _all_reduce(id="a", impl="custom", size=4)
+    staged = _all_reduce(id="b", impl="custom", size=4).replace(
+        "cuda_graph = true\n", "cuda_graph = true\nstaged_copy = true\n"
+    )
+    a, b = kernel_rows(read_kernel_measurements([_file(tmp_path, "st", plain, staged)]))
+    system = dc.load_system(chip="h100-sxm")
+    eff = system.efficiency
+    bandwidth = float(system.chip.memory_bandwidth_bytes_per_s * eff.memory_bandwidth_fraction)
+    copy_s = 2.0 * 4 * 2**20 / bandwidth
+    assert b["term_s"] - a["term_s"] == pytest.approx(copy_s, rel=1e-5)
+    assert b["fixed_s"] - a["fixed_s"] == pytest.approx(
+        float(eff.kernel_launch_s * eff.graph_kernel_fraction), rel=1e-6
     )
 
 

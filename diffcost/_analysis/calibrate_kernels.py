@@ -12,11 +12,15 @@ calibration's launch constants, not fitted here: the sources' floors differ by l
 for DeepGEMM's kernels on H800 and 8-10 us for XLA's smallest dots on B200), a source of ``n``
 points weighing ``sqrt(n)`` in total (as the end-to-end fit, :mod:`diffcost._analysis.
 calibrate`).  A third constant, ``narrow_matmul_fraction``, scales the 8-bit peaks.  A point
-with an ``unmodelled`` effect (a quantization kernel inside the timed call, a locked clock, a
-lowered power limit) weighs nothing.  The
-prediction is the GEMM term at the top clock (:func:`~diffcost._terms.power.burst`: the
-kernels are timed alone in short loops) plus the fixed cost a cost model charges per kernel as
-the source timed it (:func:`fixed_s`), with every other constant the calibration's.
+with an ``unmodelled`` effect (a quantization kernel inside the timed call, a locked clock)
+weighs nothing.  The prediction is the GEMM term at the top clock
+(:func:`~diffcost._terms.power.burst`: the kernels are timed alone in short loops), or at the
+clock a lowered board power limit sustains for a point timed under one (``power_limit_w``,
+:func:`~diffcost._analysis.kernel_points.gemm_conditions`), plus the fixed cost a cost model
+charges per kernel as the source timed it (:func:`fixed_s`), with every other constant the
+calibration's.  A point under a lowered power limit is predicted but weighs nothing: its time
+is the power law's (:mod:`diffcost._terms.power`, whose constants come from the power check),
+not the shape constants', so it checks that law out of sample.
 
 Leave-one-source-out: for a family with several sources, each source is predicted by the fit on
 the others; a family with one source has no held-out error (its fit is in sample only).
@@ -37,7 +41,7 @@ from .._inputs.loader import load_system
 from .._terms.gemm import GemmFormat, gemm_time_s
 from .._terms.kernels import KERNELS_PER_LAYER_FORWARD, launch_s
 from .._terms.power import burst
-from .kernel_points import DTYPE_BYTES, prefill_args
+from .kernel_points import DTYPE_BYTES, gemm_conditions, prefill_args
 
 #: Chip families whose GEMM constants the kernel timings fix (every member shares them).  The
 #: Hopper family is the end-to-end fit's (:data:`~diffcost._inputs.calibration.FAMILIES`), with
@@ -93,40 +97,46 @@ def fixed_s(system: System, timing: str) -> float:
 
 
 @eqx.filter_jit
-def _grid_seconds(system: System, m, n, k, peak, nbytes, fractions, half_dims):
-    """GEMM seconds at the top clock for every (fraction, half_dim) and point: (F, D, P)."""
+def _grid_seconds(system: System, m, n, k, peak, nbytes, flop_j, fractions, half_dims):
+    """GEMM seconds for every (fraction, half_dim) and point: (F, D, P), on ``system`` (the
+    top clock, or a lowered power limit with the points' J/FLOP ``flop_j``; None: no limit)."""
 
-    def one(f, d, mi, ni, ki, pi, bi):
+    def one(f, d, mi, ni, ki, pi, bi, ji):
         eff = eqx.tree_at(
             lambda e: (e.matmul_peak_fraction, e.matmul_half_dim),
             system.efficiency,
             (f.astype(system.efficiency.matmul_peak_fraction.dtype), d.astype(f.dtype)),
         )
         s = eqx.tree_at(lambda x: x.efficiency, system, eff)
-        return gemm_time_s(mi, ni, ki, GemmFormat(pi, bi), s, EXACT)
+        return gemm_time_s(mi, ni, ki, GemmFormat(pi, bi, flop_j=ji), s, EXACT)
 
-    over_points = jax.vmap(one, in_axes=(None, None, 0, 0, 0, 0, 0))
-    over_d = jax.vmap(over_points, in_axes=(None, 0, None, None, None, None, None))
-    over_f = jax.vmap(over_d, in_axes=(0, None, None, None, None, None, None))
-    return over_f(fractions, half_dims, m, n, k, peak, nbytes)
+    points = 0 if flop_j is not None else None
+    over_points = jax.vmap(one, in_axes=(None, None, 0, 0, 0, 0, 0, points))
+    over_d = jax.vmap(over_points, in_axes=(None, 0, None, None, None, None, None, None))
+    over_f = jax.vmap(over_d, in_axes=(0, None, None, None, None, None, None, None))
+    return over_f(fractions, half_dims, m, n, k, peak, nbytes, flop_j)
 
 
 def grid_terms(
     points: Sequence[KernelMeasurement], calibration: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """GEMM terms at the top clock of ``points`` for every (narrow fraction, fraction,
-    half_dim) triple, ``(len(NARROW_GRID), len(FRACTION_GRID), len(HALF_DIM_GRID),
-    len(points))`` seconds, and each point's fixed seconds per kernel as its source timed it
-    (:func:`fixed_s`, the calibration's launch constants)."""
+    """GEMM terms of ``points`` (at the top clock, or at the clock a lowered power limit
+    sustains: :func:`~diffcost._analysis.kernel_points.gemm_conditions`) for every (narrow
+    fraction, fraction, half_dim) triple, ``(len(NARROW_GRID), len(FRACTION_GRID),
+    len(HALF_DIM_GRID), len(points))`` seconds, and each point's fixed seconds per kernel as
+    its source timed it (:func:`fixed_s`, the calibration's launch constants)."""
     shape = (len(NARROW_GRID), len(FRACTION_GRID), len(HALF_DIM_GRID), len(points))
     out = np.zeros(shape)
     host = np.zeros(len(points))
-    by_chip: dict[tuple[str, str], list[int]] = {}
+    by_chip: dict[tuple[str, str, float | None], list[int]] = {}
     for i, p in enumerate(points):
-        by_chip.setdefault((p.chip, p.timing), []).append(i)
-    for (chip, timing), idx in by_chip.items():
-        system = burst(load_system(chip=chip, calibration=calibration))
+        by_chip.setdefault((p.chip, p.timing, p.shape.get("power_limit_w")), []).append(i)
+    for (chip, timing, _), idx in by_chip.items():
+        loaded = load_system(chip=chip, calibration=calibration)
         pts = [points[i] for i in idx]
+        system, flop_j = gemm_conditions(pts[0], loaded)
+        if flop_j is not None:
+            flop_j = jnp.stack([gemm_conditions(p, loaded)[1] for p in pts])
         m, n, k = (jnp.asarray([float(p.shape[key]) for p in pts]) for key in ("m", "n", "k"))
         peak = jnp.stack([system.chip.peak_flop_per_s[format_index(p.dtype)] for p in pts])
         narrow = jnp.asarray([DTYPE_BYTES[p.dtype] <= 1.0 for p in pts])
@@ -139,6 +149,7 @@ def grid_terms(
                 k,
                 jnp.where(narrow, peak * ratio, peak),
                 nbytes,
+                flop_j,
                 jnp.asarray(FRACTION_GRID),
                 jnp.asarray(HALF_DIM_GRID),
             )
@@ -214,9 +225,10 @@ def fit_family(
     terms, host = grid_terms(pts, calibration)
     measured = np.asarray([p.time_s for p in pts])
     sources = [p.source for p in pts]
-    # only points whose time the shape constants decide weigh in the fit (module docstring)
+    # only points whose time the shape constants decide weigh in the fit (module docstring):
+    # not a floor-dominated one, nor one whose clock a lowered power limit sets
     shaped = measured >= SHAPE_DOMINATED * host
-    modelled = np.asarray([p.unmodelled is None for p in pts])
+    modelled = np.asarray([p.unmodelled is None and "power_limit_w" not in p.shape for p in pts])
     w = np.where(shaped & modelled, source_weights(sources), 0.0)
     best = _best(terms, host, measured, w)
 

@@ -8,11 +8,13 @@ Shared by the kernel validation (:mod:`diffcost._analysis.validate_kernels`) and
 
 from typing import Any
 
+import equinox as eqx
 import jax.numpy as jnp
 
 from .._inputs.hardware import System, format_index
 from .._inputs.kernel_measurements import KernelMeasurement
 from .._terms.attention import AttentionShape
+from .._terms.power import burst
 
 #: Bytes per element of each kernel input format.
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0}
@@ -22,6 +24,26 @@ def peak_of(k: KernelMeasurement, system: System) -> Any:
     """The achievable peak of the point's format (:meth:`diffcost.Efficiency.achievable_peaks`)."""
     peaks = system.efficiency.achievable_peaks(system.chip.peak_flop_per_s)
     return peaks[format_index(k.dtype)]
+
+
+def gemm_conditions(k: KernelMeasurement, system: System) -> tuple[System, Any]:
+    """The system and the dynamic energy per FLOP (J/FLOP, or None) a GEMM point ran under.
+
+    A point timed alone in a short loop runs at the top clock: :func:`~diffcost._terms.power.
+    burst` and None.  A point timed under a lowered board power limit (``power_limit_w``)
+    runs at the clock that limit sustains: the system with ``tdp_w`` set to the limit and the
+    chip's J/FLOP of the point's format, so that :func:`~diffcost._terms.gemm.gemm_time_s`
+    charges its matrix work at the sustained fraction (:func:`~diffcost._terms.power.
+    sustained`: the clock at which the tensor work's dynamic power meets the limit, Choi et
+    al., IPDPS 2013; ``nvidia-smi --power-limit``), the law every cost model applies to
+    sustained work at the chip's own limit.
+    """
+    limit = k.shape.get("power_limit_w")
+    if limit is None:
+        return burst(system), None
+    tdp = system.chip.tdp_w
+    capped = eqx.tree_at(lambda s: s.chip.tdp_w, system, jnp.full_like(tdp, float(limit)))
+    return capped, system.chip.energy.flop_j[format_index(k.dtype)]
 
 
 def attention_shape(k: KernelMeasurement) -> AttentionShape:
@@ -52,4 +74,4 @@ def prefill_args(k: KernelMeasurement, system: System) -> tuple[Any, Any, Any, A
     return f(s["batch"] * q), f(q), f(context), attention_shape(k), peak_of(k, system)
 
 
-__all__ = ["DTYPE_BYTES", "attention_shape", "peak_of", "prefill_args"]
+__all__ = ["DTYPE_BYTES", "attention_shape", "gemm_conditions", "peak_of", "prefill_args"]

@@ -16,7 +16,10 @@ timing around calls):
   ``narrow_matmul_fraction``, :meth:`diffcost.Efficiency.achievable_peaks`), the roofline the
   training and serving steps charge per GEMM (``max(2 m n k / (peak eff(m, n, k)), bytes / (bw
   f_bw))``).  The published fp8 timings take inputs already in fp8: the steps' separate
-  quantization kernels (:func:`~diffcost._terms.kernels.quantize_bytes`) are not in them.
+  quantization kernels (:func:`~diffcost._terms.kernels.quantize_bytes`) are not in them.  A
+  point timed under a lowered board power limit (``power_limit_w``) is charged at the clock
+  that limit sustains, with the power law the steps apply at the chip's own limit
+  (:func:`~diffcost._analysis.kernel_points.gemm_conditions`).
 * fused prefill attention of ``batch`` sequences of ``q_len`` new tokens over ``kv_len`` keys:
   :func:`diffcost._terms.attention.prefill_attention` with ``tokens = batch q_len``, one chunk
   per sequence (``piece = q_len``) and the mean attended keys ``context = kv_len - q_len / 2``
@@ -37,7 +40,9 @@ timing around calls):
   reduces in the network), so each part of the default's choice
   (:class:`~diffcost._terms.collectives.Fastest`) is checked against its own timings; a point
   replayed in a CUDA graph is charged the GPU-side share of the launch whatever the file's
-  timing.
+  timing; the engines' kernels no launch beyond their term (their fixed cost is the whole
+  call's), and a ``staged_copy`` point the copy of its input as one more kernel
+  (:func:`predict_all_reduce`).
 
 Error ``= predicted / measured - 1``.  The table groups the points by operation, chip, format and
 regime (GEMM rows ``m``: small ``m <= 64``, medium ``64 < m <= 1024``, large ``m > 1024``, the
@@ -68,10 +73,10 @@ from .._inputs.loader import load_system
 from .._terms.attention import decode_attention, prefill_attention
 from .._terms.collectives import with_collective
 from .._terms.comm import all_reduce_s
-from .._terms.gemm import GemmFormat, gemm_time_s
+from .._terms.gemm import GemmFormat, gemm_time_s, stream_time_s
 from .._terms.power import burst
 from .calibrate_kernels import fit_kernels, fixed_s
-from .kernel_points import DTYPE_BYTES, attention_shape, peak_of, prefill_args
+from .kernel_points import DTYPE_BYTES, attention_shape, gemm_conditions, peak_of, prefill_args
 
 #: Upper bounds of the GEMM row regimes (``m``), in order; above the last: "large".
 GEMM_REGIMES = (("small", 64), ("medium", 1024))
@@ -115,10 +120,13 @@ class KernelPrediction:
 
 def predict_gemm(k: KernelMeasurement, system: System) -> KernelPrediction:
     """:func:`~diffcost._terms.gemm.gemm_time_s` of the point's shape and format on ``system``
-    at the top clock, and the fixed cost per kernel (module docstring)."""
-    fmt = GemmFormat(peak_of(k, system), jnp.asarray(DTYPE_BYTES[k.dtype]))
+    at the top clock, or at the clock a lowered power limit sustains
+    (:func:`~diffcost._analysis.kernel_points.gemm_conditions`), and the fixed cost per kernel
+    (module docstring)."""
+    held, flop_j = gemm_conditions(k, system)
+    fmt = GemmFormat(peak_of(k, system), jnp.asarray(DTYPE_BYTES[k.dtype]), flop_j=flop_j)
     s = k.shape
-    term = gemm_time_s(float(s["m"]), float(s["n"]), float(s["k"]), fmt, burst(system), EXACT)
+    term = gemm_time_s(float(s["m"]), float(s["n"]), float(s["k"]), fmt, held, EXACT)
     return KernelPrediction(float(term), fixed_s(system, k.timing))
 
 
@@ -155,17 +163,44 @@ IMPLEMENTATION_COLLECTIVE = {
 }
 
 
+#: Implementations run by the engines' own kernels, whose fixed cost
+#: (:data:`~diffcost._terms.collectives.CUSTOM_BASE_S`) is the whole kernel's, its launch in it.
+ENGINE_KERNELS = ("custom", "one_shot", "two_shot")
+
+
 def predict_all_reduce(k: KernelMeasurement, system: System) -> KernelPrediction:
     """:func:`~diffcost._terms.comm.all_reduce_s` of ``message_bytes`` per rank over ``ranks``
     ranks one apart (one node) on ``system``, run by the timed implementation's algorithm
     (module docstring).  A multimem timing shows the switches reduce in the network: the
-    system is given ``in_network_reduction``."""
+    system is given ``in_network_reduction``.
+
+    The fixed cost per call: NCCL's and multimem's kernels the cost models' per-kernel launch
+    (:func:`~diffcost._analysis.calibrate_kernels.fixed_s`); the engines' kernels
+    (:data:`ENGINE_KERNELS`) none beyond their term, whose fixed part ``CUSTOM_BASE_S`` is the
+    launch and flag barrier of the whole call, read off host-timed calls of the TensorRT-LLM
+    kernels that copy their input into the shared buffer inside the kernel (SGLang PR 2904;
+    sgl-kernel ``trt_reduce_internal.cu``, the ``COPY_INPUT`` branch).  A ``staged_copy``
+    point (vLLM's ``custom_all_reduce`` on an unregistered input: ``all_reduce`` given the
+    registered buffer, ``all_reduce_unreg`` in older versions, issues ``cudaMemcpyAsync`` of
+    the input into that buffer, then the kernel; vLLM ``csrc/custom_all_reduce.cu``) runs one
+    more operation on the stream: a kernel's GPU-side
+    fixed cost plus reading and writing the message at the achievable memory bandwidth
+    (:func:`~diffcost._terms.gemm.stream_time_s`); in a loop of back-to-back eager calls its
+    host launch overlaps the GPU work before it, as the kernel's does."""
     s = k.shape
     if s["implementation"] == "multimem":
         system = dataclasses.replace(system, in_network_reduction=jnp.ones(()))
     system = with_collective(system, IMPLEMENTATION_COLLECTIVE[s["implementation"]])
-    term = all_reduce_s(float(s["message_bytes"]), float(s["ranks"]), 1.0, system, EXACT)
-    return KernelPrediction(float(term), fixed_s(system, "kernel" if s["cuda_graph"] else k.timing))
+    message = float(s["message_bytes"])
+    term = float(all_reduce_s(message, float(s["ranks"]), 1.0, system, EXACT))
+    if s["implementation"] in ENGINE_KERNELS:
+        fixed = 0.0
+    else:
+        fixed = fixed_s(system, "kernel" if s["cuda_graph"] else k.timing)
+    if s.get("staged_copy"):
+        term += float(stream_time_s(2.0 * message, system))
+        fixed += fixed_s(system, "kernel")
+    return KernelPrediction(term, fixed)
 
 
 _PREDICT = {

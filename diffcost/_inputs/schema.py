@@ -766,6 +766,17 @@ KERNEL_POINT = {
         doc="all_reduce: the library or kernel that ran it",
     ),
     "cuda_graph": Field("bool", doc="all_reduce: timed as a replayed CUDA graph"),
+    "staged_copy": Field(
+        "bool",
+        doc="all_reduce: the input is first copied into the registered buffer by a separate "
+        "device-to-device copy (vLLM's custom all-reduce on an unregistered input; default false)",
+    ),
+    "power_limit": Q(
+        "w",
+        doc="gemm: the board power limit the timing ran under, when lowered below the chip's "
+        "tdp (the kernel is predicted at its sustained clock under it; default: the top clock)",
+        plausible=R.CHIP_POWER,
+    ),
     "time": Q("s", doc="measured time of one call", plausible=R.KERNEL_TIME),
     "achieved": Q(
         "flop_per_s",
