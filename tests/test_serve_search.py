@@ -210,6 +210,21 @@ def test_plan_serve_cli_launch_lines():
     assert bad.exit_code == 2 and "--accuracy-cost" in bad.output
 
 
+def test_plan_serve_p99_limits_belong_to_the_goodput_objective():
+    """``--ttft-p99-ms`` / ``--tpot-p99-ms`` (the names ``serve --qps`` uses) are limits under
+    load: refused beside another objective and beside the ``--*-slo-ms`` they stand for, each
+    problem named at once, before any search runs."""
+    run = lambda *a: CliRunner().invoke(app, ["plan", "serve", *a])  # noqa: E731
+    other = run("--ttft-p99-ms", "500", "--tpot-p99-ms", "50")
+    assert other.exit_code == 2
+    assert "ttft-p99-ms: a p99 limit under load applies to --objective goodput" in other.output
+    assert "tpot-p99-ms: a p99 limit under load applies" in other.output
+    both = run("--objective", "goodput", "--ttft-p99-ms", "500", "--ttft-slo-ms", "500")
+    assert both.exit_code == 2 and "give it or --ttft-slo-ms, not both" in both.output
+    zero = run("--objective", "goodput", "--tpot-p99-ms", "0")
+    assert zero.exit_code == 2 and "tpot-p99-ms: must be a positive number" in zero.output
+
+
 def test_the_serving_axes_are_the_fields_declared_searched():
     """The search's degrees and choices are the serving fields that declare an ``axis``, in
     declaration order (categorical choices, then bool ones), with the values the old

@@ -503,6 +503,38 @@ _SERVE_UNITS = {
 
 
 TtftSlo = Annotated[float | None, typer.Option(help="Time-to-first-token limit, ms.")]
+TtftP99 = Annotated[
+    float | None, typer.Option(help="p99 TTFT limit under load, ms (--objective goodput).")
+]
+TpotP99 = Annotated[
+    float | None, typer.Option(help="p99 TPOT limit under load, ms (--objective goodput).")
+]
+
+
+def _p99_problems(
+    objective: str,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+    ttft_p99_ms: float | None,
+    tpot_p99_ms: float | None,
+) -> list[Problem]:
+    """``--ttft-p99-ms`` / ``--tpot-p99-ms`` are limits under load: only the goodput objective
+    has a load, and each limit is given once (as a p99 or as the ``--*-slo-ms`` it stands for
+    under that objective)."""
+    bad = []
+    for name, p99, slo in (("ttft", ttft_p99_ms, ttft_slo_ms), ("tpot", tpot_p99_ms, tpot_slo_ms)):
+        if p99 is None:
+            continue
+        if objective != "goodput":
+            why = "a p99 limit under load applies to --objective goodput only"
+            bad.append(Problem("<arguments>", f"{name}_p99_ms", f"{why} (got {objective})"))
+        elif slo is not None:
+            bad.append(
+                Problem("<arguments>", f"{name}_p99_ms", f"give it or --{name}-slo-ms, not both")
+            )
+    return bad
+
+
 ArrivalCv = Annotated[
     float,
     typer.Option(help="goodput: coefficient of variation of the arrival gaps (1: Poisson).", min=0),
@@ -562,11 +594,14 @@ def plan_serve(
         str,
         typer.Option(
             help="throughput (per chip) | latency | cost (per Mtok) | tpot (median) | p90 "
-            "(of TPOT)."
+            "(of TPOT) | goodput (chips per request/s whose p99 TTFT and TPOT under load "
+            "meet --ttft-p99-ms / --tpot-p99-ms)."
         ),
     ] = "throughput",
     ttft_slo_ms: TtftSlo = None,
     tpot_slo_ms: TpotSlo = None,
+    ttft_p99_ms: TtftP99 = None,
+    tpot_p99_ms: TpotP99 = None,
     weight_formats: Annotated[str, typer.Option(help="Allowed weight formats.")] = "bf16,fp8",
     kv_formats: Annotated[str, typer.Option(help="Allowed KV-cache formats.")] = "bf16,fp8",
     max_batch: Annotated[
@@ -582,11 +617,21 @@ def plan_serve(
     """Find the best serving plan under latency limits; every answer is checked exactly.
 
     ``--objective goodput`` ranks plans by chips per request/s of goodput: the largest Poisson
-    arrival rate whose p99 TTFT and p99 TPOT under load meet the limits (then p99 limits),
-    found by enumerating every plan (per chip and per dollar rank alike on one system)."""
+    arrival rate whose p99 TTFT and p99 TPOT under load meet ``--ttft-p99-ms`` and
+    ``--tpot-p99-ms`` (the names ``diffcost serve --qps`` gives them; ``--ttft-slo-ms`` and
+    ``--tpot-slo-ms`` are read as those p99 limits too), found by enumerating every plan (per
+    chip and per dollar rank alike on one system)."""
     objective = coerce(ServeObjective, objective, "objective").value
-    limits = {"ttft_slo_ms": ttft_slo_ms, "tpot_slo_ms": tpot_slo_ms}
-    bad = positive_problems(limits, "milliseconds", NO_LIMIT, 1e-3)
+    bad = _p99_problems(objective, ttft_slo_ms, tpot_slo_ms, ttft_p99_ms, tpot_p99_ms)
+    limits = {  # each under the flag that gave it, for the problem's key
+        "ttft_slo_ms": ttft_slo_ms if ttft_p99_ms is None else None,
+        "ttft_p99_ms": ttft_p99_ms,
+        "tpot_slo_ms": tpot_slo_ms if tpot_p99_ms is None else None,
+        "tpot_p99_ms": tpot_p99_ms,
+    }
+    ttft_slo_ms = ttft_slo_ms if ttft_p99_ms is None else ttft_p99_ms
+    tpot_slo_ms = tpot_slo_ms if tpot_p99_ms is None else tpot_p99_ms
+    bad += positive_problems(limits, "milliseconds", NO_LIMIT, 1e-3)
     bad += cv_problems({"arrival_cv": arrival_cv, "input_cv": input_cv})
     if max_batch < 1:
         bad.append(Problem("<arguments>", "max_batch", "must be a positive integer"))
