@@ -161,8 +161,12 @@ _REFUSED_ONLY = {
     ("sensitivity", "serve"),
 }
 #: Flags a command refuses beside its base arguments, whatever their value: ``validate
-#: --kernels`` reads specs/kernels and refuses the base's ``--source`` (``diffcost validate``).
-_CONFLICTS: dict[tuple[str, ...], frozenset[str]] = {("validate",): frozenset({"--kernels"})}
+#: --kernels`` reads specs/kernels and refuses the base's ``--source`` (``diffcost validate``);
+#: ``plan serve``'s p99 limits belong to ``--objective goodput``, which the base does not set.
+_CONFLICTS: dict[tuple[str, ...], frozenset[str]] = {
+    ("validate",): frozenset({"--kernels"}),
+    ("plan", "serve"): frozenset({"--ttft-p99-ms", "--tpot-p99-ms"}),
+}
 _BAD = {"0", "-1", "x", "", "nan", "1.5", "-inf", "{dir}", "{dir}/afile", "{dir}/afile/x.png"}
 _SKIP = {"--json", "--help", "--progress", "--loso", "--exhaustive", "--search-chips"}
 #: SLO flags: a feasible answer must meet them (checked by the harness).
