@@ -100,6 +100,26 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
         assert m.raw["as_published"] and m.source_info["reference"]
 
 
+def test_held_out_measurements_load_and_stay_out_of_the_fitted_set():
+    """``specs/measurements/held-out``: evaluation-only points (issue 43), read only when named
+    (``diffcost validate --measurements FILE``), never by the default set that ``diffcost
+    calibrate`` fits and the coverage index counts."""
+    files = sorted((dc.specs_dir() / "measurements" / "held-out").glob("*.toml"))
+    held = load_measurements(files)
+    fitted = load_measurements()
+    assert {m.source for m in held}.isdisjoint({m.source for m in fitted})
+    assert {m.id for m in held}.isdisjoint({m.id for m in fitted})
+    counts = collections.Counter((m.source, m.metric) for m in held)
+    assert counts == {
+        ("inferencebench-vllm-0.21-h100", "ttft"): 1,
+        ("inferencebench-vllm-0.21-h100", "token_latency"): 1,
+        ("inferencebench-vllm-0.21-h100", "serve_throughput"): 1,
+    }
+    assert all(m.plan["engine"] == "vllm-0.10" and m.excluded is None for m in held)
+    for m in held:
+        assert m.raw["as_published"] and m.source_info["reference"] and m.flags
+
+
 def test_conventions_convert_to_canonical_metrics():
     by_id = {m.id: m for m in load_measurements()}
     # Narayanan eq. (3): 137 TFLOP/s on 32 GPUs, F/(B s) = 96 l h^2 (1 + s/6h + V/16lh)
