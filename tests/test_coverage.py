@@ -137,7 +137,10 @@ def test_lora_points_do_not_set_the_best_published_mfu():
 
 def test_plan_features_name_what_no_published_run_has():
     """A parallel, batching or engine feature that no published run of the job has is listed
-    (training: ZeRO-2 never published; serving: every published point is static batching)."""
+    (training: ZeRO-2 never published; serving: no published run spreads whole experts over
+    the tensor-parallel ranks).  Serving runs outside the fit (under load, held out) stand
+    behind an engine or a batching mode too: continuous batching is published (NIM, MLPerf
+    under load)."""
     train = C.plan_features("train", dict(tp=8, pp=4, virtual_stages=2, cp=2, zero=2, dp=4))
     assert train == {
         "pipeline parallelism",
@@ -148,10 +151,17 @@ def test_plan_features_name_what_no_published_run_has():
     cov = C.coverage("h100-sxm", "train", ("bf16",), features=train)
     assert cov["features_unmeasured"] == ["ZeRO-2"]
     assert "no published run has: ZeRO-2" in cov["note"]
-    serve = C.plan_features("serve", dict(tp=8, pp=1, mode="continuous", engine="trtllm-0.6"))
-    assert serve == {"engine trtllm-0.6", "continuous batching"}
+    serve = C.plan_features(
+        "serve", dict(tp=8, pp=1, mode="continuous", engine="trtllm-0.6", expert_parallel=True)
+    )
+    assert serve == {"engine trtllm-0.6", "continuous batching", "expert parallelism"}
     cov = C.coverage("h100-sxm", "serve", ("bf16",), features=serve)
-    assert cov["features_unmeasured"] == ["continuous batching"]
+    assert cov["features_unmeasured"] == ["expert parallelism"]
+    # the fitted points given explicitly: the runs outside the fit are not consulted, and
+    # every fitted serving point is static batching
+    fitted = C.coverage("h100-sxm", "serve", ("bf16",), "default", C.builtin_index(), serve)
+    assert fitted["features_unmeasured"] == ["continuous batching", "expert parallelism"]
+    assert "continuous batching" in C.outside_fit_serving_features()
     # the default engine is named when a plan names none
     assert "engine vllm-0.10" in C.plan_features("serve", dict(tp=1, pp=1, mode="static"))
 
@@ -163,4 +173,12 @@ def test_serve_json_lists_the_unmeasured_engine():
 
     result = CliRunner().invoke(app, ["serve", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["coverage"]["features_unmeasured"] == ["engine vllm-0.10"]
+    # the default engine ran in published runs (vLLM 0.21 held out, MLPerf v5.1 under load)
+    assert json.loads(result.stdout)["coverage"]["features_unmeasured"] == []
+    assert "engine vllm-0.10" in C.outside_fit_serving_features()
+    args = ["serve", "--model", "mixtral-8x7b", "--chip", "h100-sxm", "--chips", "2", "--tp", "2"]
+    result = CliRunner().invoke(app, [*args, "--expert-parallel", "--json"])
+    assert result.exit_code == 0, result.output
+    cov = json.loads(result.stdout)["coverage"]
+    assert cov["features_unmeasured"] == ["expert parallelism"]
+    assert "no published run has: expert parallelism" in cov["note"]

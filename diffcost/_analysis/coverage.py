@@ -30,10 +30,10 @@ from .._inputs.calibration import FAMILIES
 from .._inputs.checker import specs_dir
 from .._inputs.hardware import FORMATS
 from .._inputs.loader import load_chip, load_model, load_spec
-from .._inputs.measurements import Measurement
+from .._inputs.measurements import Measurement, measurements_dir
 from .._serve.engine import DEFAULT_ENGINE
 from .._train.regimes import zero3_multinode_weight
-from .plans import load_measurements
+from .plans import load_load_measurements, load_measurements
 from .validate import chip_name
 
 _BF16 = FORMATS.index("bf16")
@@ -142,6 +142,28 @@ def builtin_index() -> tuple[Measured, ...]:
     return tuple(Measured(r[0], r[1], r[2], r[3], tuple(r[4]), r[5], frozenset(r[6])) for r in rows)
 
 
+@cache
+def outside_fit_serving_features() -> frozenset[str]:
+    """Serving features (:func:`plan_features`) of the published runs that are not in the fit:
+    the points under load (``specs/measurements/load``) and the held-out ones
+    (``specs/measurements/held-out``, evaluation only).  They stand behind an engine or a
+    batching mode as much as a fitted point does; they do not count as measurements of a chip
+    (the counts are of the points the efficiency constants were fitted to).  Kept on disk like
+    :func:`builtin_index`."""
+
+    def compute() -> list[str]:
+        held_out = sorted((measurements_dir() / "held-out").glob("*.toml"))
+        points = [*load_load_measurements(), *(load_measurements(held_out) if held_out else [])]
+        feats: set[str] = set()
+        for m in points:
+            if m.excluded is None and getattr(m, "kind", "serve") == "serve":
+                feats |= plan_features("serve", m.plan)
+        return sorted(feats)
+
+    package = Path(__file__).resolve().parents[1]
+    return frozenset(cached_json("coverage-outside-fit", [specs_dir(), package], compute))
+
+
 def family_of(chip: str) -> str | None:
     """The calibration family of a chip (:data:`diffcost._analysis.calibrate.FAMILIES`)."""
     return next((f for f, members in FAMILIES.items() if chip in members), None)
@@ -170,7 +192,9 @@ def coverage(
     ``formats``: the chip measured (any job), this job measured on it, the formats never
     measured on it, the chip's family and whether any of its chips is measured, where the
     efficiency constants come from, and the plan's ``features`` (:func:`plan_features`) no
-    published ``kind`` run on any chip has; ``note`` says it in one sentence."""
+    published ``kind`` run on any chip has (with the built-in points, the serving runs outside
+    the fit count too: :func:`outside_fit_serving_features`); ``note`` says it in one
+    sentence."""
     pts = builtin_index() if points is None else points
     on_chip = [p for p in pts if p.chip == chip]
     fam = family_of(chip)
@@ -187,7 +211,9 @@ def coverage(
         "formats_unmeasured": sorted(set(formats) - measured_formats),
         "efficiency": efficiency_basis(chip, calibration),
         "features_unmeasured": sorted(
-            features - {f for p in pts if p.kind == kind for f in p.features}
+            features
+            - {f for p in pts if p.kind == kind for f in p.features}
+            - (outside_fit_serving_features() if kind == "serve" and points is None else set())
         ),
     }
     out["note"] = _note(out, kind)
@@ -340,5 +366,6 @@ __all__ = [
     "measured_mfu",
     "plan_features",
     "mfu_check",
+    "outside_fit_serving_features",
     "unmodelled_regimes",
 ]
