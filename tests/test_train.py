@@ -343,3 +343,30 @@ def test_tp_group_spilling_past_the_node_is_slow():
 
     assert nic_grad(node8, plan) < 0.0
     assert nic_grad(node8, dc.train_plan(tp=8, dp=2, global_batch=32)) == 0.0
+
+
+def test_fused_attention_backward_recomputes_its_scores():
+    """Issue 42: a flash attention backward runs five products against the forward's two
+    (FlashAttention-2, Algorithm 2): per layer it adds half an attention forward to the usual
+    twice-the-forward, and the cross entropy's backward is its own 14 bytes per logit, not
+    twice the forward's 38; the hardware FLOP add the recomputed scores."""
+    from diffcost import testing as C
+    from diffcost.testing import evaluation, stream_time_s, with_padded_vocab
+
+    system, model = dc.load_system("dgx-a100", chips=8), dc.load_model("llama-2-7b")
+    fields = dict(tp=1, pp=1, dp=8, micro_batch=2, global_batch=64, seq_len=4096)
+    flash = dc.train_plan(**fields, recompute="none", flash_attention=True)
+    built = with_padded_vocab(model, flash, dc.EXACT)
+    with evaluation():
+        layer = C.layer_forward(system, built, flash, dc.EXACT)
+        stage = C.stage_times(system, built, flash, dc.EXACT)
+    logits = 2 * 4096 * float(built.vocab)
+    xent = C.XENT_BACKWARD_BYTES_PER_LOGIT - 2 * C.XENT_FORWARD_BYTES_PER_LOGIT
+    expected = 32 * 0.5 * float(layer.attention_s) + float(stream_time_s(xent * logits, system))
+    got = float(stage.backward_s) - 2 * float(stage.forward_s)
+    assert got == pytest.approx(expected, rel=1e-4)
+    model_flop, hardware_flop = C.step_flop(model, flash)
+    attn = 32 * float(model.layer_attention_flop(64, 4096))
+    assert float(hardware_flop - model_flop) == pytest.approx(0.5 * attn, rel=1e-5)
+    unfused = dc.train_plan(**fields, recompute="none", flash_attention=False)
+    assert float(C.step_flop(model, unfused)[1]) == pytest.approx(float(model_flop), rel=1e-6)

@@ -64,6 +64,9 @@ PINNED_SOURCES = {
     # 0.218, p90 0.315
     ("train_throughput", "megatron-sc21-zero3"): (0.23, 0.33),
     ("train_throughput", "korthikanti-2022"): (0.062, 0.115),
+    # MPT 1B-13B on one DGX A100, FSDP, flash attention, no recomputation (issue 42): predicted
+    # +12% .. +19% with the ampere constants fitted before these points existed
+    ("train_throughput", "llm-foundry-mpt"): (0.14, 0.19),
     # MT-NLG 530B on 2,240-3,360 A100 with DeepSpeed's pipeline engine (issue 17 item 5):
     # unmodelled, predicted +22.9%, +23.9%, +28.6%, where Megatron's 529.6B run is -3.3%
     ("train_throughput", "mt-nlg-530b"): (0.25, 0.29),
@@ -87,7 +90,7 @@ PINNED_SOURCES = {
 
 
 def test_every_point_is_predicted_and_the_errors_are_pinned(result, points):
-    assert len(result.rows) == sum(1 for m in points if m.excluded is None) == 172
+    assert len(result.rows) == sum(1 for m in points if m.excluded is None) == 176
     assert {e["id"] for e in result.excluded} == {m.id for m in points if m.excluded}
     for row in result.rows:
         assert np.isfinite(row["predicted"]) and row["predicted"] > 0

@@ -85,6 +85,25 @@ _BF16 = format_index("bf16")
 _FP8 = format_index("fp8")
 _FP8_BYTES = BYTES_PER_ELEMENT["fp8"]
 
+#: Backward seconds of a fused (flash) attention kernel per forward second: its backward runs
+#: five matrix products where the forward runs two (it recomputes ``S = Q K^T`` from the saved
+#: log-sum-exp, then ``dV = P^T dO``, ``dP = dO V^T``, ``dQ = dS K``, ``dK = dS^T Q``: Dao,
+#: "FlashAttention-2", arXiv:2307.08691, Algorithm 2, whose benchmarks count the backward as
+#: 2.5 times the forward FLOP), against the two gradient products per forward product of an
+#: unfused attention or a weight GEMM.  A FLOP count, not a fit.
+FUSED_ATTENTION_BACKWARD_RATIO = 2.5
+#: Bytes per logit the vocabulary-parallel cross entropy moves forward: the 16-bit logits cast
+#: to fp32 (read 2, write 4), the row maximum (read 4), the maximum subtracted in place (read
+#: 4, write 4), ``exp`` in place (4 + 4), the row sum (4) and the division into the softmax
+#: kept for the backward (4 + 4): Megatron-Core ``VocabParallelCrossEntropy``
+#: (``megatron/core/tensor_parallel/cross_entropy.py``: ``calculate_logits_max``,
+#: ``calculate_predicted_logits``, ``calculate_cross_entropy_loss``).  An operation count.
+XENT_FORWARD_BYTES_PER_LOGIT = 38.0
+#: Bytes per logit of its backward: the softmax scaled by the loss gradient in place (read 4,
+#: write 4; the one-hot subtraction touches one logit per token) and cast back to 16 bits for
+#: the output layer's gradient GEMMs (read 4, write 2): ``calculate_gradients`` in the same file.
+XENT_BACKWARD_BYTES_PER_LOGIT = 14.0
+
 
 class LayerForward(NamedTuple):
     """Seconds of one layer's forward for one micro-batch on one chip, by term."""
@@ -379,10 +398,13 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     """Per-micro-batch seconds on the slowest stage (:func:`critical_stage`): its layers plus,
     on the last stage, the output layer.
 
-    Forward ``n t_layer + t_logits + t_xent`` (fp32 logits written and read); backward
-    twice the forward (input and weight gradients), less the weight-gradient GEMMs of frozen
-    weights under LoRA (``t_gemm`` per layer and ``t_logits``: activation gradients only, Hu et
-    al. 2021 §4.2) plus twice the adapters' forward (:func:`adapter_forward_s`); recomputation
+    Forward ``n t_layer + t_logits + t_xent`` (the cross entropy's passes over the fp32
+    logits, :data:`XENT_FORWARD_BYTES_PER_LOGIT`); backward twice the forward (input and weight
+    gradients) but a fused attention's :data:`FUSED_ATTENTION_BACKWARD_RATIO` times its forward
+    and the cross entropy's own passes (:data:`XENT_BACKWARD_BYTES_PER_LOGIT`), less the
+    weight-gradient GEMMs of frozen weights under LoRA (``t_gemm`` per layer and ``t_logits``:
+    activation gradients only, Hu et al. 2021 §4.2) plus twice the adapters' forward
+    (:func:`adapter_forward_s`); recomputation
     ``full * (t_layer + 2 t_allreduce) + selective * (t_attn + unfused scores)`` per layer; per
     layer ``4 + 2 full`` TP all-reduces (Shoeybi et al. 2019, §3) and three exposed CP K/V passes
     (forward gather, backward gather + reduce-scatter, hidden under attention); ``2 v`` pipeline
@@ -402,14 +424,18 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     lora = lora_on(plan, sm)
     t_adapter = adapter_forward_s(system, model, plan, tokens, sm)
     t_layer = layer.total_s() + t_adapter
-    t_layer_bwd = 2.0 * t_layer - lora * layer.gemm_s
+    # fused attention recomputes its scores in the backward (FUSED_ATTENTION_BACKWARD_RATIO)
+    flash_extra = (FUSED_ATTENTION_BACKWARD_RATIO - 2.0) * plan.flash_attention * layer.attention_s
+    t_layer_bwd = 2.0 * t_layer - lora * layer.gemm_s + flash_extra
     t_recompute_layer = w_full * (t_layer + 2.0 * t_tp_ar) + w_sel * (
         layer.attention_s + stream_time_s(2.0 * layer.score_elements, system)
     )
     t_logits_fwd = logits_gemm(tokens, model, t, fmt).time_s(system, sm)
-    t_xent = stream_time_s(3.0 * 4.0 * tokens * model.vocab / t, system)  # fp32 logits r/w
+    logits = tokens * model.vocab / t
+    t_xent = stream_time_s(XENT_FORWARD_BYTES_PER_LOGIT * logits, system)
+    t_xent_bwd = stream_time_s(XENT_BACKWARD_BYTES_PER_LOGIT * logits, system)
     t_out = t_logits_fwd + t_xent
-    t_out_bwd = 2.0 * t_out - lora * t_logits_fwd
+    t_out_bwd = (2.0 - lora) * t_logits_fwd + t_xent_bwd
     t_tp_layer = tp_comm_layer_s(t_tp_ar, layer.gemm_s, plan, system, sm)
     t_ep_layer = expert_all_to_all_layer_s(system, model, plan, t_layer + t_layer_bwd, sm)
     t_comm_layer = t_tp_layer + 3.0 * t_cp_exposed + t_ep_layer
@@ -634,7 +660,9 @@ def pipeline_bubble(plan: TrainPlan, sm: Smoothing) -> Array:
 @once
 def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     """``(model FLOP, hardware FLOP)`` of one step: ``3 * forward`` (PaLM App. B), plus the
-    recomputed layer forward (full) or attention core (selective) (Korthikanti et al. App. A).
+    recomputed layer forward (full) or attention core (selective) (Korthikanti et al. App. A)
+    and, with a fused attention kernel, the scores its backward recomputes
+    (``(FUSED_ATTENTION_BACKWARD_RATIO - 2)`` attention cores).
 
     Under LoRA (exact indicator ``lora_rank >= 1``) the frozen weights' gradient GEMMs are not
     computed: ``3 fwd - (fwd - attention core)`` plus ``3`` times the adapters' forward
@@ -650,19 +678,27 @@ def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     model_flop = 3.0 * fwd - lora * (fwd - attn_core) + lora * 3.0 * adapters
     layer_fwd = fwd - model.logits_flop(gb * s) + lora * adapters
     w_sel, w_full = recompute_weights(plan)
-    return model_flop, model_flop + w_full * layer_fwd + w_sel * attn_core
+    w_attn = w_sel + _flash_recompute(plan)
+    return model_flop, model_flop + w_full * layer_fwd + w_attn * attn_core
+
+
+def _flash_recompute(plan: TrainPlan) -> Array:
+    """Attention cores a fused kernel's backward recomputes per layer forward:
+    ``(FUSED_ATTENTION_BACKWARD_RATIO - 2) flash``."""
+    return (FUSED_ATTENTION_BACKWARD_RATIO - 2.0) * plan.flash_attention
 
 
 @once
 def step_flop_by_format(model: Model, plan: TrainPlan) -> Array:
     """Hardware FLOP of one step by format (:data:`FORMATS`), summed over chips: the attention
     core (``3 + full + selective`` passes of :meth:`~diffcost._inputs.model.Model.
-    layer_attention_flop`) in bf16 (flash attention keeps 16-bit operands), the rest of
+    layer_attention_flop`, plus a fused kernel's recomputed scores) in bf16 (flash attention
+    keeps 16-bit operands), the rest of
     :func:`step_flop`'s hardware FLOP in the plan's GEMM format (``plan.precision``)."""
     _, hardware = step_flop(model, plan)
     attn_core = model.layers * model.layer_attention_flop(plan.global_batch, plan.seq_len)
     w_sel, w_full = recompute_weights(plan)
-    attn = attn_core * (3.0 + w_sel + w_full)
+    attn = attn_core * (3.0 + w_sel + w_full + _flash_recompute(plan))
     bf16 = jnp.zeros(len(FORMATS)).at[_BF16].set(1.0)
     return (hardware - attn) * plan.precision + attn * bf16
 
@@ -678,7 +714,8 @@ def step_memory_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     activations written forward and read backward (``2 A``,
     :func:`~diffcost._train.memory.layer_activation_bytes`) and the memory-bound kernels'
     streams of :func:`layer_forward` (``3 + full`` times: backward is twice the forward); the
-    output layer's fp32 logits (``3 x 3 x 4 T V / t`` on the last of ``p`` stages).  Per step:
+    cross entropy's passes over the fp32 logits (``(38 + 14) T V / t`` bytes,
+    :data:`XENT_FORWARD_BYTES_PER_LOGIT`, on the last of ``p`` stages).  Per step:
     the optimizer's stream (:func:`optimizer_bytes`).  Weight-GEMM activation operands beyond
     the saved activations are not counted (the same tensors, re-read from cache).
     """
@@ -688,7 +725,8 @@ def step_memory_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     grads = 2.0 * trainable_params_per_chip(model, plan, sm) * plan.grad_bytes_per_param
     streams = layer_stream_bytes(model, plan)
     per_layer = 2.0 * layer_activation_bytes(model, plan) + (3.0 + w_full) * streams
-    logits = 9.0 * 4.0 * tokens * model.vocab / plan.tp / plan.pp
+    xent = XENT_FORWARD_BYTES_PER_LOGIT + XENT_BACKWARD_BYTES_PER_LOGIT
+    logits = xent * tokens * model.vocab / plan.tp / plan.pp
     per_micro = weights + grads + model.layers / plan.pp * per_layer + logits
     return plan.num_micro_batches() * per_micro + optimizer_bytes(model, plan, sm)
 
@@ -915,8 +953,11 @@ class TrainCost(eqx.Module):
 
 
 __all__ = [
+    "FUSED_ATTENTION_BACKWARD_RATIO",
     "KERNELS_PER_LAYER_FORWARD",
     "TP_SYNCS_PER_LAYER",
+    "XENT_BACKWARD_BYTES_PER_LOGIT",
+    "XENT_FORWARD_BYTES_PER_LOGIT",
     "Goodput",
     "goodput",
     "jitter_s",
