@@ -273,6 +273,9 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     )
     from ._terms.tp_rules import EXPERT_LAYOUT_RULES, TP_RULES, TpRule, tp_allowed
     from ._train.cost import (
+        FUSED_ATTENTION_BACKWARD_RATIO,
+        XENT_BACKWARD_BYTES_PER_LOGIT,
+        XENT_FORWARD_BYTES_PER_LOGIT,
         adapter_forward_s,
         gathered_weight_bytes,
         gemm_format,
@@ -460,6 +463,7 @@ __all__ = [
     "format_problems",
     "fp8_units",
     "framework_problems",
+    "FUSED_ATTENTION_BACKWARD_RATIO",
     "fused_prefill_efficiency",
     "gathered_weight_bytes",
     "gemm_attention_s",
@@ -700,6 +704,8 @@ __all__ = [
     "Work",
     "workload_power_w",
     "workloads",
+    "XENT_BACKWARD_BYTES_PER_LOGIT",
+    "XENT_FORWARD_BYTES_PER_LOGIT",
     "xla",
     "zero3_gather_params",
     "zero3_s",

@@ -68,6 +68,7 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
         ("nemo-24.07", "train_throughput"): 18,
         ("llama3-herd", "train_throughput"): 2,
         ("megatron-bridge-moe", "train_throughput"): 8,
+        ("llm-foundry-mpt", "train_throughput"): 4,
         ("trtllm-0.6.1-throughput", "serve_throughput"): 37,
         ("trtllm-0.5-latency", "ttft"): 20,
         ("bloom-inference", "token_latency"): 22,

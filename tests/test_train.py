@@ -343,3 +343,38 @@ def test_tp_group_spilling_past_the_node_is_slow():
 
     assert nic_grad(node8, plan) < 0.0
     assert nic_grad(node8, dc.train_plan(tp=8, dp=2, global_batch=32)) == 0.0
+
+
+def test_backward_of_fused_attention_and_memory_bound_kernels():
+    """Issue 42: a flash attention backward runs five products against the forward's two
+    (FlashAttention-2, Algorithm 2) at 0.85 of the forward's rate (cuDNN on H200), the
+    memory-bound kernels' backward streams its own tensors (norms and residual forks 12 h,
+    SwiGLU 5 f per token) and the cross entropy's backward is its own 14 bytes per logit: the
+    stage backward is twice the forward plus those differences; the hardware FLOP add the
+    recomputed scores."""
+    from diffcost import testing as C
+    from diffcost.testing import evaluation, stream_time_s, with_padded_vocab
+
+    system, model = dc.load_system("dgx-a100", chips=8), dc.load_model("llama-2-7b")
+    fields = dict(tp=1, pp=1, dp=8, micro_batch=2, global_batch=64, seq_len=4096)
+    flash = dc.train_plan(**fields, recompute="none", flash_attention=True)
+    built = with_padded_vocab(model, flash, dc.EXACT)
+    with evaluation():
+        layer = C.layer_forward(system, built, flash, dc.EXACT)
+        stage = C.stage_times(system, built, flash, dc.EXACT)
+    tokens, h, f = 2 * 4096, 4096.0, 11008.0
+    memory_bwd = float(stream_time_s(2 * tokens * (12 * h + 5 * f), system))
+    assert float(layer.memory_s) == pytest.approx(
+        float(stream_time_s(2 * tokens * (10 * h + 3 * f), system)), rel=1e-5
+    )
+    attention = (2.5 / 0.85 - 2) * float(layer.attention_s)
+    per_layer = attention + memory_bwd - 2 * float(layer.memory_s)
+    logits = tokens * float(built.vocab)
+    xent = float(stream_time_s((14 - 2 * 38) * logits, system))
+    got = float(stage.backward_s) - 2 * float(stage.forward_s)
+    assert got == pytest.approx(32 * per_layer + xent, rel=1e-4)
+    model_flop, hardware_flop = C.step_flop(model, flash)
+    attn = 32 * float(model.layer_attention_flop(64, 4096))
+    assert float(hardware_flop - model_flop) == pytest.approx(0.5 * attn, rel=1e-5)
+    unfused = dc.train_plan(**fields, recompute="none", flash_attention=False)
+    assert float(C.step_flop(model, unfused)[1]) == pytest.approx(float(model_flop), rel=1e-6)

@@ -57,13 +57,24 @@ PINNED = {
     ("token_latency", "modelled"): (0.07, 0.16),
 }
 PINNED_SOURCES = {
-    ("train_throughput", "megatron-sc21"): (0.02, 0.04),
+    # p90 0.030 -> 0.040 (issue 42): the memory-bound backward counted from its kernels (the
+    # unfused softmax backward streams as much as its forward, not twice) and the refit with
+    # the MPT points (ampere matmul_peak_fraction 0.809 -> 0.761)
+    ("train_throughput", "megatron-sc21"): (0.025, 0.045),
     # ZeRO-3 without model parallelism at 384-2240 A100 (SC'21 Table 2): unmodelled, predicted
     # +48% .. +321%; pinned so that a change in the ZeRO-3 physics shows here.  Issue 42: ZeRO-3
     # across nodes as one flat ring (each GPU's bytes through its NIC): +8% .. +37%, median
     # 0.218, p90 0.315
-    ("train_throughput", "megatron-sc21-zero3"): (0.23, 0.33),
-    ("train_throughput", "korthikanti-2022"): (0.062, 0.115),
+    # median 0.218 -> 0.243 after the issue-42 refit (ampere link_bandwidth_fraction 0.83 ->
+    # 0.86)
+    ("train_throughput", "megatron-sc21-zero3"): (0.25, 0.33),
+    # p90 0.096 -> 0.120 after the issue-42 refit (the full-recomputation runs, which were
+    # predicted 5-13% slow, lose a little more with the lower ampere GEMM fraction)
+    ("train_throughput", "korthikanti-2022"): (0.062, 0.125),
+    # MPT 1B-13B on one DGX A100, FSDP, flash attention, no recomputation (issue 42): predicted
+    # +12% .. +19% with the ampere constants fitted before these points existed, +6% .. +13%
+    # after the refit (held out: median 10.2%)
+    ("train_throughput", "llm-foundry-mpt"): (0.08, 0.14),
     # MT-NLG 530B on 2,240-3,360 A100 with DeepSpeed's pipeline engine (issue 17 item 5):
     # unmodelled, predicted +22.9%, +23.9%, +28.6%, where Megatron's 529.6B run is -3.3%
     ("train_throughput", "mt-nlg-530b"): (0.25, 0.29),
@@ -87,7 +98,7 @@ PINNED_SOURCES = {
 
 
 def test_every_point_is_predicted_and_the_errors_are_pinned(result, points):
-    assert len(result.rows) == sum(1 for m in points if m.excluded is None) == 172
+    assert len(result.rows) == sum(1 for m in points if m.excluded is None) == 176
     assert {e["id"] for e in result.excluded} == {m.id for m in points if m.excluded}
     for row in result.rows:
         assert np.isfinite(row["predicted"]) and row["predicted"] > 0

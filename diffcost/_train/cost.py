@@ -12,7 +12,10 @@ with ``bubble = (p - 1)/v`` once every stage has work (``m >= p``) and more when
 where each per-micro-batch stage time sums roofline GEMM times (shape-dependent efficiency),
 memory-bound elementwise kernels, kernel launches, and tensor-parallel all-reduces (2 per layer
 forward, 2 backward, 2 more when the forward is recomputed; Shoeybi et al. 2019, §3).  Backward
-GEMMs cost twice the forward ones (input and weight gradients).
+GEMMs cost twice the forward ones (input and weight gradients); a fused attention's backward
+recomputes its scores (:data:`FUSED_ATTENTION_BACKWARD_RATIO`) at a lower rate
+(:data:`FUSED_ATTENTION_BACKWARD_RATE`), and the memory-bound kernels' backward streams its own
+tensors (:func:`layer_backward_stream_bytes`).
 
 Each term is a named function (:func:`layer_forward`, :func:`stage_times`,
 :func:`data_parallel_s`, :func:`optimizer_s`, :func:`step_flop`) over the per-layer terms of
@@ -84,6 +87,42 @@ _ELEMENT_BYTES = np.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 _BF16 = format_index("bf16")
 _FP8 = format_index("fp8")
 _FP8_BYTES = BYTES_PER_ELEMENT["fp8"]
+
+#: Backward seconds of a fused (flash) attention kernel per forward second: its backward runs
+#: five matrix products where the forward runs two (it recomputes ``S = Q K^T`` from the saved
+#: log-sum-exp, then ``dV = P^T dO``, ``dP = dO V^T``, ``dQ = dS K``, ``dK = dS^T Q``: Dao,
+#: "FlashAttention-2", arXiv:2307.08691, Algorithm 2, whose benchmarks count the backward as
+#: 2.5 times the forward FLOP), against the two gradient products per forward product of an
+#: unfused attention or a weight GEMM.  A FLOP count, not a fit.
+FUSED_ATTENTION_BACKWARD_RATIO = 2.5
+#: FLOP rate of a fused attention backward kernel over its forward's (dimensionless): the
+#: backward's five products share one pass with an fp32 ``dQ`` accumulation across key tiles and
+#: more shared-memory traffic per FLOP (Dao 2023, §3.1.2 and §4.1: up to 73% of the A100 peak
+#: forward, 63% backward, 0.86).  Measured: cuDNN 9.19 on H200, Llama 3.1 405B heads, bf16,
+#: causal, ``bwd_tflops / fwd_tflops`` (the benchmark counts the backward as 2.5 forwards) =
+#: 541/644, 579/673, 581/688 at 8k, 16k, 32k tokens = 0.84, 0.86, 0.84 (NVIDIA/cudnn-frontend
+#: @ 3929da2ef4c1dba1bb8acb68727b9134f26f40c0, benchmark/sdpa_benchmark_training/results/
+#: h200_919_only_cudnn/llama3.1_20260227_034703.csv): backward time 2.9-3.0 forwards.
+FUSED_ATTENTION_BACKWARD_RATE = 0.85
+#: 16-bit elements per token and hidden unit the backward of a layer's norms and residual adds
+#: reads or writes: each norm's backward reads its input and output gradient and writes its
+#: input gradient (``3 h``, two norms), and where the residual stream forks into a block and its
+#: skip connection the two gradients are summed (read ``2 h``, write ``h``, two forks): ``12 h``
+#: against the forward's ``10 h`` (:func:`~diffcost._terms.kernels.elementwise_elements`;
+#: PyTorch autograd accumulates a tensor's gradients from its uses, and Transformer Engine's
+#: ``layernorm_bwd`` / ``rmsnorm_bwd`` read ``x``, ``dy`` and write ``dx``).  An operation count.
+BACKWARD_ELEMENTWISE_PER_HIDDEN = 12.0
+#: Bytes per logit the vocabulary-parallel cross entropy moves forward: the 16-bit logits cast
+#: to fp32 (read 2, write 4), the row maximum (read 4), the maximum subtracted in place (read
+#: 4, write 4), ``exp`` in place (4 + 4), the row sum (4) and the division into the softmax
+#: kept for the backward (4 + 4): Megatron-Core ``VocabParallelCrossEntropy``
+#: (``megatron/core/tensor_parallel/cross_entropy.py``: ``calculate_logits_max``,
+#: ``calculate_predicted_logits``, ``calculate_cross_entropy_loss``).  An operation count.
+XENT_FORWARD_BYTES_PER_LOGIT = 38.0
+#: Bytes per logit of its backward: the softmax scaled by the loss gradient in place (read 4,
+#: write 4; the one-hot subtraction touches one logit per token) and cast back to 16 bits for
+#: the output layer's gradient GEMMs (read 4, write 2): ``calculate_gradients`` in the same file.
+XENT_BACKWARD_BYTES_PER_LOGIT = 14.0
 
 
 class LayerForward(NamedTuple):
@@ -179,7 +218,7 @@ def layer_forward(system: System, model: Model, plan: TrainPlan, sm: Smoothing) 
     (:func:`~diffcost._terms.kernels.elementwise_elements`), unfused softmax and dropout over
     the score matrix (read + write, plus the mask: ``(1 - flash)(3 + 2 dropout) heads s_q s``)
     and, for FP8 GEMMs, the bf16-to-fp8 casts of each GEMM input (read 2 bytes, write 1;
-    Transformer Engine; backward's gradient casts are in the 2x backward factor).  Launches:
+    Transformer Engine; the backward's casts: :func:`layer_backward_stream_bytes`).  Launches:
     the layer's kernels plus, for an expert layer run eagerly, its local experts' per-call
     dispatch (:func:`~diffcost._terms.moe.eager_expert_dispatch_s`).
     """
@@ -248,8 +287,44 @@ def layer_stream_bytes(model: Model, plan: TrainPlan) -> Array:
     ``2 (elementwise + scores) + casts``."""
     tokens = tokens_per_chip(plan)
     ew = elementwise_elements(tokens, model, plan.tp, replicated_fraction(plan))
-    casts = quantize_bytes(tokens, model, plan.tp, plan.precision[_FP8], _FP8_BYTES)
-    return 2.0 * (ew + score_elements(model, plan)) + casts
+    return 2.0 * (ew + score_elements(model, plan)) + fp8_cast_bytes(model, plan)
+
+
+@once
+def fp8_cast_bytes(model: Model, plan: TrainPlan) -> Array:
+    """Bytes of one layer forward's fp8 input casts on one chip
+    (:func:`~diffcost._terms.kernels.quantize_bytes`; 0 outside fp8 training)."""
+    tokens = tokens_per_chip(plan)
+    return quantize_bytes(tokens, model, plan.tp, plan.precision[_FP8], _FP8_BYTES)
+
+
+@once
+def layer_backward_stream_bytes(model: Model, plan: TrainPlan) -> Array:
+    """Bytes of one layer backward's memory-bound kernels on one chip, counted from the kernels
+    rather than as twice the forward's (:func:`layer_stream_bytes`).
+
+    ``2 (T (12 h r + (2 n_mat - 1) f / t + phi 2 (1 + k) h) + scores) + 2 casts``: the norms'
+    and residual forks' ``12 h r`` (:data:`BACKWARD_ELEMENTWISE_PER_HIDDEN`); the MLP
+    activation's backward reads its ``n_mat - 1`` inputs and the output gradient and writes the
+    ``n_mat - 1`` input gradients (GeLU: read ``2 f``, write ``f``; SwiGLU: read ``3 f``, write
+    ``2 f``: ``(2 n_mat - 1) f / t``); a MoE block's permutation backward moves what its forward
+    did; an unfused softmax's backward reads ``P`` and ``dP`` and writes ``dS`` and a dropout's
+    reads the gradient and its mask and writes one, the forward's ``(3 + 2 dropout)`` elements
+    per score (:func:`score_elements`; Megatron-LM ``scaled_upper_triang_masked_softmax``
+    backward: ``grad_input = output * (grad_output - sum(output * grad_output))``); fp8 casts of
+    each GEMM's output gradient and of the transposed inputs its weight gradient reads, twice
+    the forward's casts as before (Transformer Engine).
+    """
+    tokens = tokens_per_chip(plan)
+    h, f = model.hidden, model.active_ffn_hidden()
+    permute = model.moe_fraction() * 2.0 * (1.0 + model.experts_per_token) * h
+    per_token = (
+        BACKWARD_ELEMENTWISE_PER_HIDDEN * h * replicated_fraction(plan)
+        + (2.0 * model.mlp_matrices - 1.0) * f / plan.tp
+        + permute
+    )
+    scores = score_elements(model, plan)
+    return 2.0 * (tokens * per_token + scores) + 2.0 * fp8_cast_bytes(model, plan)
 
 
 def tp_comm_layer_s(
@@ -379,10 +454,15 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     """Per-micro-batch seconds on the slowest stage (:func:`critical_stage`): its layers plus,
     on the last stage, the output layer.
 
-    Forward ``n t_layer + t_logits + t_xent`` (fp32 logits written and read); backward
-    twice the forward (input and weight gradients), less the weight-gradient GEMMs of frozen
-    weights under LoRA (``t_gemm`` per layer and ``t_logits``: activation gradients only, Hu et
-    al. 2021 §4.2) plus twice the adapters' forward (:func:`adapter_forward_s`); recomputation
+    Forward ``n t_layer + t_logits + t_xent`` (the cross entropy's passes over the fp32
+    logits, :data:`XENT_FORWARD_BYTES_PER_LOGIT`); backward twice the forward (input and weight
+    gradients) but a fused attention's :data:`FUSED_ATTENTION_BACKWARD_RATIO` forward FLOP at
+    :data:`FUSED_ATTENTION_BACKWARD_RATE` of its forward rate, the memory-bound kernels' own
+    streams (:func:`layer_backward_stream_bytes`) and the cross entropy's own passes
+    (:data:`XENT_BACKWARD_BYTES_PER_LOGIT`), less the
+    weight-gradient GEMMs of frozen weights under LoRA (``t_gemm`` per layer and ``t_logits``:
+    activation gradients only, Hu et al. 2021 §4.2) plus twice the adapters' forward
+    (:func:`adapter_forward_s`); recomputation
     ``full * (t_layer + 2 t_allreduce) + selective * (t_attn + unfused scores)`` per layer; per
     layer ``4 + 2 full`` TP all-reduces (Shoeybi et al. 2019, §3) and three exposed CP K/V passes
     (forward gather, backward gather + reduce-scatter, hidden under attention); ``2 v`` pipeline
@@ -402,14 +482,22 @@ def stage_times(system: System, model: Model, plan: TrainPlan, sm: Smoothing) ->
     lora = lora_on(plan, sm)
     t_adapter = adapter_forward_s(system, model, plan, tokens, sm)
     t_layer = layer.total_s() + t_adapter
-    t_layer_bwd = 2.0 * t_layer - lora * layer.gemm_s
+    # fused attention recomputes its scores in the backward, at a lower rate
+    fused_bwd = FUSED_ATTENTION_BACKWARD_RATIO / FUSED_ATTENTION_BACKWARD_RATE
+    flash_extra = (fused_bwd - 2.0) * plan.flash_attention * layer.attention_s
+    # memory-bound kernels: their own backward streams, not twice the forward's
+    t_mem_bwd = stream_time_s(layer_backward_stream_bytes(model, plan), system)
+    memory_extra = t_mem_bwd - 2.0 * layer.memory_s
+    t_layer_bwd = 2.0 * t_layer - lora * layer.gemm_s + flash_extra + memory_extra
     t_recompute_layer = w_full * (t_layer + 2.0 * t_tp_ar) + w_sel * (
         layer.attention_s + stream_time_s(2.0 * layer.score_elements, system)
     )
     t_logits_fwd = logits_gemm(tokens, model, t, fmt).time_s(system, sm)
-    t_xent = stream_time_s(3.0 * 4.0 * tokens * model.vocab / t, system)  # fp32 logits r/w
+    logits = tokens * model.vocab / t
+    t_xent = stream_time_s(XENT_FORWARD_BYTES_PER_LOGIT * logits, system)
+    t_xent_bwd = stream_time_s(XENT_BACKWARD_BYTES_PER_LOGIT * logits, system)
     t_out = t_logits_fwd + t_xent
-    t_out_bwd = 2.0 * t_out - lora * t_logits_fwd
+    t_out_bwd = (2.0 - lora) * t_logits_fwd + t_xent_bwd
     t_tp_layer = tp_comm_layer_s(t_tp_ar, layer.gemm_s, plan, system, sm)
     t_ep_layer = expert_all_to_all_layer_s(system, model, plan, t_layer + t_layer_bwd, sm)
     t_comm_layer = t_tp_layer + 3.0 * t_cp_exposed + t_ep_layer
@@ -634,7 +722,9 @@ def pipeline_bubble(plan: TrainPlan, sm: Smoothing) -> Array:
 @once
 def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     """``(model FLOP, hardware FLOP)`` of one step: ``3 * forward`` (PaLM App. B), plus the
-    recomputed layer forward (full) or attention core (selective) (Korthikanti et al. App. A).
+    recomputed layer forward (full) or attention core (selective) (Korthikanti et al. App. A)
+    and, with a fused attention kernel, the scores its backward recomputes
+    (``(FUSED_ATTENTION_BACKWARD_RATIO - 2)`` attention cores).
 
     Under LoRA (exact indicator ``lora_rank >= 1``) the frozen weights' gradient GEMMs are not
     computed: ``3 fwd - (fwd - attention core)`` plus ``3`` times the adapters' forward
@@ -650,19 +740,27 @@ def step_flop(model: Model, plan: TrainPlan) -> tuple[Array, Array]:
     model_flop = 3.0 * fwd - lora * (fwd - attn_core) + lora * 3.0 * adapters
     layer_fwd = fwd - model.logits_flop(gb * s) + lora * adapters
     w_sel, w_full = recompute_weights(plan)
-    return model_flop, model_flop + w_full * layer_fwd + w_sel * attn_core
+    w_attn = w_sel + _flash_recompute(plan)
+    return model_flop, model_flop + w_full * layer_fwd + w_attn * attn_core
+
+
+def _flash_recompute(plan: TrainPlan) -> Array:
+    """Attention cores a fused kernel's backward recomputes per layer forward:
+    ``(FUSED_ATTENTION_BACKWARD_RATIO - 2) flash``."""
+    return (FUSED_ATTENTION_BACKWARD_RATIO - 2.0) * plan.flash_attention
 
 
 @once
 def step_flop_by_format(model: Model, plan: TrainPlan) -> Array:
     """Hardware FLOP of one step by format (:data:`FORMATS`), summed over chips: the attention
     core (``3 + full + selective`` passes of :meth:`~diffcost._inputs.model.Model.
-    layer_attention_flop`) in bf16 (flash attention keeps 16-bit operands), the rest of
+    layer_attention_flop`, plus a fused kernel's recomputed scores) in bf16 (flash attention
+    keeps 16-bit operands), the rest of
     :func:`step_flop`'s hardware FLOP in the plan's GEMM format (``plan.precision``)."""
     _, hardware = step_flop(model, plan)
     attn_core = model.layers * model.layer_attention_flop(plan.global_batch, plan.seq_len)
     w_sel, w_full = recompute_weights(plan)
-    attn = attn_core * (3.0 + w_sel + w_full)
+    attn = attn_core * (3.0 + w_sel + w_full + _flash_recompute(plan))
     bf16 = jnp.zeros(len(FORMATS)).at[_BF16].set(1.0)
     return (hardware - attn) * plan.precision + attn * bf16
 
@@ -677,8 +775,10 @@ def step_memory_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     the gradient accumulators read and written (``2 P_train g``); per layer the saved
     activations written forward and read backward (``2 A``,
     :func:`~diffcost._train.memory.layer_activation_bytes`) and the memory-bound kernels'
-    streams of :func:`layer_forward` (``3 + full`` times: backward is twice the forward); the
-    output layer's fp32 logits (``3 x 3 x 4 T V / t`` on the last of ``p`` stages).  Per step:
+    streams of :func:`layer_forward` (``1 + full`` times) and of the backward
+    (:func:`layer_backward_stream_bytes`); the
+    cross entropy's passes over the fp32 logits (``(38 + 14) T V / t`` bytes,
+    :data:`XENT_FORWARD_BYTES_PER_LOGIT`, on the last of ``p`` stages).  Per step:
     the optimizer's stream (:func:`optimizer_bytes`).  Weight-GEMM activation operands beyond
     the saved activations are not counted (the same tensors, re-read from cache).
     """
@@ -686,9 +786,11 @@ def step_memory_bytes(model: Model, plan: TrainPlan, sm: Smoothing) -> Array:
     w_full = recompute_weights(plan)[1]
     weights = params_per_chip(model, plan, sm) * plan.weight_bytes_per_param * (2.0 + w_full)
     grads = 2.0 * trainable_params_per_chip(model, plan, sm) * plan.grad_bytes_per_param
-    streams = layer_stream_bytes(model, plan)
-    per_layer = 2.0 * layer_activation_bytes(model, plan) + (3.0 + w_full) * streams
-    logits = 9.0 * 4.0 * tokens * model.vocab / plan.tp / plan.pp
+    streams = (1.0 + w_full) * layer_stream_bytes(model, plan)
+    streams = streams + layer_backward_stream_bytes(model, plan)
+    per_layer = 2.0 * layer_activation_bytes(model, plan) + streams
+    xent = XENT_FORWARD_BYTES_PER_LOGIT + XENT_BACKWARD_BYTES_PER_LOGIT
+    logits = xent * tokens * model.vocab / plan.tp / plan.pp
     per_micro = weights + grads + model.layers / plan.pp * per_layer + logits
     return plan.num_micro_batches() * per_micro + optimizer_bytes(model, plan, sm)
 
@@ -915,8 +1017,13 @@ class TrainCost(eqx.Module):
 
 
 __all__ = [
+    "BACKWARD_ELEMENTWISE_PER_HIDDEN",
+    "FUSED_ATTENTION_BACKWARD_RATE",
+    "FUSED_ATTENTION_BACKWARD_RATIO",
     "KERNELS_PER_LAYER_FORWARD",
     "TP_SYNCS_PER_LAYER",
+    "XENT_BACKWARD_BYTES_PER_LOGIT",
+    "XENT_FORWARD_BYTES_PER_LOGIT",
     "Goodput",
     "goodput",
     "jitter_s",
@@ -938,6 +1045,7 @@ __all__ = [
     "step_link_bytes",
     "step_memory_bytes",
     "gathered_weight_bytes",
+    "layer_backward_stream_bytes",
     "tp_comm_layer_s",
     "zero3_s",
 ]
