@@ -389,16 +389,17 @@ class ServeCost(eqx.Module):
     def _evaluate(self, plan: ServePlan) -> ServeBreakdown:
         model, sm = self.model, self.smoothing
         r_all = regime(plan, sm)  # every client running: the memory the plan asks for
-        mem, max_batch, min_chips = memory_and_limits(
-            consts(self.system, model, plan, sm), plan, r_all
-        )
+        c_all = consts(self.system, model, plan, sm)
+        mem, max_batch, min_chips = memory_and_limits(c_all, plan, r_all)
         # the running batch the KV cache holds; at least one sequence, so that a plan whose
         # weights do not fit (reported by serve_problems) still has finite times
         # (from above only: 1 + excess(max_batch - 1) >= 1, so one client never queues)
         r = regime(plan, sm, slots=1.0 + excess(max_batch - 1.0, sm, scale=max_batch))
         # the working set (weights, KV cache, activations) placed over the chip's memory levels
         sys = placed_system(self.system, mem.total_bytes - mem.reserved_bytes, sm)
-        c = consts(sys, model, plan, sm)
+        # the placement changes the memory's bandwidth and energy only: every constant of the
+        # formats (peaks, J/FLOP, element sizes, KV heads) is the one computed above
+        c = c_all._replace(system=sys)
         w = serve_work(plan, r, model, sm)
         pt = pass_time(c, w)
         static = static_mode(plan, r, pt)

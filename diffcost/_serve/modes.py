@@ -11,6 +11,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._core.shared import once
 from .._core.smooth import Smoothing, ceil_div, excess, smin
 from .._inputs.model import Model
 from .._terms.comm import point_to_point_s
@@ -42,6 +43,19 @@ class Regime(NamedTuple):
     queued: Array  # clients of a closed loop waiting for a slot: max(batch - slots, 0)
 
 
+@once
+def _slot_free(plan: ServePlan, sm: Smoothing) -> tuple[Array, Array, Array, Array, Array]:
+    """The parts of :func:`regime` the KV cache's slots do not change, once per evaluation
+    (the cost model asks for the regime of every client running and of the running batch):
+    ``(tau, piece, ceil(input / piece), chunk * output / (tau * input), min(pp, batch))``."""
+    n_in, n_out, chunk = plan.input_len, plan.output_len, plan.prefill_chunk
+    tau = expected_tokens_per_step(plan.acceptance, plan.draft_len)
+    piece = smin(chunk, n_in, sm, integer=True)
+    iterations = ceil_div(n_in, piece, sm)
+    chunk_batch = chunk * n_out / (tau * n_in)
+    return tau, piece, iterations, chunk_batch, smin(plan.pp, plan.batch, sm, integer=True)
+
+
 def regime(plan: ServePlan, sm: Smoothing, slots: Array | None = None) -> Regime:
     """Speculative tokens per step, chunking and the continuous running batch of ``plan``.
 
@@ -59,12 +73,10 @@ def regime(plan: ServePlan, sm: Smoothing, slots: Array | None = None) -> Regime
     """
     p, b = plan.pp, plan.batch
     n_in, n_out, chunk = plan.input_len, plan.output_len, plan.prefill_chunk
-    tau = expected_tokens_per_step(plan.acceptance, plan.draft_len)
+    tau, piece, iterations, chunk_batch, micro_static = _slot_free(plan, sm)
     queued = jnp.zeros(()) if slots is None else excess(b - slots, sm, scale=b)
     running = b - queued
-    b_eff = smin(running, chunk * n_out / (tau * n_in), sm)
-    piece = smin(chunk, n_in, sm, integer=True)
-    iterations = ceil_div(n_in, piece, sm)
+    b_eff = smin(running, chunk_batch, sm)
     rate = b_eff * tau * n_in / n_out
     # a request's own prompt is prefilled before its first token, never in its decode: the
     # others' share of the prompt tokens, over whole running sequences (running >= 1, so no
@@ -77,7 +89,7 @@ def regime(plan: ServePlan, sm: Smoothing, slots: Array | None = None) -> Regime
         piece=piece,
         batch_eff=b_eff,
         prompt_rate=rate,
-        micro_static=smin(p, b, sm, integer=True),
+        micro_static=micro_static,
         micro_cont=smin(p, b_eff, sm),  # b_eff is a rate, not an integer: continuous blend
         decode_only_share=1.0 - smin(jnp.ones(()), rate / piece, sm),
         others_rate=others,

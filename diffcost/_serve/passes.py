@@ -226,6 +226,9 @@ class LayerTime(NamedTuple):
     tp_comm_s: Array
     decode: FusedAttention
     prefill: FusedAttention
+    decode_tokens: Array  # new decode tokens of one micro-batch
+    tokens: Array  # new tokens of one micro-batch (decode and prompt)
+    active_fraction: Array  # experts the micro-batch activates (mixed_active_fraction)
 
     def total_s(self) -> Array:
         """``gemm + attention + memory + launch + tp_comm``."""
@@ -286,7 +289,8 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     model, system, sm, t = c.model, c.system, c.sm, c.tp
     m = jnp.asarray(w.micro_batches)
     dec, pre = w.decode_seqs / m, w.prefill_tokens / m
-    tokens = dec * w.query_tokens + pre  # new tokens of one micro-batch
+    dec_tokens = dec * w.query_tokens
+    tokens = dec_tokens + pre  # new tokens of one micro-batch
     shape = c.attention_shape()
     peak = c.peak_flop_per_s
     rereads = total(b.kv_rereads(on, shape, system) for b, on in c.behaviours())
@@ -318,7 +322,7 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     extra_kernels = GEMMS_PER_LAYER * c.quantized_acts
     if engine_kernels is not None:
         extra_kernels = extra_kernels + engine_kernels
-    active = mixed_active_fraction(dec * w.query_tokens, pre, w.prefill_piece, model, sm)
+    active = mixed_active_fraction(dec_tokens, pre, w.prefill_piece, model, sm)
     split = expert_split(c, tokens, active)
     return LayerTime(
         gemm_s=layer_gemm_s(tokens, model, t, c.gemm_format(), system, sm, split),
@@ -328,6 +332,9 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
         tp_comm_s=2.0 * tp_all_reduce_s(tokens, model.hidden, t, system, sm),
         decode=decode,
         prefill=prefill,
+        decode_tokens=dec_tokens,
+        tokens=tokens,
+        active_fraction=active,
     )
 
 
@@ -336,9 +343,9 @@ def pass_time(c: Consts, w: Work) -> PassTime:
     model, system, sm = c.model, c.system, c.sm
     t, p, h, vocab = c.tp, c.pp, model.hidden, model.vocab
     m = jnp.asarray(w.micro_batches)
-    tokens = w.decode_seqs / m * w.query_tokens + w.prefill_tokens / m
-    rows = w.decode_seqs / m * w.query_tokens + w.prompts_done / m  # logits rows
     layer = layer_time(c, w)
+    tokens = layer.tokens
+    rows = layer.decode_tokens + w.prompts_done / m  # logits rows
     layers_s = layer.total_s()
     per_stage = model.layers / p
     t_logits_gemm = logits_gemm(rows, model, t, c.gemm_format()).time_s(system, sm)
@@ -361,10 +368,7 @@ def pass_time(c: Consts, w: Work) -> PassTime:
     # roofline floors of the bottleneck chip over the round
     matrices = model.layer_matrix_params() / t
     # a mixture of experts reads the experts the pass's tokens activate, computes with top-k
-    active = mixed_active_fraction(
-        w.decode_seqs / m * w.query_tokens, w.prefill_tokens / m, w.prefill_piece, model, sm
-    )
-    experts_read = model.layer_expert_params() * active / t
+    experts_read = model.layer_expert_params() * layer.active_fraction / t
     weight_bytes = (
         per_stage * (matrices + experts_read) + vocab * h / t
     ) * c.weight_element_bytes()
