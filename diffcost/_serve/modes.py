@@ -56,6 +56,32 @@ def _slot_free(plan: ServePlan, sm: Smoothing) -> tuple[Array, Array, Array, Arr
     return tau, piece, iterations, chunk_batch, smin(plan.pp, plan.batch, sm, integer=True)
 
 
+class Admission(NamedTuple):
+    """The fields of :class:`Regime` the plan's memory needs, with every client running
+    (:func:`admission`; :func:`diffcost._serve.cost.memory_and_limits`)."""
+
+    query_tokens: Array
+    piece: Array
+    batch_eff: Array
+    micro_static: Array
+    micro_cont: Array
+
+
+def admission(plan: ServePlan, sm: Smoothing) -> Admission:
+    """:func:`regime`'s ``query_tokens, piece, batch_eff, micro_static, micro_cont`` with no
+    cap on the running batch (``B_run = B``): the memory the plan asks for; the same values as
+    ``regime(plan, sm)``'s without building the fields the memory does not read."""
+    _, piece, _, chunk_batch, micro_static = _slot_free(plan, sm)
+    b_eff = smin(plan.batch, chunk_batch, sm)
+    return Admission(
+        query_tokens=plan.draft_len + 1.0,
+        piece=piece,
+        batch_eff=b_eff,
+        micro_static=micro_static,
+        micro_cont=smin(plan.pp, b_eff, sm),
+    )
+
+
 def regime(plan: ServePlan, sm: Smoothing, slots: Array | None = None) -> Regime:
     """Speculative tokens per step, chunking and the continuous running batch of ``plan``.
 
@@ -143,6 +169,7 @@ class ModeTimes(NamedTuple):
     tokens_per_s: Array
 
 
+@once
 def draft_s(plan: ServePlan, pt: PassTime, index: int) -> Array:
     """Seconds of the ``k`` draft passes of a step: ``k * draft_fraction * round(index)``."""
     return plan.draft_len * plan.draft_params_fraction * pt.round_s[index]
@@ -242,11 +269,13 @@ def mode_weights(plan: ServePlan) -> Array:
 
 
 __all__ = [
+    "Admission",
     "ModeTimes",
     "Regime",
     "continuous_mode",
     "disaggregated_mode",
     "draft_s",
+    "admission",
     "kv_transfer_s",
     "mode_weights",
     "regime",
