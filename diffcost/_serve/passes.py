@@ -35,7 +35,7 @@ one request; with ``m`` micro-batches in flight a round (every micro-batch advan
 All arrays broadcast: the cost model evaluates all the passes it needs as one stacked ``Work``.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -60,7 +60,14 @@ from .._terms.kernels import (
     launch_s,
     quantize_bytes,
 )
-from .._terms.layer import ExpertSplit, layer_gemm_s, logits_gemm
+from .._terms.layer import (
+    ExpertSplit,
+    GemmOp,
+    expert_gemms,
+    latent_gemms,
+    layer_gemms,
+    logits_gemm,
+)
 from .._terms.moe import mixed_active_fraction
 from .behaviours import ENGINE_BEHAVIOURS, AbstractEngineBehaviour, total
 from .kv import kv_heads_per_chip
@@ -216,6 +223,26 @@ def gemm_s(m: ArrayLike, n: ArrayLike, k: ArrayLike, c: Consts) -> Array:
     return gemm_time_s(m, n, k, c.gemm_format(), c.system, c.sm)
 
 
+def stacked_gemm_s(ops: Sequence[GemmOp], system: System, sm: Smoothing) -> Array:
+    """Seconds of the GEMMs ``ops`` (one format), summed: their rooflines
+    (:func:`~diffcost._terms.gemm.gemm_time_s`) evaluated once over the GEMMs stacked on a
+    leading axis, then summed over it (the same sum as
+    :func:`~diffcost._terms.layer.layer_gemm_s`, one stacked evaluation instead of one per
+    GEMM: the serving pass's fourteen weight GEMMs share every step of the law)."""
+    fmt = ops[0].fmt
+    if any(op.fmt is not fmt for op in ops):
+        raise ValueError("stacked_gemm_s: every GEMM must share one GemmFormat")
+    fields = [(op.m, op.n, op.k, op.repeats) for op in ops]
+    shape = jnp.broadcast_shapes(*(jnp.shape(x) for row in fields for x in row))
+    m, n, k, repeats = (
+        jnp.stack([jnp.broadcast_to(row[i], shape) for row in fields]) for i in range(4)
+    )
+    times = gemm_time_s(m, n, k, fmt, system, sm, repeats)
+    # summed in order, GEMM by GEMM, as layer_gemm_s does: a reduction over the stacked axis
+    # rounds differently in float32 (5e-7 relative on the load validation's latencies)
+    return sum((times[i] for i in range(len(ops))), start=jnp.zeros(times.shape[1:]))
+
+
 class LayerTime(NamedTuple):
     """Seconds of one layer for one micro-batch of a pass, by term, and its attention kernels."""
 
@@ -324,8 +351,17 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
         extra_kernels = extra_kernels + engine_kernels
     active = mixed_active_fraction(dec_tokens, pre, w.prefill_piece, model, sm)
     split = expert_split(c, tokens, active)
+    fmt = c.gemm_format()
     return LayerTime(
-        gemm_s=layer_gemm_s(tokens, model, t, c.gemm_format(), system, sm, split),
+        gemm_s=stacked_gemm_s(
+            (
+                *layer_gemms(tokens, model, t, fmt),
+                *latent_gemms(tokens, model, t, fmt),
+                *expert_gemms(tokens, model, t, fmt, split),
+            ),
+            system,
+            sm,
+        ),
         attention_s=decode.time_s + prefill.time_s,
         memory_s=stream_time_s(kv_write + elementwise + quant, system),
         launch_s=launch_time_s(c, w, extra_kernels),
@@ -423,4 +459,5 @@ __all__ = [
     "launch_time_s",
     "layer_time",
     "pass_time",
+    "stacked_gemm_s",
 ]
