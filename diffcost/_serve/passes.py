@@ -316,8 +316,8 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     model, system, sm, t = c.model, c.system, c.sm, c.tp
     m = jnp.asarray(w.micro_batches)
     dec, pre = w.decode_seqs / m, w.prefill_tokens / m
-    dec_tokens = dec * w.query_tokens
-    tokens = dec_tokens + pre  # new tokens of one micro-batch
+    dec_tokens = jnp.asarray(dec * w.query_tokens)
+    tokens = jnp.asarray(dec_tokens + pre)  # new tokens of one micro-batch
     shape = c.attention_shape()
     peak = c.peak_flop_per_s
     rereads = total(b.kv_rereads(on, shape, system) for b, on in c.behaviours())
