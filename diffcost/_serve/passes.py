@@ -224,11 +224,10 @@ def gemm_s(m: ArrayLike, n: ArrayLike, k: ArrayLike, c: Consts) -> Array:
 
 
 def stacked_gemm_s(ops: Sequence[GemmOp], system: System, sm: Smoothing) -> Array:
-    """Seconds of the GEMMs ``ops`` (one format), summed: their rooflines
-    (:func:`~diffcost._terms.gemm.gemm_time_s`) evaluated once over the GEMMs stacked on a
-    leading axis, then summed over it (the same sum as
-    :func:`~diffcost._terms.layer.layer_gemm_s`, one stacked evaluation instead of one per
-    GEMM: the serving pass's fourteen weight GEMMs share every step of the law)."""
+    """Seconds of each of the GEMMs ``ops`` (one format), stacked on a leading axis: their
+    rooflines (:func:`~diffcost._terms.gemm.gemm_time_s`) evaluated once over the stacked
+    shapes instead of once per GEMM (a serving pass's fifteen weight GEMMs share every step of
+    the law)."""
     fmt = ops[0].fmt
     if any(op.fmt is not fmt for op in ops):
         raise ValueError("stacked_gemm_s: every GEMM must share one GemmFormat")
@@ -237,10 +236,7 @@ def stacked_gemm_s(ops: Sequence[GemmOp], system: System, sm: Smoothing) -> Arra
     m, n, k, repeats = (
         jnp.stack([jnp.broadcast_to(row[i], shape) for row in fields]) for i in range(4)
     )
-    times = gemm_time_s(m, n, k, fmt, system, sm, repeats)
-    # summed in order, GEMM by GEMM, as layer_gemm_s does: a reduction over the stacked axis
-    # rounds differently in float32 (5e-7 relative on the load validation's latencies)
-    return sum((times[i] for i in range(len(ops))), start=jnp.zeros(times.shape[1:]))
+    return gemm_time_s(m, n, k, fmt, system, sm, repeats)
 
 
 class LayerTime(NamedTuple):
@@ -253,9 +249,10 @@ class LayerTime(NamedTuple):
     tp_comm_s: Array
     decode: FusedAttention
     prefill: FusedAttention
-    decode_tokens: Array  # new decode tokens of one micro-batch
     tokens: Array  # new tokens of one micro-batch (decode and prompt)
     active_fraction: Array  # experts the micro-batch activates (mixed_active_fraction)
+    logits_rows: Array  # logits rows of one micro-batch: decode tokens and finished prompts
+    logits_gemm_s: Array  # the output layer's GEMM over them (charged on the last stage)
 
     def total_s(self) -> Array:
         """``gemm + attention + memory + launch + tp_comm``."""
@@ -316,7 +313,7 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     model, system, sm, t = c.model, c.system, c.sm, c.tp
     m = jnp.asarray(w.micro_batches)
     dec, pre = w.decode_seqs / m, w.prefill_tokens / m
-    dec_tokens = jnp.asarray(dec * w.query_tokens)
+    dec_tokens = dec * w.query_tokens
     tokens = jnp.asarray(dec_tokens + pre)  # new tokens of one micro-batch
     shape = c.attention_shape()
     peak = c.peak_flop_per_s
@@ -352,25 +349,29 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     active = mixed_active_fraction(dec_tokens, pre, w.prefill_piece, model, sm)
     split = expert_split(c, tokens, active)
     fmt = c.gemm_format()
+    ops = (
+        *layer_gemms(tokens, model, t, fmt),
+        *latent_gemms(tokens, model, t, fmt),
+        *expert_gemms(tokens, model, t, fmt, split),
+    )
+    # the layer's GEMMs and the output layer's (logits rows: decode tokens and finished prompts)
+    # in one stacked roofline; the layer's summed in order, GEMM by GEMM, as layer_gemm_s does
+    # (a reduction over the stacked axis rounds differently in float32)
+    rows = jnp.asarray(dec_tokens + jnp.asarray(w.prompts_done) / m)
+    logits = logits_gemm(rows, model, t, fmt)
+    times = stacked_gemm_s((*ops, logits), system, sm)
     return LayerTime(
-        gemm_s=stacked_gemm_s(
-            (
-                *layer_gemms(tokens, model, t, fmt),
-                *latent_gemms(tokens, model, t, fmt),
-                *expert_gemms(tokens, model, t, fmt, split),
-            ),
-            system,
-            sm,
-        ),
+        gemm_s=sum((times[i] for i in range(len(ops))), start=jnp.zeros(times.shape[1:])),
         attention_s=decode.time_s + prefill.time_s,
         memory_s=stream_time_s(kv_write + elementwise + quant, system),
         launch_s=launch_time_s(c, w, extra_kernels),
         tp_comm_s=2.0 * tp_all_reduce_s(tokens, model.hidden, t, system, sm),
         decode=decode,
         prefill=prefill,
-        decode_tokens=dec_tokens,
         tokens=tokens,
         active_fraction=active,
+        logits_rows=rows,
+        logits_gemm_s=times[len(ops)],
     )
 
 
@@ -381,10 +382,10 @@ def pass_time(c: Consts, w: Work) -> PassTime:
     m = jnp.asarray(w.micro_batches)
     layer = layer_time(c, w)
     tokens = layer.tokens
-    rows = layer.decode_tokens + w.prompts_done / m  # logits rows
+    rows = layer.logits_rows
     layers_s = layer.total_s()
     per_stage = model.layers / p
-    t_logits_gemm = logits_gemm(rows, model, t, c.gemm_format()).time_s(system, sm)
+    t_logits_gemm = layer.logits_gemm_s
     t_logits_mem = stream_time_s(2.0 * 4.0 * rows * vocab / t, system)  # fp32 write + read
     p2p = point_to_point_s(2.0 * tokens * h, t, system, sm)
     has_pp = 1.0 - is_one(p, sm)
