@@ -174,7 +174,16 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     )
     from ._serve.kv import kv_bytes_per_token
     from ._serve.load import goodput_qps, iteration_s, steady_state
-    from ._serve.passes import Work, consts, expected_tokens_per_step, gemm_s, layer_time, pass_time
+    from ._serve.passes import (
+        Work,
+        consts,
+        expected_tokens_per_step,
+        expert_split,
+        gemm_s,
+        layer_time,
+        pass_time,
+        stacked_gemm_s,
+    )
     from ._serve.plan import SERVE_FIELDS, SERVE_PLAN, plan_kwargs
     from ._terms.attention import (
         ATTENTION_TILE_ROWS,
@@ -442,6 +451,7 @@ __all__ = [
     "EXPERT_GEMMS_PER_FORWARD",
     "expert_imbalance",
     "EXPERT_LAYOUT_RULES",
+    "expert_split",
     "ExpertSplit",
     "exported",
     "ExportedProgram",
@@ -629,6 +639,7 @@ __all__ = [
     "solve",
     "split_unit",
     "stable_name",
+    "stacked_gemm_s",
     "stage",
     "stage_layers",
     "stage_memory",

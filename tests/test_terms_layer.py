@@ -13,6 +13,7 @@ from diffcost.testing import (
     GemmFormat,
     Work,
     consts,
+    expert_split,
     gemm_format,
     gemm_time_s,
     layer_forward,
@@ -21,6 +22,7 @@ from diffcost.testing import (
     layer_time,
     logits_gemm,
     plots,
+    stacked_gemm_s,
     stage_times,
     tokens_per_chip,
 )
@@ -140,3 +142,44 @@ def test_roofline_bytes_include_separate_dequantization(h100, llama70):
     mlp_in = separate.loc["decode MLP in"]
     assert mlp_in.time_s == pytest.approx(mlp_in.bytes / bw, rel=1e-12)
     assert mlp_in.time_s > 3.0 * fused.loc["decode MLP in", "time_s"]
+
+
+@pytest.mark.parametrize("model_name", ["llama-2-70b", "mixtral-8x7b", "deepseek-v3"])
+@pytest.mark.parametrize("sm", [EXACT, RELAXED], ids=["exact", "relaxed"])
+def test_serving_stacked_gemms_are_the_layer_law(h100, model_name, sm):
+    """The serving pass evaluates its weight GEMMs and the output layer's as one stacked
+    roofline (issue 38): every GEMM's time, the layer's sum (in layer_gemm_s's order) and the
+    logits GEMM are the op-by-op law's, bit for bit, over passes of decode and prompt tokens."""
+    model = dc.load_model(model_name)
+    plan = dc.serve_plan(tp=8, batch=16, input_len=1024, expert_parallel=float(model.experts) > 0)
+    c = consts(h100, model, plan, sm)
+    w = Work(
+        jnp.asarray([1.0, 2.0, 4.0]),
+        jnp.asarray([16.0, 0.0, 7.5]),
+        jnp.asarray([1.0, 1.0, 3.0]),
+        jnp.asarray([1500.0, 1000.0, 700.0]),
+        jnp.asarray([0.0, 4096.0, 300.0]),
+        jnp.asarray([1024.0, 1024.0, 512.0]),
+        jnp.asarray([512.0, 512.0, 256.0]),
+        jnp.asarray([0.0, 4.0, 0.6]),
+    )
+    layer = layer_time(c, w)
+    fmt = c.gemm_format()
+    split = expert_split(c, layer.tokens, layer.active_fraction)
+    law = layer_gemm_s(layer.tokens, model, c.tp, fmt, h100, sm, split)
+    np.testing.assert_array_equal(np.asarray(layer.gemm_s), np.asarray(law))
+    logits = logits_gemm(layer.logits_rows, model, c.tp, fmt).time_s(h100, sm)
+    np.testing.assert_array_equal(np.asarray(layer.logits_gemm_s), np.asarray(logits))
+    ops = layer_gemms(layer.tokens, model, c.tp, fmt)
+    stacked = stacked_gemm_s(ops, h100, sm)
+    for i, op in enumerate(ops):
+        np.testing.assert_array_equal(np.asarray(stacked[i]), np.asarray(op.time_s(h100, sm)))
+    assert float(jnp.min(layer.gemm_s)) > 0.0
+
+
+def test_stacked_gemms_need_one_format(h100, llama70):
+    c = consts(h100, llama70, dc.serve_plan(tp=8), EXACT)
+    ops = layer_gemms(16.0, llama70, 8.0, c.gemm_format())
+    other = layer_gemms(16.0, llama70, 8.0, c.gemm_format())
+    with pytest.raises(ValueError, match="share one GemmFormat"):
+        stacked_gemm_s((ops[0], other[1]), h100, EXACT)

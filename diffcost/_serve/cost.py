@@ -71,7 +71,9 @@ from .modes import (
     _ITER_TPOT,
     _ONE_PROMPT,
     _PREFILL,
+    Admission,
     Regime,
+    admission,
     continuous_mode,
     disaggregated_mode,
     draft_s,
@@ -151,7 +153,9 @@ class SloResult(eqx.Module):
     breakdown: ServeBreakdown
 
 
-def memory_and_limits(c: Consts, plan: ServePlan, r: Regime) -> tuple[ServeMemory, Array, Array]:
+def memory_and_limits(
+    c: Consts, plan: ServePlan, r: Regime | Admission
+) -> tuple[ServeMemory, Array, Array]:
     """``(memory, max_batch, min_chips_for_weights)`` of the plan.
 
     Memory from :func:`~diffcost._serve.kv.serve_memory` for the largest pass of each mode
@@ -288,22 +292,39 @@ def decode_split(plan: ServePlan, pt: PassTime, both: Mixer) -> dict[str, Array]
     draft = both(
         draft_s(plan, pt, _DRAFT), draft_s(plan, pt, _ITER_DRAFT), draft_s(plan, pt, _DRAFT)
     )
-    part = lambda arr: both(arr[_DECODE], arr[_ITER_TPOT], arr[_DECODE])
-    decode_round = part(pt.round_s)
-    weight_read, kv_read = part(pt.weight_read_s), part(pt.kv_read_s)
+    # every term of the round mixed at once: one (terms, passes) array, two columns
+    names = (
+        "round_s",
+        "gemm_s",
+        "attention_s",
+        "memory_s",
+        "launch_s",
+        "tp_comm_s",
+        "p2p_s",
+        "pipeline_wait_s",
+        "weight_read_s",
+        "kv_read_s",
+        "compute_s",
+    )
+    terms = jnp.stack([getattr(pt, name) for name in names])
+    decode = terms[:, _DECODE]
+    mixed = both(decode, terms[:, _ITER_TPOT], decode)
+    part = dict(zip(names, mixed, strict=True))
+    decode_round = part["round_s"]
+    weight_read, kv_read = part["weight_read_s"], part["kv_read_s"]
     return dict(
         decode_step_s=draft + decode_round,
         decode_draft_s=draft,
-        decode_gemm_s=part(pt.gemm_s),
-        decode_attention_s=part(pt.attention_s),
-        decode_memory_s=part(pt.memory_s),
-        decode_launch_s=part(pt.launch_s),
-        decode_tp_comm_s=part(pt.tp_comm_s),
-        decode_pp_comm_s=part(pt.p2p_s),
-        decode_pipeline_wait_s=part(pt.pipeline_wait_s),
+        decode_gemm_s=part["gemm_s"],
+        decode_attention_s=part["attention_s"],
+        decode_memory_s=part["memory_s"],
+        decode_launch_s=part["launch_s"],
+        decode_tp_comm_s=part["tp_comm_s"],
+        decode_pp_comm_s=part["p2p_s"],
+        decode_pipeline_wait_s=part["pipeline_wait_s"],
         decode_weight_read_s=weight_read,
         decode_kv_read_s=kv_read,
-        decode_compute_s=part(pt.compute_s),
+        decode_compute_s=part["compute_s"],
         decode_memory_bound_fraction=(weight_read + kv_read) / decode_round,
     )
 
@@ -332,16 +353,17 @@ def pass_activity(c: Consts, w: Work, pt: PassTime) -> tuple[Array, Array, Array
 
 
 def activity_per_token(plan: ServePlan, r: Regime, a: Array, both: Mixer) -> Array:
-    """Activity ``a`` of the passes (stacked ``_PREFILL ... _ONE_PROMPT``) per output token,
+    """Activity ``a`` of the passes (stacked ``_PREFILL ... _ONE_PROMPT`` on the last axis; the
+    leading axes: kinds of activity, each mixed alike) per output token,
     mixed over the modes: static ``(a_prefill + (n / tau)(a_decode + k f a_draft)) / (B n)``,
     continuous ``(a_iter + k f a_iter_draft) / (B_eff tau)``, disaggregated ``a_prompt / n +
     (a_decode + k f a_draft) / (B tau)`` (``n`` output tokens, ``k f`` the draft passes' share
     of a target pass as in :func:`~diffcost._serve.modes.draft_s`)."""
     n, tau, kf = plan.output_len, r.tokens_per_step, plan.draft_len * plan.draft_params_fraction
-    step = a[_DECODE] + kf * a[_DRAFT]
-    static = (a[_PREFILL] + n / tau * step) / (plan.batch * n)
-    cont = (a[_ITER] + kf * a[_ITER_DRAFT]) / (r.batch_eff * tau)
-    disagg = a[_ONE_PROMPT] / n + step / (plan.batch * tau)
+    step = a[..., _DECODE] + kf * a[..., _DRAFT]
+    static = (a[..., _PREFILL] + n / tau * step) / (plan.batch * n)
+    cont = (a[..., _ITER] + kf * a[..., _ITER_DRAFT]) / (r.batch_eff * tau)
+    disagg = a[..., _ONE_PROMPT] / n + step / (plan.batch * tau)
     return both(static, cont, disagg)
 
 
@@ -356,7 +378,8 @@ def energy_per_token_j(
     ``tokens_per_s``.  Without chip energy figures or system overhead:
     ``chips * TDP / tokens_per_s``."""
     both = _mixer(plan)
-    flop, memory, link = (activity_per_token(plan, r, a, both) for a in pass_activity(c, w, pt))
+    # FLOP, memory bytes and link bytes per token in one stacked evaluation
+    flop, memory, link = activity_per_token(plan, r, jnp.stack(pass_activity(c, w, pt)), both)
     chip = c.system.chip
     energy = activity_energy_j(
         sustained_energy(c.system, c.sm),
@@ -388,17 +411,18 @@ class ServeCost(eqx.Module):
 
     def _evaluate(self, plan: ServePlan) -> ServeBreakdown:
         model, sm = self.model, self.smoothing
-        r_all = regime(plan, sm)  # every client running: the memory the plan asks for
-        mem, max_batch, min_chips = memory_and_limits(
-            consts(self.system, model, plan, sm), plan, r_all
-        )
+        r_all = admission(plan, sm)  # every client running: the memory the plan asks for
+        c_all = consts(self.system, model, plan, sm)
+        mem, max_batch, min_chips = memory_and_limits(c_all, plan, r_all)
         # the running batch the KV cache holds; at least one sequence, so that a plan whose
         # weights do not fit (reported by serve_problems) still has finite times
         # (from above only: 1 + excess(max_batch - 1) >= 1, so one client never queues)
         r = regime(plan, sm, slots=1.0 + excess(max_batch - 1.0, sm, scale=max_batch))
         # the working set (weights, KV cache, activations) placed over the chip's memory levels
         sys = placed_system(self.system, mem.total_bytes - mem.reserved_bytes, sm)
-        c = consts(sys, model, plan, sm)
+        # the placement changes the memory's bandwidth and energy only: every constant of the
+        # formats (peaks, J/FLOP, element sizes, KV heads) is the one computed above
+        c = c_all._replace(system=sys)
         w = serve_work(plan, r, model, sm)
         pt = pass_time(c, w)
         static = static_mode(plan, r, pt)

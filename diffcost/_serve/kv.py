@@ -23,6 +23,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from .._core.shared import once
 from .._core.smooth import Smoothing, ceil_div, is_one, smax
 from .._inputs.hardware import System
 from .._inputs.model import Model
@@ -49,6 +50,7 @@ class ServeMemory(eqx.Module):
     total_bytes: Float[Array, ""]
 
 
+@once
 def serve_params_per_chip(model: Model, tp: ArrayLike, pp: ArrayLike, sm: Smoothing) -> Array:
     """Parameters held by one chip of the most loaded stage, count.
 
@@ -68,6 +70,7 @@ def serve_params_per_chip(model: Model, tp: ArrayLike, pp: ArrayLike, sm: Smooth
     return layers + word + positions + output
 
 
+@once
 def kv_heads_per_chip(model: Model, tp: ArrayLike, sm: Smoothing) -> Array:
     """KV heads one tensor-parallel rank holds: ``max(kv_heads / tp, 1)`` (replicated beyond).
 
@@ -76,6 +79,7 @@ def kv_heads_per_chip(model: Model, tp: ArrayLike, sm: Smoothing) -> Array:
     return smax(model.kv_heads, tp, sm, integer=True) / tp
 
 
+@once
 def kv_bytes_per_token(
     model: Model, tp: ArrayLike, pp: ArrayLike, element_bytes: ArrayLike, sm: Smoothing
 ) -> Array:
@@ -89,11 +93,13 @@ def kv_bytes_per_token(
     return model.layers / pp * model.kv_cache_elements(heads) * element_bytes
 
 
+@once
 def paged_tokens(tokens: ArrayLike, block: ArrayLike, sm: Smoothing) -> Array:
     """Token slots a sequence of ``tokens`` occupies in blocks of ``block``: ``ceil(n/b) * b``."""
     return ceil_div(tokens, block, sm) * block
 
 
+@once
 def cached_slots(model: Model, context: ArrayLike, block: ArrayLike, sm: Smoothing) -> Array:
     """Paged token slots a sequence of ``context`` tokens holds per layer, averaged over the
     layers: ``(1 - sigma) slots(c) + sigma slots(min(c, W))`` with ``slots`` =
@@ -104,6 +110,7 @@ def cached_slots(model: Model, context: ArrayLike, block: ArrayLike, sm: Smoothi
     return (1.0 - sigma) * paged_tokens(context, block, sm) + sigma * windowed
 
 
+@once
 def activation_bytes_per_token(model: Model, tp: ArrayLike, sm: Smoothing) -> Array:
     """Peak live 16-bit activation bytes of one token inside one layer, on one chip.
 

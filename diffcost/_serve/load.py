@@ -48,7 +48,7 @@ from .._inputs.hardware import System
 from .._inputs.model import Model
 from .._terms.memory_levels import placed_system
 from .cost import ServeCost, memory_and_limits
-from .modes import regime
+from .modes import admission
 from .passes import Work, consts, pass_time
 from .plan import ServePlan
 
@@ -109,7 +109,7 @@ def placed(system: System, model: Model, plan: ServePlan, sm: Smoothing) -> Syst
     sequences, activations: :func:`~diffcost._serve.cost.memory_and_limits`) placed over the
     chip's memory levels (:func:`~diffcost._terms.memory_levels.placed_system`; the system
     itself for a chip with one level)."""
-    mem, _, _ = memory_and_limits(consts(system, model, plan, sm), plan, regime(plan, sm))
+    mem, _, _ = memory_and_limits(consts(system, model, plan, sm), plan, admission(plan, sm))
     return placed_system(system, mem.total_bytes - mem.reserved_bytes, sm)
 
 

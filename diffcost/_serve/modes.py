@@ -11,6 +11,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._core.shared import once
 from .._core.smooth import Smoothing, ceil_div, excess, smin
 from .._inputs.model import Model
 from .._terms.comm import point_to_point_s
@@ -42,6 +43,45 @@ class Regime(NamedTuple):
     queued: Array  # clients of a closed loop waiting for a slot: max(batch - slots, 0)
 
 
+@once
+def _slot_free(plan: ServePlan, sm: Smoothing) -> tuple[Array, Array, Array, Array, Array]:
+    """The parts of :func:`regime` the KV cache's slots do not change, once per evaluation
+    (the cost model asks for the regime of every client running and of the running batch):
+    ``(tau, piece, ceil(input / piece), chunk * output / (tau * input), min(pp, batch))``."""
+    n_in, n_out, chunk = plan.input_len, plan.output_len, plan.prefill_chunk
+    tau = expected_tokens_per_step(plan.acceptance, plan.draft_len)
+    piece = smin(chunk, n_in, sm, integer=True)
+    iterations = ceil_div(n_in, piece, sm)
+    chunk_batch = chunk * n_out / (tau * n_in)
+    return tau, piece, iterations, chunk_batch, smin(plan.pp, plan.batch, sm, integer=True)
+
+
+class Admission(NamedTuple):
+    """The fields of :class:`Regime` the plan's memory needs, with every client running
+    (:func:`admission`; :func:`diffcost._serve.cost.memory_and_limits`)."""
+
+    query_tokens: Array
+    piece: Array
+    batch_eff: Array
+    micro_static: Array
+    micro_cont: Array
+
+
+def admission(plan: ServePlan, sm: Smoothing) -> Admission:
+    """:func:`regime`'s ``query_tokens, piece, batch_eff, micro_static, micro_cont`` with no
+    cap on the running batch (``B_run = B``): the memory the plan asks for; the same values as
+    ``regime(plan, sm)``'s without building the fields the memory does not read."""
+    _, piece, _, chunk_batch, micro_static = _slot_free(plan, sm)
+    b_eff = smin(plan.batch, chunk_batch, sm)
+    return Admission(
+        query_tokens=plan.draft_len + 1.0,
+        piece=piece,
+        batch_eff=b_eff,
+        micro_static=micro_static,
+        micro_cont=smin(plan.pp, b_eff, sm),
+    )
+
+
 def regime(plan: ServePlan, sm: Smoothing, slots: Array | None = None) -> Regime:
     """Speculative tokens per step, chunking and the continuous running batch of ``plan``.
 
@@ -59,12 +99,10 @@ def regime(plan: ServePlan, sm: Smoothing, slots: Array | None = None) -> Regime
     """
     p, b = plan.pp, plan.batch
     n_in, n_out, chunk = plan.input_len, plan.output_len, plan.prefill_chunk
-    tau = expected_tokens_per_step(plan.acceptance, plan.draft_len)
+    tau, piece, iterations, chunk_batch, micro_static = _slot_free(plan, sm)
     queued = jnp.zeros(()) if slots is None else excess(b - slots, sm, scale=b)
     running = b - queued
-    b_eff = smin(running, chunk * n_out / (tau * n_in), sm)
-    piece = smin(chunk, n_in, sm, integer=True)
-    iterations = ceil_div(n_in, piece, sm)
+    b_eff = smin(running, chunk_batch, sm)
     rate = b_eff * tau * n_in / n_out
     # a request's own prompt is prefilled before its first token, never in its decode: the
     # others' share of the prompt tokens, over whole running sequences (running >= 1, so no
@@ -77,7 +115,7 @@ def regime(plan: ServePlan, sm: Smoothing, slots: Array | None = None) -> Regime
         piece=piece,
         batch_eff=b_eff,
         prompt_rate=rate,
-        micro_static=smin(p, b, sm, integer=True),
+        micro_static=micro_static,
         micro_cont=smin(p, b_eff, sm),  # b_eff is a rate, not an integer: continuous blend
         decode_only_share=1.0 - smin(jnp.ones(()), rate / piece, sm),
         others_rate=others,
@@ -131,6 +169,7 @@ class ModeTimes(NamedTuple):
     tokens_per_s: Array
 
 
+@once
 def draft_s(plan: ServePlan, pt: PassTime, index: int) -> Array:
     """Seconds of the ``k`` draft passes of a step: ``k * draft_fraction * round(index)``."""
     return plan.draft_len * plan.draft_params_fraction * pt.round_s[index]
@@ -230,11 +269,13 @@ def mode_weights(plan: ServePlan) -> Array:
 
 
 __all__ = [
+    "Admission",
     "ModeTimes",
     "Regime",
     "continuous_mode",
     "disaggregated_mode",
     "draft_s",
+    "admission",
     "kv_transfer_s",
     "mode_weights",
     "regime",

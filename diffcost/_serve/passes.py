@@ -35,7 +35,7 @@ one request; with ``m`` micro-batches in flight a round (every micro-batch advan
 All arrays broadcast: the cost model evaluates all the passes it needs as one stacked ``Work``.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -60,7 +60,14 @@ from .._terms.kernels import (
     launch_s,
     quantize_bytes,
 )
-from .._terms.layer import ExpertSplit, layer_gemm_s, logits_gemm
+from .._terms.layer import (
+    ExpertSplit,
+    GemmOp,
+    expert_gemms,
+    latent_gemms,
+    layer_gemms,
+    logits_gemm,
+)
 from .._terms.moe import mixed_active_fraction
 from .behaviours import ENGINE_BEHAVIOURS, AbstractEngineBehaviour, total
 from .kv import kv_heads_per_chip
@@ -216,6 +223,26 @@ def gemm_s(m: ArrayLike, n: ArrayLike, k: ArrayLike, c: Consts) -> Array:
     return gemm_time_s(m, n, k, c.gemm_format(), c.system, c.sm)
 
 
+def stacked_gemm_s(ops: Sequence[GemmOp], system: System, sm: Smoothing) -> Array:
+    """Seconds of each of the GEMMs ``ops`` (one format), stacked on a leading axis: their
+    rooflines (:func:`~diffcost._terms.gemm.gemm_time_s`) evaluated once over the stacked
+    shapes instead of once per GEMM (a serving pass's fifteen weight GEMMs share every step of
+    the law).  Unlike the training step's (:func:`~diffcost._terms.layer.layer_gemm_s`, summed
+    op by op for its sweep), the serving sweep measured no slower stacked
+    (``benchmarks/bench_sweep.py --job serve --no-intervals``, three interleaved runs on a
+    loaded 2-core machine: 653,000-685,000 evaluations/s op by op, 460,000-698,000 stacked),
+    and its compile faster."""
+    fmt = ops[0].fmt
+    if any(op.fmt is not fmt for op in ops):
+        raise ValueError("stacked_gemm_s: every GEMM must share one GemmFormat")
+    fields = [(op.m, op.n, op.k, op.repeats) for op in ops]
+    shape = jnp.broadcast_shapes(*(jnp.shape(x) for row in fields for x in row))
+    m, n, k, repeats = (
+        jnp.stack([jnp.broadcast_to(row[i], shape) for row in fields]) for i in range(4)
+    )
+    return gemm_time_s(m, n, k, fmt, system, sm, repeats)
+
+
 class LayerTime(NamedTuple):
     """Seconds of one layer for one micro-batch of a pass, by term, and its attention kernels."""
 
@@ -226,6 +253,10 @@ class LayerTime(NamedTuple):
     tp_comm_s: Array
     decode: FusedAttention
     prefill: FusedAttention
+    tokens: Array  # new tokens of one micro-batch (decode and prompt)
+    active_fraction: Array  # experts the micro-batch activates (mixed_active_fraction)
+    logits_rows: Array  # logits rows of one micro-batch: decode tokens and finished prompts
+    logits_gemm_s: Array  # the output layer's GEMM over them (charged on the last stage)
 
     def total_s(self) -> Array:
         """``gemm + attention + memory + launch + tp_comm``."""
@@ -286,7 +317,8 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     model, system, sm, t = c.model, c.system, c.sm, c.tp
     m = jnp.asarray(w.micro_batches)
     dec, pre = w.decode_seqs / m, w.prefill_tokens / m
-    tokens = dec * w.query_tokens + pre  # new tokens of one micro-batch
+    dec_tokens = dec * w.query_tokens
+    tokens = jnp.asarray(dec_tokens + pre)  # new tokens of one micro-batch
     shape = c.attention_shape()
     peak = c.peak_flop_per_s
     rereads = total(b.kv_rereads(on, shape, system) for b, on in c.behaviours())
@@ -318,16 +350,32 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     extra_kernels = GEMMS_PER_LAYER * c.quantized_acts
     if engine_kernels is not None:
         extra_kernels = extra_kernels + engine_kernels
-    active = mixed_active_fraction(dec * w.query_tokens, pre, w.prefill_piece, model, sm)
+    active = mixed_active_fraction(dec_tokens, pre, w.prefill_piece, model, sm)
     split = expert_split(c, tokens, active)
+    fmt = c.gemm_format()
+    ops = (
+        *layer_gemms(tokens, model, t, fmt),
+        *latent_gemms(tokens, model, t, fmt),
+        *expert_gemms(tokens, model, t, fmt, split),
+    )
+    # the layer's GEMMs and the output layer's (logits rows: decode tokens and finished prompts)
+    # in one stacked roofline; the layer's summed in order, GEMM by GEMM, as layer_gemm_s does
+    # (a reduction over the stacked axis rounds differently in float32)
+    rows = jnp.asarray(dec_tokens + jnp.asarray(w.prompts_done) / m)
+    logits = logits_gemm(rows, model, t, fmt)
+    times = stacked_gemm_s((*ops, logits), system, sm)
     return LayerTime(
-        gemm_s=layer_gemm_s(tokens, model, t, c.gemm_format(), system, sm, split),
+        gemm_s=sum((times[i] for i in range(len(ops))), start=jnp.zeros(times.shape[1:])),
         attention_s=decode.time_s + prefill.time_s,
         memory_s=stream_time_s(kv_write + elementwise + quant, system),
         launch_s=launch_time_s(c, w, extra_kernels),
         tp_comm_s=2.0 * tp_all_reduce_s(tokens, model.hidden, t, system, sm),
         decode=decode,
         prefill=prefill,
+        tokens=tokens,
+        active_fraction=active,
+        logits_rows=rows,
+        logits_gemm_s=times[len(ops)],
     )
 
 
@@ -336,12 +384,12 @@ def pass_time(c: Consts, w: Work) -> PassTime:
     model, system, sm = c.model, c.system, c.sm
     t, p, h, vocab = c.tp, c.pp, model.hidden, model.vocab
     m = jnp.asarray(w.micro_batches)
-    tokens = w.decode_seqs / m * w.query_tokens + w.prefill_tokens / m
-    rows = w.decode_seqs / m * w.query_tokens + w.prompts_done / m  # logits rows
     layer = layer_time(c, w)
+    tokens = layer.tokens
+    rows = layer.logits_rows
     layers_s = layer.total_s()
     per_stage = model.layers / p
-    t_logits_gemm = logits_gemm(rows, model, t, c.gemm_format()).time_s(system, sm)
+    t_logits_gemm = layer.logits_gemm_s
     t_logits_mem = stream_time_s(2.0 * 4.0 * rows * vocab / t, system)  # fp32 write + read
     p2p = point_to_point_s(2.0 * tokens * h, t, system, sm)
     has_pp = 1.0 - is_one(p, sm)
@@ -361,10 +409,7 @@ def pass_time(c: Consts, w: Work) -> PassTime:
     # roofline floors of the bottleneck chip over the round
     matrices = model.layer_matrix_params() / t
     # a mixture of experts reads the experts the pass's tokens activate, computes with top-k
-    active = mixed_active_fraction(
-        w.decode_seqs / m * w.query_tokens, w.prefill_tokens / m, w.prefill_piece, model, sm
-    )
-    experts_read = model.layer_expert_params() * active / t
+    experts_read = model.layer_expert_params() * layer.active_fraction / t
     weight_bytes = (
         per_stage * (matrices + experts_read) + vocab * h / t
     ) * c.weight_element_bytes()
@@ -419,4 +464,5 @@ __all__ = [
     "launch_time_s",
     "layer_time",
     "pass_time",
+    "stacked_gemm_s",
 ]

@@ -160,8 +160,10 @@ def expert_gemms(
     ep = jnp.asarray(split.ep)
     group = jnp.asarray(tokens) * ep if split.group_tokens is None else split.group_tokens
     t_e = tp if split.expert_tp is None else split.expert_tp
-    p = active_expert_fraction(group, model)
-    p = p if split.active_fraction is None else jnp.asarray(split.active_fraction)
+    if split.active_fraction is None:
+        p = active_expert_fraction(group, model)
+    else:  # the caller's (an averaged iteration); the group's own is not built
+        p = jnp.asarray(split.active_fraction)
     rows = jnp.maximum(safe_div(jnp.asarray(group) * k, jnp.maximum(e * p, _MIN_ACTIVE)), 1.0)
     rows = rows * expert_imbalance(jnp.asarray(group) * k, ep)  # the busiest EP rank
     active = phi * e / ep * p
