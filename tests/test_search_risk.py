@@ -114,27 +114,31 @@ def _space(objective: str) -> TrainSearchSpace:
 
 
 @pytest.mark.slow
-def test_mean_and_p90_searches_agree_once_zero3_across_nodes_is_priced_as_measured():
+def test_neither_search_picks_zero3_across_nodes_once_it_is_priced_as_measured():
     """Llama-2-70B on 16 DGX A100 nodes (128 GPUs), global batch 128 x 2048, ZeRO 1 or 3.
     Before ZeRO-3's gathers across nodes were charged as one flat ring through each GPU's NIC
     (issue 42; SC'21 Table 2), the model priced them 1.5-4x too fast: the mean search picked
     ZeRO-3 over 64 ranks on 16 nodes and only the p90 search, through that regime's wide
-    discrepancy, avoided it.  Now the mean search itself keeps ZeRO-1, the p90 search picks the
-    same plan, and the comparison says so (the serving test below keeps a case where they
-    differ)."""
+    discrepancy, avoided it.  Now the mean search itself keeps ZeRO-1, and so does the p90
+    search.  Since the refit with the MPT points (issue 42) the two pick different ZeRO-1
+    layouts (tp 2 pp 4 against tp 4 pp 2): nearly tied means, different sensitivities to the
+    constants; the comparison then names the reason, and each plan wins its own statistic."""
     system, model = dc.load_system("dgx-a100", chips=128), dc.load_model("llama-2-70b")
     mean = search_train(system, model, _space("time"), exhaustive=True)
     risk = search_train(system, model, _space("p90"), exhaustive=True)
     assert mean.best is not None and risk.best is not None
     mean_row, risk_row = mean.row(mean.best), risk.row(risk.best)
-    assert mean_row["zero"] == 1 and risk_row == mean_row
+    assert mean_row["zero"] == 1 and risk_row["zero"] == 1
     from diffcost.testing import risk_comparison
 
     cmp = risk_comparison(system, model, "a100-sxm-80gb", mean, risk)
-    assert not cmp["differ"] and cmp["reason"] is None
-    r = cmp["p90_optimal"]
+    assert cmp["differ"] == (risk_row != mean_row)
+    assert (cmp["reason"] is None) == (not cmp["differ"])
+    m, r = cmp["mean_optimal"], cmp["p90_optimal"]
     assert r["step_time_s_p10"] < r["step_time_s_p50"] < r["step_time_s_p90"]
     assert r["step_time_s_p90"] == pytest.approx(risk.best_objective, rel=1e-4)
+    assert r["step_time_s_p90"] <= m["step_time_s_p90"] * (1 + 1e-4)
+    assert m["step_time_s_p50"] <= r["step_time_s_p50"] * (1 + 1e-4)
 
 
 @pytest.mark.slow
@@ -154,9 +158,12 @@ def test_cli_plan_train_p90_json_carries_both_plans():
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     risk = out["risk"]
-    # the two searches agree here (ZeRO-3 across nodes priced as measured): one plan, no reason
-    assert not risk["differ"] and risk["reason"] is None
-    assert risk["mean_optimal"]["plan"] == risk["p90_optimal"]["plan"] == out["best_plan"]
+    # ZeRO-1 for both (ZeRO-3 across nodes priced as measured); where the two plans differ the
+    # comparison says why (the test above)
+    assert risk["p90_optimal"]["plan"] == out["best_plan"]
+    assert risk["mean_optimal"]["plan"]["zero"] == risk["p90_optimal"]["plan"]["zero"] == 1
+    assert risk["differ"] == (risk["mean_optimal"]["plan"] != risk["p90_optimal"]["plan"])
+    assert (risk["reason"] is None) == (not risk["differ"])
     for key in ("step_time_s_p10", "step_time_s_p50", "step_time_s_p90"):
         assert risk["p90_optimal"][key] > 0 and risk["mean_optimal"][key] > 0
     assert out["objective"] == "p90"
