@@ -329,9 +329,7 @@ def _mixture_quantile(q: float, parts: tuple[tuple[Array, Array, Array], ...]) -
     Bisection on the mixture's CDF with the parameters held constant, then one Newton step
     ``t - (F(t) - q) / F'(t)`` through the live parameters: the value is the bisection's, the
     gradient the implicit-function one, ``dt/dtheta = -(dF/dtheta) / F'(t)``."""
-
     cdf = _mixture_cdf
-
     frozen = jax.lax.stop_gradient(parts)
     top = 4.0 * sum(m + 12.0 * jnp.sqrt(v) for _, m, v in frozen)
 
@@ -392,12 +390,17 @@ class _LoadState(NamedTuple):
     state, the utilisation, how many sequences fit, the TTFT mixture (:func:`_ttft_parts`) with
     its prompt-alone time, and the TPOT's standard deviation (s)."""
 
+    rate: Array
     st: Steady
     rho: Array
     fit: Array
     parts: tuple[tuple[Array, Array, Array], ...]
     alone: Array
     spread: Array
+
+    def tpot_quantile(self, z: float) -> Array:
+        """The TPOT quantile at the standard normal quantile ``z`` (s): mean + ``z`` spread."""
+        return self.st.t_s + z * self.spread
 
 
 def _load_state(
@@ -418,7 +421,7 @@ def _load_state(
     rho_slots = rate * plan.output_len * st.t_s / st.cap
     rho = smax(st.busy, rho_slots, sm)
     parts, alone = _ttft_parts(plan, st, load, rate, sm)
-    return _LoadState(st, rho, fit, parts, alone, _tpot_spread(plan, st, busy, sm))
+    return _LoadState(rate, st, rho, fit, parts, alone, _tpot_spread(plan, st, busy, sm))
 
 
 def under_load(
@@ -433,8 +436,7 @@ def under_load(
     backlog (its tokens end at a uniform point of a full iteration), weighted ``1 - rho`` and
     ``rho``."""
     ls = _load_state(system, model, plan, load, sm)
-    st, rho, parts, spread = ls.st, ls.rho, ls.parts, ls.spread
-    rate = load.qps / plan.replicas
+    st, rho, parts, rate = ls.st, ls.rho, ls.parts, ls.rate
     mean_ttft = jnp.sum(jnp.stack([w * m for w, m, _ in parts]))
     return LoadBreakdown(
         utilisation=rho,
@@ -450,8 +452,8 @@ def under_load(
         ttft_p90_s=_mixture_quantile(0.9, parts),
         ttft_p99_s=_mixture_quantile(0.99, parts),
         tpot_s=st.t_s,
-        tpot_p90_s=st.t_s + Z90 * spread,
-        tpot_p99_s=st.t_s + Z99 * spread,
+        tpot_p90_s=ls.tpot_quantile(Z90),
+        tpot_p99_s=ls.tpot_quantile(Z99),
     )
 
 
@@ -491,7 +493,7 @@ def goodput_qps(
         # quantile's bisection (:func:`_mixture_quantile`)
         ls = _load_state(system, model, plan, Workload(q, cv_a, cv_s), EXACT, cap_fit)
         ttft_ok = _mixture_cdf(jnp.asarray(ttft_p99_limit_s, ls.st.t_s.dtype), ls.parts) >= 0.99
-        tpot_ok = ls.st.t_s + Z99 * ls.spread <= tpot_p99_limit_s
+        tpot_ok = ls.tpot_quantile(Z99) <= tpot_p99_limit_s
         return ttft_ok & tpot_ok & (ls.rho < 1.0)
 
     unit = _load_state(system, model, plan, Workload(jnp.ones(()), cv_a, cv_s), EXACT, cap_fit).rho

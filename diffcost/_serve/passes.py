@@ -60,14 +60,7 @@ from .._terms.kernels import (
     launch_s,
     quantize_bytes,
 )
-from .._terms.layer import (
-    ExpertSplit,
-    GemmOp,
-    expert_gemms,
-    latent_gemms,
-    layer_gemms,
-    logits_gemm,
-)
+from .._terms.layer import ExpertSplit, GemmOp, layer_weight_gemms, logits_gemm
 from .._terms.moe import mixed_active_fraction
 from .behaviours import ENGINE_BEHAVIOURS, AbstractEngineBehaviour, total
 from .kv import kv_heads_per_chip
@@ -353,11 +346,7 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     active = mixed_active_fraction(dec_tokens, pre, w.prefill_piece, model, sm)
     split = expert_split(c, tokens, active)
     fmt = c.gemm_format()
-    ops = (
-        *layer_gemms(tokens, model, t, fmt),
-        *latent_gemms(tokens, model, t, fmt),
-        *expert_gemms(tokens, model, t, fmt, split),
-    )
+    ops = layer_weight_gemms(tokens, model, t, fmt, split)
     # the layer's GEMMs and the output layer's (logits rows: decode tokens and finished prompts)
     # in one stacked roofline; the layer's summed in order, GEMM by GEMM, as layer_gemm_s does
     # (a reduction over the stacked axis rounds differently in float32)

@@ -50,13 +50,20 @@ def elementwise_elements(
     Bytes are twice this (16-bit).
     """
     h, f = model.hidden, model.active_ffn_hidden()
-    # MoE token permutation: gather each token's k copies into expert order and scatter the
-    # weighted results back, each reading and writing (1 + k) h elements (Megatron-Core
-    # ``moe_utils.permute`` / ``unpermute``; Hwang et al., "Tutel", MLSys 2023, §2)
-    permute = model.moe_fraction() * 2.0 * (1.0 + model.experts_per_token) * h
     return jnp.asarray(tokens) * (
-        _ELEMENTWISE_PER_HIDDEN * h * replicated + model.mlp_matrices * f / tp + permute
+        _ELEMENTWISE_PER_HIDDEN * h * replicated
+        + model.mlp_matrices * f / tp
+        + permute_elements_per_token(model)
     )
+
+
+def permute_elements_per_token(model: Model) -> Array:
+    """16-bit elements a MoE block's token permutation and un-permutation read or write per
+    token, count: ``phi 2 (1 + k) h`` (``phi`` the share of MoE layers).  Each gathers the
+    token's ``k`` copies into expert order or scatters the weighted results back, reading and
+    writing ``(1 + k) h`` elements (Megatron-Core ``moe_utils.permute`` / ``unpermute``; Hwang
+    et al., "Tutel", MLSys 2023, §2); the backward moves the same."""
+    return model.moe_fraction() * 2.0 * (1.0 + model.experts_per_token) * model.hidden
 
 
 def quantize_bytes(
@@ -100,5 +107,6 @@ __all__ = [
     "KERNELS_PER_LAYER_FORWARD",
     "elementwise_elements",
     "launch_s",
+    "permute_elements_per_token",
     "quantize_bytes",
 ]

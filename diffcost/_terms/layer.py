@@ -181,6 +181,23 @@ def expert_gemms(
     )
 
 
+def layer_weight_gemms(
+    tokens: ArrayLike,
+    model: Model,
+    tp: ArrayLike,
+    fmt: GemmFormat,
+    split: ExpertSplit | None = None,
+) -> tuple[GemmOp, ...]:
+    """Every weight GEMM of one layer, in order: :func:`layer_gemms`, :func:`latent_gemms`
+    (multi-head latent attention) and, for a mixture of experts, :func:`expert_gemms` (laid
+    out by ``split``, default :class:`ExpertSplit`)."""
+    return (
+        *layer_gemms(tokens, model, tp, fmt),
+        *latent_gemms(tokens, model, tp, fmt),
+        *expert_gemms(tokens, model, tp, fmt, split),
+    )
+
+
 def layer_gemm_s(
     tokens: ArrayLike,
     model: Model,
@@ -190,18 +207,11 @@ def layer_gemm_s(
     sm: Smoothing,
     split: ExpertSplit | None = None,
 ) -> Array:
-    """Seconds of the weight GEMMs of one layer: the sum of their rooflines.
-
-    ``sum_i max(2 m n_i k_i / (peak eff_i), bytes_i / bw_eff)`` over :func:`layer_gemms`,
-    :func:`latent_gemms` (multi-head latent attention) and, for a mixture of experts,
-    :func:`expert_gemms` (laid out by ``split``, default
-    :class:`ExpertSplit`) (Williams et al., "Roofline", CACM 2009).
+    """Seconds of the weight GEMMs of one layer (:func:`layer_weight_gemms`): the sum of their
+    rooflines ``sum_i max(2 m n_i k_i / (peak eff_i), bytes_i / bw_eff)`` (Williams et al.,
+    "Roofline", CACM 2009).
     """
-    ops = (
-        *layer_gemms(tokens, model, tp, fmt),
-        *latent_gemms(tokens, model, tp, fmt),
-        *expert_gemms(tokens, model, tp, fmt, split),
-    )
+    ops = layer_weight_gemms(tokens, model, tp, fmt, split)
     # summed op by op: a stacked (vectorised) roofline is a smaller program but, under a
     # sweep's vmap on a CPU, its concatenations and reduction split XLA's loop fusion (measured:
     # 1,000,000-point training sweep 186,000 -> 79,000 evaluations/s, 4.4x the memory)
@@ -216,6 +226,7 @@ __all__ = [
     "GemmOp",
     "expert_gemms",
     "layer_gemm_s",
+    "layer_weight_gemms",
     "latent_gemms",
     "layer_gemms",
     "logits_gemm",

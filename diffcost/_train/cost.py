@@ -61,6 +61,7 @@ from .._terms.kernels import (
     KERNELS_PER_LAYER_FORWARD,
     elementwise_elements,
     launch_s,
+    permute_elements_per_token,
     quantize_bytes,
 )
 from .._terms.layer import ExpertSplit, GemmOp, layer_gemm_s, layer_gemms, logits_gemm
@@ -317,11 +318,10 @@ def layer_backward_stream_bytes(model: Model, plan: TrainPlan) -> Array:
     """
     tokens = tokens_per_chip(plan)
     h, f = model.hidden, model.active_ffn_hidden()
-    permute = model.moe_fraction() * 2.0 * (1.0 + model.experts_per_token) * h
     per_token = (
         BACKWARD_ELEMENTWISE_PER_HIDDEN * h * replicated_fraction(plan)
         + (2.0 * model.mlp_matrices - 1.0) * f / plan.tp
-        + permute
+        + permute_elements_per_token(model)
     )
     scores = score_elements(model, plan)
     return 2.0 * (tokens * per_token + scores) + 2.0 * fp8_cast_bytes(model, plan)
