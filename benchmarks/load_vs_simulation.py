@@ -25,8 +25,10 @@ CASES = [
     (dict(batch=256, input_len=512, output_len=512, prefill_chunk=512), 0.0),
     (dict(batch=128, input_len=1024, output_len=128, prefill_chunk=2048), 0.5),
     (dict(batch=256, input_len=512, output_len=256, prefill_chunk=2048), 1.0),
+    (dict(batch=256, input_len=512, output_len=256, prefill_chunk=8192), 1.0),
+    (dict(batch=256, input_len=256, output_len=256, prefill_chunk=8192), 0.0),
 ]
-LOADS = (0.2, 0.4, 0.6, 0.75, 0.85, 0.92)  # fractions of the analytic saturation rate
+LOADS = (0.3, 0.5, 0.7, 0.8, 0.9)  # fractions of the analytic saturation rate
 
 
 def saturation_qps(f) -> float:
@@ -41,9 +43,11 @@ def saturation_qps(f) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=20000)
+    ap.add_argument("--loads", type=float, nargs="*", default=LOADS)
+    ap.add_argument("--cases", type=int, nargs="*", default=range(len(CASES)))
     args = ap.parse_args()
     system, model = dc.load_system("dgx-h100", chips=1), dc.load_model("llama-3-8b")
-    for kw, cv in CASES:
+    for kw, cv in (CASES[i] for i in args.cases):
         plan = dc.serve_plan(**kw)
         table = IterationTable(system, model, plan)
         f = jax.jit(
@@ -54,7 +58,7 @@ def main() -> None:
         top = saturation_qps(f)
         print(f"{kw} input_cv {cv}: analytic saturation {top:.2f} requests/s")
         print("util    qps | TTFT p50 | TTFT p90 | TTFT p99 | TPOT mean | TPOT p99 (pred/sim, err)")
-        for u in LOADS:
+        for u in args.loads:
             q = u * top
             out = f(q)
             ttft, tpot = simulate(table, plan, q, args.requests, seed=3, input_cv=cv)
