@@ -34,6 +34,7 @@ Near and beyond saturation ``1 - rho`` is kept positive by a C1 continuation bel
 slot taken, adds a slot wait (:func:`_slot_wait`).
 """
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import equinox as eqx
@@ -536,7 +537,15 @@ def goodput_qps(
         return ttft_ok & tpot_ok & (ls.rho < 1.0)
 
     unit = _load_state(system, model, plan, Workload(jnp.ones(()), cv_a, cv_s), EXACT, cap_fit).rho
-    top = jnp.log2(4.0 / jnp.maximum(unit, 1e-9))
+    return bisect_rate(ok, unit)
+
+
+def bisect_rate(ok: Callable[[Array], Array], unit_rho: Array) -> Array:
+    """Largest rate (requests/s) at which ``ok`` holds, 0 when none does: bisection on its
+    logarithm between :data:`GOODPUT_OCTAVES` octaves below and four times the rate that a
+    linear extrapolation of the utilisation ``unit_rho`` at 1 request/s calls saturating,
+    :data:`GOODPUT_STEPS` steps (``ok`` monotone: true below the answer, false above)."""
+    top = jnp.log2(4.0 / jnp.maximum(unit_rho, 1e-9))
     bottom = top - GOODPUT_OCTAVES
 
     def halve(_, bracket):
@@ -550,6 +559,7 @@ def goodput_qps(
 
 
 __all__ = [
+    "bisect_rate",
     "goodput_qps",
     "LoadBreakdown",
     "Steady",
