@@ -152,10 +152,18 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from ._launch.megatron import RunSettings, allocated, flag, parsed, switch_args
     from ._search.core import Candidates, enumerate_all, scan_space
     from ._search.core import _result as search_result
+    from ._search.pools import PoolAnswer, size_pools, verdict
     from ._search.serve import ServeProblem, relaxed_serve_plan, serve_objective
     from ._search.train import TrainProblem, enumerate_space, objective_of, valid
     from ._search.train import _layout as train_layout
     from ._serve.behaviours import ENGINE_BEHAVIOURS, AbstractEngineBehaviour
+    from ._serve.disagg_load import (
+        DisaggregatedLoad,
+        disaggregated_goodput_qps,
+        disaggregated_under_load,
+        prefill_only,
+        transfer_s,
+    )
     from ._serve.engine import (
         DEFAULT_ENGINE,
         ENGINE_KIND,
@@ -426,6 +434,9 @@ __all__ = [
     "design_cost_usd",
     "design_power_w",
     "device_columns",
+    "disaggregated_goodput_qps",
+    "disaggregated_under_load",
+    "DisaggregatedLoad",
     "distributed",
     "DVFS_ENERGY_EXPONENT",
     "EAGER_EXPERT_CALL_S",
@@ -581,9 +592,11 @@ __all__ = [
     "PlanField",
     "Plausible",
     "plots",
+    "PoolAnswer",
     "popsize",
     "PREDICT",
     "prefill_attention",
+    "prefill_only",
     "prepare",
     "print_buildable",
     "print_json",
@@ -634,6 +647,7 @@ __all__ = [
     "serving_launches",
     "shard_range",
     "sharded_gather_s",
+    "size_pools",
     "SLACK",
     "smooth",
     "solve",
@@ -687,6 +701,7 @@ __all__ = [
     "train_space",
     "TRAINING_PRECISIONS",
     "TrainProblem",
+    "transfer_s",
     "Tree",
     "TwoShot",
     "type_checking_imports",
@@ -701,6 +716,7 @@ __all__ = [
     "validate_kernels",
     "validate_load",
     "values",
+    "verdict",
     "violation",
     "wasted_fraction",
     "weight_only",

@@ -3,8 +3,9 @@
 :func:`diffcost._serve.modes.continuous_mode`) approximate analytically: the oracle of
 tests/test_serve_load.py and tests/test_serve_closed_loop.py.
 
-SimPy (https://simpy.readthedocs.io) runs two processes: arrivals (Poisson, :func:`simulate`,
-or a closed loop of clients, :func:`closed_loop`), and an engine that repeats iterations.
+SimPy (https://simpy.readthedocs.io) runs two processes: arrivals (Poisson, :func:`simulate`
+and, prompts done elsewhere, :func:`decode_pool`, or a closed loop of clients,
+:func:`closed_loop`), and an engine that repeats iterations.
 Each iteration decodes one token of every running sequence whose prompt is done, spends the
 rest of the ``prefill_chunk`` token budget on prompts first come first served (running ones
 first, then admitting waiting requests while fewer than ``batch`` run), and lasts the cost
@@ -137,6 +138,26 @@ def simulate(table, plan, rate: float, requests: int, seed: int = 0, input_cv: f
     env.run()
     kept = sorted(engine.done, key=lambda r: r.arrival)[requests // 10 :]
     return engine.latencies(kept, n_out)
+
+
+def decode_pool(table, plan, rate: float, requests: int, seed: int = 0):
+    """TPOT (seconds, numpy array over the requests after a 10% warm-up) of a decode instance
+    of a disaggregated deployment: requests arrive (Poisson at ``rate``) with their prompt
+    already done elsewhere, so every iteration is decode-only."""
+    rng = np.random.default_rng(seed)
+    env = simpy.Environment()
+    engine = _Engine(env, table, plan)
+
+    def arrivals():
+        for _ in range(requests):
+            yield env.timeout(rng.exponential(1.0 / rate))
+            engine.submit(Request(env.now, 0.0, int(plan.output_len)))
+
+    env.process(arrivals())
+    env.process(engine.run(requests))
+    env.run()
+    kept = sorted(engine.done, key=lambda r: r.arrival)[requests // 10 :]
+    return engine.latencies(kept, int(plan.output_len))[1]
 
 
 def closed_loop(table, plan, requests: int, spread_s: float = 0.0, seed: int = 0):

@@ -2,13 +2,15 @@
 continuous-batching scheduler (tests/serving_sim.py), its behaviour at and beyond saturation,
 and the goodput search.
 
-Measured agreement (`python benchmarks/load_vs_simulation.py`, the table of the issue 13 closing
-note; Llama 3 8B on one H100, four workloads, 20,000 requests, loads to ~0.75 of the analytic
-utilisation): TPOT mean within 6%; with prompt-length spread (CV 0.5 and 1) TTFT p50 within
-16% and p99 within 19% up to ~0.7 utilisation; deterministic lengths and the last load step
-(where the simulation saturates first) miss by up to 30-50%.  The issue's 10% target is met by
-TPOT mean and, at CV 1, by TTFT p50; the tolerances below pin what is measured so that a
-regression shows.
+Measured agreement (`python benchmarks/load_vs_simulation.py`, Llama 3 8B on one H100, six
+workloads: fixed prompt lengths and gamma lengths of CV 0.5 and 1, budgets 512-8,192 tokens,
+20,000 requests, at 0.3-0.9 of the saturating rate, which the analytic model and the
+simulation put within 1% of each other): TPOT mean within 4%; of the 150 cells (TTFT
+p50/p90/p99, TPOT mean/p99) 16 miss by more than 10% (45 before prompts packed into shared
+iterations and the length spread's share of the service were modelled), median |error| 4%;
+the largest misses are the p99 TTFT at 0.9 (-16% fixed, -37% at CV 0.5, where 20,000
+requests give a noisy p99) and the p90 TTFT at 512-token prompts in a 512-token budget
+(+14%).  The tolerances below pin what is measured so that a regression shows.
 """
 
 import equinox as eqx
@@ -29,6 +31,7 @@ steady = eqx.filter_jit(steady_state)
 
 
 WORKLOADS = {
+    "1024in-128out-fixed": (dict(batch=128, input_len=1024, output_len=128), 0.0),
     "1024in-128out-cv0.5": (dict(batch=128, input_len=1024, output_len=128), 0.5),
     "512in-256out-cv1": (dict(batch=256, input_len=512, output_len=256), 1.0),
 }
@@ -50,6 +53,7 @@ def case():
 
 #: One load per workload in the fast run, the rest in the slow pass (a simulation is ~5 s).
 LOADS = [("1024in-128out-cv0.5", 14.0), ("512in-256out-cv1", 24.0)]
+LOADS += [("1024in-128out-fixed", 13.4)]
 LOADS += [
     pytest.param(name, q, marks=pytest.mark.slow)
     for name, q in [
@@ -69,11 +73,13 @@ def test_analytic_percentiles_track_the_simulation(name, qps):
     assert 0.2 < float(out.utilisation) < 0.62 and bool(out.stable)
     sim = {
         "ttft_p50_s": np.percentile(ttft, 50),
+        "ttft_p90_s": np.percentile(ttft, 90),
         "ttft_p99_s": np.percentile(ttft, 99),
         "tpot_s": np.median(tpot),
         "tpot_p99_s": np.percentile(tpot, 99),
     }
-    tolerance = {"ttft_p50_s": 0.15, "ttft_p99_s": 0.18, "tpot_s": 0.06, "tpot_p99_s": 0.12}
+    tolerance = {"ttft_p50_s": 0.15, "ttft_p90_s": 0.12, "ttft_p99_s": 0.18}
+    tolerance |= {"tpot_s": 0.06, "tpot_p99_s": 0.12}
     for key, tol in tolerance.items():
         assert float(getattr(out, key)) == pytest.approx(sim[key], rel=tol), key
 

@@ -56,6 +56,7 @@ from ._common import (
     to_python,
 )
 from ._options import Collective
+from ._pools import pools_report
 from ._resolve import apply_collective, job_chip_formats
 
 plan_app = typer.Typer(help="Search for the best training or serving plan.", no_args_is_help=True)
@@ -526,7 +527,7 @@ def _p99_problems(
         if p99 is None:
             continue
         if objective != "goodput":
-            why = "a p99 limit under load applies to --objective goodput only"
+            why = "a p99 limit under load applies to --objective goodput or --qps only"
             bad.append(Problem("<arguments>", f"{name}_p99_ms", f"{why} (got {objective})"))
         elif slo is not None:
             bad.append(
@@ -613,6 +614,13 @@ def plan_serve(
     exhaustive: Exhaustive = None,
     top: Runners = 5,
     json_out: JsonFlag = False,
+    qps: Annotated[
+        float | None,
+        typer.Option(
+            help="Arrival rate, requests/s: the fewest chips serving it within the p99 limits, "
+            "aggregated against disaggregated prefill/decode pools (xPyD), side by side."
+        ),
+    ] = None,
 ) -> None:
     """Find the best serving plan under latency limits; every answer is checked exactly.
 
@@ -622,7 +630,8 @@ def plan_serve(
     ``--tpot-slo-ms`` are read as those p99 limits too), found by enumerating every plan (per
     chip and per dollar rank alike on one system)."""
     objective = coerce(ServeObjective, objective, "objective").value
-    bad = _p99_problems(objective, ttft_slo_ms, tpot_slo_ms, ttft_p99_ms, tpot_p99_ms)
+    loaded = "goodput" if qps is not None else objective  # --qps: the limits are under load
+    bad = _p99_problems(loaded, ttft_slo_ms, tpot_slo_ms, ttft_p99_ms, tpot_p99_ms)
     limits = {  # each under the flag that gave it, for the problem's key
         "ttft_slo_ms": ttft_slo_ms if ttft_p99_ms is None else None,
         "ttft_p99_ms": ttft_p99_ms,
@@ -635,11 +644,20 @@ def plan_serve(
     bad += cv_problems({"arrival_cv": arrival_cv, "input_cv": input_cv})
     if max_batch < 1:
         bad.append(Problem("<arguments>", "max_batch", "must be a positive integer"))
+    if qps is not None and not (math.isfinite(qps) and qps > 0):
+        bad.append(Problem("<arguments>", "qps", f"must be a positive rate, got {qps}"))
     if bad:
         raise SpecError(bad)
     costs = _accuracy_costs(accuracy_cost)
     sys_, hw_name = _load_system(system, chip, chips, collective)
     n = int(sys_.num_chips)
+    if qps is not None:
+        shape: dict[str, Any] = {"input_len": input_len, "output_len": output_len, "chips": n}
+        shape |= {"arrival_cv": arrival_cv, "input_cv": input_cv}
+        shape["formats"] = _csv(weight_formats, "weight_formats", FORMATS)
+        limits = (ttft_slo_ms, tpot_slo_ms)
+        pools_report(sys_, _chip_name(system, chip), model, shape, qps, limits, json_out)
+        return
     space = ServeSearchSpace(
         input_len=input_len,
         output_len=output_len,
