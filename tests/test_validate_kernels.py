@@ -159,6 +159,49 @@ def test_attention_points_are_the_serving_terms(tmp_path):
     assert (decode_row["regime"], prefill_row["regime"]) == ("long", "long")
 
 
+def test_latent_kv_decode_is_the_mla_models_decode_term(tmp_path):
+    """A ``latent_kv`` point (one cached latent serves as K and V, as FlashMLA runs MLA) is
+    charged the cache and dims the steps charge an MLA model: DeepSeek-V3's latent and rotary
+    key (512 + 64) read once per token, scored and weighted over 576 + 512; without the key
+    the same shape reads K and V apart, 576 + 512 elements per token."""
+    model = dc.load_model("deepseek-v3")
+    cached = float(model.kv_cache_elements(1.0))
+    e, ev = int(cached), int(model.kv_lora_rank)
+    point = DECODE.format(id="{id}", extra=f"v_head_dim = {ev}\n{{latent}}")
+    point = point.replace("kv_heads = 8", "kv_heads = 1").replace(
+        "head_dim = 128", f"head_dim = {e}"
+    )
+    path = _file(
+        tmp_path,
+        "mla",
+        point.format(id="latent", latent="latent_kv = true"),
+        point.format(id="apart", latent=""),
+        timing="call",
+    )
+    latent, apart = kernel_rows(read_kernel_measurements([path]))
+    system = burst(dc.load_system(chip="h200"))
+    peak = system.chip.peak_flop_per_s[format_index("bf16")]
+    one = lambda x: jnp.asarray(float(x))  # noqa: E731
+    shape = AttentionShape(
+        one(64),
+        one(1),
+        one(e),
+        one(2),
+        one(2),
+        one(ev),
+        model.kv_cache_elements(1.0),
+        model.decode_attention_dim(),
+    )
+    want = decode_attention(8.0, 1.0, 8192.0, shape, 0.0, peak, system, dc.EXACT).time_s
+    assert latent["term_s"] == pytest.approx(float(want), rel=1e-6)
+    assert float(model.decode_attention_dim()) == e + ev
+    # without the key: K and V apart, e + e_v cached elements per token, a longer read
+    shape = shape._replace(kv_elements=one(e + ev))
+    want = decode_attention(8.0, 1.0, 8192.0, shape, 0.0, peak, system, dc.EXACT).time_s
+    assert apart["term_s"] == pytest.approx(float(want), rel=1e-6)
+    assert apart["term_s"] > 1.8 * latent["term_s"]
+
+
 def test_duplicate_ids_across_files(tmp_path):
     one = _file(tmp_path, "one", GEMM.format(id="a", value="time_us = 10"))
     two = _file(tmp_path, "two", GEMM.format(id="a", value="time_us = 20"))

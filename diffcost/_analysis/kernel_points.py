@@ -47,9 +47,19 @@ def gemm_conditions(k: KernelMeasurement, system: System) -> tuple[System, Any]:
 
 
 def attention_shape(k: KernelMeasurement) -> AttentionShape:
-    """The :class:`~diffcost._terms.attention.AttentionShape` of an attention point."""
+    """The :class:`~diffcost._terms.attention.AttentionShape` of an attention point.
+
+    Cached elements per token ``kv_heads (e + e_v)`` (K and V apart), or ``kv_heads e`` for a
+    point whose one cached latent serves as K and V (``latent_kv``: multi-head latent attention
+    with the up-projections absorbed, as FlashMLA runs it), the cache the steps charge an MLA
+    model (:meth:`~diffcost._inputs.model.Model.kv_cache_elements`: ``r_kv + e_rope``, the
+    latent and rotary key, which is ``head_dim`` here); decode's dims ``e + e_v`` in both (for
+    MLA ``(r_kv + e_rope) + r_kv``, :meth:`~diffcost._inputs.model.Model.
+    decode_attention_dim`).
+    """
     s = k.shape
     e, ev = float(s["head_dim"]), float(s["v_head_dim"])
+    cached = e if s.get("latent_kv") else e + ev
     f = lambda x: jnp.asarray(float(x))  # noqa: E731
     return AttentionShape(
         heads=f(s["heads"]),
@@ -58,7 +68,7 @@ def attention_shape(k: KernelMeasurement) -> AttentionShape:
         kv_bytes=f(DTYPE_BYTES[s["kv_dtype"]]),
         act_bytes=f(DTYPE_BYTES[k.dtype]),
         v_dim=f(ev),
-        kv_elements=f(s["kv_heads"] * (e + ev)),
+        kv_elements=f(s["kv_heads"] * cached),
         decode_dim=f(e + ev),
     )
 

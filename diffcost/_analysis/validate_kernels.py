@@ -29,7 +29,9 @@ timing around calls):
   ``query_tokens = q_len``, ``context = kv_len`` and no re-read of the KV cache (the measured
   kernels are GQA-aware: a KV head read once for its query group).
   Both take the :class:`~diffcost._terms.attention.AttentionShape` of the point (standard
-  attention: ``kv_elements = kv_heads (e + e_v)``, ``decode_dim = e + e_v``), the achievable
+  attention: ``kv_elements = kv_heads (e + e_v)``, ``decode_dim = e + e_v``; a ``latent_kv``
+  point, whose one cached latent serves as K and V, as FlashMLA runs multi-head latent
+  attention: ``kv_elements = kv_heads e``, the cache the steps charge an MLA model), the achievable
   peak of ``dtype`` and the bytes of ``dtype`` (Q, O) and ``kv_dtype`` (K, V).
 * all-reduce of ``message`` bytes per rank over ``ranks`` ranks of one node:
   :func:`diffcost._terms.comm.all_reduce_s` ``(message, ranks, stride 1)``, the term every

@@ -31,8 +31,8 @@ SHAPE_KEYS: dict[str, tuple[str, ...]] = {
 #: Shape keys an operation may give (default in :func:`_shape`).
 OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {
     "gemm": ("power_limit_w",),
-    "attention_prefill": ("v_head_dim", "kv_dtype"),
-    "attention_decode": ("v_head_dim", "kv_dtype"),
+    "attention_prefill": ("v_head_dim", "kv_dtype", "latent_kv"),
+    "attention_decode": ("v_head_dim", "kv_dtype", "latent_kv"),
     "all_reduce": ("staged_copy",),
 }
 _SHAPE = {k for keys in (*SHAPE_KEYS.values(), *OPTIONAL_KEYS.values()) for k in keys}
@@ -48,7 +48,8 @@ class KernelMeasurement:
         chip: built-in chip name or resolved path.
         dtype: input format (:data:`~diffcost._inputs.schema.KERNEL_DTYPES`).
         shape: the operation's shape keys (:data:`SHAPE_KEYS`, :data:`OPTIONAL_KEYS` with their
-            defaults: ``v_head_dim = head_dim``, ``kv_dtype = dtype``, ``staged_copy = False``;
+            defaults: ``v_head_dim = head_dim``, ``kv_dtype = dtype``, ``latent_kv = False``,
+            ``staged_copy = False``;
             a GEMM's ``power_limit_w`` only where given) -> value; an all-reduce's
             ``message_bytes`` in bytes per rank.
         time_s: measured seconds of one call (converted from ``achieved`` where published so).
@@ -233,6 +234,7 @@ def _shape(v: dict[str, Any]) -> dict[str, Any]:
     if op in ("attention_prefill", "attention_decode"):
         shape["v_head_dim"] = v.get("v_head_dim", v["head_dim"])
         shape["kv_dtype"] = v.get("kv_dtype", v["dtype"])
+        shape["latent_kv"] = v.get("latent_kv", False)
     if op == "all_reduce":
         shape["staged_copy"] = v.get("staged_copy", False)
     if op == "gemm" and "power_limit_w" in v:

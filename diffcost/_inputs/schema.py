@@ -751,6 +751,12 @@ KERNEL_POINT = {
     "head_dim": C("attention: query/key head size", R.WIDTH),
     "v_head_dim": C("attention: value head size (default head_dim)", R.WIDTH),
     "causal": Field("bool", doc="attention_prefill: causal mask (bottom-right aligned)"),
+    "latent_kv": Field(
+        "bool",
+        doc="attention: one cached latent of head_dim per KV head serves as K and its first "
+        "v_head_dim columns as V (multi-head latent attention with absorbed up-projections, "
+        "FlashMLA; default false: K and V cached apart)",
+    ),
     "kv_dtype": Field(
         "enum", choices=KERNEL_DTYPES, doc="attention: KV-cache format (default dtype)"
     ),
