@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 import diffcost as dc
 from diffcost.cli import app
 from diffcost.testing import (
+    DATA_PARALLEL_TILE,
     AttentionShape,
     GemmFormat,
     all_reduce_s,
@@ -25,6 +26,7 @@ from diffcost.testing import (
     prefill_attention,
     read_kernel_measurements,
     validate_kernels,
+    wave_fill,
 )
 
 runner = CliRunner()
@@ -316,6 +318,40 @@ def test_cli_kernels_bad_file_is_a_message(tmp_path):
     assert res.exit_code == 2 and "at most one of --kernels and --load" in res.output
     res = runner.invoke(app, ["validate", "--kernels", "--source", "megatron-readme"])
     assert res.exit_code == 2 and "--source: not used with --kernels" in res.output
+
+
+def test_a_data_parallel_file_is_charged_its_last_wave(tmp_path):
+    """A file of ``tiling = "data_parallel"`` kernels: its GEMM term is the steps' with the
+    family's output tile (:func:`wave_fill` over the chip's multiprocessors); the default
+    (balanced) file is the steps' term itself; a tiling outside the list is refused."""
+    gemm = GEMM.format(id="{id}", value="time_us = 20").replace("m = 4096", "m = 512")
+    plain = _file(tmp_path, "plain", gemm.format(id="b"))
+    tiled = tmp_path / "tiled.toml"
+    tiled.write_text(
+        (HEAD + gemm.format(id="d"))
+        .format(name="tiled", timing="kernel")
+        .replace('timing = "kernel"', 'timing = "kernel"\ntiling = "data_parallel"')
+    )
+    points = read_kernel_measurements([plain, str(tiled)])
+    assert [p.tiling for p in points] == ["balanced", "data_parallel"]
+    balanced, parallel = kernel_rows(points, loso=False)
+    system = burst(dc.load_system(chip="h100-sxm"))
+    peak = system.chip.peak_flop_per_s[format_index("bf16")]
+    tile = DATA_PARALLEL_TILE["hopper"]
+    for row, fmt in (
+        (balanced, GemmFormat(peak, 2.0)),
+        (parallel, GemmFormat(peak, 2.0, tile=tile)),
+    ):
+        want = float(gemm_time_s(512.0, 4096.0, 4096.0, fmt, system, dc.EXACT))
+        assert row["term_s"] == pytest.approx(want, rel=1e-6)
+    # 512 x 4096 in 64 x 64 tiles: 512 blocks in 4 waves of 132
+    fill = float(wave_fill(512.0, 4096.0, *tile, 132.0, dc.EXACT))
+    assert fill == pytest.approx(512 / 528)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(tiled.read_text().replace("data_parallel", "diagonal").replace("tiled", "bad"))
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([str(bad)])
+    assert "balanced, data_parallel" in {p.key: p.reason for p in err.value.problems}["tiling"]
 
 
 def test_timing_is_required_and_checked(tmp_path):

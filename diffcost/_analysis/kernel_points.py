@@ -14,16 +14,46 @@ import jax.numpy as jnp
 from .._inputs.hardware import System, format_index
 from .._inputs.kernel_measurements import KernelMeasurement
 from .._terms.attention import AttentionShape
+from .._terms.gemm import GemmFormat
 from .._terms.power import burst
 
 #: Bytes per element of each kernel input format.
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0}
+
+#: Output tile ``(tile_m, tile_n)`` of one thread block of the data-parallel GEMM kernels
+#: timed (the XLA GPU matmul tables, ``tiling = "data_parallel"``), by kernel family
+#: (:data:`~diffcost._analysis.calibrate_kernels.KERNEL_FAMILIES`).  Read off those tables:
+#: with b = 1, k = 4096 and m, n in {256, ..., 4096}, their times follow ``c + W t`` with
+#: ``W = ceil(T / P)`` waves of ``T`` tiles over ``P`` multiprocessors (148 on sm_100, 132 on
+#: sm_90) and one time ``t`` per tile: least median error over tiles of 64, 128 and 256 rows
+#: and columns at 64 x 128 on sm_100 (2.4% bf16, 2.3% fp8; one wave up to 148 tiles, then a
+#: step per wave: 256 x 256 to 1024 x 1024 all take 10.1-12.7 us in bf16) and with the
+#: family's fitted GEMM constants and :func:`~diffcost._terms.gemm.wave_fill` at 64 x 64 on
+#: sm_90 (median |error| of the table 8.6% -> 7.0%; 64 x 128 gives 11.3%, 128 x 128 59.9%).
+#: The tile is the kernel the library picked for that shape on that chip, not a chip fact.
+DATA_PARALLEL_TILE: dict[str, tuple[float, float]] = {
+    "hopper": (64.0, 64.0),
+    "blackwell": (64.0, 128.0),
+}
 
 
 def peak_of(k: KernelMeasurement, system: System) -> Any:
     """The achievable peak of the point's format (:meth:`diffcost.Efficiency.achievable_peaks`)."""
     peaks = system.efficiency.achievable_peaks(system.chip.peak_flop_per_s)
     return peaks[format_index(k.dtype)]
+
+
+def gemm_format(
+    k: KernelMeasurement, system: System, family: str | None, flop_j: Any = None
+) -> GemmFormat:
+    """The :class:`~diffcost._terms.gemm.GemmFormat` of a GEMM point: the achievable peak and
+    bytes of its format for every operand, its J/FLOP under a lowered power limit
+    (:func:`gemm_conditions`), and for a ``data_parallel`` file its family's output tile
+    (:data:`DATA_PARALLEL_TILE`; none for a family without one)."""
+    tile = DATA_PARALLEL_TILE.get(family or "") if k.tiling == "data_parallel" else None
+    return GemmFormat(
+        peak_of(k, system), jnp.asarray(DTYPE_BYTES[k.dtype]), flop_j=flop_j, tile=tile
+    )
 
 
 def gemm_conditions(k: KernelMeasurement, system: System) -> tuple[System, Any]:
@@ -84,4 +114,12 @@ def prefill_args(k: KernelMeasurement, system: System) -> tuple[Any, Any, Any, A
     return f(s["batch"] * q), f(q), f(context), attention_shape(k), peak_of(k, system)
 
 
-__all__ = ["DTYPE_BYTES", "attention_shape", "gemm_conditions", "peak_of", "prefill_args"]
+__all__ = [
+    "DATA_PARALLEL_TILE",
+    "DTYPE_BYTES",
+    "attention_shape",
+    "gemm_conditions",
+    "gemm_format",
+    "peak_of",
+    "prefill_args",
+]

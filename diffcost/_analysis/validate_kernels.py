@@ -15,7 +15,11 @@ timing around calls):
   every operand (bf16/fp16: 2 bytes, fp8: 1; the peak of an 8-bit format scaled by
   ``narrow_matmul_fraction``, :meth:`diffcost.Efficiency.achievable_peaks`), the roofline the
   training and serving steps charge per GEMM (``max(2 m n k / (peak eff(m, n, k)), bytes / (bw
-  f_bw))``).  The published fp8 timings take inputs already in fp8: the steps' separate
+  f_bw))``), whose libraries balance the last wave; a file of ``data_parallel`` kernels (one
+  thread block per output tile: the XLA tables) is charged its last partial wave too
+  (:func:`~diffcost._terms.gemm.wave_fill` with the family's tile,
+  :data:`~diffcost._analysis.kernel_points.DATA_PARALLEL_TILE`, and the chip's
+  ``multiprocessors``).  The published fp8 timings take inputs already in fp8: the steps' separate
   quantization kernels (:func:`~diffcost._terms.kernels.quantize_bytes`) are not in them.  A
   point timed under a lowered board power limit (``power_limit_w``) is charged at the clock
   that limit sustains, with the power law the steps apply at the chip's own limit
@@ -75,10 +79,16 @@ from .._inputs.loader import load_system
 from .._terms.attention import decode_attention, prefill_attention
 from .._terms.collectives import with_collective
 from .._terms.comm import all_reduce_s
-from .._terms.gemm import GemmFormat, gemm_time_s, stream_time_s
+from .._terms.gemm import gemm_time_s, stream_time_s
 from .._terms.power import burst
-from .calibrate_kernels import fit_kernels, fixed_s
-from .kernel_points import DTYPE_BYTES, attention_shape, gemm_conditions, peak_of, prefill_args
+from .calibrate_kernels import family_of_chip, fit_kernels, fixed_s
+from .kernel_points import (
+    attention_shape,
+    gemm_conditions,
+    gemm_format,
+    peak_of,
+    prefill_args,
+)
 
 #: Upper bounds of the GEMM row regimes (``m``), in order; above the last: "large".
 GEMM_REGIMES = (("small", 64), ("medium", 1024))
@@ -126,7 +136,7 @@ def predict_gemm(k: KernelMeasurement, system: System) -> KernelPrediction:
     (:func:`~diffcost._analysis.kernel_points.gemm_conditions`), and the fixed cost per kernel
     (module docstring)."""
     held, flop_j = gemm_conditions(k, system)
-    fmt = GemmFormat(peak_of(k, system), jnp.asarray(DTYPE_BYTES[k.dtype]), flop_j=flop_j)
+    fmt = gemm_format(k, system, family_of_chip(k.chip), flop_j)
     s = k.shape
     term = gemm_time_s(float(s["m"]), float(s["n"]), float(s["k"]), fmt, held, EXACT)
     return KernelPrediction(float(term), fixed_s(system, k.timing))

@@ -11,6 +11,7 @@ to seconds as ``2 m n k / achieved``).  The files are not end-to-end measurement
 (:class:`SpecError`: file, key, reason).  See ``specs/SCHEMA.md`` ("kernel-measurements").
 """
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,8 @@ class KernelMeasurement:
         timing: what the time includes, the file's ``timing``
             (:data:`~diffcost._inputs.schema.KERNEL_TIMINGS`): ``kernel`` (GPU time of the
             kernel alone) or ``call`` (host-side timing, the launch in it).
+        tiling: how the file's GEMM kernels spread output tiles over the multiprocessors
+            (:data:`~diffcost._inputs.schema.KERNEL_TILINGS`; default ``balanced``).
     """
 
     id: str
@@ -76,6 +79,7 @@ class KernelMeasurement:
     notes: str | None = None
     timing: str = "call"
     unmodelled: str | None = None
+    tiling: str = "balanced"
     path: str = ""
     source_info: dict[str, str] = field(default_factory=dict)
 
@@ -136,6 +140,7 @@ def _read_file(path: Path) -> list[KernelMeasurement]:
         k = _kernel(ck, path, name, i, table, info, chips, top.get("timing", "call"))
         if k is None:
             continue
+        k = dataclasses.replace(k, tiling=top.get("tiling", "balanced"))
         if k.id in ids:
             ck.add(f"kernel[{i}].id", f"duplicate id {k.id!r}")
         ids.add(k.id)

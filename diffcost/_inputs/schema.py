@@ -193,6 +193,12 @@ CHIP = {
             doc="side of the matrix array, elements (systolic and dataflow: required)",
             plausible=R.ARRAY_DIM,
         ),
+        "multiprocessors": Field(
+            "count",
+            doc="GPU: streaming multiprocessors (compute units) enabled, the slots of one wave "
+            "of a kernel's thread blocks (default 0: not stated, no wave quantization charged)",
+            plausible=R.MULTIPROCESSORS,
+        ),
         "op_latency": Q(
             "s",
             doc="latency floor of one operation of the compiled program: array fill/drain and "
@@ -714,6 +720,12 @@ KERNEL_SOURCE_KEYS = ("reference", "conventions", "hardware", "data")
 #: profiler's kernel duration: no host launch); ``call``, host-side timing around calls (CUDA
 #: events, a wall clock): the launch is in it.
 KERNEL_TIMINGS = ("kernel", "call")
+#: How a file's GEMM kernels spread their output tiles over the multiprocessors: ``balanced``
+#: (the libraries the serving engines and training frameworks call, cuBLAS and CUTLASS, split
+#: ``k`` or stream it so the last wave is full: Osama et al., "Stream-K", PPoPP 2023), or
+#: ``data_parallel`` (one thread block per output tile, whole ``k``, so a last partial wave
+#: leaves multiprocessors idle: :func:`diffcost._terms.gemm.wave_fill`).
+KERNEL_TILINGS = ("balanced", "data_parallel")
 KERNEL_TOP = {
     "timing": Field(
         "enum",
@@ -721,7 +733,14 @@ KERNEL_TOP = {
         choices=KERNEL_TIMINGS,
         doc="what the times include: kernel (profiler GPU time, no host launch) or call "
         "(host-side timing around calls, launch included)",
-    )
+    ),
+    "tiling": Field(
+        "enum",
+        choices=KERNEL_TILINGS,
+        doc="gemm: how the timed kernels spread output tiles over the multiprocessors: "
+        "balanced (split-k / stream-k, the default) or data_parallel (one block per output "
+        "tile, whole k: the last partial wave is charged)",
+    ),
 }
 #: How a measured all-reduce ran (``implementation`` of an ``all_reduce`` point): ``nccl``:
 #: NCCL's own choice of algorithm and protocol; ``custom``: a serving engine's custom
