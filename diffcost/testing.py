@@ -39,7 +39,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         with_constants,
     )
     from ._analysis.coverage import builtin_index, index
-    from ._analysis.kernel_points import DATA_PARALLEL_TILE
+    from ._analysis.kernel_points import DATA_PARALLEL_TILE, WARM_L2
     from ._analysis.plans import PLAN_SCHEMAS, load_load_measurements
     from ._analysis.program_size import BUDGETS as PROGRAM_BUDGETS
     from ._analysis.program_size import SLACK, TARGETS, count_equations, program_sizes
@@ -705,6 +705,7 @@ __all__ = [
     "validate_load",
     "values",
     "violation",
+    "WARM_L2",
     "wasted_fraction",
     "wave_fill",
     "weight_only",

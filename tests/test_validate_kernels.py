@@ -13,6 +13,7 @@ import diffcost as dc
 from diffcost.cli import app
 from diffcost.testing import (
     DATA_PARALLEL_TILE,
+    WARM_L2,
     AttentionShape,
     GemmFormat,
     all_reduce_s,
@@ -352,6 +353,42 @@ def test_a_data_parallel_file_is_charged_its_last_wave(tmp_path):
     with pytest.raises(dc.SpecError) as err:
         read_kernel_measurements([str(bad)])
     assert "balanced, data_parallel" in {p.key: p.reason for p in err.value.problems}["tiling"]
+
+
+def test_reused_operands_within_l2_stream_from_it(tmp_path):
+    """A file of ``reused`` operands: a memory-bound GEMM whose working set fits the chip's L2
+    (:data:`WARM_L2`) reads it at the L2's bandwidth; a larger one, a ``fresh`` file and a
+    chip without an entry read from memory; a bad value is refused."""
+    gemm = GEMM.format(id="{id}", value="time_us = 9").replace("h100-sxm", "{chip}")
+    gemm = gemm.replace("m = 4096", "m = 16").replace("n = 4096", "n = {n}")
+    body = "".join(
+        gemm.format(id=f"{c}-{n}", chip=c, n=n) for c in ("b200", "h100-sxm") for n in (4096, 65536)
+    )
+    reused = tmp_path / "reused.toml"
+    reused.write_text(
+        (HEAD + body)
+        .format(name="reused", timing="kernel")
+        .replace('timing = "kernel"', 'timing = "kernel"\noperands = "reused"')
+    )
+    fresh = _file(tmp_path, "fresh", gemm.format(id="f", chip="b200", n=4096))
+    points = read_kernel_measurements([str(reused), fresh])
+    rows = {r["id"]: r for r in kernel_rows(points, loso=False)}
+    capacity, l2_bytes_per_s = WARM_L2["b200"]
+    working = 2.0 * (16 * 4096 + 4096 * 4096 + 16 * 4096)
+    assert working < capacity < 2.0 * 4096 * 65536
+    assert rows["b200-4096"]["term_s"] == pytest.approx(working / l2_bytes_per_s, rel=1e-6)
+    for other, system in (("f", "b200"), ("b200-65536", "b200"), ("h100-sxm-4096", "h100-sxm")):
+        n = 65536.0 if other.endswith("65536") else 4096.0
+        loaded = burst(dc.load_system(chip=system))
+        fmt = GemmFormat(loaded.chip.peak_flop_per_s[format_index("bf16")], 2.0)
+        want = float(gemm_time_s(16.0, n, 4096.0, fmt, loaded, dc.EXACT))
+        assert rows[other]["term_s"] == pytest.approx(want, rel=1e-6)
+    assert rows["b200-4096"]["term_s"] < 0.8 * rows["f"]["term_s"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text(reused.read_text().replace('"reused"', '"warm"').replace("reused", "bad"))
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([str(bad)])
+    assert "fresh, reused" in {p.key: p.reason for p in err.value.problems}["operands"]
 
 
 def test_timing_is_required_and_checked(tmp_path):

@@ -41,7 +41,7 @@ from .._inputs.loader import load_system
 from .._terms.gemm import GemmFormat, gemm_time_s
 from .._terms.kernels import KERNELS_PER_LAYER_FORWARD, launch_s
 from .._terms.power import burst
-from .kernel_points import DTYPE_BYTES, gemm_conditions, gemm_format, prefill_args
+from .kernel_points import DTYPE_BYTES, gemm_conditions, gemm_format, gemm_source, prefill_args
 
 #: Chip families whose GEMM constants the kernel timings fix (every member shares them).  The
 #: Hopper family is the end-to-end fit's (:data:`~diffcost._inputs.calibration.FAMILIES`), with
@@ -127,21 +127,27 @@ def grid_terms(
     len(HALF_DIM_GRID), len(points))`` seconds, and each point's fixed seconds per kernel as
     its source timed it (:func:`fixed_s`, the calibration's launch constants); a point of a
     ``data_parallel`` file with its last partial wave
-    (:func:`~diffcost._analysis.kernel_points.gemm_format`)."""
+    (:func:`~diffcost._analysis.kernel_points.gemm_format`), one of ``reused`` operands within
+    the chip's L2 read from it (:func:`~diffcost._analysis.kernel_points.gemm_source`)."""
     shape = (len(NARROW_GRID), len(FRACTION_GRID), len(HALF_DIM_GRID), len(points))
     out = np.zeros(shape)
     host = np.zeros(len(points))
-    by_chip: dict[tuple[str, str, float | None, str], list[int]] = {}
+    loaded = {c: load_system(chip=c, calibration=calibration) for c in {p.chip for p in points}}
+    by_chip: dict[tuple[str, str, float | None, str, float], list[int]] = {}
     for i, p in enumerate(points):
-        key = (p.chip, p.timing, p.shape.get("power_limit_w"), p.tiling)
+        system, _ = gemm_conditions(p, loaded[p.chip])
+        fmt = gemm_format(p, system, family_of_chip(p.chip))
+        bandwidth = float(gemm_source(p, system, fmt).chip.memory_bandwidth_bytes_per_s)
+        key = (p.chip, p.timing, p.shape.get("power_limit_w"), p.tiling, bandwidth)
         by_chip.setdefault(key, []).append(i)
-    for (chip, timing, _, _), idx in by_chip.items():
-        loaded = load_system(chip=chip, calibration=calibration)
+    for (chip, timing, _, _, _), idx in by_chip.items():
         pts = [points[i] for i in idx]
-        system, flop_j = gemm_conditions(pts[0], loaded)
-        tile = gemm_format(pts[0], system, family_of_chip(chip)).tile
+        system, flop_j = gemm_conditions(pts[0], loaded[chip])
+        fmt = gemm_format(pts[0], system, family_of_chip(chip))
+        tile = fmt.tile
+        system = gemm_source(pts[0], system, fmt)
         if flop_j is not None:
-            flop_j = jnp.stack([gemm_conditions(p, loaded)[1] for p in pts])
+            flop_j = jnp.stack([gemm_conditions(p, loaded[chip])[1] for p in pts])
         m, n, k = (jnp.asarray([float(p.shape[key]) for p in pts]) for key in ("m", "n", "k"))
         peak = jnp.stack([system.chip.peak_flop_per_s[format_index(p.dtype)] for p in pts])
         narrow = jnp.asarray([DTYPE_BYTES[p.dtype] <= 1.0 for p in pts])

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from .._inputs.hardware import System, format_index
 from .._inputs.kernel_measurements import KernelMeasurement
 from .._terms.attention import AttentionShape
-from .._terms.gemm import GemmFormat
+from .._terms.gemm import GemmFormat, gemm_bytes
 from .._terms.power import burst
 
 #: Bytes per element of each kernel input format.
@@ -41,6 +41,37 @@ def peak_of(k: KernelMeasurement, system: System) -> Any:
     """The achievable peak of the point's format (:meth:`diffcost.Efficiency.achievable_peaks`)."""
     peaks = system.efficiency.achievable_peaks(system.chip.peak_flop_per_s)
     return peaks[format_index(k.dtype)]
+
+
+#: ``(capacity, read bandwidth)`` of the L2 cache of a chip whose kernel timings reuse their
+#: operands (``operands = "reused"``), bytes and bytes/s.  B200: 126.5 MB (device query
+#: 'L2 Cache Size: 126.50 MB', github.com/pytorch/ao pull request 4002; Chips and Cheese,
+#: "Nvidia's B200": 126 MB over the two dies).  No published B200 L2 bandwidth was found
+#: (the Blackwell microbenchmark papers, arXiv:2507.10789 and 2512.02189, and the Chips and
+#: Cheese article were searched); 10 TB/s is read off vllm-bench-fp8-gemm-b200, whose m <= 64
+#: rows are weight-read bound: from n = 4096 to 6144 (k = 4096) the time grows 1.12 us for
+#: 16.8 MB more bf16 weight and 0.24 us for 8.4 MB more fp8 weight, and at 3.75 us of fixed
+#: cost per kernel the 50 MB bf16 weight of n = 6144 is read at 10.6 TB/s, above the HBM's
+#: 7.67 TB/s peak (7680-bit bus at 3996 MHz, the same device query): it is not read from
+#: HBM.  A chip without an entry reads every working set from memory.
+WARM_L2: dict[str, tuple[float, float]] = {"b200": (126.5e6, 10.0e12)}
+
+
+def gemm_source(k: KernelMeasurement, system: System, fmt: GemmFormat) -> System:
+    """The system whose memory a GEMM point's operands stream from: ``system``, or for a file
+    of ``reused`` operands whose working set (:func:`~diffcost._terms.gemm.gemm_bytes`) fits
+    the chip's L2 (:data:`WARM_L2`) the system with that L2's read bandwidth as its achievable
+    memory bandwidth (the operands stay in L2 between back-to-back calls)."""
+    cache = WARM_L2.get(k.chip)
+    if k.operands != "reused" or cache is None:
+        return system
+    s = k.shape
+    working = float(gemm_bytes(float(s["m"]), float(s["n"]), float(s["k"]), fmt))
+    if working > cache[0]:
+        return system
+    raw = jnp.full_like(system.chip.memory_bandwidth_bytes_per_s, cache[1])
+    raw = raw / system.efficiency.memory_bandwidth_fraction
+    return eqx.tree_at(lambda x: x.chip.memory_bandwidth_bytes_per_s, system, raw)
 
 
 def gemm_format(
@@ -120,6 +151,8 @@ __all__ = [
     "attention_shape",
     "gemm_conditions",
     "gemm_format",
+    "gemm_source",
+    "WARM_L2",
     "peak_of",
     "prefill_args",
 ]

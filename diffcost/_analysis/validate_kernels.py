@@ -19,8 +19,10 @@ timing around calls):
   thread block per output tile: the XLA tables) is charged its last partial wave too
   (:func:`~diffcost._terms.gemm.wave_fill` with the family's tile,
   :data:`~diffcost._analysis.kernel_points.DATA_PARALLEL_TILE`, and the chip's
-  ``multiprocessors``).  The published fp8 timings take inputs already in fp8: the steps' separate
-  quantization kernels (:func:`~diffcost._terms.kernels.quantize_bytes`) are not in them.  A
+  ``multiprocessors``); a file of ``reused`` operands whose working set fits the chip's L2
+  reads it from L2 (:func:`~diffcost._analysis.kernel_points.gemm_source`).  The published
+  fp8 timings take inputs already in fp8: the steps' separate quantization kernels
+  (:func:`~diffcost._terms.kernels.quantize_bytes`) are not in them.  A
   point timed under a lowered board power limit (``power_limit_w``) is charged at the clock
   that limit sustains, with the power law the steps apply at the chip's own limit
   (:func:`~diffcost._analysis.kernel_points.gemm_conditions`).
@@ -86,6 +88,7 @@ from .kernel_points import (
     attention_shape,
     gemm_conditions,
     gemm_format,
+    gemm_source,
     peak_of,
     prefill_args,
 )
@@ -137,6 +140,7 @@ def predict_gemm(k: KernelMeasurement, system: System) -> KernelPrediction:
     (module docstring)."""
     held, flop_j = gemm_conditions(k, system)
     fmt = gemm_format(k, system, family_of_chip(k.chip), flop_j)
+    held = gemm_source(k, held, fmt)
     s = k.shape
     term = gemm_time_s(float(s["m"]), float(s["n"]), float(s["k"]), fmt, held, EXACT)
     return KernelPrediction(float(term), fixed_s(system, k.timing))

@@ -63,6 +63,8 @@ class KernelMeasurement:
             kernel alone) or ``call`` (host-side timing, the launch in it).
         tiling: how the file's GEMM kernels spread output tiles over the multiprocessors
             (:data:`~diffcost._inputs.schema.KERNEL_TILINGS`; default ``balanced``).
+        operands: whether the file's calls reuse their operands from cache
+            (:data:`~diffcost._inputs.schema.KERNEL_OPERANDS`; default ``fresh``).
     """
 
     id: str
@@ -80,6 +82,7 @@ class KernelMeasurement:
     timing: str = "call"
     unmodelled: str | None = None
     tiling: str = "balanced"
+    operands: str = "fresh"
     path: str = ""
     source_info: dict[str, str] = field(default_factory=dict)
 
@@ -140,7 +143,9 @@ def _read_file(path: Path) -> list[KernelMeasurement]:
         k = _kernel(ck, path, name, i, table, info, chips, top.get("timing", "call"))
         if k is None:
             continue
-        k = dataclasses.replace(k, tiling=top.get("tiling", "balanced"))
+        k = dataclasses.replace(
+            k, tiling=top.get("tiling", "balanced"), operands=top.get("operands", "fresh")
+        )
         if k.id in ids:
             ck.add(f"kernel[{i}].id", f"duplicate id {k.id!r}")
         ids.add(k.id)

@@ -726,6 +726,11 @@ KERNEL_TIMINGS = ("kernel", "call")
 #: ``data_parallel`` (one thread block per output tile, whole ``k``, so a last partial wave
 #: leaves multiprocessors idle: :func:`diffcost._terms.gemm.wave_fill`).
 KERNEL_TILINGS = ("balanced", "data_parallel")
+#: Whether a file's calls read the same operands again: ``fresh`` (new operands, a flushed
+#: cache, or a working set too large to stay cached: read from memory) or ``reused`` (the same
+#: operands every call, no cache flush between calls, as ``triton.testing.do_bench_cudagraph``
+#: times them: a working set within the chip's L2 is read from it).
+KERNEL_OPERANDS = ("fresh", "reused")
 KERNEL_TOP = {
     "timing": Field(
         "enum",
@@ -740,6 +745,12 @@ KERNEL_TOP = {
         doc="gemm: how the timed kernels spread output tiles over the multiprocessors: "
         "balanced (split-k / stream-k, the default) or data_parallel (one block per output "
         "tile, whole k: the last partial wave is charged)",
+    ),
+    "operands": Field(
+        "enum",
+        choices=KERNEL_OPERANDS,
+        doc="gemm: fresh (read from memory, the default) or reused (the same operands every "
+        "call, no cache flush: a working set within the chip's L2 is read from it)",
     ),
 }
 #: How a measured all-reduce ran (``implementation`` of an ``all_reduce`` point): ``nccl``:
