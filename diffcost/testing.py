@@ -39,6 +39,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         with_constants,
     )
     from ._analysis.coverage import builtin_index, index
+    from ._analysis.kernel_points import DATA_PARALLEL_TILE, WARM_L2
     from ._analysis.plans import PLAN_SCHEMAS, load_load_measurements
     from ._analysis.program_size import BUDGETS as PROGRAM_BUDGETS
     from ._analysis.program_size import SLACK, TARGETS, count_equations, program_sizes
@@ -240,6 +241,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         matmul_time_s,
         stream_time_s,
         sustained_efficiency,
+        wave_fill,
     )
     from ._terms.kernels import (
         KERNELS_PER_LAYER_FORWARD,
@@ -424,6 +426,7 @@ __all__ = [
     "CUSTOM_BASE_S",
     "CUSTOM_LINK_EFFICIENCY",
     "CUSTOM_PEER_S",
+    "DATA_PARALLEL_TILE",
     "decode_attention",
     "deduplicated",
     "DEFAULT_BUDGETS",
@@ -718,7 +721,9 @@ __all__ = [
     "values",
     "verdict",
     "violation",
+    "WARM_L2",
     "wasted_fraction",
+    "wave_fill",
     "weight_only",
     "WEIGHT_ONLY_COMPUTE",
     "with_constants",

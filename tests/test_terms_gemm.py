@@ -18,6 +18,7 @@ from diffcost.testing import (
     matmul_time_s,
     stream_time_s,
     sustained_efficiency,
+    wave_fill,
 )
 
 
@@ -173,3 +174,37 @@ def test_more_bandwidth_is_never_slower(h100):
         slow = float(gemm_time_s(m, 8192.0, 8192.0, fmt, h100, EXACT))
         fast = float(gemm_time_s(m, 8192.0, 8192.0, fmt, faster, EXACT))
         assert fast <= slow
+
+
+def test_wave_fill_closed_forms():
+    """``T / (P ceil(T / P))`` with ``T = ceil(m / tm) ceil(n / tn)`` tiles over ``P``
+    multiprocessors; 1 for a chip that states none."""
+    assert float(wave_fill(256.0, 256.0, 64.0, 128.0, 148.0, EXACT)) == pytest.approx(8 / 148)
+    full = 32 * 32 / (148 * 7)  # 1024 tiles in 7 waves
+    assert float(wave_fill(2048.0, 4096.0, 64.0, 128.0, 148.0, EXACT)) == pytest.approx(full)
+    # a partial tile is one more block (its padding is the fill's, not the wave's)
+    assert float(wave_fill(65.0, 128.0, 64.0, 128.0, 132.0, EXACT)) == pytest.approx(2 / 132)
+    assert float(wave_fill(300.0, 256.0, 64.0, 128.0, 0.0, EXACT)) == 1.0
+    assert float(wave_fill(64.0 * 148, 128.0, 64.0, 128.0, 148.0, EXACT)) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("m, n", [(256.0, 256.0), (1000.0, 3000.0), (4096.0, 4096.0), (1.0, 7.0)])
+def test_wave_fill_relaxed_equals_exact_at_integer_shapes_with_finite_gradients(m, n):
+    exact = wave_fill(m, n, 64.0, 128.0, 132.0, EXACT)
+    relaxed = wave_fill(m, n, 64.0, 128.0, 132.0, RELAXED)
+    assert float(relaxed) == pytest.approx(float(exact), rel=1e-6)
+    grads = jax.grad(lambda a, b: wave_fill(a, b, 64.0, 128.0, 132.0, RELAXED), (0, 1))(m, n)
+    assert all(np.isfinite(float(g)) for g in grads)
+
+
+def test_data_parallel_tile_charges_the_last_wave(h100):
+    """A compute-bound GEMM of a data-parallel kernel takes its balanced time over the wave
+    fill; no tile (the steps' GEMMs) leaves the term as it was."""
+    peak = float(h100.chip.peak_flop_per_s[2])
+    balanced = gemm_time_s(1024.0, 1024.0, 8192.0, GemmFormat(peak, 2.0), h100, EXACT)
+    tiled = GemmFormat(peak, 2.0, tile=(64.0, 64.0))
+    waves = gemm_time_s(1024.0, 1024.0, 8192.0, tiled, h100, EXACT)
+    fill = float(wave_fill(1024.0, 1024.0, 64.0, 64.0, h100.chip.multiprocessors, EXACT))
+    assert float(h100.chip.multiprocessors) == 132
+    assert fill == pytest.approx(256 / 264)
+    assert float(waves) == pytest.approx(float(balanced) / fill, rel=1e-6)

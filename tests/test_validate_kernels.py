@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 import diffcost as dc
 from diffcost.cli import app
 from diffcost.testing import (
+    DATA_PARALLEL_TILE,
+    WARM_L2,
     AttentionShape,
     GemmFormat,
     all_reduce_s,
@@ -25,6 +27,7 @@ from diffcost.testing import (
     prefill_attention,
     read_kernel_measurements,
     validate_kernels,
+    wave_fill,
 )
 
 runner = CliRunner()
@@ -159,6 +162,49 @@ def test_attention_points_are_the_serving_terms(tmp_path):
     assert (decode_row["regime"], prefill_row["regime"]) == ("long", "long")
 
 
+def test_latent_kv_decode_is_the_mla_models_decode_term(tmp_path):
+    """A ``latent_kv`` point (one cached latent serves as K and V, as FlashMLA runs MLA) is
+    charged the cache and dims the steps charge an MLA model: DeepSeek-V3's latent and rotary
+    key (512 + 64) read once per token, scored and weighted over 576 + 512; without the key
+    the same shape reads K and V apart, 576 + 512 elements per token."""
+    model = dc.load_model("deepseek-v3")
+    cached = float(model.kv_cache_elements(1.0))
+    e, ev = int(cached), int(model.kv_lora_rank)
+    point = DECODE.format(id="{id}", extra=f"v_head_dim = {ev}\n{{latent}}")
+    point = point.replace("kv_heads = 8", "kv_heads = 1").replace(
+        "head_dim = 128", f"head_dim = {e}"
+    )
+    path = _file(
+        tmp_path,
+        "mla",
+        point.format(id="latent", latent="latent_kv = true"),
+        point.format(id="apart", latent=""),
+        timing="call",
+    )
+    latent, apart = kernel_rows(read_kernel_measurements([path]))
+    system = burst(dc.load_system(chip="h200"))
+    peak = system.chip.peak_flop_per_s[format_index("bf16")]
+    one = lambda x: jnp.asarray(float(x))  # noqa: E731
+    shape = AttentionShape(
+        one(64),
+        one(1),
+        one(e),
+        one(2),
+        one(2),
+        one(ev),
+        model.kv_cache_elements(1.0),
+        model.decode_attention_dim(),
+    )
+    want = decode_attention(8.0, 1.0, 8192.0, shape, 0.0, peak, system, dc.EXACT).time_s
+    assert latent["term_s"] == pytest.approx(float(want), rel=1e-6)
+    assert float(model.decode_attention_dim()) == e + ev
+    # without the key: K and V apart, e + e_v cached elements per token, a longer read
+    shape = shape._replace(kv_elements=one(e + ev))
+    want = decode_attention(8.0, 1.0, 8192.0, shape, 0.0, peak, system, dc.EXACT).time_s
+    assert apart["term_s"] == pytest.approx(float(want), rel=1e-6)
+    assert apart["term_s"] > 1.8 * latent["term_s"]
+
+
 def test_duplicate_ids_across_files(tmp_path):
     one = _file(tmp_path, "one", GEMM.format(id="a", value="time_us = 10"))
     two = _file(tmp_path, "two", GEMM.format(id="a", value="time_us = 20"))
@@ -273,6 +319,76 @@ def test_cli_kernels_bad_file_is_a_message(tmp_path):
     assert res.exit_code == 2 and "at most one of --kernels and --load" in res.output
     res = runner.invoke(app, ["validate", "--kernels", "--source", "megatron-readme"])
     assert res.exit_code == 2 and "--source: not used with --kernels" in res.output
+
+
+def test_a_data_parallel_file_is_charged_its_last_wave(tmp_path):
+    """A file of ``tiling = "data_parallel"`` kernels: its GEMM term is the steps' with the
+    family's output tile (:func:`wave_fill` over the chip's multiprocessors); the default
+    (balanced) file is the steps' term itself; a tiling outside the list is refused."""
+    gemm = GEMM.format(id="{id}", value="time_us = 20").replace("m = 4096", "m = 512")
+    plain = _file(tmp_path, "plain", gemm.format(id="b"))
+    tiled = tmp_path / "tiled.toml"
+    tiled.write_text(
+        (HEAD + gemm.format(id="d"))
+        .format(name="tiled", timing="kernel")
+        .replace('timing = "kernel"', 'timing = "kernel"\ntiling = "data_parallel"')
+    )
+    points = read_kernel_measurements([plain, str(tiled)])
+    assert [p.tiling for p in points] == ["balanced", "data_parallel"]
+    balanced, parallel = kernel_rows(points, loso=False)
+    system = burst(dc.load_system(chip="h100-sxm"))
+    peak = system.chip.peak_flop_per_s[format_index("bf16")]
+    tile = DATA_PARALLEL_TILE["hopper"]
+    for row, fmt in (
+        (balanced, GemmFormat(peak, 2.0)),
+        (parallel, GemmFormat(peak, 2.0, tile=tile)),
+    ):
+        want = float(gemm_time_s(512.0, 4096.0, 4096.0, fmt, system, dc.EXACT))
+        assert row["term_s"] == pytest.approx(want, rel=1e-6)
+    # 512 x 4096 in 64 x 64 tiles: 512 blocks in 4 waves of 132
+    fill = float(wave_fill(512.0, 4096.0, *tile, 132.0, dc.EXACT))
+    assert fill == pytest.approx(512 / 528)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(tiled.read_text().replace("data_parallel", "diagonal").replace("tiled", "bad"))
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([str(bad)])
+    assert "balanced, data_parallel" in {p.key: p.reason for p in err.value.problems}["tiling"]
+
+
+def test_reused_operands_within_l2_stream_from_it(tmp_path):
+    """A file of ``reused`` operands: a memory-bound GEMM whose working set fits the chip's L2
+    (:data:`WARM_L2`) reads it at the L2's bandwidth; a larger one, a ``fresh`` file and a
+    chip without an entry read from memory; a bad value is refused."""
+    gemm = GEMM.format(id="{id}", value="time_us = 9").replace("h100-sxm", "{chip}")
+    gemm = gemm.replace("m = 4096", "m = 16").replace("n = 4096", "n = {n}")
+    body = "".join(
+        gemm.format(id=f"{c}-{n}", chip=c, n=n) for c in ("b200", "h100-sxm") for n in (4096, 65536)
+    )
+    reused = tmp_path / "reused.toml"
+    reused.write_text(
+        (HEAD + body)
+        .format(name="reused", timing="kernel")
+        .replace('timing = "kernel"', 'timing = "kernel"\noperands = "reused"')
+    )
+    fresh = _file(tmp_path, "fresh", gemm.format(id="f", chip="b200", n=4096))
+    points = read_kernel_measurements([str(reused), fresh])
+    rows = {r["id"]: r for r in kernel_rows(points, loso=False)}
+    capacity, l2_bytes_per_s = WARM_L2["b200"]
+    working = 2.0 * (16 * 4096 + 4096 * 4096 + 16 * 4096)
+    assert working < capacity < 2.0 * 4096 * 65536
+    assert rows["b200-4096"]["term_s"] == pytest.approx(working / l2_bytes_per_s, rel=1e-6)
+    for other, system in (("f", "b200"), ("b200-65536", "b200"), ("h100-sxm-4096", "h100-sxm")):
+        n = 65536.0 if other.endswith("65536") else 4096.0
+        loaded = burst(dc.load_system(chip=system))
+        fmt = GemmFormat(loaded.chip.peak_flop_per_s[format_index("bf16")], 2.0)
+        want = float(gemm_time_s(16.0, n, 4096.0, fmt, loaded, dc.EXACT))
+        assert rows[other]["term_s"] == pytest.approx(want, rel=1e-6)
+    assert rows["b200-4096"]["term_s"] < 0.8 * rows["f"]["term_s"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text(reused.read_text().replace('"reused"', '"warm"').replace("reused", "bad"))
+    with pytest.raises(dc.SpecError) as err:
+        read_kernel_measurements([str(bad)])
+    assert "fresh, reused" in {p.key: p.reason for p in err.value.problems}["operands"]
 
 
 def test_timing_is_required_and_checked(tmp_path):

@@ -41,7 +41,7 @@ from .._inputs.loader import load_system
 from .._terms.gemm import GemmFormat, gemm_time_s
 from .._terms.kernels import KERNELS_PER_LAYER_FORWARD, launch_s
 from .._terms.power import burst
-from .kernel_points import DTYPE_BYTES, gemm_conditions, prefill_args
+from .kernel_points import DTYPE_BYTES, gemm_conditions, gemm_format, gemm_source, prefill_args
 
 #: Chip families whose GEMM constants the kernel timings fix (every member shares them).  The
 #: Hopper family is the end-to-end fit's (:data:`~diffcost._inputs.calibration.FAMILIES`), with
@@ -97,9 +97,10 @@ def fixed_s(system: System, timing: str) -> float:
 
 
 @eqx.filter_jit
-def _grid_seconds(system: System, m, n, k, peak, nbytes, flop_j, fractions, half_dims):
+def _grid_seconds(system: System, m, n, k, peak, nbytes, flop_j, fractions, half_dims, tile):
     """GEMM seconds for every (fraction, half_dim) and point: (F, D, P), on ``system`` (the
-    top clock, or a lowered power limit with the points' J/FLOP ``flop_j``; None: no limit)."""
+    top clock, or a lowered power limit with the points' J/FLOP ``flop_j``; None: no limit),
+    of data-parallel kernels of output tile ``tile`` (None: balanced ones)."""
 
     def one(f, d, mi, ni, ki, pi, bi, ji):
         eff = eqx.tree_at(
@@ -108,7 +109,7 @@ def _grid_seconds(system: System, m, n, k, peak, nbytes, flop_j, fractions, half
             (f.astype(system.efficiency.matmul_peak_fraction.dtype), d.astype(f.dtype)),
         )
         s = eqx.tree_at(lambda x: x.efficiency, system, eff)
-        return gemm_time_s(mi, ni, ki, GemmFormat(pi, bi, flop_j=ji), s, EXACT)
+        return gemm_time_s(mi, ni, ki, GemmFormat(pi, bi, flop_j=ji, tile=tile), s, EXACT)
 
     points = 0 if flop_j is not None else None
     over_points = jax.vmap(one, in_axes=(None, None, 0, 0, 0, 0, 0, points))
@@ -124,19 +125,29 @@ def grid_terms(
     sustains: :func:`~diffcost._analysis.kernel_points.gemm_conditions`) for every (narrow
     fraction, fraction, half_dim) triple, ``(len(NARROW_GRID), len(FRACTION_GRID),
     len(HALF_DIM_GRID), len(points))`` seconds, and each point's fixed seconds per kernel as
-    its source timed it (:func:`fixed_s`, the calibration's launch constants)."""
+    its source timed it (:func:`fixed_s`, the calibration's launch constants); a point of a
+    ``data_parallel`` file with its last partial wave
+    (:func:`~diffcost._analysis.kernel_points.gemm_format`), one of ``reused`` operands within
+    the chip's L2 read from it (:func:`~diffcost._analysis.kernel_points.gemm_source`)."""
     shape = (len(NARROW_GRID), len(FRACTION_GRID), len(HALF_DIM_GRID), len(points))
     out = np.zeros(shape)
     host = np.zeros(len(points))
-    by_chip: dict[tuple[str, str, float | None], list[int]] = {}
+    loaded = {c: load_system(chip=c, calibration=calibration) for c in {p.chip for p in points}}
+    by_chip: dict[tuple[str, str, float | None, str, float], list[int]] = {}
     for i, p in enumerate(points):
-        by_chip.setdefault((p.chip, p.timing, p.shape.get("power_limit_w")), []).append(i)
-    for (chip, timing, _), idx in by_chip.items():
-        loaded = load_system(chip=chip, calibration=calibration)
+        system, _ = gemm_conditions(p, loaded[p.chip])
+        fmt = gemm_format(p, system, family_of_chip(p.chip))
+        bandwidth = float(gemm_source(p, system, fmt).chip.memory_bandwidth_bytes_per_s)
+        key = (p.chip, p.timing, p.shape.get("power_limit_w"), p.tiling, bandwidth)
+        by_chip.setdefault(key, []).append(i)
+    for (chip, timing, _, _, _), idx in by_chip.items():
         pts = [points[i] for i in idx]
-        system, flop_j = gemm_conditions(pts[0], loaded)
+        system, flop_j = gemm_conditions(pts[0], loaded[chip])
+        fmt = gemm_format(pts[0], system, family_of_chip(chip))
+        tile = fmt.tile
+        system = gemm_source(pts[0], system, fmt)
         if flop_j is not None:
-            flop_j = jnp.stack([gemm_conditions(p, loaded)[1] for p in pts])
+            flop_j = jnp.stack([gemm_conditions(p, loaded[chip])[1] for p in pts])
         m, n, k = (jnp.asarray([float(p.shape[key]) for p in pts]) for key in ("m", "n", "k"))
         peak = jnp.stack([system.chip.peak_flop_per_s[format_index(p.dtype)] for p in pts])
         narrow = jnp.asarray([DTYPE_BYTES[p.dtype] <= 1.0 for p in pts])
@@ -152,6 +163,7 @@ def grid_terms(
                 flop_j,
                 jnp.asarray(FRACTION_GRID),
                 jnp.asarray(HALF_DIM_GRID),
+                tile,
             )
             out[r][:, :, idx] = np.asarray(secs)
         host[idx] = fixed_s(system, timing)

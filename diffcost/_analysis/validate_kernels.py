@@ -15,8 +15,14 @@ timing around calls):
   every operand (bf16/fp16: 2 bytes, fp8: 1; the peak of an 8-bit format scaled by
   ``narrow_matmul_fraction``, :meth:`diffcost.Efficiency.achievable_peaks`), the roofline the
   training and serving steps charge per GEMM (``max(2 m n k / (peak eff(m, n, k)), bytes / (bw
-  f_bw))``).  The published fp8 timings take inputs already in fp8: the steps' separate
-  quantization kernels (:func:`~diffcost._terms.kernels.quantize_bytes`) are not in them.  A
+  f_bw))``), whose libraries balance the last wave; a file of ``data_parallel`` kernels (one
+  thread block per output tile: the XLA tables) is charged its last partial wave too
+  (:func:`~diffcost._terms.gemm.wave_fill` with the family's tile,
+  :data:`~diffcost._analysis.kernel_points.DATA_PARALLEL_TILE`, and the chip's
+  ``multiprocessors``); a file of ``reused`` operands whose working set fits the chip's L2
+  reads it from L2 (:func:`~diffcost._analysis.kernel_points.gemm_source`).  The published
+  fp8 timings take inputs already in fp8: the steps' separate quantization kernels
+  (:func:`~diffcost._terms.kernels.quantize_bytes`) are not in them.  A
   point timed under a lowered board power limit (``power_limit_w``) is charged at the clock
   that limit sustains, with the power law the steps apply at the chip's own limit
   (:func:`~diffcost._analysis.kernel_points.gemm_conditions`).
@@ -29,7 +35,9 @@ timing around calls):
   ``query_tokens = q_len``, ``context = kv_len`` and no re-read of the KV cache (the measured
   kernels are GQA-aware: a KV head read once for its query group).
   Both take the :class:`~diffcost._terms.attention.AttentionShape` of the point (standard
-  attention: ``kv_elements = kv_heads (e + e_v)``, ``decode_dim = e + e_v``), the achievable
+  attention: ``kv_elements = kv_heads (e + e_v)``, ``decode_dim = e + e_v``; a ``latent_kv``
+  point, whose one cached latent serves as K and V, as FlashMLA runs multi-head latent
+  attention: ``kv_elements = kv_heads e``, the cache the steps charge an MLA model), the achievable
   peak of ``dtype`` and the bytes of ``dtype`` (Q, O) and ``kv_dtype`` (K, V).
 * all-reduce of ``message`` bytes per rank over ``ranks`` ranks of one node:
   :func:`diffcost._terms.comm.all_reduce_s` ``(message, ranks, stride 1)``, the term every
@@ -73,10 +81,17 @@ from .._inputs.loader import load_system
 from .._terms.attention import decode_attention, prefill_attention
 from .._terms.collectives import with_collective
 from .._terms.comm import all_reduce_s
-from .._terms.gemm import GemmFormat, gemm_time_s, stream_time_s
+from .._terms.gemm import gemm_time_s, stream_time_s
 from .._terms.power import burst
-from .calibrate_kernels import fit_kernels, fixed_s
-from .kernel_points import DTYPE_BYTES, attention_shape, gemm_conditions, peak_of, prefill_args
+from .calibrate_kernels import family_of_chip, fit_kernels, fixed_s
+from .kernel_points import (
+    attention_shape,
+    gemm_conditions,
+    gemm_format,
+    gemm_source,
+    peak_of,
+    prefill_args,
+)
 
 #: Upper bounds of the GEMM row regimes (``m``), in order; above the last: "large".
 GEMM_REGIMES = (("small", 64), ("medium", 1024))
@@ -124,7 +139,8 @@ def predict_gemm(k: KernelMeasurement, system: System) -> KernelPrediction:
     (:func:`~diffcost._analysis.kernel_points.gemm_conditions`), and the fixed cost per kernel
     (module docstring)."""
     held, flop_j = gemm_conditions(k, system)
-    fmt = GemmFormat(peak_of(k, system), jnp.asarray(DTYPE_BYTES[k.dtype]), flop_j=flop_j)
+    fmt = gemm_format(k, system, family_of_chip(k.chip), flop_j)
+    held = gemm_source(k, held, fmt)
     s = k.shape
     term = gemm_time_s(float(s["m"]), float(s["n"]), float(s["k"]), fmt, held, EXACT)
     return KernelPrediction(float(term), fixed_s(system, k.timing))

@@ -44,6 +44,7 @@ def chip_module(values: dict[str, Any]) -> Chip:
         array_dim=_f(execution.get("array_dim", 1)),
         op_latency_s=_f(execution.get("op_latency_s", 0.0)),
         energy=_energy(values),
+        multiprocessors=_f(execution.get("multiprocessors", 0)),
     )
 
 

@@ -250,6 +250,9 @@ class Chip(eqx.Module):
             ``memory_bandwidth_bytes_per_s`` and ``energy.memory_j_per_byte`` are then the
             far level's; the cost models place the working set over both levels
             (:mod:`diffcost._terms.memory_levels`).
+        multiprocessors: a GPU's streaming multiprocessors, the slots of one wave of a
+            kernel's thread blocks (:func:`diffcost._terms.gemm.wave_fill`); 0.0 where not
+            stated (no wave quantization charged) and for other classes.
     """
 
     peak_flop_per_s: Float[Array, "8"]
@@ -262,6 +265,7 @@ class Chip(eqx.Module):
     op_latency_s: Float[Array, ""]
     energy: ChipEnergy
     near_memory: NearMemory = eqx.field(default_factory=NearMemory)
+    multiprocessors: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
 
     def gpu_weight(self) -> Array:
         """Weight of the GPU class in :attr:`architecture` (1 for a GPU, 0 otherwise)."""

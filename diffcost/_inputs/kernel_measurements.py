@@ -11,6 +11,7 @@ to seconds as ``2 m n k / achieved``).  The files are not end-to-end measurement
 (:class:`SpecError`: file, key, reason).  See ``specs/SCHEMA.md`` ("kernel-measurements").
 """
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +32,8 @@ SHAPE_KEYS: dict[str, tuple[str, ...]] = {
 #: Shape keys an operation may give (default in :func:`_shape`).
 OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {
     "gemm": ("power_limit_w",),
-    "attention_prefill": ("v_head_dim", "kv_dtype"),
-    "attention_decode": ("v_head_dim", "kv_dtype"),
+    "attention_prefill": ("v_head_dim", "kv_dtype", "latent_kv"),
+    "attention_decode": ("v_head_dim", "kv_dtype", "latent_kv"),
     "all_reduce": ("staged_copy",),
 }
 _SHAPE = {k for keys in (*SHAPE_KEYS.values(), *OPTIONAL_KEYS.values()) for k in keys}
@@ -48,7 +49,8 @@ class KernelMeasurement:
         chip: built-in chip name or resolved path.
         dtype: input format (:data:`~diffcost._inputs.schema.KERNEL_DTYPES`).
         shape: the operation's shape keys (:data:`SHAPE_KEYS`, :data:`OPTIONAL_KEYS` with their
-            defaults: ``v_head_dim = head_dim``, ``kv_dtype = dtype``, ``staged_copy = False``;
+            defaults: ``v_head_dim = head_dim``, ``kv_dtype = dtype``, ``latent_kv = False``,
+            ``staged_copy = False``;
             a GEMM's ``power_limit_w`` only where given) -> value; an all-reduce's
             ``message_bytes`` in bytes per rank.
         time_s: measured seconds of one call (converted from ``achieved`` where published so).
@@ -59,6 +61,10 @@ class KernelMeasurement:
         timing: what the time includes, the file's ``timing``
             (:data:`~diffcost._inputs.schema.KERNEL_TIMINGS`): ``kernel`` (GPU time of the
             kernel alone) or ``call`` (host-side timing, the launch in it).
+        tiling: how the file's GEMM kernels spread output tiles over the multiprocessors
+            (:data:`~diffcost._inputs.schema.KERNEL_TILINGS`; default ``balanced``).
+        operands: whether the file's calls reuse their operands from cache
+            (:data:`~diffcost._inputs.schema.KERNEL_OPERANDS`; default ``fresh``).
     """
 
     id: str
@@ -75,6 +81,8 @@ class KernelMeasurement:
     notes: str | None = None
     timing: str = "call"
     unmodelled: str | None = None
+    tiling: str = "balanced"
+    operands: str = "fresh"
     path: str = ""
     source_info: dict[str, str] = field(default_factory=dict)
 
@@ -135,6 +143,9 @@ def _read_file(path: Path) -> list[KernelMeasurement]:
         k = _kernel(ck, path, name, i, table, info, chips, top.get("timing", "call"))
         if k is None:
             continue
+        k = dataclasses.replace(
+            k, tiling=top.get("tiling", "balanced"), operands=top.get("operands", "fresh")
+        )
         if k.id in ids:
             ck.add(f"kernel[{i}].id", f"duplicate id {k.id!r}")
         ids.add(k.id)
@@ -233,6 +244,7 @@ def _shape(v: dict[str, Any]) -> dict[str, Any]:
     if op in ("attention_prefill", "attention_decode"):
         shape["v_head_dim"] = v.get("v_head_dim", v["head_dim"])
         shape["kv_dtype"] = v.get("kv_dtype", v["dtype"])
+        shape["latent_kv"] = v.get("latent_kv", False)
     if op == "all_reduce":
         shape["staged_copy"] = v.get("staged_copy", False)
     if op == "gemm" and "power_limit_w" in v:

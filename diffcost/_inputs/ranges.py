@@ -185,6 +185,13 @@ ARRAY_DIM = Plausible(
     "a matrix array's side",
     "side of a matrix array: 1 .. 4096; catalogue 8 (WSE-3 core SIMD) .. 320 (Groq)",
 )
+MULTIPROCESSORS = Plausible(
+    1,
+    1000,
+    "multiprocessors",
+    "a GPU's multiprocessor count",
+    "streaming multiprocessors of a GPU: 1 .. 1000; catalogue 78 (H20) .. 148 (B200)",
+)
 HALF_DIM = Plausible(
     1,
     1e5,

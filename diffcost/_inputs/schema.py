@@ -193,6 +193,12 @@ CHIP = {
             doc="side of the matrix array, elements (systolic and dataflow: required)",
             plausible=R.ARRAY_DIM,
         ),
+        "multiprocessors": Field(
+            "count",
+            doc="GPU: streaming multiprocessors (compute units) enabled, the slots of one wave "
+            "of a kernel's thread blocks (default 0: not stated, no wave quantization charged)",
+            plausible=R.MULTIPROCESSORS,
+        ),
         "op_latency": Q(
             "s",
             doc="latency floor of one operation of the compiled program: array fill/drain and "
@@ -714,6 +720,17 @@ KERNEL_SOURCE_KEYS = ("reference", "conventions", "hardware", "data")
 #: profiler's kernel duration: no host launch); ``call``, host-side timing around calls (CUDA
 #: events, a wall clock): the launch is in it.
 KERNEL_TIMINGS = ("kernel", "call")
+#: How a file's GEMM kernels spread their output tiles over the multiprocessors: ``balanced``
+#: (the libraries the serving engines and training frameworks call, cuBLAS and CUTLASS, split
+#: ``k`` or stream it so the last wave is full: Osama et al., "Stream-K", PPoPP 2023), or
+#: ``data_parallel`` (one thread block per output tile, whole ``k``, so a last partial wave
+#: leaves multiprocessors idle: :func:`diffcost._terms.gemm.wave_fill`).
+KERNEL_TILINGS = ("balanced", "data_parallel")
+#: Whether a file's calls read the same operands again: ``fresh`` (new operands, a flushed
+#: cache, or a working set too large to stay cached: read from memory) or ``reused`` (the same
+#: operands every call, no cache flush between calls, as ``triton.testing.do_bench_cudagraph``
+#: times them: a working set within the chip's L2 is read from it).
+KERNEL_OPERANDS = ("fresh", "reused")
 KERNEL_TOP = {
     "timing": Field(
         "enum",
@@ -721,7 +738,20 @@ KERNEL_TOP = {
         choices=KERNEL_TIMINGS,
         doc="what the times include: kernel (profiler GPU time, no host launch) or call "
         "(host-side timing around calls, launch included)",
-    )
+    ),
+    "tiling": Field(
+        "enum",
+        choices=KERNEL_TILINGS,
+        doc="gemm: how the timed kernels spread output tiles over the multiprocessors: "
+        "balanced (split-k / stream-k, the default) or data_parallel (one block per output "
+        "tile, whole k: the last partial wave is charged)",
+    ),
+    "operands": Field(
+        "enum",
+        choices=KERNEL_OPERANDS,
+        doc="gemm: fresh (read from memory, the default) or reused (the same operands every "
+        "call, no cache flush: a working set within the chip's L2 is read from it)",
+    ),
 }
 #: How a measured all-reduce ran (``implementation`` of an ``all_reduce`` point): ``nccl``:
 #: NCCL's own choice of algorithm and protocol; ``custom``: a serving engine's custom
@@ -751,6 +781,12 @@ KERNEL_POINT = {
     "head_dim": C("attention: query/key head size", R.WIDTH),
     "v_head_dim": C("attention: value head size (default head_dim)", R.WIDTH),
     "causal": Field("bool", doc="attention_prefill: causal mask (bottom-right aligned)"),
+    "latent_kv": Field(
+        "bool",
+        doc="attention: one cached latent of head_dim per KV head serves as K and its first "
+        "v_head_dim columns as V (multi-head latent attention with absorbed up-projections, "
+        "FlashMLA; default false: K and V cached apart)",
+    ),
     "kv_dtype": Field(
         "enum", choices=KERNEL_DTYPES, doc="attention: KV-cache format (default dtype)"
     ),

@@ -57,7 +57,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from .._core.shared import once
-from .._core.smooth import Smoothing, smax
+from .._core.smooth import Smoothing, ceil_div, smax
 from .._inputs.hardware import System
 from .execution import ALIGN_TOL as ALIGN_TOL
 from .execution import array_pad as array_pad
@@ -83,12 +83,45 @@ class GemmFormat(NamedTuple):
         flop_j: dynamic energy per FLOP of the compute format, J/FLOP: its matrix work then
             runs at the sustained fraction under the board power limit
             (:func:`diffcost._terms.power.sustained`); None: at the top clock.
+        tile: ``(tile_m, tile_n)`` output tile of a data-parallel kernel (one thread block per
+            tile, whole ``k``), whose last partial wave is charged (:func:`wave_fill`); None
+            (the steps' GEMMs): a library that balances the last wave (split-k, stream-k).
     """
 
     peak_flop_per_s: ArrayLike
     act_bytes: ArrayLike
     weight_bytes: ArrayLike | None = None
     flop_j: ArrayLike | None = None
+    tile: tuple[ArrayLike, ArrayLike] | None = None
+
+
+def wave_fill(
+    m: ArrayLike,
+    n: ArrayLike,
+    tile_m: ArrayLike,
+    tile_n: ArrayLike,
+    multiprocessors: ArrayLike,
+    sm: Smoothing,
+) -> Array:
+    """Share of the multiprocessor slots a data-parallel GEMM kernel's output tiles fill
+    (dimensionless, in (0, 1]).
+
+    A kernel that gives each ``tile_m x tile_n`` output tile to one thread block for the whole
+    ``k`` runs ``T = ceil(m / tile_m) ceil(n / tile_n)`` blocks in ``ceil(T / P)`` waves over
+    ``P`` multiprocessors, each wave as long as one tile: ``T / (P ceil(T / P))`` of the slots
+    do work (wave quantization: Osama, Merrill, Cecka, Garland, Owens, "Stream-K: Work-centric
+    Parallel Decomposition for Dense Matrix-Matrix Multiplication on the GPU", PPoPP 2023,
+    §2; CUTLASS and cuBLAS split or stream ``k`` to avoid it, :data:`~diffcost._inputs.schema.
+    KERNEL_TILINGS`).  The padding of ``m`` and ``n`` inside a tile is not in it (the fill of
+    :func:`~diffcost._terms.execution.gpu_fill` stands for it).  1 for a chip that states no
+    multiprocessors (``P = 0``).  Counts by :func:`~diffcost._core.smooth.ceil_div` (exact at
+    integer shapes).
+    """
+    p = jnp.asarray(multiprocessors)
+    slots = jnp.maximum(p, 1.0)
+    tiles = ceil_div(m, tile_m, sm) * ceil_div(n, tile_n, sm)
+    fill = tiles / (ceil_div(tiles, slots, sm) * slots)
+    return jnp.where(p > 0.0, fill, 1.0)
 
 
 def gemm_flop(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike = 1.0) -> Array:
@@ -136,7 +169,7 @@ def gemm_time_s(
     :func:`gemm_bytes` and ``eff`` from :func:`matmul_efficiency` (Roofline, CACM 2009), whose
     large-GEMM fraction is the format's sustained one under the board power limit
     (:func:`~diffcost._terms.power.sustained`) when ``fmt.flop_j`` is given, the top-clock one
-    otherwise.
+    otherwise; times :func:`wave_fill` for a data-parallel kernel (``fmt.tile``).
     """
     m, n, k = (jnp.asarray(x) for x in (m, n, k))
     # ``flop / eff`` tends to a finite limit as m -> 0 (eff is proportional to m there): an
@@ -144,6 +177,8 @@ def gemm_time_s(
     rows = nonzero_rows(m)
     held = system if fmt.flop_j is None else sustained(system, fmt.peak_flop_per_s, fmt.flop_j, sm)
     eff = matmul_efficiency(rows, n, k, held, sm)
+    if fmt.tile is not None:
+        eff = eff * wave_fill(rows, n, *fmt.tile, system.chip.multiprocessors, sm)
     compute_s = gemm_flop(rows, n, k, count) / (fmt.peak_flop_per_s * eff)
     memory_s = stream_time_s(gemm_bytes(m, n, k, fmt, count), system)
     return smax(compute_s, memory_s, sm)
