@@ -191,3 +191,9 @@ def test_serve_json_lists_the_unmeasured_engine():
     cov = json.loads(result.stdout)["coverage"]
     assert cov["features_unmeasured"] == ["expert parallelism"]
     assert "no published run has: expert parallelism" in cov["note"]
+
+
+def test_mfu_ceilings_are_the_best_published_per_precision():
+    best = C.mfu_check("a100-sxm-80gb", "bf16", 0.0)["best_published_mfu"]
+    assert C.mfu_ceilings("a100-sxm-80gb", ["bf16", "fp8"]) == (("bf16", best),)
+    assert C.mfu_ceilings("mi300x", ["bf16"]) == ()  # nothing published: no ceiling
