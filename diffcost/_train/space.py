@@ -102,6 +102,9 @@ class TrainSearchSpace:
     ep_dedup: bool = False
     ep_overlap: bool = False
     moe_graphed: bool = False
+    # The sharding runtime, fixed likewise: ZeRO-3 as DeepSpeed ran it in 2021 (its collectives
+    # across nodes through each GPU's own NIC) instead of PyTorch FSDP's (the rails).
+    deepspeed_zero3: bool = False
     # Plausibility ceilings (issue 42): ``(precision, MFU)`` pairs; a plan of that precision
     # whose predicted MFU is above its ceiling is not feasible for this search.  The command
     # line fills them with the best published MFU of the chip and precision
