@@ -348,6 +348,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     )
     from .cli._options import field_option, option_group, train_plan_flags, with_options
     from .cli._plan_cmd import risk_comparison
+    from .cli._plausible import set_aside_line
     from .cli._programs import PREDICT
     from .cli._resolve import resolve_job
     from .cli._sensitivity_cmd import sensitivity_serve, sensitivity_train
@@ -648,6 +649,7 @@ __all__ = [
     "SERVE_PLAN",
     "ServeProblem",
     "serving_launches",
+    "set_aside_line",
     "shard_range",
     "sharded_gather_s",
     "size_pools",

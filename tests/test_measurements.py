@@ -68,7 +68,8 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
         ("nemo-24.07", "train_throughput"): 18,
         ("llama3-herd", "train_throughput"): 2,
         ("megatron-bridge-moe", "train_throughput"): 8,
-        ("llm-foundry-mpt", "train_throughput"): 4,
+        ("llm-foundry-mpt", "train_throughput"): 6,
+        ("llm-foundry-mpt-h100", "train_throughput"): 15,
         ("trtllm-0.6.1-throughput", "serve_throughput"): 37,
         ("trtllm-0.5-latency", "ttft"): 20,
         ("bloom-inference", "token_latency"): 22,
@@ -90,8 +91,10 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     unmodelled |= {"gpt-fast-mixtral", "trtllm-0.9-mixtral"}
     # MT-NLG 530B: DeepSpeed's pipeline engine, 23-29% slower than the model's Megatron schedule
     unmodelled |= {"mt-nlg-530b"}
+    # llm-foundry on H100 (issue 42): the 2023 stack's bf16 compute, +33% .. +48% everywhere
+    unmodelled |= {"llm-foundry-mpt-h100"}
     assert {m.source for m in points if m.unmodelled} == unmodelled
-    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2 + 8 + 7 + 16 + 3
+    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2 + 8 + 7 + 16 + 3 + 15
     trt = [m for m in points if m.source.startswith("trtllm")]
     assert all(m.plan["gqa_decode_kernel"] is False for m in trt)
     assert {m.id for m in points if m.plan.get("fused_dequant") is False} == {

@@ -212,10 +212,8 @@ def test_cli_plan_train_json():
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert (
-        out["feasible"]
-        and out["best_plan"]["dp"] * out["best_plan"]["tp"] * out["best_plan"]["pp"] == 8
-    )
+    best = out["best_plan"]
+    assert out["feasible"] and best["dp"] * best["tp"] * best["pp"] * best["cp"] == 8
     line, bridge = out["launch"]
     assert line["framework"] == "Megatron-LM" and not line["refused"]
     assert bridge["framework"] == "Megatron-Bridge" and "--model" in bridge["argv"]

@@ -1,6 +1,8 @@
 """Exhaustive search on device (:func:`diffcost._search.core.scan_space`): the same answer as
 the host enumeration (every valid plan evaluated with the exact model on the host table)."""
 
+from typing import Any
+
 import equinox as eqx
 import numpy as np
 import pytest
@@ -92,3 +94,26 @@ def test_device_enumeration_reports_an_infeasible_space():
     result = scan_space(problem, "device")
     assert result is not None and result.best is None
     assert result.binding == "no valid plan is feasible" and result.evaluated > 0
+
+
+def test_an_mfu_ceiling_keeps_both_enumerations_under_it():
+    """Issue 42: with ``max_mfu`` the device and host enumerations return the same best plan,
+    at or under the ceiling, while the unbounded best is above it (Llama 2 7B on one DGX A100,
+    no recomputation: about 70% MFU unbounded; the ceiling is MPT-7B's published 64.1%)."""
+    model = dc.load_model("llama-2-7b")
+    base: dict[str, Any] = dict(
+        global_batch=64, seq_len=4096, chips=(8,), recompute=("none",), zero=(1,)
+    )
+    system = dc.load_system("dgx-a100", chips=8)
+    free = scan_space(TrainProblem(system, model, TrainSearchSpace(**base)), "device")
+    assert free is not None and free.best is not None
+    ceiling = 0.641
+    assert float(free.breakdowns[0].mfu) > ceiling
+    problem = TrainProblem(system, model, TrainSearchSpace(**base, max_mfu=(("bf16", ceiling),)))
+    host = _result(problem, enumerate_all(problem), "host")
+    device = scan_space(problem, "device")
+    assert device is not None and host.best is not None
+    assert device.rows()[0] == host.rows()[0]
+    assert device.feasible_count == host.feasible_count < free.feasible_count
+    assert float(device.breakdowns[0].mfu) <= ceiling
+    assert device.best_objective > free.best_objective

@@ -247,22 +247,45 @@ def _note(c: dict[str, Any], kind: str) -> str:
 _SAME_PEAK = {"bf16": ("bf16", "fp16"), "fp16": ("bf16", "fp16")}
 
 
+def best_published(
+    chip: str, precision: str, points: Sequence[Measured] | None = None
+) -> Measured | None:
+    """The published pre-training point of the highest MFU on ``chip`` in a precision of the
+    same peak as ``precision`` (bf16 and fp16 together); None where there is none."""
+    pts = builtin_index() if points is None else points
+    peers = _SAME_PEAK.get(precision, (precision,))
+    same = [p for p in pts if p.chip == chip and p.mfu is not None and set(peers) & set(p.formats)]
+    return max(same, key=lambda p: float(np.asarray(p.mfu))) if same else None
+
+
+def mfu_ceilings(
+    chip: str, precisions: Sequence[str], points: Sequence[Measured] | None = None
+) -> tuple[tuple[str, float], ...]:
+    """``(precision, best published MFU)`` of every precision of ``precisions`` that has a
+    published point on ``chip`` (:func:`best_published`): the ceilings a plan search keeps
+    its answer under (:attr:`~diffcost._train.space.TrainSearchSpace.max_mfu`)."""
+    out = []
+    for fmt in precisions:
+        best = best_published(chip, str(fmt), points)
+        if best is not None:
+            out.append((str(fmt), float(np.asarray(best.mfu))))
+    return tuple(out)
+
+
 def mfu_check(
     chip: str, precision: str, mfu: float, points: Sequence[Measured] | None = None
 ) -> dict[str, Any]:
     """A predicted training MFU against the best published one for the same chip and a
     precision of the same peak (bf16 and fp16 together; ``above_best_published``: flagged);
     where none exists, says so."""
-    pts = builtin_index() if points is None else points
     peers = _SAME_PEAK.get(precision, (precision,))
-    same = [p for p in pts if p.chip == chip and p.mfu is not None and set(peers) & set(p.formats)]
+    best = best_published(chip, precision, points)
     out: dict[str, Any] = {"predicted_mfu": mfu, "precision": precision}
     label = "/".join(peers)
-    if not same:
+    if best is None:
         out.update(best_published_mfu=None, best_published_point=None, above_best_published=False)
         out["note"] = f"no published {label} training measurement on {chip} to compare MFU"
         return out
-    best = max(same, key=lambda p: float(np.asarray(p.mfu)))
     best_mfu = float(np.asarray(best.mfu))
     above = mfu > best_mfu
     out.update(
@@ -283,17 +306,21 @@ def mfu_check(
 UNMODELLED_REGIMES = {
     "zero3_multi_node": (
         "megatron-sc21-zero3",
-        "ZeRO-3 sharding over more than one node: the published DeepSpeed ZeRO-3 runs at 384-2,240 "
-        "A100 (Narayanan et al. SC'21, Table 2; specs/measurements/megatron-sc21-zero3.toml) ran "
-        "several times slower than this model predicts and did not speed up with more GPUs; the "
-        "mechanism is not modelled (see `diffcost validate`)",
+        "DeepSpeed ZeRO-3 sharding over more than one node: the published DeepSpeed ZeRO-3 runs at "
+        "384-2,240 A100 (Narayanan et al. SC'21, Table 2; "
+        "specs/measurements/megatron-sc21-zero3.toml) did not speed up with more GPUs and ran "
+        "11-34% slower than this model predicts even with each GPU's collectives through its own "
+        "NIC; the rest of the mechanism is not modelled (see `diffcost validate`). PyTorch FSDP "
+        "over nodes (the default, llm-foundry-mpt-h100.toml) is not flagged",
     ),
 }
 
 
 def unmodelled_regimes(kind: str, plan: Any, system: Any) -> list[dict[str, str]]:
-    """The :data:`UNMODELLED_REGIMES` an exact plan on ``system`` is in: ZeRO-3 sharding over
-    more than one node (:func:`zero3_multinode_weight`)."""
+    """The :data:`UNMODELLED_REGIMES` an exact plan on ``system`` is in: DeepSpeed ZeRO-3
+    (``deepspeed_zero3``) sharding over more than one node (:func:`zero3_multinode_weight`).
+    PyTorch FSDP over nodes is measured (llm-foundry's MPT runs on 16-512 H100 keep the
+    single node's error) and not flagged."""
     out: list[dict[str, str]] = []
     if kind == "train" and float(zero3_multinode_weight(plan, system)) > 0.5:
         source, note = UNMODELLED_REGIMES["zero3_multi_node"]
@@ -348,6 +375,8 @@ def coverage_lines(cov: dict[str, Any]) -> list[str]:
         lines.append(
             f"{'IMPLAUSIBLE' if mfu['above_best_published'] else 'MFU check'}: {mfu['note']}"
         )
+    if cov.get("set_aside"):
+        lines.append(cov["set_aside"]["line"])
     lines += [f"UNMODELLED: {r['note']}" for r in cov.get("unmodelled", [])]
     return lines
 
@@ -355,6 +384,7 @@ def coverage_lines(cov: dict[str, Any]) -> list[str]:
 __all__ = [
     "UNMODELLED_REGIMES",
     "Measured",
+    "best_published",
     "builtin_index",
     "coverage",
     "coverage_lines",
@@ -364,8 +394,9 @@ __all__ = [
     "job_chip",
     "job_coverage",
     "measured_mfu",
-    "plan_features",
+    "mfu_ceilings",
     "mfu_check",
+    "plan_features",
     "outside_fit_serving_features",
     "unmodelled_regimes",
 ]

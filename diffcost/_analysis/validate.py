@@ -93,6 +93,7 @@ def train_space(m: Measurement, model: Model) -> tuple[TrainSearchSpace, Candida
         ep_dedup=p.get("ep_dedup", False),
         ep_overlap=p.get("ep_overlap", False),
         moe_graphed=p.get("moe_graphed", False),
+        deepspeed_zero3=p.get("deepspeed_zero3", False),
     )
     axes, choices = axes_for(model, space)
     per: dict[str, Sequence[Any]] = {

@@ -30,7 +30,7 @@ from .._core.options import (
     values,
 )
 from .._core.smooth import RELAXED
-from .._inputs.hardware import System
+from .._inputs.hardware import FORMATS, System
 from .._inputs.model import Model
 from .._inputs.posterior import required_risk
 from .._terms.risk import log_sigma, upper_quantile
@@ -112,10 +112,30 @@ def _per_plan(cost: TrainCost, objective: str, risk: Any):
     return one
 
 
+#: The ceiling of a precision the search was given none for: no MFU reaches it.
+_NO_CEILING = 1e3
+
+
+def plausible(
+    precision: jax.Array, mfu: jax.Array, max_mfu: tuple[tuple[str, float], ...]
+) -> jax.Array:
+    """Whether each plan's predicted MFU is at most the ceiling of its precision
+    (``precision``: the plans' one-hot weights over :data:`~diffcost.FORMATS`; ``max_mfu``:
+    :attr:`~diffcost._train.space.TrainSearchSpace.max_mfu`); True everywhere without one."""
+    if not max_mfu:
+        return jnp.ones(jnp.shape(mfu), dtype=bool)
+    limit = np.full(len(FORMATS), _NO_CEILING)
+    for fmt, ceiling in max_mfu:
+        limit[FORMATS.index(fmt)] = ceiling
+    return mfu <= precision @ jnp.asarray(limit, dtype=precision.dtype)
+
+
 @exported_program("train-evaluate")
-def _evaluate(cost: TrainCost, plans: TrainPlan, objective: str, risk=None):
-    """Exact objective, headroom and breakdown of every plan (:func:`_per_plan`)."""
-    return jax.vmap(_per_plan(cost, objective, risk))(plans)
+def _evaluate(cost: TrainCost, plans: TrainPlan, objective: str, risk=None, max_mfu=()):
+    """Exact objective, headroom, breakdown and :func:`plausible` of every plan
+    (:func:`_per_plan`)."""
+    obj, headroom, out = jax.vmap(_per_plan(cost, objective, risk))(plans)
+    return obj, headroom, out, plausible(plans.precision, out.mfu, max_mfu)
 
 
 @dataclass(frozen=True)
@@ -141,6 +161,7 @@ def _scan(cost: TrainCost, start: jax.Array, risk: Any, key: _ScanKey):
     plans = _device_plans(cols, index, key.space, key.chunk, key.shape.layers)
     obj, headroom, out = jax.vmap(_per_plan(cost, key.space.objective, risk))(plans)
     feasible = ok & (headroom >= 0) & (out.unsupported_format == 0) & jnp.isfinite(obj)
+    feasible = feasible & plausible(plans.precision, out.mfu, key.space.max_mfu)
     score = jnp.where(feasible, obj, jnp.inf)
     _, top = jax.lax.top_k(-score, key.k)
     best = jax.tree_util.tree_map(lambda x: x[top], out)
@@ -156,12 +177,17 @@ def risk_of(space: TrainSearchSpace, objective: str | None = None) -> Any:
 
 
 def evaluate_exact(system: System, model: Model, c: Candidates, space: TrainSearchSpace):
-    """Exact objective, headroom and breakdowns of every candidate, in fixed-size chunks."""
+    """Exact objective, headroom, breakdowns and plausibility (:func:`plausible`) of every
+    candidate, in fixed-size chunks."""
     cost = TrainCost(system, model)
     risk = risk_of(space)
     return evaluate_in_buckets(
         lambda rows: _evaluate(
-            cost, to_plans(rows, space, layers=int(model.layers)), space.objective, risk
+            cost,
+            to_plans(rows, space, layers=int(model.layers)),
+            space.objective,
+            risk,
+            space.max_mfu,
         ),
         c,
         _CHUNK,
@@ -320,9 +346,9 @@ class TrainProblem(SearchProblem):
 
     def evaluate(self, c: Candidates) -> Evaluation:
         assert self.system is not None
-        obj, headroom, out = evaluate_exact(self.system, self.model, c, self.space)
+        obj, headroom, out, ok = evaluate_exact(self.system, self.model, c, self.space)
         runs = np.asarray(out.unsupported_format) == 0  # no format the chip cannot train in
-        return Evaluation(obj, np.asarray(headroom >= 0) & runs, out)
+        return Evaluation(obj, np.asarray(headroom >= 0) & runs & np.asarray(ok), out)
 
     def solve(self, theta0: np.ndarray, steps: int, lr: float) -> tuple[np.ndarray, np.ndarray]:
         lo = jnp.asarray([math.log2(min(a.values)) for a in self.axes])
@@ -410,7 +436,7 @@ def suggest(system: System, model: Model, space: TrainSearchSpace) -> list[str]:
             "no valid degree combination: check that the chip count has divisors matching "
             "the model's heads and layers"
         ]
-    _, headroom, out = evaluate_exact(system, model, cand, loose)
+    _, headroom, out, _ = evaluate_exact(system, model, cand, loose)
     i = int(np.argmax(headroom))
     need, cap = float(out.memory.total_bytes[i]), float(out.capacity_bytes[i])
     fixed = float(out.memory.reserved_bytes[i])

@@ -607,8 +607,9 @@ def zero3_s(
     the shards are re-gathered after each reshard).  Each unit's collectives are
     ``all_gather(w P / u)`` (forward, and again in backward) and ``reduce_scatter(g P / u)``
     (backward), collectives over the ``shard_group * cp`` ranks ``t`` apart
-    (:func:`sharded_gather_s`: inside one node the system's collective; across nodes one flat
-    ring, ``(n - 1)/n`` of each GPU's bytes through its own NIC).
+    (:func:`sharded_gather_s`: the system's collective, NCCL's rings over the node's rails, as
+    PyTorch FSDP runs them; with ``deepspeed_zero3`` across nodes one flat ring, ``(n - 1)/n``
+    of each GPU's bytes through its own NIC, as DeepSpeed's 2021 runs measured).
 
     Prefetch is one unit ahead (FSDP ``forward_prefetch`` / ``BACKWARD_PRE``, rate-limited to
     two units in flight, §3.3.2-3.3.3): unit ``k + 1``'s collectives run under unit ``k``'s
@@ -628,8 +629,9 @@ def zero3_s(
     params = params_per_chip(model, plan, sm)
     units = model.layers / plan.pp
     shard, t = plan.shard_ranks(), plan.tp
-    g = sharded_gather_s(params * gathered_weight_bytes(plan) / units, shard, t, system, sm)
-    r = sharded_gather_s(params * plan.grad_bytes_per_param / units, shard, t, system, sm)
+    flat = plan.deepspeed_zero3
+    g = sharded_gather_s(params * gathered_weight_bytes(plan) / units, shard, t, system, sm, flat)
+    r = sharded_gather_s(params * plan.grad_bytes_per_param / units, shard, t, system, sm, flat)
     fwd = g + (units - 1.0) * exposed_s(g, stage.forward_s / units, system, sm)
     bwd_window = (stage.backward_s + stage.recompute_s) / units
     bwd = (g + r) + (units - 1.0) * exposed_s(g + r, bwd_window, system, sm)
@@ -642,30 +644,47 @@ _FLAT_RING = Ring()
 
 
 def sharded_gather_s(
-    shard_bytes: ArrayLike, ranks: ArrayLike, stride: ArrayLike, system: System, sm: Smoothing
+    shard_bytes: ArrayLike,
+    ranks: ArrayLike,
+    stride: ArrayLike,
+    system: System,
+    sm: Smoothing,
+    flat: ArrayLike,
 ) -> Array:
     """Seconds of one ZeRO-3 all-gather or reduce-scatter of a full buffer of ``shard_bytes``
-    over ``ranks`` ranks ``stride`` apart.
+    over ``ranks`` ranks ``stride`` apart, as the sharding runtime runs it (``flat``: 1 for
+    DeepSpeed ZeRO-3 as measured in 2021, 0 for PyTorch FSDP; a plan's ``deepspeed_zero3``).
 
-    Inside one scale-up domain the system's collective
-    (:func:`~diffcost._terms.comm.all_gather_s`); across domains one flat ring
-    (:class:`~diffcost._terms.collectives.Ring`): every GPU moves ``(n - 1)/n`` of its bytes
-    through its own NIC, not the ``1/l`` share of rings spread over the node's ``l`` rails.
-    Measured: DeepSpeed ZeRO-3 without model parallelism on DGX A100 (Narayanan et al.,
-    SC'21, Table 2; ``specs/measurements/megatron-sc21-zero3.toml``) keeps a constant step as
-    the GPU count doubles at a fixed batch (174.6B: 66.7 s at 768 and 1,536 GPUs; 529.6B:
-    180 s and 184 s at 1,120 and 2,240), each GPU moving its ``3 x 2 P`` bytes at 16-17 GB/s,
-    one 200 Gb/s NIC at ~65% of line rate; rails would carry an eighth of that
-    (``benchmarks/zero3_flat_ring.py``: +48% .. +322% with the rails, +8% .. +37% with the
-    flat ring over the six runs).  These are the project's only sharded runs across nodes, so
-    every ZeRO-3 / FSDP plan across nodes is charged so; the mechanism inside DeepSpeed is not
-    identified.  The weight is :func:`~diffcost._terms.collectives.spans_domains`, exactly 0 or
-    1 at integer plans.
+    PyTorch FSDP (and Megatron-FSDP) call NCCL's all-gather and reduce-scatter on the whole
+    shard group: the system's collective (:func:`~diffcost._terms.comm.all_gather_s`), whose
+    rings across nodes run over all of the node's NICs (the rails), ``1/l`` of the bytes per
+    NIC.  Measured with llm-foundry's FSDP ``FULL_SHARD`` (MosaicML's benchmark table,
+    ``specs/measurements/llm-foundry-mpt.toml``, ``llm-foundry-mpt-h100.toml``): MPT-70B on 32
+    and 64 A100 over 8x 200 Gb/s per node, predicted +5.5% and +1.1% over the rails (a flat
+    ring: -43% and -5%); MPT-13B on H100 at micro-batch 2 keeps its tokens/s per GPU within 1%
+    from 8 to 64 GPUs (4,792 .. 4,800), which a flat ring through each GPU's own 400 Gb/s NIC
+    (``3 x 2 P`` bytes per micro-batch: 77 GB in a 0.86 s step, 90 GB/s per GPU) cannot carry
+    (predicted -52% .. -55% with it); over the rails the H100 runs' errors across nodes equal
+    the single-node ones (+33% .. +48%: the H100's bf16 compute, not the sharding).
+
+    DeepSpeed ZeRO-3 as run in the SC'21 comparison (Narayanan et al., Table 2;
+    ``specs/measurements/megatron-sc21-zero3.toml``; DeepSpeed v0.3.12+, whose
+    ``deepspeed/runtime/zero/partition_parameters.py`` ``_allgather_param`` and
+    ``_reduce_scatter_gradient`` issue one ``torch.distributed`` collective per parameter over
+    the whole data-parallel group) keeps a constant step as the GPU count doubles at a fixed
+    batch (174.6B: 66.7 s at 768 and 1,536 GPUs; 529.6B: 180 s and 184 s at 1,120 and 2,240),
+    each GPU moving its ``3 x 2 P`` bytes at 16-17 GB/s, one 200 Gb/s NIC at ~65% of line
+    rate; the rails would carry an eighth of that (``benchmarks/zero3_flat_ring.py``: +48% ..
+    +322% with the rails, +8% .. +37% with the flat ring over the six runs).  Across domains it
+    is charged one flat ring (:class:`~diffcost._terms.collectives.Ring`): every GPU moves
+    ``(n - 1)/n`` of its bytes through its own NIC.  Why DeepSpeed's collectives did not use
+    the rails is not identified.  The weight of the flat ring is ``flat *``
+    :func:`~diffcost._terms.collectives.spans_domains`, exactly 0 or 1 at integer plans.
     """
-    crosses = spans_domains(ranks, stride, system, sm)
+    crosses = spans_domains(ranks, stride, system, sm) * flat
     inside = all_gather_s(shard_bytes, ranks, stride, system, sm)
-    flat = _FLAT_RING.all_gather_s(shard_bytes, ranks, stride, system, sm)
-    return crosses * flat + (1.0 - crosses) * inside
+    flat_s = _FLAT_RING.all_gather_s(shard_bytes, ranks, stride, system, sm)
+    return crosses * flat_s + (1.0 - crosses) * inside
 
 
 @once

@@ -383,6 +383,15 @@ TRAIN_FIELDS: tuple[PlanField, ...] = (
         launch=_mg("fp8-param-gather"),
     ),
     PlanField(
+        "deepspeed_zero3",
+        "bool",
+        False,
+        "ZeRO-3 run by DeepSpeed (2021): gathers across nodes through each GPU's own NIC",
+        help="ZeRO-3 as DeepSpeed ran it in 2021 (SC'21 Table 2): its gathers and "
+        "reduce-scatters across nodes through each GPU's own NIC, not over the node's rails "
+        "(default: PyTorch FSDP / Megatron-FSDP, NCCL's rings over every NIC).",
+    ),
+    PlanField(
         "ep",
         "degree",
         1,
@@ -464,6 +473,10 @@ class TrainPlan(eqx.Module):
             Transformer Engine userbuffers).
         fp8_param_gather: 1 to all-gather the weights in fp8 (Megatron-LM
             ``--fp8-param-gather``; applies to fp8 training only).
+        deepspeed_zero3: 1 for ZeRO-3 as DeepSpeed ran it in 2021 (its collectives across
+            nodes through each GPU's own NIC, :func:`~diffcost._train.cost.sharded_gather_s`);
+            0 (the default) for PyTorch FSDP and Megatron-FSDP (NCCL's rings over the node's
+            rails).
         ep: expert-parallel degree: each routed expert lives on one of ``ep`` ranks of a
             pipeline stage (Megatron-Core ``--expert-model-parallel-size``); 1 for a dense
             model.
@@ -513,6 +526,7 @@ class TrainPlan(eqx.Module):
     shard_replicas: Float[Array, "*batch"]
     tp_comm_overlap: Float[Array, "*batch"]
     fp8_param_gather: Float[Array, "*batch"]
+    deepspeed_zero3: Float[Array, "*batch"]
     ep: Float[Array, "*batch"]
     expert_tp: Float[Array, "*batch"]
     ep_overlap: Float[Array, "*batch"]

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.discrete import Axis, Candidates, Choice
+from .._core.errors import Problem, SpecError
 from .._core.options import (
     Choices,
     Degrees,
@@ -26,6 +27,7 @@ from .._core.options import (
     plain_value,
     searched_choices,
     searched_degrees,
+    values,
 )
 from .._inputs.model import Model
 from .._terms.tp_rules import TP_RULES
@@ -100,6 +102,15 @@ class TrainSearchSpace:
     ep_dedup: bool = False
     ep_overlap: bool = False
     moe_graphed: bool = False
+    # The sharding runtime, fixed likewise: ZeRO-3 as DeepSpeed ran it in 2021 (its collectives
+    # across nodes through each GPU's own NIC) instead of PyTorch FSDP's (the rails).
+    deepspeed_zero3: bool = False
+    # Plausibility ceilings (issue 42): ``(precision, MFU)`` pairs; a plan of that precision
+    # whose predicted MFU is above its ceiling is not feasible for this search.  The command
+    # line fills them with the best published MFU of the chip and precision
+    # (:func:`diffcost._analysis.coverage.mfu_ceilings`), so that a plan no measurement stands
+    # behind is reported, not returned as the best; empty: no ceiling.
+    max_mfu: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         typed = {
@@ -112,6 +123,20 @@ class TrainSearchSpace:
         }
         for key, value in typed.items():
             object.__setattr__(self, key, value)
+        bad = [
+            (f, m) for f, m in self.max_mfu if f not in values(TrainPrecision) or not 0.0 < m <= 1.0
+        ]
+        if bad:
+            raise SpecError(
+                [
+                    Problem(
+                        "<arguments>",
+                        "max_mfu",
+                        f"{bad}: each ceiling is (training precision, MFU in (0, 1]); "
+                        f"precisions: {', '.join(values(TrainPrecision))}",
+                    )
+                ]
+            )
 
 
 def _size(model: Model, space: "TrainSearchSpace", name: str) -> int:

@@ -56,6 +56,7 @@ from ._common import (
     to_python,
 )
 from ._options import Collective
+from ._plausible import plausible_search, set_aside_line
 from ._pools import pools_report
 from ._resolve import apply_collective, job_chip_formats
 
@@ -181,7 +182,16 @@ def result_json(result: SearchResult, launch: list[Launch], space: Any = None) -
 
 
 def _setting(value: Any) -> str:
-    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    """A setting as the title echoes it: lists comma-separated, pairs (an MFU ceiling) as
+    ``name:value``."""
+    if isinstance(value, list):
+        return ",".join(
+            ":".join(f"{x:.3f}" if isinstance(x, float) else str(x) for x in v)
+            if isinstance(v, list)
+            else str(v)
+            for v in value
+        )
+    return str(value)
 
 
 _UNITS = {
@@ -340,6 +350,14 @@ def plan_train(
         str, typer.Option(help="Launch line: constant, linear, cosine, inverse-square-root or WSD.")
     ] = "constant",
     lr_warmup_iters: Annotated[int, typer.Option(help="Launch line: warm-up steps.")] = 0,
+    plausible: Annotated[
+        bool,
+        typer.Option(
+            "--plausible/--any-mfu",
+            help="Return the best plan whose predicted MFU is within the best published MFU of "
+            "its chip and precision, reporting a faster one above it (default), or the fastest.",
+        ),
+    ] = True,
     json_out: JsonFlag = False,
 ) -> None:
     """Find the fastest (or cheapest) training plan, checked with the exact model."""
@@ -365,7 +383,7 @@ def plan_train(
     )
     model_ = load_model(model)
     with stage(f"searching training plans for {n} chips (compiling, then evaluating)"):
-        result = search_train(sys_, model_, space, exhaustive=exhaustive)
+        result, space, aside = plausible_search(sys_, model_, space, exhaustive, plausible)
     result.keep(top)
     launch = _train_launches(result, space, model, sys_, run)
     name = load_spec("model", model).info.display_name
@@ -374,6 +392,8 @@ def plan_train(
     with stage("checking the chosen plan against published measurements"):
         checks = _train_checks(sys_, space.chip, result)
         risk = _risk(sys_, model_, space, result, exhaustive)
+    if checks is not None and aside is not None:
+        checks["set_aside"] = aside | {"line": set_aside_line(aside, fmt)}
     _finish(result, launch, model, n, json_out, (title, fmt), checks, space, (risk, "step_time_s"))
 
 
