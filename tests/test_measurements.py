@@ -68,6 +68,7 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
         ("nemo-24.07", "train_throughput"): 18,
         ("llama3-herd", "train_throughput"): 2,
         ("megatron-bridge-moe", "train_throughput"): 8,
+        ("deepseek-v3-report", "train_throughput"): 1,
         ("llm-foundry-mpt", "train_throughput"): 4,
         ("trtllm-0.6.1-throughput", "serve_throughput"): 37,
         ("trtllm-0.5-latency", "ttft"): 20,
@@ -90,8 +91,10 @@ def test_builtin_measurements_load_with_their_sources_and_metrics():
     unmodelled |= {"gpt-fast-mixtral", "trtllm-0.9-mixtral"}
     # MT-NLG 530B: DeepSpeed's pipeline engine, 23-29% slower than the model's Megatron schedule
     unmodelled |= {"mt-nlg-530b"}
+    # DeepSeek-V3: DualPipe and the multi-token-prediction module
+    unmodelled |= {"deepseek-v3-report"}
     assert {m.source for m in points if m.unmodelled} == unmodelled
-    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2 + 8 + 7 + 16 + 3
+    assert sum(1 for m in points if m.unmodelled) == 22 + 6 + 2 + 8 + 7 + 16 + 3 + 1
     trt = [m for m in points if m.source.startswith("trtllm")]
     assert all(m.plan["gqa_decode_kernel"] is False for m in trt)
     assert {m.id for m in points if m.plan.get("fused_dequant") is False} == {
