@@ -44,6 +44,7 @@ def chip_module(values: dict[str, Any]) -> Chip:
         array_dim=_f(execution.get("array_dim", 1)),
         op_latency_s=_f(execution.get("op_latency_s", 0.0)),
         energy=_energy(values),
+        warp_mma_fraction=_f(execution.get("warp_mma_fraction", 1.0)),
     )
 
 

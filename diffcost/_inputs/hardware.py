@@ -250,6 +250,12 @@ class Chip(eqx.Module):
             ``memory_bandwidth_bytes_per_s`` and ``energy.memory_j_per_byte`` are then the
             far level's; the cost models place the working set over both levels
             (:mod:`diffcost._terms.memory_levels`).
+        warp_mma_fraction: share of the tensor-core peak that kernels built on the warp-level
+            ``mma.sync`` instructions can reach, dimensionless (1 by default: Ampere and Ada
+            reach their peak with them; Hopper about 2/3, its peak needs the warpgroup
+            ``wgmma`` instructions: Shah et al., "FlashAttention-3", arXiv:2407.08608, §1).
+            Only a kernel written for the older instructions pays it
+            (:class:`~diffcost._serve.behaviours.NativeMoeGemm`).
     """
 
     peak_flop_per_s: Float[Array, "8"]
@@ -262,6 +268,7 @@ class Chip(eqx.Module):
     op_latency_s: Float[Array, ""]
     energy: ChipEnergy
     near_memory: NearMemory = eqx.field(default_factory=NearMemory)
+    warp_mma_fraction: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(1.0))
 
     def gpu_weight(self) -> Array:
         """Weight of the GPU class in :attr:`architecture` (1 for a GPU, 0 otherwise)."""

@@ -65,7 +65,7 @@ from .execution import array_tiles as array_tiles
 from .execution import dataflow_fill as dataflow_fill
 from .execution import gpu_fill as gpu_fill
 from .execution import gpu_matmul_efficiency as gpu_matmul_efficiency
-from .execution import matmul_efficiency
+from .execution import matmul_efficiency, mma_fraction_scale
 from .execution import sustained_efficiency as sustained_efficiency
 from .execution import systolic_fill as systolic_fill
 from .power import sustained
@@ -83,12 +83,16 @@ class GemmFormat(NamedTuple):
         flop_j: dynamic energy per FLOP of the compute format, J/FLOP: its matrix work then
             runs at the sustained fraction under the board power limit
             (:func:`diffcost._terms.power.sustained`); None: at the top clock.
+        mma_fraction: share of the tensor peak the kernel's matrix instructions reach when it
+            is built on older ones than the chip's peak needs
+            (:func:`~diffcost._terms.execution.mma_fraction_scale`); None: the native path.
     """
 
     peak_flop_per_s: ArrayLike
     act_bytes: ArrayLike
     weight_bytes: ArrayLike | None = None
     flop_j: ArrayLike | None = None
+    mma_fraction: ArrayLike | None = None
 
 
 def gemm_flop(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike = 1.0) -> Array:
@@ -144,6 +148,8 @@ def gemm_time_s(
     rows = nonzero_rows(m)
     held = system if fmt.flop_j is None else sustained(system, fmt.peak_flop_per_s, fmt.flop_j, sm)
     eff = matmul_efficiency(rows, n, k, held, sm)
+    if fmt.mma_fraction is not None:
+        eff = eff * mma_fraction_scale(rows, held.efficiency, fmt.mma_fraction)
     compute_s = gemm_flop(rows, n, k, count) / (fmt.peak_flop_per_s * eff)
     memory_s = stream_time_s(gemm_bytes(m, n, k, fmt, count), system)
     return smax(compute_s, memory_s, sm)
