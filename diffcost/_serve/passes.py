@@ -320,6 +320,8 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     decode and prefill attention kernels (:mod:`diffcost._terms.attention`), memory-bound
     kernels (KV-cache write, elementwise, input quantization for 8-bit GEMMs), launches (one
     more per weight GEMM for separate dequantization or quantization) and two TP all-reduces.
+    The routed experts' two GEMMs run in the engine's MoE kernel format
+    (:meth:`Consts.expert_format`: TensorRT-LLM <= 0.9's 16-bit Ampere-class grouped GEMM).
     """
     model, system, sm, t = c.model, c.system, c.sm, c.tp
     m = jnp.asarray(w.micro_batches)
