@@ -228,7 +228,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     )
     from ._terms.comm import all_gather_s, all_reduce_s, all_to_all_s, exposed_s, tp_all_reduce_s
     from ._terms.energy import activity_energy_j
-    from ._terms.execution import EXECUTION_CLASSES, AbstractExecutionClass
+    from ._terms.execution import EXECUTION_CLASSES, AbstractExecutionClass, mma_fraction_scale
     from ._terms.gemm import (
         GemmFormat,
         array_tiles,
@@ -550,6 +550,7 @@ __all__ = [
     "megatron_launch",
     "micro_batches_in_flight",
     "mixed_active_fraction",
+    "mma_fraction_scale",
     "model_module",
     "MOE_REGIME",
     "moves",

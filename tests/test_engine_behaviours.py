@@ -13,6 +13,7 @@ from diffcost.testing import (
     KERNELS_PER_LAYER_FORWARD,
     SERVE_FIELDS,
     AttentionShape,
+    GemmFormat,
     load_engine,
     schema,
     serving_launches,
@@ -73,6 +74,44 @@ def test_cuda_graphs_trade_per_kernel_launches_for_one_per_pass(h100):
     for on, decode_only in ((ON, 0.0), (OFF, 1.0)):
         assert _f(graphs.launch_saved_s(on, decode_only, kernels, h100)) == 0.0
         assert _f(graphs.pass_launch_s(on, decode_only, h100)) == 0.0
+
+
+def test_ampere_class_moe_gemms_run_16_bit_at_the_warp_mma_share_of_the_peak(h100):
+    """TensorRT-LLM <= 0.9's MoE GEMM (off): the routed experts compute at the 16-bit peak and
+    J/FLOP and sustain ``warp_mma_fraction`` of it (Hopper 0.667, A100 1); on: the layer's
+    format unchanged; the weight bytes are the stored format's either way."""
+    moe = ENGINE_BEHAVIOURS["moe_native_gemm"]()
+    chip = h100.chip
+    bf16, fp8 = dc.FORMATS.index("bf16"), dc.FORMATS.index("fp8")
+    peak16 = h100.efficiency.achievable_peaks(chip.peak_flop_per_s)[bf16]
+    j16 = chip.energy.flop_j[bf16]
+    fmt = GemmFormat(chip.peak_flop_per_s[fp8], 1.0, 1.0, chip.energy.flop_j[fp8])
+
+    def fields(on, system=h100):
+        out = moe.expert_format(on, fmt, peak16, j16, system)
+        assert out is not None and out.weight_bytes == 1.0
+        return [float(jnp.asarray(x)) for x in (out.peak_flop_per_s, out.flop_j, out.mma_fraction)]
+
+    assert fields(OFF) == [float(peak16), float(j16), pytest.approx(0.667)]
+    assert fields(ON) == [float(jnp.asarray(x)) for x in (fmt.peak_flop_per_s, fmt.flop_j)] + [1.0]
+    assert fields(OFF, dc.load_system("dgx-a100"))[2] == 1.0
+
+
+def test_ampere_class_moe_gemms_slow_a_compute_bound_moe_and_leave_dense_models_alone():
+    """Mixtral FP8 on two H100 at TensorRT-LLM 0.9's batch 512 and 128 + 128 tokens: the
+    Ampere-class expert GEMMs cost throughput; a dense model's prediction is unchanged."""
+    system = dc.load_system("dgx-h100", chips=2)
+    rate = {}
+    for name in ("mixtral-8x7b", "llama-3-8b"):
+        cost = dc.ServeCost(system, dc.load_model(name))
+        for native in (True, False):
+            plan = dc.serve_plan(
+                moe_native_gemm=native, tp=2, batch=512, input_len=128, output_len=128,
+                weight_format="fp8", compute_format="fp8", mode="static",
+            )  # fmt: skip
+            rate[name, native] = float(cost(plan).output_tokens_per_s)
+    assert rate["mixtral-8x7b", False] < 0.8 * rate["mixtral-8x7b", True]
+    assert rate["llama-3-8b", False] == rate["llama-3-8b", True]
 
 
 def test_declarations_derive_from_the_registry():

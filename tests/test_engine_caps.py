@@ -119,12 +119,14 @@ version = "1"
 gqa_decode_kernel = true
 fused_dequant = true
 cuda_graphs = true
+moe_native_gemm = true
 attention_kernel = "x"
 {caps}
 [source]
 gqa_decode_kernel = "s"
 fused_dequant = "s"
 cuda_graphs = "s"
+moe_native_gemm = "s"
 attention_kernel = "s"
 {sources}
 """

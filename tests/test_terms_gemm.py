@@ -16,6 +16,7 @@ from diffcost.testing import (
     gpu_fill,
     matmul_efficiency,
     matmul_time_s,
+    mma_fraction_scale,
     stream_time_s,
     sustained_efficiency,
     wave_fill,
@@ -104,6 +105,36 @@ def test_small_batch_w8a16_decode_sits_at_the_weight_read_floor_at_a_low_peak_fr
             got = float(gemm_time_s(m, n, k, GemmFormat(peak, 2.0, weight_bytes), slow, EXACT))
             floor = (k * n * weight_bytes + m * (k + n) * 2.0) / _bw(slow)
             assert got == pytest.approx(floor, rel=1e-12)
+
+
+def test_older_mma_instructions_slow_large_gemms_not_the_weight_read(h100):
+    """A kernel on warp-level mma.sync reaches ``r`` of Hopper's tensor peak (FlashAttention-3,
+    arXiv:2407.08608, sec. 1): its large GEMMs sustain ``r f`` (time / r), a one-row GEMM stays
+    at its weight-read floor, and ``r = 1`` changes nothing, bit for bit."""
+    eff = h100.efficiency
+    r = 2.0 / 3.0
+    assert float(mma_fraction_scale(1e9, eff, r)) == pytest.approx(r, rel=1e-6)
+    assert float(mma_fraction_scale(1e-6, eff, r)) == pytest.approx(1.0, rel=1e-6)
+    ms = jnp.asarray([1.0, 16.0, 256.0, 4096.0])
+    scale = np.asarray(mma_fraction_scale(ms, eff, r))
+    assert np.all(np.diff(scale) < 0) and np.all((scale > r) & (scale < 1.0))
+    assert np.all(np.asarray(mma_fraction_scale(ms, eff, 1.0)) == 1.0)
+    f, u = float(eff.matmul_peak_fraction), 256.0 / (256.0 + float(eff.matmul_half_dim))
+    closed = sustained_efficiency(u, r * f) / sustained_efficiency(u, f)
+    assert float(scale[2]) == pytest.approx(float(closed), rel=1e-6)
+    peak = float(h100.chip.peak_flop_per_s[dc.FORMATS.index("bf16")])
+    native, old = GemmFormat(peak, 2.0), GemmFormat(peak, 2.0, mma_fraction=r)
+    big = 16384.0
+    t_native = float(gemm_time_s(big, big, big, native, h100, EXACT))
+    assert float(gemm_time_s(big, big, big, old, h100, EXACT)) == pytest.approx(
+        t_native / float(mma_fraction_scale(big, eff, r)), rel=1e-6
+    )
+    n = k = 8192.0
+    assert float(gemm_time_s(1.0, n, k, old, h100, EXACT)) == float(
+        gemm_time_s(1.0, n, k, native, h100, EXACT)
+    )
+    same = GemmFormat(peak, 2.0, mma_fraction=1.0)
+    assert float(gemm_time_s(big, big, big, same, h100, EXACT)) == t_native
 
 
 def test_roofline_compute_and_memory_sides(h100):

@@ -45,6 +45,7 @@ def chip_module(values: dict[str, Any]) -> Chip:
         op_latency_s=_f(execution.get("op_latency_s", 0.0)),
         energy=_energy(values),
         multiprocessors=_f(execution.get("multiprocessors", 0)),
+        warp_mma_fraction=_f(execution.get("warp_mma_fraction", 1.0)),
     )
 
 

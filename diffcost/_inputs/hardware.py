@@ -253,6 +253,12 @@ class Chip(eqx.Module):
         multiprocessors: a GPU's streaming multiprocessors, the slots of one wave of a
             kernel's thread blocks (:func:`diffcost._terms.gemm.wave_fill`); 0.0 where not
             stated (no wave quantization charged) and for other classes.
+        warp_mma_fraction: share of the tensor-core peak that kernels built on the warp-level
+            ``mma.sync`` instructions can reach, dimensionless (1 by default: Ampere and Ada
+            reach their peak with them; Hopper about 2/3, its peak needs the warpgroup
+            ``wgmma`` instructions: Shah et al., "FlashAttention-3", arXiv:2407.08608, §1).
+            Only a kernel written for the older instructions pays it
+            (:class:`~diffcost._serve.behaviours.NativeMoeGemm`).
     """
 
     peak_flop_per_s: Float[Array, "8"]
@@ -266,6 +272,7 @@ class Chip(eqx.Module):
     energy: ChipEnergy
     near_memory: NearMemory = eqx.field(default_factory=NearMemory)
     multiprocessors: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(0.0))
+    warp_mma_fraction: Float[Array, ""] = eqx.field(default_factory=lambda: strong_float(1.0))
 
     def gpu_weight(self) -> Array:
         """Weight of the GPU class in :attr:`architecture` (1 for a GPU, 0 otherwise)."""

@@ -205,6 +205,11 @@ CHIP = {
             "on-chip transport (systolic and dataflow: required; GPUs pay kernel_launch instead)",
             plausible=R.LATENCY,
         ),
+        "warp_mma_fraction": Field(
+            "fraction",
+            doc="share of the tensor peak kernels on the warp-level mma.sync instructions reach "
+            "(default 1; Hopper about 2/3: its peak needs warpgroup MMA)",
+        ),
     },
 }
 CHIP_REQUIRED_TABLES = ("compute", "memory", "interconnect", "power")

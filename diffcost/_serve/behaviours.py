@@ -14,7 +14,9 @@ between) as the weight of its effect, so the relaxed model and its gradients sta
 * :meth:`~AbstractEngineBehaviour.extra_kernels`: kernels per layer added (or removed);
 * :meth:`~AbstractEngineBehaviour.launch_saved_s`: launch seconds per layer saved;
 * :meth:`~AbstractEngineBehaviour.pass_launch_s`: launch seconds per stage and micro-batch
-  added to a pass.
+  added to a pass;
+* :meth:`~AbstractEngineBehaviour.expert_format`: the number format and kernel path of the
+  routed experts' GEMMs.
 
 A method left at its default returns ``None`` (no effect, nothing traced).  A new behaviour is
 one final class plus its entry in :data:`ENGINE_BEHAVIOURS`: its ``ServePlan`` leaf, its
@@ -36,6 +38,7 @@ from .._core.extension import AbstractExtension, registry
 from .._core.options import PlanField
 from .._inputs.hardware import System
 from .._terms.attention import AttentionShape
+from .._terms.gemm import GemmFormat
 from .._terms.kernels import GEMMS_PER_LAYER
 
 
@@ -85,6 +88,14 @@ class AbstractEngineBehaviour(AbstractExtension):
         """Launch seconds per layer saved in a pass (``decode_only``: 1 for a pass of decode
         tokens only; ``kernels``: the layer's kernels)."""
         del on, decode_only, kernels, system
+        return None
+
+    def expert_format(
+        self, on: Array, fmt: GemmFormat, peak16: Array, flop_j16: Array, system: System
+    ) -> GemmFormat | None:
+        """Format of the routed experts' GEMMs given the layer's ``fmt`` (``peak16``,
+        ``flop_j16``: the chip's 16-bit peak and J/FLOP); ``None``: ``fmt``."""
+        del on, fmt, peak16, flop_j16, system
         return None
 
     def pass_launch_s(self, on: Array, decode_only: ArrayLike, system: System) -> Array | None:
@@ -195,8 +206,51 @@ class CudaGraphs(AbstractEngineBehaviour):
         return graphed(on, decode_only, system) * system.efficiency.kernel_launch_s
 
 
+@final
+class NativeMoeGemm(AbstractEngineBehaviour):
+    """Routed-expert GEMMs run in the plan's compute format on the chip's native tensor-core
+    path (grouped GEMMs built for the chip: TensorRT-LLM >= 0.10's Hopper MoE GEMMs, vLLM's
+    and SGLang's fused-MoE kernels).  Off, they run the MoE GEMM of TensorRT-LLM up to 0.9: a
+    CUTLASS 2.x grouped GEMM for 16-bit activations (``half``/``bf16``, or weight-only
+    ``int8``/``int4`` expanded to 16 bits in the kernel) which on Hopper dispatches the Ampere
+    kernels (``cutlass::arch::Sm80`` for ``sm >= 90``: "TODO Update the arch to Sm90 once
+    CUTLASS hopper specialisations are available").  The expert GEMMs then compute at the
+    16-bit peak (``on p + (1 - on) p16``) and sustain ``r = warp_mma_fraction`` of it on a
+    chip whose peak needs warpgroup MMA (``on + (1 - on) r``, Hopper about 2/3:
+    :func:`~diffcost._terms.execution.mma_fraction_scale`); their weights keep the stored
+    format's bytes.  Nothing changes for a dense model or a 16-bit plan on Ampere."""
+
+    name = "moe_native_gemm"
+    field = _flag(
+        name,
+        "routed-expert GEMMs in the compute format on the chip's native MMA path",
+        "Routed-expert GEMMs in the compute format on the chip's native MMA path (default), "
+        "or 16-bit Ampere-class grouped GEMMs (TensorRT-LLM <= 0.9's MoE plugin).",
+        flag="--moe-native-gemm/--moe-ampere-gemm",
+    )
+    reference = (
+        "TensorRT-LLM's MoE GEMM as copied into vllm-project/vllm csrc/moe_gemm/"
+        "moe_gemm_kernels_template.h @ c19120761825e1d66d9eacf3301caf870079c094 (dispatchToArch: "
+        "Sm80 kernels for sm >= 90; half/bf16/float activations, int8/int4 weight-only); "
+        "Shah et al., FlashAttention-3, arXiv:2407.08608, sec. 1 (mma.sync: about 2/3 of the "
+        "H100 tensor peak)"
+    )
+    shown = ("native MoE GEMMs", "Ampere-class 16-bit MoE GEMMs")
+
+    def expert_format(
+        self, on: Array, fmt: GemmFormat, peak16: Array, flop_j16: Array, system: System
+    ) -> GemmFormat:
+        off = 1.0 - on
+        flop_j = None if fmt.flop_j is None else on * fmt.flop_j + off * flop_j16
+        return fmt._replace(
+            peak_flop_per_s=on * fmt.peak_flop_per_s + off * peak16,
+            flop_j=flop_j,
+            mma_fraction=on + off * system.chip.warp_mma_fraction,
+        )
+
+
 #: Every engine behaviour, in ``ServePlan`` field order.
-ENGINE_BEHAVIOURS = registry(GqaDecodeKernel, FusedDequant, CudaGraphs)
+ENGINE_BEHAVIOURS = registry(GqaDecodeKernel, FusedDequant, CudaGraphs, NativeMoeGemm)
 
 #: The plan fields of the behaviours (spliced into :data:`diffcost._serve.plan.SERVE_FIELDS`).
 BEHAVIOUR_FIELDS: tuple[PlanField, ...] = tuple(b.field for b in ENGINE_BEHAVIOURS.values())
@@ -216,6 +270,7 @@ __all__ = [
     "CudaGraphs",
     "FusedDequant",
     "GqaDecodeKernel",
+    "NativeMoeGemm",
     "graphed",
     "total",
 ]

@@ -71,6 +71,7 @@ from .plan import ServePlan
 ELEMENT_BYTES = np.asarray([BYTES_PER_ELEMENT[f] for f in FORMATS])
 #: Compute formats whose GEMM inputs are quantized from the 16-bit residual stream.
 _NARROW = np.asarray([float(BYTES_PER_ELEMENT[f] < 2.0) for f in FORMATS])
+_BF16 = FORMATS.index("bf16")
 
 
 def _as(table: np.ndarray, like: Array) -> Array:
@@ -117,6 +118,19 @@ class Consts(NamedTuple):
         return GemmFormat(
             self.peak_flop_per_s, self.act_bytes, self.weight_element_bytes(), self.flop_j
         )
+
+    def expert_format(self, fmt: GemmFormat) -> GemmFormat | None:
+        """Format of the routed experts' GEMMs: the behaviours' choice
+        (:meth:`~diffcost._serve.behaviours.AbstractEngineBehaviour.expert_format`), applied in
+        registry order, from the layer's ``fmt``; ``None`` when no behaviour sets one."""
+        chip = self.system.chip
+        peak16 = self.system.efficiency.achievable_peaks(chip.peak_flop_per_s)[_BF16]
+        flop_j16 = chip.energy.flop_j[_BF16]
+        out = None
+        for b, on in self.behaviours():
+            given = b.expert_format(on, fmt if out is None else out, peak16, flop_j16, self.system)
+            out = given if given is not None else out
+        return out
 
     def attention_shape(self) -> AttentionShape:
         """Heads of one layer on one chip: ``heads / tp`` query heads, the local KV heads."""
@@ -306,6 +320,8 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     decode and prefill attention kernels (:mod:`diffcost._terms.attention`), memory-bound
     kernels (KV-cache write, elementwise, input quantization for 8-bit GEMMs), launches (one
     more per weight GEMM for separate dequantization or quantization) and two TP all-reduces.
+    The routed experts' two GEMMs run in the engine's MoE kernel format
+    (:meth:`Consts.expert_format`: TensorRT-LLM <= 0.9's 16-bit Ampere-class grouped GEMM).
     """
     model, system, sm, t = c.model, c.system, c.sm, c.tp
     m = jnp.asarray(w.micro_batches)
@@ -353,8 +369,13 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     rows = jnp.asarray(dec_tokens + jnp.asarray(w.prompts_done) / m)
     logits = logits_gemm(rows, model, t, fmt)
     times = stacked_gemm_s((*ops, logits), system, sm)
+    parts = [times[i] for i in range(len(ops))]
+    expert_fmt = c.expert_format(fmt)
+    if expert_fmt is not None:  # the routed experts (the last two GEMMs) in the engine's kernel
+        own = stacked_gemm_s([op._replace(fmt=expert_fmt) for op in ops[-2:]], system, sm)
+        parts[-2:] = [own[0], own[1]]
     return LayerTime(
-        gemm_s=sum((times[i] for i in range(len(ops))), start=jnp.zeros(times.shape[1:])),
+        gemm_s=sum(parts, start=jnp.zeros(times.shape[1:])),
         attention_s=decode.time_s + prefill.time_s,
         memory_s=stream_time_s(kv_write + elementwise + quant, system),
         launch_s=launch_time_s(c, w, extra_kernels),

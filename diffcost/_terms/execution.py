@@ -62,6 +62,20 @@ def gpu_matmul_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, eff: Efficie
     return half_fill(n, eff) * half_fill(k, eff) * gpu_row_efficiency(m, eff)
 
 
+def mma_fraction_scale(m: ArrayLike, eff: Efficiency, mma_fraction: ArrayLike) -> Array:
+    """Factor on a GPU GEMM's efficiency when its kernel's matrix instructions reach only
+    ``r = mma_fraction`` of the tensor peak (warp-level ``mma.sync`` on Hopper, whose peak
+    needs warpgroup MMA: :attr:`~diffcost._inputs.hardware.Chip.warp_mma_fraction`).
+
+    The sustained fraction of a large GEMM becomes ``r f``; the row fill ``u = m / (m + d)``
+    keeps its cost (:func:`sustained_efficiency`), so a skinny GEMM stays bound by its weight
+    read: ``e(u, r f) / e(u, f) = r (u + f (1 - u)) / (u + r f (1 - u))``, ``r`` for a large
+    GEMM, 1 as ``u -> 0`` and exactly 1 at ``r = 1``.
+    """
+    u, f, r = half_fill(m, eff), eff.matmul_peak_fraction, jnp.asarray(mma_fraction)
+    return r * (u + f * (1.0 - u)) / (u + r * f * (1.0 - u))
+
+
 @once
 def half_fill(dim: ArrayLike, eff: Efficiency) -> Array:
     """A GPU GEMM dimension's fill ``dim / (dim + d)``, ``d = eff.matmul_half_dim``; once per
@@ -265,6 +279,7 @@ __all__ = [
     "gpu_fill",
     "gpu_matmul_efficiency",
     "matmul_efficiency",
+    "mma_fraction_scale",
     "sustained_efficiency",
     "systolic_fill",
     "wasted_rows",

@@ -65,7 +65,7 @@ from .execution import array_tiles as array_tiles
 from .execution import dataflow_fill as dataflow_fill
 from .execution import gpu_fill as gpu_fill
 from .execution import gpu_matmul_efficiency as gpu_matmul_efficiency
-from .execution import matmul_efficiency
+from .execution import matmul_efficiency, mma_fraction_scale
 from .execution import sustained_efficiency as sustained_efficiency
 from .execution import systolic_fill as systolic_fill
 from .power import sustained
@@ -86,6 +86,9 @@ class GemmFormat(NamedTuple):
         tile: ``(tile_m, tile_n)`` output tile of a data-parallel kernel (one thread block per
             tile, whole ``k``), whose last partial wave is charged (:func:`wave_fill`); None
             (the steps' GEMMs): a library that balances the last wave (split-k, stream-k).
+        mma_fraction: share of the tensor peak the kernel's matrix instructions reach when it
+            is built on older ones than the chip's peak needs
+            (:func:`~diffcost._terms.execution.mma_fraction_scale`); None: the native path.
     """
 
     peak_flop_per_s: ArrayLike
@@ -93,6 +96,7 @@ class GemmFormat(NamedTuple):
     weight_bytes: ArrayLike | None = None
     flop_j: ArrayLike | None = None
     tile: tuple[ArrayLike, ArrayLike] | None = None
+    mma_fraction: ArrayLike | None = None
 
 
 def wave_fill(
@@ -179,6 +183,8 @@ def gemm_time_s(
     eff = matmul_efficiency(rows, n, k, held, sm)
     if fmt.tile is not None:
         eff = eff * wave_fill(rows, n, *fmt.tile, system.chip.multiprocessors, sm)
+    if fmt.mma_fraction is not None:
+        eff = eff * mma_fraction_scale(rows, held.efficiency, fmt.mma_fraction)
     compute_s = gemm_flop(rows, n, k, count) / (fmt.peak_flop_per_s * eff)
     memory_s = stream_time_s(gemm_bytes(m, n, k, fmt, count), system)
     return smax(compute_s, memory_s, sm)
