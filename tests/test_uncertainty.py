@@ -289,7 +289,10 @@ def test_leave_one_source_out_coverage(full_fit):
     training 15/18, its fold having no other Hopper training source: the Hopper family's error
     over its serving points; with the training error pooled over the other families, 4/18 and
     22/38 in all; with the ZeRO-3 runs pooled into the A100 regime every training interval was
-    +-85-117% wide for errors of 2-7%, 38/38); serving 78/93 = 84% (met; 58/70 before the
+    +-85-117% wide for errors of 2-7%, 38/38); with the MPT-70B A100 points and the MoE merge
+    (2026-11-29: a family's value for a kind it has no held-out point of is at least the kind's
+    pooled value, the prior's curvature at its centre floors the Laplace curvature) training
+    37/44 = 84%, NeMo 15/18; serving 81/93 = 87% (met; 58/70 before the
     gpt-fast and TensorRT-LLM 0.9 Mixtral points were fitted, issues 42/43) with BLOOM's
     DeepSpeed-Inference / HF Accelerate points (never fitted) in their engines' regimes: pooled
     into the A100 token-latency regime they made every A100 serving interval +-35% wide."""
@@ -299,11 +302,11 @@ def test_leave_one_source_out_coverage(full_fit):
     assert set(by) == set(fit.folds[1:])
     train, serve = U.pooled_coverage(rows, "train"), U.pooled_coverage(rows, "serve")
     assert 0.70 <= train <= 0.90
-    assert train == pytest.approx(35 / 42)
+    assert train == pytest.approx(37 / 44)
     assert by["nemo-24.07"]["n"] == 18
     assert by["nemo-24.07"]["coverage_80"] == pytest.approx(15 / 18)
     assert 0.70 <= serve <= 0.90
-    assert serve == pytest.approx(78 / 93)
+    assert serve == pytest.approx(81 / 93)
     for r in rows:  # a source wrong by more gets a wider interval, not a narrower one
         assert r["median_half_width"] > 0.5 * r["median_abs_error"], r
 

@@ -24,13 +24,15 @@ family) is the mean square of the leave-one-source-out log errors of that regime
 predicted by the fit that never saw its source), bias included.  A regime with fewer than
 :data:`MIN_POINTS` held-out points takes at least its kind's pooled value.  A regime with none
 in a family measured on other metrics takes that family's value pooled over all its held-out
-points: the prediction extrapolates across metrics within the family, with the family's
-constants, so the family's own evidence of how well its constants transfer is the relevant
-error (the metric's value pooled over other families is not: when the family's only source of
-that metric is held out, the other families' errors are those of other constants; NeMo's FP8
-Hopper training, 2026-11: 4/18 covered by the pooled training value).  A regime of a family
-never measured takes the worst regime's value: a prediction with no measurement behind it gets
-the widest interval the data justify, not a narrow one.
+points, and at least its kind's pooled value: the prediction extrapolates across metrics
+within the family, with the family's constants, so the family's own evidence of how well its
+constants transfer is the relevant error (NeMo's FP8 Hopper training, 2026-11: 4/18 covered by
+the pooled training value alone), but once that family's serving is fitted well (2026-11-29,
+TensorRT-LLM's Mixtral points modelled) its value alone is near 0 and a training prediction
+extrapolated from serving evidence cannot be surer than the training error pooled over the
+other families (the NeMo fold: 4/18 covered with the family value alone, 15/18 with both).
+A regime of a family never measured takes the worst regime's value: a prediction with no
+measurement behind it gets the widest interval the data justify, not a narrow one.
 
 A parallel-layout axis: within one chip the discrepancy also depends on the plan.  Training
 plans that shard ZeRO-3 over a group spanning more than one scale-up domain (node) form the
@@ -67,6 +69,7 @@ provenance) and recomputed from the fit by ``python -m diffcost._analysis.uncert
 """
 
 import datetime as _dt
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -153,8 +156,22 @@ def laplace(theta, data: C.FitData, chosen, weights) -> tuple[np.ndarray, float,
     h, h_prior = h + relax, h_prior + relax
     floor = float(np.min(np.linalg.eigvalsh(0.5 * (h_prior + h_prior.T))))
     lam, vec = np.linalg.eigh(0.5 * (h + h.T))
-    lam = np.maximum(lam, max(floor, 1e-12))
+    lam = np.maximum(lam, max(floor, _prior_floor(), 1e-12))
     return s2 * (vec / lam) @ vec.T, s2, jac
+
+
+@functools.cache
+def _prior_floor() -> float:
+    """Least curvature of the prior penalty at the priors' centre (:func:`C.initial_theta`), the
+    floor of every direction's curvature in :func:`laplace`: no direction of the posterior is
+    wider than the prior's widest.  At a fold's optimum the prior's own curvature can be
+    negative (its bounded transform saturates) and the loss's too where the optimiser stopped
+    on a ridge (the NeMo-less and NIM-less folds of 2026-11-29: one negative eigenvalue,
+    variances up to 4e9 in the transformed coordinates and intervals 1e7 wide); the prior's
+    curvature at its centre is positive (0.0015 for the 2026-11 priors)."""
+    x0 = _flat(C.initial_theta())
+    h = jax.hessian(lambda y: C.prior_penalty(_unflat(y), None))(x0)
+    return float(np.min(np.linalg.eigvalsh(np.asarray(h, dtype=float))))
 
 
 def log_constant_cov(theta, cov_u: np.ndarray) -> dict[str, np.ndarray]:
@@ -275,7 +292,7 @@ def _family_discrepancy(
             elif v:
                 out[k][fam] = max(excess(v), pooled[k])
             elif fam in family:
-                out[k][fam] = family[fam]
+                out[k][fam] = max(family[fam], pooled.get(k, 0.0))
             else:
                 out[k][fam] = default
     return out, default, counts
