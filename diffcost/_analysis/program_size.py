@@ -57,10 +57,12 @@ SLACK = 0.10
 #: fraction from the layer, the modes' mixes stacked: 1768, 3050, 9326; then the pass's
 #: fifteen weight GEMMs (layer, latent, expert, logits) as one stacked roofline summed in the
 #: same order (bit-identical outputs): serve 1416, 2290, 6480.
+#: Issue 38, training (from 3190, 5580, 16300 measured): the jitter's two expected maxima of
+#: normals (tensor-parallel group, all chips) in one evaluation: train 3120, 5510, 16122.
 BUDGETS: dict[str, int] = {
-    "train_exact_value": 3165,
-    "train_relaxed_value": 5555,
-    "train_relaxed_grad": 16240,
+    "train_exact_value": 3120,
+    "train_relaxed_value": 5510,
+    "train_relaxed_grad": 16125,
     "serve_exact_value": 1420,
     "serve_relaxed_value": 2295,
     "serve_relaxed_grad": 6485,

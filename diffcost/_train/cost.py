@@ -869,7 +869,9 @@ def jitter_s(system: System, model: Model, plan: TrainPlan) -> Array:
     """
     sigma = system.reliability.collective_jitter_s
     syncs = plan.num_micro_batches() * TP_SYNCS_PER_LAYER * model.layers / plan.pp
-    return sigma * (syncs * expected_max_normal(plan.tp) + expected_max_normal(plan.num_chips()))
+    # both groups' expected maxima in one evaluation (elementwise: each as its own call)
+    g_tp, g_all = expected_max_normal(jnp.stack([plan.tp, plan.num_chips()]))
+    return sigma * (syncs * g_tp + g_all)
 
 
 class Goodput(NamedTuple):
