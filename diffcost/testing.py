@@ -181,7 +181,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         weight_only,
     )
     from ._serve.kv import kv_bytes_per_token
-    from ._serve.load import goodput_qps, iteration_s, steady_state
+    from ._serve.load import goodput_qps, iteration_s, iteration_times, steady_state
     from ._serve.passes import (
         Work,
         consts,
@@ -193,6 +193,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         stacked_gemm_s,
     )
     from ._serve.plan import SERVE_FIELDS, SERVE_PLAN, plan_kwargs
+    from ._serve.scheduling import IterationPolicy, host_scaled, iteration_policy, profile_policy
     from ._terms.attention import (
         ATTENTION_TILE_ROWS,
         AttentionShape,
@@ -504,6 +505,7 @@ __all__ = [
     "hf_config",
     "hf_document",
     "HierarchicalRing",
+    "host_scaled",
     "hybrid_shard_violation",
     "incumbent",
     "index",
@@ -511,7 +513,10 @@ __all__ = [
     "intervals",
     "is_abstract",
     "is_fleet",
+    "iteration_policy",
     "iteration_s",
+    "iteration_times",
+    "IterationPolicy",
     "jitter_s",
     "kernel_constants",
     "KERNEL_FAMILIES",
@@ -601,6 +606,7 @@ __all__ = [
     "print_buildable",
     "print_json",
     "print_starts",
+    "profile_policy",
     "PROGRAM_BUDGETS",
     "program_sizes",
     "quantize_bytes",
