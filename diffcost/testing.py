@@ -39,6 +39,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         with_constants,
     )
     from ._analysis.coverage import builtin_index, index
+    from ._analysis.load_intervals import QUEUE_LOG_SD, load_coverage, load_intervals
     from ._analysis.plans import PLAN_SCHEMAS, load_load_measurements
     from ._analysis.program_size import BUDGETS as PROGRAM_BUDGETS
     from ._analysis.program_size import SLACK, TARGETS, count_equations, program_sizes
@@ -535,7 +536,9 @@ __all__ = [
     "layer_gemms",
     "layer_time",
     "LEAVES",
+    "load_coverage",
     "load_engine",
+    "load_intervals",
     "load_load_measurements",
     "log_budgets",
     "logits_gemm",
@@ -610,6 +613,7 @@ __all__ = [
     "PROGRAM_BUDGETS",
     "program_sizes",
     "quantize_bytes",
+    "QUEUE_LOG_SD",
     "QUICK_COMPILE",
     "quick_compile",
     "random_search",
