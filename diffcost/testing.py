@@ -40,6 +40,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     )
     from ._analysis.coverage import builtin_index, index
     from ._analysis.kernel_points import DATA_PARALLEL_TILE, WARM_L2
+    from ._analysis.load_intervals import QUEUE_LOG_SD, load_coverage, load_intervals
     from ._analysis.plans import PLAN_SCHEMAS, load_load_measurements
     from ._analysis.program_size import BUDGETS as PROGRAM_BUDGETS
     from ._analysis.program_size import SLACK, TARGETS, count_equations, program_sizes
@@ -182,7 +183,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         weight_only,
     )
     from ._serve.kv import kv_bytes_per_token
-    from ._serve.load import goodput_qps, iteration_s, steady_state
+    from ._serve.load import goodput_qps, iteration_s, iteration_times, steady_state
     from ._serve.passes import (
         Work,
         consts,
@@ -194,6 +195,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
         stacked_gemm_s,
     )
     from ._serve.plan import SERVE_FIELDS, SERVE_PLAN, plan_kwargs
+    from ._serve.scheduling import IterationPolicy, host_scaled, iteration_policy, profile_policy
     from ._terms.attention import (
         ATTENTION_TILE_ROWS,
         AttentionShape,
@@ -508,6 +510,7 @@ __all__ = [
     "hf_config",
     "hf_document",
     "HierarchicalRing",
+    "host_scaled",
     "hybrid_shard_violation",
     "incumbent",
     "index",
@@ -515,7 +518,10 @@ __all__ = [
     "intervals",
     "is_abstract",
     "is_fleet",
+    "iteration_policy",
     "iteration_s",
+    "iteration_times",
+    "IterationPolicy",
     "jitter_s",
     "kernel_constants",
     "KERNEL_FAMILIES",
@@ -534,7 +540,9 @@ __all__ = [
     "layer_gemms",
     "layer_time",
     "LEAVES",
+    "load_coverage",
     "load_engine",
+    "load_intervals",
     "load_load_measurements",
     "log_budgets",
     "logits_gemm",
@@ -606,9 +614,11 @@ __all__ = [
     "print_buildable",
     "print_json",
     "print_starts",
+    "profile_policy",
     "PROGRAM_BUDGETS",
     "program_sizes",
     "quantize_bytes",
+    "QUEUE_LOG_SD",
     "QUICK_COMPILE",
     "quick_compile",
     "random_search",

@@ -59,8 +59,8 @@ class _Engine:
     """The scheduler (module docstring): a SimPy process serving ``waiting`` requests; each
     finished request is passed to ``on_done``."""
 
-    def __init__(self, env, table, plan, on_done=None):
-        self.env, self.table = env, table
+    def __init__(self, env, table, plan, on_done=None, mixed: bool = True):
+        self.env, self.table, self.mixed = env, table, mixed
         self.chunk, self.cap = float(plan.prefill_chunk), int(plan.batch)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -82,7 +82,7 @@ class _Engine:
                 yield self.wake
                 continue
             decoding = [r for r in running if r.prefill_left == 0]
-            budget = self.chunk - len(decoding)
+            budget = self.chunk - (len(decoding) if self.mixed else 0)
             work: list[tuple[Request, float]] = []
             for r in running:
                 if r.prefill_left > 0 and budget > 0:
@@ -96,6 +96,8 @@ class _Engine:
                 work.append((r, take))
                 budget -= take
             prompt = sum(take for _, take in work)
+            if not self.mixed and work:  # a prefill-only iteration: the decodes wait
+                decoding = []
             yield env.timeout(self.table(len(decoding), prompt))
             for r in decoding:
                 r.out_left -= 1
@@ -117,13 +119,24 @@ class _Engine:
         return ttft, tpot
 
 
-def simulate(table, plan, rate: float, requests: int, seed: int = 0, input_cv: float = 0.0):
+def simulate(
+    table,
+    plan,
+    rate: float,
+    requests: int,
+    seed: int = 0,
+    input_cv: float = 0.0,
+    mixed: bool = True,
+):
     """TTFT and TPOT (seconds, numpy arrays over the requests after a 10% warm-up) of Poisson
-    arrivals at ``rate`` requests/s (an open loop)."""
+    arrivals at ``rate`` requests/s (an open loop).  ``mixed`` False: an engine of
+    prefill-only iterations (SGLang's default, vLLM V0 without chunked prefill): while prompt
+    tokens wait, an iteration carries only them (up to the whole budget) and the decodes
+    wait; otherwise it decodes."""
     rng = np.random.default_rng(seed)
     env = simpy.Environment()
     n_in, n_out = float(plan.input_len), int(plan.output_len)
-    engine = _Engine(env, table, plan)
+    engine = _Engine(env, table, plan, mixed=mixed)
 
     def arrivals():
         for _ in range(requests):

@@ -4,7 +4,9 @@ Each point of ``specs/measurements/load`` runs through :func:`diffcost.under_loa
 published arrival rate (an open loop), or, for a closed loop of ``concurrency`` clients (a
 concurrency benchmark), through :class:`diffcost.ServeCost` in continuous mode with ``batch``
 = the clients (:func:`diffcost._serve.modes.continuous_mode`: TTFT and TPOT means), on its own
-system, model and plan, with the calibration's constants.
+system, model and plan, with the calibration's constants and its engine's iteration under
+load (:func:`policy_of`: prefill-only iterations and the host share from the engine profile,
+the point's ``mixed_prefill`` where its server's settings differ).
 No point is fitted, so each error, ``predicted / measured - 1``, is out of sample (the
 leave-one-source-out error and the in-sample error are the same number).  TPOT p50 is
 compared with the predicted mean TPOT (the model's TPOT spread is normal, so its mean is its
@@ -30,8 +32,10 @@ import jax.numpy as jnp
 from .._inputs.load_measurements import LOAD_METRICS, LoadMeasurement
 from .._inputs.loader import load_model, load_system
 from .._serve.cost import ServeBreakdown, ServeCost
+from .._serve.engine import DEFAULT_ENGINE, load_engine
 from .._serve.load import LoadBreakdown, goodput_qps_jit, under_load, workload
 from .._serve.plan import plan_kwargs, serve_plan
+from .._serve.scheduling import IterationPolicy, iteration_policy, profile_policy
 from .plans import load_load_measurements
 from .validate import _stats
 
@@ -51,8 +55,18 @@ CLOSED_PREDICTOR = {"ttft_mean_s": "ttft_s", "tpot_mean_s": "tpot_s"}
 
 
 @eqx.filter_jit
-def _predict(system, model, plan, load) -> LoadBreakdown:
-    return under_load(system, model, plan, load)
+def _predict(system, model, plan, load, policy=None) -> LoadBreakdown:
+    return under_load(system, model, plan, load, policy=policy)
+
+
+def policy_of(m: LoadMeasurement) -> IterationPolicy:
+    """The iteration of the point's engine under load (:mod:`diffcost._serve.scheduling`):
+    whether it mixes prompts with decodes (the point's ``mixed_prefill`` where its server's
+    settings say, else the profile's) and its host share, from the engine profile."""
+    policy = profile_policy(load_engine(m.plan.get("engine", DEFAULT_ENGINE), m.id))
+    if m.mixed_prefill is None:
+        return policy
+    return iteration_policy(m.mixed_prefill, float(policy.host_share))
 
 
 @eqx.filter_jit
@@ -82,7 +96,7 @@ def predict_point(
     system, model, plan, load = _inputs(m, calibration)
     if load is None:
         return _predict_closed(system, model, plan)
-    return _predict(system, model, plan, load)
+    return _predict(system, model, plan, load, policy_of(m))
 
 
 def validate_load(
@@ -108,7 +122,7 @@ def validate_load(
                 goodput = float(goodput_qps_jit(system, model, plan, *cvs, *limits))
                 rate = goodput  # the latencies of a server at its own limits (module docstring)
                 load = workload(goodput, m.load["arrival_cv"], m.load["input_cv"])
-            out = _predict(system, model, plan, load)
+            out = _predict(system, model, plan, load, policy_of(m))
             predicted = {k: float(getattr(out, PREDICTOR[k])) for k in measured}
             if goodput is not None:
                 measured["goodput_qps"] = m.load["qps"]
@@ -196,6 +210,7 @@ __all__ = [
     "PREDICTOR",
     "closed",
     "error_table",
+    "policy_of",
     "predict_point",
     "summarise",
     "validate_load",

@@ -295,6 +295,9 @@ class Checker:
                 self.add(name, "missing required table")
         present = [n for n in data if n in tables and is_table(n, data[n])]
         source = self.source(data.get("source"), kind.source, present)
+        for key in kind.source.when_given:
+            if key in data and key not in source:
+                self.add(f"source.{key}", f"missing: {kind.source.why} ({key} is given)")
         for rule in kind.rules:
             rule(values, self.add)
         return values, source

@@ -45,6 +45,8 @@ class LoadMeasurement:
         excluded: why the point is carried but not predicted (None: predicted).
         unmodelled: an effect of the deployment the model lacks (None: none known): its
             errors are reported apart from the others'.
+        mixed_prefill: whether the server mixed prompt chunks with decodes, where its
+            settings differ from its engine profile's default (None: the profile's).
         limits: the p99 TTFT and TPOT limits (s) the published rate was validated under (None:
             none): the rate is then a measured goodput.
     """
@@ -65,6 +67,7 @@ class LoadMeasurement:
     excluded: str | None = None
     unmodelled: str | None = None
     limits: tuple[float, float] | None = None
+    mixed_prefill: bool | None = None
     path: str = ""
     source_info: dict[str, str] = field(default_factory=dict)
 
@@ -135,6 +138,7 @@ def _point(
         limits=(load["ttft_p99_limit_s"], load["tpot_p99_limit_s"])
         if "ttft_p99_limit_s" in load
         else None,
+        mixed_prefill=v.get("mixed_prefill"),
         path=str(path),
         source_info=info,
     )

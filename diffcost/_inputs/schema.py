@@ -73,7 +73,8 @@ class Source:
     ``why``: the reason given when the table is missing; ``required``: keys every file gives;
     ``allowed``: the only keys allowed (None: any); ``per_table``: for each table present, its
     source key is required, with this reason (``{}`` is the table's name; empty: not required);
-    ``nonempty``: the table must hold at least one key.
+    ``nonempty``: the table must hold at least one key; ``when_given``: optional top-level
+    keys whose source key is required when the file gives them (with the ``why`` reason).
     """
 
     why: str
@@ -81,6 +82,7 @@ class Source:
     allowed: tuple[str, ...] | None = None
     per_table: str = ""
     nonempty: bool = False
+    when_given: tuple[str, ...] = ()
 
 
 #: A rule relating several values: ``rule(values, add)`` calls ``add(key, reason)`` per problem.
@@ -672,7 +674,14 @@ MEASURED = {
 #: A point measured under load (``specs/measurements/load/``): the scenario keys of
 #: :data:`POINT` but for ``kind`` (always serving), the offered load and the measured
 #: percentiles (:mod:`diffcost._inputs.load_measurements`).
-LOAD_POINT = {k: f for k, f in POINT.items() if k != "kind"}
+LOAD_POINT = {k: f for k, f in POINT.items() if k != "kind"} | {
+    "mixed_prefill": Field(
+        "bool",
+        doc="the server mixed prompt chunks with the decodes (chunked prefill on: true) or ran "
+        "prefill-only iterations (false), where its settings differ from its engine profile's "
+        "default (absent: the profile's mixed_prefill)",
+    )
+}
 LOAD = {
     "qps": C(
         "requests/s to the whole deployment (realised): an open loop (give qps or concurrency)",
@@ -898,7 +907,24 @@ ENGINE_FIELDS: dict[str, Field] = {
         choices=PREEMPTION_MODES,
         doc="what the scheduler does when the KV cache runs out (absent: not found)",
     ),
+    "mixed_prefill": Field(
+        "bool",
+        doc="prompt chunks ride in the decode iterations (chunked prefill mixed with decodes); "
+        "false: prompts run in prefill-only iterations that stall the running decodes (SGLang "
+        "enable_mixed_chunk False, vLLM V0 without chunked prefill); absent: mixed",
+    ),
+    "host_share": Field(
+        "fraction",
+        positive=False,
+        doc="share of an iteration's wall time the host spends on scheduling, output "
+        "processing and detokenisation not overlapped with the GPU (engines before the "
+        "overlapped schedulers); absent: 0 (overlapped)",
+    ),
 }
+
+#: Engine keys of the load model's iteration (:mod:`diffcost._serve.scheduling`): optional,
+#: each with its own ``[source]`` key when given (:func:`_engine_load_keys_sourced`).
+ENGINE_LOAD_KEYS = ("mixed_prefill", "host_share")
 
 #: ``[source]`` keys every engine profile gives: where each scheduler default is set in the
 #: engine's code (file and version), or why the profile has none.
@@ -933,8 +959,16 @@ def engine_kind(switches: Iterable[PlanField]) -> Kind:
         source=Source(
             "every engine choice needs a source",
             required=sourced,
-            allowed=(*sourced, "kv_block", "budget_covers_context", "large_device", "notes"),
+            allowed=(
+                *sourced,
+                *ENGINE_LOAD_KEYS,
+                "kv_block",
+                "budget_covers_context",
+                "large_device",
+                "notes",
+            ),
             per_table="say where the caps of [{}] and its condition are set",
+            when_given=ENGINE_LOAD_KEYS,
         ),
         rules=(_engine_chunk_within_budget,),
         doc="a serving engine release: its kernel and runtime choices and its scheduler's "

@@ -37,7 +37,7 @@ from typing import Any
 
 from .._inputs.checker import builtin_names
 from .._inputs.loader import load_spec
-from .._inputs.schema import engine_kind
+from .._inputs.schema import ENGINE_LOAD_KEYS, engine_kind
 from .behaviours import BEHAVIOUR_FIELDS, ENGINE_BEHAVIOURS
 
 #: The engine a plan that names none is served with: a current release.
@@ -73,7 +73,8 @@ class EngineProfile:
         kv_block: default paged-KV block size in tokens, ``None`` to keep the plan default.
         caps: the scheduler defaults the file gives (``max_seqs``, ``token_budget``,
             ``prefill_chunk``, ``preemption``, ``budget_covers_context``; absent keys: not
-            found or not applicable, as its source says).
+            found or not applicable, as its source says), and the load model's iteration keys
+            ``mixed_prefill`` and ``host_share`` (:mod:`diffcost._serve.scheduling`).
         large_device: the ``[large_device]`` table (``min_memory_bytes``, ``excluded_chips``
             and the caps it overrides), ``None`` without one.
         source: where each choice comes from.
@@ -126,7 +127,7 @@ def load_engine(name_or_path: str | Path, where: str = "<arguments>") -> EngineP
         attention_kernel=v["attention_kernel"],
         kv_block=v.get("kv_block"),
         source=dict(spec.info.source),
-        caps={k: v[k] for k in ENGINE_CAP_KEYS if k in v},
+        caps={k: v[k] for k in (*ENGINE_CAP_KEYS, *ENGINE_LOAD_KEYS) if k in v},
         large_device=v.get("large_device"),
     )
 
