@@ -221,9 +221,10 @@ def _steady_parts(system, model, plan, rate: Array, t: Array, cap: Array, sm: Sm
     n = smin(rate * plan.output_len * t, cap, sm)
     budget = _budget(plan, n, sm)
     x = plan.input_len / budget
-    t_d = iteration_s(system, model, plan, n, jnp.zeros(()), sm)
-    t_1 = iteration_s(system, model, plan, n, smin(plan.input_len, budget, sm), sm)
-    t_f = iteration_s(system, model, plan, n, budget, sm)
+    # the three iterations in one call: one copy of the cost model in the program
+    prompts = jnp.stack([jnp.zeros_like(budget), smin(plan.input_len, budget, sm), budget])
+    step = lambda prompt: iteration_s(system, model, plan, n, prompt, sm)  # noqa: E731
+    t_d, t_1, t_f = jax.vmap(step)(prompts)
     pieces = _pieces(plan, budget, sm)
     extra = relu(pieces - 1.0, sm, scale=1.0)  # further iterations of a lone prompt
     alone, bulk = _alone_s(x, pieces, t_d, t_1, t_f, sm), x * t_f
@@ -266,8 +267,16 @@ def steady_state(
         cap, _ = sequence_cap(system, model, plan, sm)
     t0 = iteration_s(system, model, plan, jnp.ones(()), jnp.zeros(()), sm)
     parts = lambda t: _steady_parts(system, model, plan, rate, t, cap, sm)  # noqa: E731
-    t = jax.lax.fori_loop(0, STEADY_ITERATIONS, lambda _, t: 0.5 * t + 0.5 * parts(t).t_s, t0)
-    return parts(t)
+
+    def update(_, carry):
+        t, _ = carry
+        now = parts(t)
+        return 0.5 * t + 0.5 * now.t_s, now
+
+    # one pass beyond the damped iterations returns the map at the fixed point (the map once
+    # in the program, not again after the loop)
+    start = (t0, Steady(*([t0] * len(Steady._fields))))
+    return jax.lax.fori_loop(0, STEADY_ITERATIONS + 1, update, start)[1]
 
 
 #: Standard normal quantiles at 0.90 and 0.99.
