@@ -113,19 +113,20 @@ def _decode_pool(
     zero = jnp.zeros(())
     step = lambda n: iteration_s(system, model, decode, n, zero, sm)  # noqa: E731
     occupancy = lambda t: smin(rate * decode.output_len * t, cap, sm)  # noqa: E731
-    # One copy of the cost model in the loop: each pass evaluates t(n) and t(n + 1) together,
-    # and one pass beyond the damped iterations gives the fixed point's pair.
+    # One copy of the cost model in the program: each pass evaluates t(n) and t(n + 1)
+    # together; the first pass is the empty engine's start t(1), and one pass beyond the
+    # damped iterations gives the fixed point's pair.
     pair = jax.vmap(step)
 
-    def update(_, carry):
+    def update(i, carry):
         t, _, _ = carry
-        n = occupancy(t)
+        first = i == 0
+        n = jnp.where(first, 1.0, occupancy(t))
         t_n, t_next = pair(jnp.stack([n, n + 1.0]))
-        return 0.5 * t + 0.5 * t_n, n, jnp.stack([t_n, t_next])
+        return jnp.where(first, t_n, 0.5 * t + 0.5 * t_n), n, jnp.stack([t_n, t_next])
 
-    t0 = step(jnp.ones(()))
-    start = (t0, t0, jnp.stack([t0, t0]))
-    _, n, (t, t_next) = jax.lax.fori_loop(0, STEADY_ITERATIONS + 1, update, start)
+    start = (zero, zero, jnp.stack([zero, zero]))
+    _, n, (t, t_next) = jax.lax.fori_loop(0, STEADY_ITERATIONS + 2, update, start)
     slope = t_next - t
     one = jnp.ones(())
     st = Steady(t, n, cap, zero, zero, zero, zero, t, t, t, one)
