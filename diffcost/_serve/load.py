@@ -216,9 +216,13 @@ def sequence_cap(
     return smin(plan.batch, fit, sm), fit
 
 
-def _steady_parts(system, model, plan, rate: Array, t: Array, cap: Array, sm: Smoothing) -> Steady:
-    """One evaluation of the steady-state map at a mean iteration ``t`` (:func:`steady_state`)."""
-    n = smin(rate * plan.output_len * t, cap, sm)
+def _steady_parts(
+    system, model, plan, rate: Array, t: Array, cap: Array, sm: Smoothing, start: Array
+) -> Steady:
+    """One evaluation of the steady-state map at a mean iteration ``t`` (:func:`steady_state`);
+    where ``start``, at one decode sequence instead (the empty engine the iteration starts
+    from: its ``t_decode_s`` is the first ``t``)."""
+    n = jnp.where(start, 1.0, smin(rate * plan.output_len * t, cap, sm))
     budget = _budget(plan, n, sm)
     x = plan.input_len / budget
     # the three iterations in one call: one copy of the cost model in the program
@@ -265,18 +269,19 @@ def steady_state(
     rate = jnp.asarray(rate)
     if cap is None:
         cap, _ = sequence_cap(system, model, plan, sm)
-    t0 = iteration_s(system, model, plan, jnp.ones(()), jnp.zeros(()), sm)
-    parts = lambda t: _steady_parts(system, model, plan, rate, t, cap, sm)  # noqa: E731
+    parts = lambda t, start: _steady_parts(system, model, plan, rate, t, cap, sm, start)  # noqa: E731
 
-    def update(_, carry):
+    def update(i, carry):
         t, _ = carry
-        now = parts(t)
-        return 0.5 * t + 0.5 * now.t_s, now
+        now = parts(t, i == 0)
+        return jnp.where(i == 0, now.t_decode_s, 0.5 * t + 0.5 * now.t_s), now
 
-    # one pass beyond the damped iterations returns the map at the fixed point (the map once
-    # in the program, not again after the loop)
-    start = (t0, Steady(*([t0] * len(Steady._fields))))
-    return jax.lax.fori_loop(0, STEADY_ITERATIONS + 1, update, start)[1]
+    # The map once in the program: the first pass gives the empty engine's iteration t(1, 0)
+    # the damping starts from, and one pass beyond the damped iterations returns the map at
+    # the fixed point.
+    zero = jnp.zeros(())
+    start = (zero, Steady(*([zero] * len(Steady._fields))))
+    return jax.lax.fori_loop(0, STEADY_ITERATIONS + 2, update, start)[1]
 
 
 #: Standard normal quantiles at 0.90 and 0.99.
