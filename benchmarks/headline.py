@@ -93,6 +93,10 @@ CLI_COMMANDS = [
         ["plan", "train", "--model", "gpt3-175b", "--system", "dgx-a100"] + ["--chips", "1024"],
     ),
     ("plan_serve", ["plan", "serve"]),
+    (  # issue 43: aggregated against disaggregated pools, both formats, 8 chips
+        "plan_serve_qps",
+        ["plan", "serve", "--qps", "10", "--ttft-p99-ms", "2000", "--tpot-p99-ms", "200"],
+    ),
     ("sensitivity_train", ["sensitivity", "train"]),
 ]
 

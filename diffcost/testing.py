@@ -154,7 +154,7 @@ if typing.TYPE_CHECKING:  # the real imports, for type checkers; at run time: la
     from ._launch.megatron import RunSettings, allocated, flag, parsed, switch_args
     from ._search.core import Candidates, enumerate_all, scan_space
     from ._search.core import _result as search_result
-    from ._search.pools import PoolAnswer, size_pools, verdict
+    from ._search.pools import PoolAnswer, size_pools, size_pools_formats, verdict
     from ._search.serve import ServeProblem, relaxed_serve_plan, serve_objective
     from ._search.train import TrainProblem, enumerate_space, objective_of, valid
     from ._search.train import _layout as train_layout
@@ -664,6 +664,7 @@ __all__ = [
     "shard_range",
     "sharded_gather_s",
     "size_pools",
+    "size_pools_formats",
     "SLACK",
     "smooth",
     "solve",

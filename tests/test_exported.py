@@ -104,3 +104,19 @@ def test_a_serving_prediction_read_back_equals_the_traced_one(on):
     for u, v in zip(jax.tree.leaves(traced), jax.tree.leaves(read), strict=True):
         np.testing.assert_array_equal(u, v)
     np.testing.assert_allclose(read[0].tpot_s, cost(plan).tpot_s, rtol=1e-12)
+
+
+def test_a_quick_program_is_compiled_with_the_quick_options_and_reads_back(on, monkeypatch):
+    """``quick=True``: the exported call is compiled through ``quick_jit`` (LLVM -O0 on the
+    CPU), written and read back like any other, with the same values."""
+    wrapped = []
+    real = exported.quick_jit
+    monkeypatch.setattr(exported, "quick_jit", lambda f: wrapped.append(f) or real(f))
+    p, x = _Pair(jnp.arange(3.0), jnp.ones(3)), jnp.asarray(0.5)
+    first = ExportedProgram(_combine, "combine-quick", quick=True)(p, x)
+    again = ExportedProgram(_combine, "combine-quick", quick=True)(p, x)  # read from disk
+    assert len(wrapped) == 2 and len(_files(on)) == 1
+    plain = _fresh()(p, x)
+    for u, v, w in zip(*map(jax.tree.leaves, (first, again, plain)), strict=True):
+        np.testing.assert_array_equal(u, w)
+        np.testing.assert_array_equal(v, w)

@@ -39,6 +39,7 @@ import equinox as eqx
 import jax
 
 from .disk_cache import digest
+from .quick_compile import quick_jit
 
 _DIR: Path | None = None
 
@@ -109,10 +110,12 @@ def call(fn: Any, *args: Any) -> Any:
 class ExportedProgram:
     """``fn`` compiled once per argument structure; with :func:`enable` kept on disk between
     processes (module docstring).  ``fn``'s non-array arguments are static, as under
-    ``eqx.filter_jit``."""
+    ``eqx.filter_jit``.  ``quick``: a program run once per call for milliseconds, whose
+    compile dominates, is compiled (on disk) with LLVM's quick options
+    (:mod:`~diffcost._core.quick_compile`)."""
 
-    def __init__(self, fn: Callable[..., Any], name: str):
-        self.fn, self.name = fn, name
+    def __init__(self, fn: Callable[..., Any], name: str, quick: bool = False):
+        self.fn, self.name, self.quick = fn, name, quick
         self.__doc__, self.__wrapped__ = fn.__doc__, fn
         self._jit = eqx.filter_jit(fn)
         self._loaded: dict[str, tuple[Callable[..., Any], Any]] = {}
@@ -163,7 +166,7 @@ class ExportedProgram:
             exported = jax.export.deserialize(serialized)
         except Exception:  # a missing, partial or foreign file: trace instead
             return None
-        return jax.jit(exported.call), out_tree
+        return self._compiled(exported), out_tree
 
     def _export(
         self, key: str, static: Any, dyn_tree: Any, leaves: list[Any]
@@ -191,7 +194,12 @@ class ExportedProgram:
             tmp.replace(path)
         except Exception:  # an unpicklable structure or a read-only disk: this process only
             pass
-        return jax.jit(exported.call), trees[0]
+        return self._compiled(exported), trees[0]
+
+    def _compiled(self, exported: Any) -> Callable[..., Any]:
+        """The exported program's call, compiled with LLVM's quick options where ``quick``
+        (:func:`~diffcost._core.quick_compile.quick_jit`)."""
+        return quick_jit(exported.call) if self.quick else jax.jit(exported.call)
 
 
 #: ``cost(plan)`` of any cost model, compiled once per structure.

@@ -99,21 +99,57 @@ class _Decode(NamedTuple):
 
 
 def _decode_pool(
-    system: System, model: Model, decode: ServePlan, rate: Array, sm: Smoothing
+    system: System,
+    model: Model,
+    decode: ServePlan,
+    rate: Array,
+    sm: Smoothing,
+    cap: Array | None = None,
 ) -> _Decode:
-    """Steady state of one decode instance receiving ``rate`` requests/s (module docstring)."""
-    cap, _ = sequence_cap(system, model, decode, sm)
+    """Steady state of one decode instance receiving ``rate`` requests/s (module docstring);
+    ``cap``: the plan's :func:`~diffcost._serve.load.sequence_cap` where the caller has it."""
+    if cap is None:
+        cap, _ = sequence_cap(system, model, decode, sm)
     zero = jnp.zeros(())
     step = lambda n: iteration_s(system, model, decode, n, zero, sm)  # noqa: E731
     occupancy = lambda t: smin(rate * decode.output_len * t, cap, sm)  # noqa: E731
-    t0 = step(jnp.ones(()))
-    t = jax.lax.fori_loop(0, STEADY_ITERATIONS, lambda _, t: 0.5 * t + 0.5 * step(occupancy(t)), t0)
-    n = occupancy(t)
-    t = step(n)
-    slope = step(n + 1.0) - t
+    # One copy of the cost model in the program: each pass evaluates t(n) and t(n + 1)
+    # together; the first pass is the empty engine's start t(1), and one pass beyond the
+    # damped iterations gives the fixed point's pair.
+    pair = jax.vmap(step)
+
+    def update(i, carry):
+        t, _, _ = carry
+        first = i == 0
+        n = jnp.where(first, 1.0, occupancy(t))
+        t_n, t_next = pair(jnp.stack([n, n + 1.0]))
+        return jnp.where(first, t_n, 0.5 * t + 0.5 * t_n), n, jnp.stack([t_n, t_next])
+
+    start = (zero, zero, jnp.stack([zero, zero]))
+    _, n, (t, t_next) = jax.lax.fori_loop(0, STEADY_ITERATIONS + 2, update, start)
+    slope = t_next - t
     one = jnp.ones(())
     st = Steady(t, n, cap, zero, zero, zero, zero, t, t, t, one)
     return _Decode(t, n, cap, slope, st)
+
+
+class _Prefill(NamedTuple):
+    """The prefill pool at one rate: its TTFT mixture (:func:`~diffcost._serve.load._ttft_parts`
+    of the prefill-only plan), its utilisation and the KV transfer of one prompt (s)."""
+
+    parts: tuple[tuple[Array, Array, Array], ...]
+    rho: Array
+    transfer: Array
+
+
+class _DecodeSide(NamedTuple):
+    """The decode pool at one rate: its steady state, the share of its slots taken, and the
+    probability and mean (s) of a wait for a slot."""
+
+    decode: _Decode
+    rho: Array
+    p_slot: Array
+    slot_w: Array
 
 
 class _State(NamedTuple):
@@ -129,6 +165,43 @@ class _State(NamedTuple):
     transfer: Array
 
 
+def _prefill_side(
+    system: System, model: Model, prefill: ServePlan, load: Workload, sm: Smoothing
+) -> _Prefill:
+    """The prefill pool's share of :func:`_state` (it does not depend on the decode pool)."""
+    ls = _load_state(system, model, prefill_only(prefill), load, sm)
+    return _Prefill(ls.parts, ls.rho, transfer_s(system, model, prefill, sm))
+
+
+def _decode_side(
+    system: System,
+    model: Model,
+    decode: ServePlan,
+    load: Workload,
+    sm: Smoothing,
+    cap: Array | None = None,
+) -> _DecodeSide:
+    """The decode pool's share of :func:`_state` (it does not depend on the prefill pool);
+    ``cap`` as in :func:`_decode_pool`."""
+    rate_d = load.qps / decode.replicas
+    d = _decode_pool(system, model, decode, rate_d, sm, cap)
+    rho_d = rate_d * decode.output_len * d.t_s / d.cap
+    p_slot, slot_w = _slot_wait(decode, d.steady, rate_d, sm)
+    return _DecodeSide(d, rho_d, p_slot, slot_w)
+
+
+def _join(p: _Prefill, d: _DecodeSide, sm: Smoothing) -> _State:
+    """The deployment of a prefill and a decode pool: arithmetic on the two sides' states, so
+    a search over pairs of pools evaluates each pool once (:mod:`diffcost._search.pools`)."""
+    keep = 1.0 - d.p_slot
+    shifted = tuple((keep * w, m + p.transfer, v) for w, m, v in p.parts)
+    mean = sum((w * m for w, m, _ in p.parts), jnp.zeros(()))
+    var = sum((w * (v + m**2) for w, m, v in p.parts), jnp.zeros(())) - mean**2
+    waited = ((d.p_slot, mean + p.transfer + d.slot_w, smax(var, 0.0, sm) + d.slot_w**2),)
+    spread = d.decode.slope * jnp.sqrt(2.0 * d.decode.n / 3.0)
+    return _State(shifted + waited, d.decode, spread, p.rho, d.rho, p.transfer)
+
+
 def _state(
     system: System,
     model: Model,
@@ -137,19 +210,8 @@ def _state(
     load: Workload,
     sm: Smoothing,
 ) -> _State:
-    ls = _load_state(system, model, prefill_only(prefill), load, sm)
-    transfer = transfer_s(system, model, prefill, sm)
-    rate_d = load.qps / decode.replicas
-    d = _decode_pool(system, model, decode, rate_d, sm)
-    rho_d = rate_d * decode.output_len * d.t_s / d.cap
-    p_slot, slot_w = _slot_wait(decode, d.steady, rate_d, sm)
-    keep = 1.0 - p_slot
-    shifted = tuple((keep * w, m + transfer, v) for w, m, v in ls.parts)
-    mean = sum((w * m for w, m, _ in ls.parts), jnp.zeros(()))
-    var = sum((w * (v + m**2) for w, m, v in ls.parts), jnp.zeros(())) - mean**2
-    waited = ((p_slot, mean + transfer + slot_w, smax(var, 0.0, sm) + slot_w**2),)
-    spread = d.slope * jnp.sqrt(2.0 * d.n / 3.0)
-    return _State(shifted + waited, d, spread, ls.rho, rho_d, transfer)
+    pre = _prefill_side(system, model, prefill, load, sm)
+    return _join(pre, _decode_side(system, model, decode, load, sm), sm)
 
 
 def disaggregated_under_load(
@@ -162,7 +224,11 @@ def disaggregated_under_load(
 ) -> DisaggregatedLoad:
     """``prefill.replicas`` prefill instances of ``prefill`` and ``decode.replicas`` decode
     instances of ``decode`` receiving ``load`` (module docstring).  Times in seconds."""
-    s = _state(system, model, prefill, decode, load, sm)
+    return _result(_state(system, model, prefill, decode, load, sm))
+
+
+def _result(s: _State) -> DisaggregatedLoad:
+    """:class:`DisaggregatedLoad` of a joined state (:func:`_join`)."""
     stable = (s.rho_prefill < 1.0) & (s.rho_decode < 1.0)
     return DisaggregatedLoad(
         prefill_utilisation=s.rho_prefill,

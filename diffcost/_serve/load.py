@@ -245,27 +245,30 @@ def iteration_times(system, model, plan, n: Array, policy: IterationPolicy | Non
     of one carrying ``B`` prompt tokens.  Without a ``policy``, or with a mixing one, chunks
     ride with the decodes (``t(N, p)``); a prefill-only engine runs them alone, ``t(0, p)``,
     decoding nothing, and its budget ignores the decodes (:mod:`diffcost._serve.scheduling`);
-    the host share scales every iteration."""
-    it = lambda d, p: iteration_s(system, model, plan, d, p, sm)  # noqa: E731
-    zero = jnp.zeros(())
+    the host share scales every iteration.  The three iterations are one vmapped call: one
+    copy of the cost model in the program."""
     if policy is None or policy.mixed_prefill:
         budget = _budget(plan, n, sm)
-        first = smin(plan.input_len, budget, sm)
-        times = (it(n, zero), it(n, first), it(n, budget))
+        decodes = jnp.stack([n, n, n])
     else:
         budget = smax(plan.prefill_chunk, 1.0, sm)
-        first = smin(plan.input_len, budget, sm)
-        times = (it(n, zero), it(zero, first), it(zero, budget))
+        decodes = jnp.stack([n, jnp.zeros_like(n), jnp.zeros_like(n)])
+    prompts = jnp.stack([jnp.zeros_like(budget), smin(plan.input_len, budget, sm), budget])
+    step = lambda d, p: iteration_s(system, model, plan, d, p, sm)  # noqa: E731
+    t_d, t_1, t_f = jax.vmap(step)(decodes, prompts)
+    times = (t_d, t_1, t_f)
     if policy is not None:
         times = tuple(host_scaled(t, policy) for t in times)
     return budget, *times
 
 
 def _steady_parts(
-    system, model, plan, rate: Array, t: Array, cap: Array, sm: Smoothing, policy=None
+    system, model, plan, rate: Array, t: Array, cap: Array, sm: Smoothing, start: Array, policy=None
 ) -> Steady:
-    """One evaluation of the steady-state map at a mean iteration ``t`` (:func:`steady_state`)."""
-    n = smin(rate * plan.output_len * t, cap, sm)
+    """One evaluation of the steady-state map at a mean iteration ``t`` (:func:`steady_state`);
+    where ``start``, at one decode sequence instead (the empty engine the iteration starts
+    from: its ``t_decode_s`` is the first ``t``)."""
+    n = jnp.where(start, 1.0, smin(rate * plan.output_len * t, cap, sm))
     budget, t_d, t_1, t_f = iteration_times(system, model, plan, n, policy, sm)
     only = policy is not None and not policy.mixed_prefill
     x = plan.input_len / budget
@@ -317,10 +320,22 @@ def steady_state(
     rate = jnp.asarray(rate)
     if cap is None:
         cap, _ = sequence_cap(system, model, plan, sm)
-    t0 = iteration_s(system, model, plan, jnp.ones(()), jnp.zeros(()), sm)
-    parts = lambda t: _steady_parts(system, model, plan, rate, t, cap, sm, policy)  # noqa: E731
-    t = jax.lax.fori_loop(0, STEADY_ITERATIONS, lambda _, t: 0.5 * t + 0.5 * parts(t).t_s, t0)
-    return parts(t)
+    parts = lambda t, start: _steady_parts(  # noqa: E731
+        system, model, plan, rate, t, cap, sm, start, policy
+    )
+
+    def update(i, carry):
+        t, _ = carry
+        now = parts(t, i == 0)
+        return jnp.where(i == 0, now.t_decode_s, 0.5 * t + 0.5 * now.t_s), now
+
+    # The map once in the program: the first pass gives the empty engine's iteration t(1, 0)
+    # the damping starts from, and one pass beyond the damped iterations returns the map at
+    # the fixed point.
+    zero = jnp.zeros(())
+    only = float(policy is not None and not policy.mixed_prefill)
+    start = (zero, Steady._make([zero] * (len(Steady._fields) - 1) + [only]))
+    return jax.lax.fori_loop(0, STEADY_ITERATIONS + 2, update, start)[1]
 
 
 #: Standard normal quantiles at 0.90 and 0.99.

@@ -8,7 +8,7 @@ from typing import Any
 
 from .._inputs.hardware import System
 from .._inputs.loader import load_model
-from .._search.pools import PoolAnswer, answer_row, size_pools, verdict
+from .._search.pools import PoolAnswer, answer_row, size_pools_formats, verdict
 from .._serve.caps import capped_plan, engine_caps
 from .._serve.plan import serve_plan
 from ._common import console, print_json
@@ -41,7 +41,7 @@ def pools_report(
     limits = (ttft, tpot)
     memory, context = float(system.chip.memory_capacity_bytes), float(model.max_seq_len)
     caps = engine_caps(None, chip, memory, context)
-    best: dict[str, tuple[PoolAnswer, str]] = {}
+    plans = []
     for fmt in shape["formats"]:
         plan = serve_plan(
             input_len=shape["input_len"],
@@ -50,9 +50,11 @@ def pools_report(
             weight_format=fmt,
             kv_format=fmt,
         )
-        plan, _ = capped_plan(plan, caps)
-        cvs = (shape["arrival_cv"], shape["input_cv"])
-        found = size_pools(system, model, plan, qps, limits, shape["chips"], *cvs)
+        plans.append(capped_plan(plan, caps)[0])
+    cvs = (shape["arrival_cv"], shape["input_cv"])
+    found_all = size_pools_formats(system, model, plans, qps, limits, shape["chips"], *cvs)
+    best: dict[str, tuple[PoolAnswer, str]] = {}
+    for fmt, found in zip(shape["formats"], found_all, strict=True):
         for ans in found:
             kept = best.get(ans.kind)
             if kept is None or _better(kept[0], ans) is ans and ans is not kept[0]:
