@@ -131,12 +131,22 @@ def test_neither_search_picks_deepspeed_zero3_across_nodes_but_both_take_fsdp():
     mean nor the p90 search picks it (they pick different ZeRO-1 layouts, tp 4 pp 2 against
     tp 2 pp 4: nearly tied means, different sensitivities; the comparison names the reason).
     PyTorch FSDP over the rails (the default; llm-foundry's MPT-70B on 32 and 64 A100 predicted
-    +1% and +6%) is faster, 4.55 s against 4.70 s, and both searches take it (issue 42)."""
+    +1% and +6%) is faster in the mean, 4.55 s against 4.70 s, and the mean search takes it
+    (issue 42).  At p90 the two are tied within 0.1% (5.116 s against 5.110 s with the posterior
+    of 2026-11-29): FSDP's exposed gathers carry overlap_contention's variance (log variance
+    0.0044 against 0.00004), so the p90 search may take either; where it keeps ZeRO-1 the
+    comparison names overlap_contention."""
     system, model = dc.load_system("dgx-a100", chips=128), dc.load_model("llama-2-70b")
     fsdp = search_train(system, model, _space("time", deepspeed=False), exhaustive=True)
     fsdp_risk = search_train(system, model, _space("p90", deepspeed=False), exhaustive=True)
     assert fsdp.best is not None and fsdp_risk.best is not None
-    assert fsdp.row(fsdp.best)["zero"] == 3 and fsdp_risk.row(fsdp_risk.best)["zero"] == 3
+    assert fsdp.row(fsdp.best)["zero"] == 3
+    if fsdp_risk.row(fsdp_risk.best)["zero"] != 3:
+        from diffcost.testing import risk_comparison
+
+        why = risk_comparison(system, model, "a100-sxm-80gb", fsdp, fsdp_risk)
+        assert why["differ"] and why["reason"].startswith("overlap_contention")
+        assert fsdp_risk.best_objective <= why["mean_optimal"]["step_time_s_p90"] * (1 + 1e-4)
     mean = search_train(system, model, _space("time"), exhaustive=True)
     risk = search_train(system, model, _space("p90"), exhaustive=True)
     assert mean.best is not None and risk.best is not None
@@ -172,10 +182,12 @@ def test_cli_plan_train_p90_json_carries_both_plans():
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     risk = out["risk"]
-    # ZeRO-3 (PyTorch FSDP over the rails, as measured: issue 42) for both; where the two plans
-    # differ the comparison says why (the test above)
+    # the mean-optimal plan is ZeRO-3 (PyTorch FSDP over the rails, as measured: issue 42); the
+    # p90 search may keep ZeRO-1 (tied within 0.1%), and then the comparison says why (above)
     assert risk["p90_optimal"]["plan"] == out["best_plan"]
-    assert risk["mean_optimal"]["plan"]["zero"] == risk["p90_optimal"]["plan"]["zero"] == 3
+    assert risk["mean_optimal"]["plan"]["zero"] == 3
+    if risk["p90_optimal"]["plan"]["zero"] != 3:
+        assert risk["reason"].startswith("overlap_contention")
     assert risk["differ"] == (risk["mean_optimal"]["plan"] != risk["p90_optimal"]["plan"])
     assert (risk["reason"] is None) == (not risk["differ"])
     for key in ("step_time_s_p10", "step_time_s_p50", "step_time_s_p90"):
