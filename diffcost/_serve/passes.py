@@ -368,12 +368,15 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
     # (a reduction over the stacked axis rounds differently in float32)
     rows = jnp.asarray(dec_tokens + jnp.asarray(w.prompts_done) / m)
     logits = logits_gemm(rows, model, t, fmt)
-    times = stacked_gemm_s((*ops, logits), system, sm)
-    parts = [times[i] for i in range(len(ops))]
+    # the routed experts (the last two GEMMs) in the engine's MoE kernel format, priced once in
+    # it (stacked apart: one stacked roofline takes one format)
     expert_fmt = c.expert_format(fmt)
-    if expert_fmt is not None:  # the routed experts (the last two GEMMs) in the engine's kernel
+    same = ops if expert_fmt is None else ops[:-2]
+    times = stacked_gemm_s((*same, logits), system, sm)
+    parts = [times[i] for i in range(len(same))]
+    if expert_fmt is not None:
         own = stacked_gemm_s([op._replace(fmt=expert_fmt) for op in ops[-2:]], system, sm)
-        parts[-2:] = [own[0], own[1]]
+        parts += [own[0], own[1]]
     return LayerTime(
         gemm_s=sum(parts, start=jnp.zeros(times.shape[1:])),
         attention_s=decode.time_s + prefill.time_s,
@@ -385,7 +388,7 @@ def layer_time(c: Consts, w: Work) -> LayerTime:
         tokens=tokens,
         active_fraction=active,
         logits_rows=rows,
-        logits_gemm_s=times[len(ops)],
+        logits_gemm_s=times[len(same)],
     )
 
 
