@@ -38,7 +38,8 @@ from .load import (
     Steady,
     Workload,
     _load_state,
-    _mixture_cdf,
+    _meets_p99,
+    _mixture_mean,
     _mixture_quantile,
     _slot_wait,
     bisect_rate,
@@ -195,7 +196,7 @@ def _join(p: _Prefill, d: _DecodeSide, sm: Smoothing) -> _State:
     a search over pairs of pools evaluates each pool once (:mod:`diffcost._search.pools`)."""
     keep = 1.0 - d.p_slot
     shifted = tuple((keep * w, m + p.transfer, v) for w, m, v in p.parts)
-    mean = sum((w * m for w, m, _ in p.parts), jnp.zeros(()))
+    mean = _mixture_mean(p.parts)
     var = sum((w * (v + m**2) for w, m, v in p.parts), jnp.zeros(())) - mean**2
     waited = ((d.p_slot, mean + p.transfer + d.slot_w, smax(var, 0.0, sm) + d.slot_w**2),)
     spread = d.decode.slope * jnp.sqrt(2.0 * d.decode.n / 3.0)
@@ -235,7 +236,7 @@ def _result(s: _State) -> DisaggregatedLoad:
         decode_utilisation=s.rho_decode,
         stable=jnp.where(stable, 1.0, 0.0),
         running=s.decode.n,
-        ttft_mean_s=sum((w * m for w, m, _ in s.parts), jnp.zeros(())),
+        ttft_mean_s=_mixture_mean(s.parts),
         ttft_p50_s=_mixture_quantile(0.5, s.parts),
         ttft_p90_s=_mixture_quantile(0.9, s.parts),
         ttft_p99_s=_mixture_quantile(0.99, s.parts),
@@ -266,10 +267,9 @@ def disaggregated_goodput_qps(
 
     def ok(q):
         s = state(q)
-        limit = jnp.asarray(ttft_p99_limit_s, s.decode.t_s.dtype)
-        ttft_ok = _mixture_cdf(limit, s.parts) >= 0.99
-        tpot_ok = s.decode.t_s + Z99 * s.spread <= tpot_p99_limit_s
-        return ttft_ok & tpot_ok & (s.rho_prefill < 1.0) & (s.rho_decode < 1.0)
+        tpot_p99 = s.decode.t_s + Z99 * s.spread
+        meets = _meets_p99(s.parts, tpot_p99, ttft_p99_limit_s, tpot_p99_limit_s)
+        return meets & (s.rho_prefill < 1.0) & (s.rho_decode < 1.0)
 
     unit = state(jnp.ones(()))
     return bisect_rate(ok, smax(unit.rho_prefill, unit.rho_decode, EXACT))

@@ -60,7 +60,7 @@ from .cost import ServeCost, memory_and_limits
 from .modes import admission
 from .passes import Work, consts, pass_time
 from .plan import ServePlan
-from .scheduling import IterationPolicy, host_scaled
+from .scheduling import IterationPolicy, host_scaled, prefill_only
 
 #: Smallest ``1 - utilisation`` the waiting-time formulas divide by (dimensionless).
 RHO_FLOOR = 1e-3
@@ -247,12 +247,12 @@ def iteration_times(system, model, plan, n: Array, policy: IterationPolicy | Non
     decoding nothing, and its budget ignores the decodes (:mod:`diffcost._serve.scheduling`);
     the host share scales every iteration.  The three iterations are one vmapped call: one
     copy of the cost model in the program."""
-    if policy is None or policy.mixed_prefill:
-        budget = _budget(plan, n, sm)
-        decodes = jnp.stack([n, n, n])
-    else:
+    if prefill_only(policy):
         budget = smax(plan.prefill_chunk, 1.0, sm)
         decodes = jnp.stack([n, jnp.zeros_like(n), jnp.zeros_like(n)])
+    else:
+        budget = _budget(plan, n, sm)
+        decodes = jnp.stack([n, n, n])
     prompts = jnp.stack([jnp.zeros_like(budget), smin(plan.input_len, budget, sm), budget])
     step = lambda d, p: iteration_s(system, model, plan, d, p, sm)  # noqa: E731
     t_d, t_1, t_f = jax.vmap(step)(decodes, prompts)
@@ -270,7 +270,7 @@ def _steady_parts(
     from: its ``t_decode_s`` is the first ``t``)."""
     n = jnp.where(start, 1.0, smin(rate * plan.output_len * t, cap, sm))
     budget, t_d, t_1, t_f = iteration_times(system, model, plan, n, policy, sm)
-    only = policy is not None and not policy.mixed_prefill
+    only = prefill_only(policy)
     x = plan.input_len / budget
     pieces = _pieces(plan, budget, sm)
     extra = relu(pieces - 1.0, sm, scale=1.0)  # further iterations of a lone prompt
@@ -333,7 +333,7 @@ def steady_state(
     # the damping starts from, and one pass beyond the damped iterations returns the map at
     # the fixed point.
     zero = jnp.zeros(())
-    only = float(policy is not None and not policy.mixed_prefill)
+    only = float(prefill_only(policy))
     start = (zero, Steady._make([zero] * (len(Steady._fields) - 1) + [only]))
     return jax.lax.fori_loop(0, STEADY_ITERATIONS + 2, update, start)[1]
 
@@ -396,6 +396,25 @@ QUANTILE_STEPS = 48
 def _mixture_cdf(t: Array, parts: tuple[tuple[Array, Array, Array], ...]) -> Array:
     """``P(X <= t)`` of a mixture of gamma variables, ``parts`` = ``(weight, mean, variance)``."""
     return sum((w * _gamma_cdf(t, m, v) for w, m, v in parts), jnp.zeros_like(t))
+
+
+def _mixture_mean(parts: tuple[tuple[Array, Array, Array], ...]) -> Array:
+    """Mean of a mixture, ``parts`` = ``(weight, mean, variance)``: ``sum w m``."""
+    return jnp.sum(jnp.stack([w * m for w, m, _ in parts]))
+
+
+def _meets_p99(
+    parts: tuple[tuple[Array, Array, Array], ...],
+    tpot_p99_s: Array,
+    ttft_p99_limit_s: ArrayLike,
+    tpot_p99_limit_s: ArrayLike,
+) -> Array:
+    """Whether the TTFT mixture ``parts`` and the p99 TPOT meet their p99 limits (s).  p99 TTFT
+    <= limit exactly when the TTFT's distribution function reaches 0.99 at the limit (it is
+    continuous and increasing): one evaluation of it instead of the quantile's bisection
+    (:func:`_mixture_quantile`)."""
+    ttft_ok = _mixture_cdf(jnp.asarray(ttft_p99_limit_s, tpot_p99_s.dtype), parts) >= 0.99
+    return ttft_ok & (tpot_p99_s <= tpot_p99_limit_s)
 
 
 def _mixture_quantile(q: float, parts: tuple[tuple[Array, Array, Array], ...]) -> Array:
@@ -553,7 +572,7 @@ def under_load(
     prompts mixed with decodes, no host share)."""
     ls = _load_state(system, model, plan, load, sm, policy=policy)
     st, rho, parts, rate = ls.st, ls.rho, ls.parts, ls.rate
-    mean_ttft = jnp.sum(jnp.stack([w * m for w, m, _ in parts]))
+    mean_ttft = _mixture_mean(parts)
     return LoadBreakdown(
         utilisation=rho,
         stable=jnp.where(rho < 1.0, 1.0, 0.0),
@@ -604,13 +623,9 @@ def goodput_qps(
     cap_fit = sequence_cap(system, model, plan, EXACT)  # the same at every rate
 
     def ok(q):
-        # p99 TTFT <= limit exactly when the TTFT's distribution function reaches 0.99 at
-        # the limit (it is continuous and increasing): one evaluation of it instead of the
-        # quantile's bisection (:func:`_mixture_quantile`)
         ls = _load_state(system, model, plan, Workload(q, cv_a, cv_s), EXACT, cap_fit)
-        ttft_ok = _mixture_cdf(jnp.asarray(ttft_p99_limit_s, ls.st.t_s.dtype), ls.parts) >= 0.99
-        tpot_ok = ls.tpot_quantile(Z99) <= tpot_p99_limit_s
-        return ttft_ok & tpot_ok & (ls.rho < 1.0)
+        meets = _meets_p99(ls.parts, ls.tpot_quantile(Z99), ttft_p99_limit_s, tpot_p99_limit_s)
+        return meets & (ls.rho < 1.0)
 
     unit = _load_state(system, model, plan, Workload(jnp.ones(()), cv_a, cv_s), EXACT, cap_fit).rho
     return bisect_rate(ok, unit)

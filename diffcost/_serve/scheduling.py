@@ -55,9 +55,20 @@ def profile_policy(profile: EngineProfile) -> IterationPolicy:
     return iteration_policy(caps.get("mixed_prefill", True), caps.get("host_share", 0.0))
 
 
+def prefill_only(policy: IterationPolicy | None) -> bool:
+    """Whether ``policy`` runs prompts in prefill-only iterations (``None``: mixed)."""
+    return policy is not None and not policy.mixed_prefill
+
+
 def host_scaled(t_s: Array, policy: IterationPolicy) -> Array:
     """Wall seconds of an iteration of ``t_s`` GPU seconds: ``t / (1 - h)``."""
     return t_s / (1.0 - policy.host_share)
 
 
-__all__ = ["IterationPolicy", "host_scaled", "iteration_policy", "profile_policy"]
+__all__ = [
+    "IterationPolicy",
+    "host_scaled",
+    "iteration_policy",
+    "prefill_only",
+    "profile_policy",
+]
