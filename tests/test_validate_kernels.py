@@ -348,11 +348,17 @@ def test_a_data_parallel_file_is_charged_its_last_wave(tmp_path):
     # 512 x 4096 in 64 x 64 tiles: 512 blocks in 4 waves of 132
     fill = float(wave_fill(512.0, 4096.0, *tile, 132.0, dc.EXACT))
     assert fill == pytest.approx(512 / 528)
+    text = tiled.read_text().replace("data_parallel", "diagonal").replace("tiled", "bad")
+    assert "balanced, data_parallel" in _refusals(tmp_path, text)["tiling"]
+
+
+def _refusals(tmp_path, text: str) -> dict[str, str]:
+    """The reasons by key with which reading a kernel file of ``text`` is refused."""
     bad = tmp_path / "bad.toml"
-    bad.write_text(tiled.read_text().replace("data_parallel", "diagonal").replace("tiled", "bad"))
+    bad.write_text(text)
     with pytest.raises(dc.SpecError) as err:
         read_kernel_measurements([str(bad)])
-    assert "balanced, data_parallel" in {p.key: p.reason for p in err.value.problems}["tiling"]
+    return {p.key: p.reason for p in err.value.problems}
 
 
 def test_reused_operands_within_l2_stream_from_it(tmp_path):
@@ -384,11 +390,8 @@ def test_reused_operands_within_l2_stream_from_it(tmp_path):
         want = float(gemm_time_s(16.0, n, 4096.0, fmt, loaded, dc.EXACT))
         assert rows[other]["term_s"] == pytest.approx(want, rel=1e-6)
     assert rows["b200-4096"]["term_s"] < 0.8 * rows["f"]["term_s"]
-    bad = tmp_path / "bad.toml"
-    bad.write_text(reused.read_text().replace('"reused"', '"warm"').replace("reused", "bad"))
-    with pytest.raises(dc.SpecError) as err:
-        read_kernel_measurements([str(bad)])
-    assert "fresh, reused" in {p.key: p.reason for p in err.value.problems}["operands"]
+    text = reused.read_text().replace('"reused"', '"warm"').replace("reused", "bad")
+    assert "fresh, reused" in _refusals(tmp_path, text)["operands"]
 
 
 def test_timing_is_required_and_checked(tmp_path):
